@@ -1,0 +1,90 @@
+"""Error codes shared by the server, the client and the HTTP edge.
+
+Rule: pure code returns codes in its results and raises only on broken invariants; the edge
+turns a `KraftliteError` into problem+json with the code's name and HTTP status, and clients
+rebuild the exception with `error_for_code`. Numbers are Kafka's where the meaning matches,
+so logs and dashboards read the same as Kafka's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+
+class ErrorCode(IntEnum):
+    UNKNOWN_SERVER_ERROR = -1
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    MESSAGE_TOO_LARGE = 10
+    COORDINATOR_NOT_AVAILABLE = 15
+    INVALID_TOPIC_EXCEPTION = 17
+    RECORD_LIST_TOO_LARGE = 18
+    NOT_ENOUGH_REPLICAS = 19
+    INVALID_REPLICATION_FACTOR = 38
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    INVALID_PARTITIONS = 37
+    TOPIC_ALREADY_EXISTS = 36
+    KAFKA_STORAGE_ERROR = 56
+    FENCED_LEADER_EPOCH = 74
+    UNSUPPORTED_MEDIA_TYPE = 1001  # HTTP-only: no Kafka equivalent
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    http_status: int
+    retriable: bool
+    message: str
+
+
+ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
+    ErrorCode.UNKNOWN_SERVER_ERROR: ErrorInfo(500, False, "unexpected server error"),
+    ErrorCode.OFFSET_OUT_OF_RANGE: ErrorInfo(416, False, "offset out of range"),
+    ErrorCode.CORRUPT_MESSAGE: ErrorInfo(400, False, "batch failed its checks"),
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorInfo(404, True, "unknown topic or partition"),
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorInfo(421, True, "not the leader"),
+    ErrorCode.REQUEST_TIMED_OUT: ErrorInfo(504, True, "request timed out"),
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorInfo(413, False, "record batch too large"),
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorInfo(503, True, "coordinator not available"),
+    ErrorCode.INVALID_TOPIC_EXCEPTION: ErrorInfo(400, False, "invalid topic name"),
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorInfo(413, False, "request too large"),
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorInfo(503, True, "not enough in-sync replicas"),
+    ErrorCode.INVALID_REPLICATION_FACTOR: ErrorInfo(400, False, "invalid replication factor"),
+    ErrorCode.NOT_CONTROLLER: ErrorInfo(503, True, "not the active controller"),
+    ErrorCode.INVALID_REQUEST: ErrorInfo(400, False, "invalid request"),
+    ErrorCode.INVALID_PARTITIONS: ErrorInfo(400, False, "invalid partition count"),
+    ErrorCode.TOPIC_ALREADY_EXISTS: ErrorInfo(409, False, "topic already exists"),
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorInfo(507, True, "storage error"),
+    ErrorCode.FENCED_LEADER_EPOCH: ErrorInfo(409, True, "leader epoch is stale"),
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: ErrorInfo(415, False, "unsupported media type"),
+}
+
+
+class KraftliteError(Exception):
+    """An error with an API error code; `details` travel in the problem+json body."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None, **details: Any) -> None:
+        self.code = code
+        self.message = message or ERROR_INFO[code].message
+        self.details = details
+        super().__init__(f"{code.name}: {self.message}")
+
+    @property
+    def retriable(self) -> bool:
+        return ERROR_INFO[self.code].retriable
+
+    @property
+    def http_status(self) -> int:
+        return ERROR_INFO[self.code].http_status
+
+
+def error_for_code(name: str, message: str | None = None, **details: Any) -> KraftliteError:
+    """Rebuild an exception from an error name received over the wire."""
+    code = ErrorCode.__members__.get(name, ErrorCode.UNKNOWN_SERVER_ERROR)
+    return KraftliteError(code, message, **details)

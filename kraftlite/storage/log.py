@@ -1,0 +1,745 @@
+"""Partition logs on LMDB: one environment per broker, one key range per partition.
+
+The only module that imports lmdb. Layout (docs/adr/0001 has the measurements behind it),
+all keys start with the partition's 4-byte uid, so each partition is one contiguous range:
+
+    batches     uid + base_offset (8 B, big-endian)       -> a stamped v1 batch
+    meta        uid                                        -> log_start_offset, high_watermark,
+                                                              size_bytes ('<qqq')
+    epochs      uid + leader_epoch (4 B, big-endian)       -> start_offset (KIP-101 cache)
+    time_index  uid + running max timestamp (8 B, ordered) -> base_offset of the batch that
+                                                              raised the running maximum
+    registry    partition name (utf-8)                     -> uid + state byte
+
+Rules:
+1. Every change to a partition is one LMDB write transaction: a crash (kill -9) leaves all of
+   it or none of it. In-memory caches change only after the transaction committed.
+2. Offsets are dense: a batch is accepted only at base offset == log end offset.
+3. Leader epochs in the log never decrease; the epoch cache records where each one starts.
+4. The high watermark stays within [log_start_offset, log_end_offset].
+5. Retention and truncation remove whole batches: retention from the head (never at or above
+   the limit the caller gives, normally the high watermark), truncation from the tail.
+6. A write that finds the map full grows the map (once no transaction is open in the
+   process) up to `map_max_bytes`, then fails with KAFKA_STORAGE_ERROR; it never half-writes.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import lmdb
+import numpy as np
+
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.protocol import batch as batch_format
+
+_T = TypeVar("_T")
+_META = struct.Struct("<qqq")
+_OFFSET = struct.Struct(">Q")
+_EPOCH = struct.Struct(">I")
+_UID = struct.Struct(">I")
+_PEEK = struct.Struct("<qI4xiIqq")  # base_offset, batch_length, leader_epoch, count, first/max ts
+_NEXT_UID_KEY: Final = b"\x00next_uid"
+_LIVE, _DELETING = b"\x00", b"\x01"
+_DELETE_CHUNK: Final = 1000
+UNDEFINED_EPOCH: Final = -1
+UNDEFINED_OFFSET: Final = -1
+
+
+@dataclass(frozen=True, slots=True)
+class StorageConfig:
+    """How a broker's log storage behaves. Kafka's names are given beside each field."""
+
+    path: Path
+    flush_interval_ms: int = 1000  # log.flush.interval.ms; 0 = fsync every append
+    map_size_bytes: int = 1 << 30  # initial LMDB map (virtual address space, not disk)
+    map_max_bytes: int = 1 << 40  # the map doubles on demand up to this
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What an append wrote: offsets [first_offset, last_offset]."""
+
+    first_offset: int
+    last_offset: int
+    record_count: int
+    max_timestamp: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Peek:
+    base_offset: int
+    batch_length: int
+    leader_epoch: int
+    record_count: int
+    first_timestamp: int
+    max_timestamp: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.record_count
+
+
+def _peek(buf: Any) -> _Peek:
+    """The fields of a stored batch's header that the log needs (stored batches were validated)."""
+    return _Peek(*_PEEK.unpack_from(buf, 0))
+
+
+def _timestamp_key(timestamp: int) -> bytes:
+    return _OFFSET.pack(timestamp + (1 << 63))  # flip the sign bit: byte order == numeric order
+
+
+def _timestamp_from_key(key: bytes) -> int:
+    return int(_OFFSET.unpack_from(key, 4)[0]) - (1 << 63)
+
+
+class _TxnGate:
+    """Many transactions at once, or one map resize alone.
+
+    LMDB's set_mapsize requires that no transaction is open anywhere in the process.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._active = 0
+        self._resizing = False
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._resizing:
+                self._cond.wait()
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._active -= 1
+                if not self._active:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            while self._resizing:
+                self._cond.wait()
+            self._resizing = True
+            while self._active:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._resizing = False
+                self._cond.notify_all()
+
+
+def storage_error(message: str) -> KraftliteError:
+    return KraftliteError(ErrorCode.KAFKA_STORAGE_ERROR, message)
+
+
+class LogStorage:
+    """All partition logs of one broker, in one LMDB environment under `config.path`."""
+
+    def __init__(self, config: StorageConfig) -> None:
+        self.config = config
+        config.path.mkdir(parents=True, exist_ok=True)
+        self._env = lmdb.open(
+            str(config.path), map_size=config.map_size_bytes, max_dbs=8,
+            sync=config.flush_interval_ms == 0, metasync=config.flush_interval_ms == 0,
+            writemap=False, max_readers=1024,
+        )
+        self._gate = _TxnGate()
+        self._map_size = int(self._env.info()["map_size"])
+        self._batches = self._env.open_db(b"batches")
+        self._meta = self._env.open_db(b"meta")
+        self._epochs = self._env.open_db(b"epochs")
+        self._time_index = self._env.open_db(b"time_index")
+        self._registry = self._env.open_db(b"registry")
+        self._partitions: dict[str, PartitionLog] = {}
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._flusher: threading.Thread | None = None
+        self._finish_deletes()
+
+    # -- transactions -------------------------------------------------------------------
+
+    def write(self, body: Callable[[Any], _T]) -> _T:
+        """Run `body(txn)` in one write transaction, growing the map and retrying if full."""
+        while True:
+            seen_size = self._map_size
+            try:
+                with self._gate.shared(), self._env.begin(write=True) as txn:
+                    return body(txn)
+            except lmdb.MapFullError:
+                self._grow(seen_size)
+            except lmdb.Error as exc:
+                raise storage_error(f"LMDB write failed: {exc}") from exc
+
+    @contextmanager
+    def reading(self) -> Iterator[Any]:
+        """A short read transaction whose values are zero-copy buffers (copy before leaving)."""
+        with self._gate.shared(), self._env.begin(buffers=True) as txn:
+            yield txn
+
+    def _grow(self, seen_size: int) -> None:
+        with self._gate.exclusive():
+            current = self._env.info()["map_size"]
+            if current > seen_size:
+                return  # another writer grew it while we waited
+            if current >= self.config.map_max_bytes:
+                raise storage_error(
+                    f"log storage is full: map size {current} bytes reached map_max_bytes"
+                )
+            self._env.set_mapsize(min(current * 2, self.config.map_max_bytes))
+            self._map_size = int(self._env.info()["map_size"])
+
+    # -- partitions ---------------------------------------------------------------------
+
+    def open_partition(self, name: str) -> PartitionLog:
+        """The log of partition `name`, created empty if it does not exist."""
+        if not name or "\x00" in name or len(name.encode()) > 400:
+            raise ValueError(f"invalid partition log name {name!r}")
+        with self._lock:
+            if name not in self._partitions:
+                self._partitions[name] = PartitionLog(self, name, self._uid_for(name))
+            return self._partitions[name]
+
+    def partition_names(self) -> list[str]:
+        with self.reading() as txn:
+            return [
+                bytes(key).decode()
+                for key, value in txn.cursor(db=self._registry)
+                if bytes(key) != _NEXT_UID_KEY and bytes(value)[4:] == _LIVE
+            ]
+
+    def delete_partition(self, name: str) -> None:
+        """Delete a partition's data. Resumed on the next open if the process dies midway."""
+        with self._lock:
+            log = self._partitions.pop(name, None)
+            if log is not None:
+                log.closed = True
+            key = name.encode()
+
+            def mark(txn: Any) -> bytes | None:
+                value = txn.get(key, db=self._registry)
+                if value is None:
+                    return None
+                uid = bytes(value)[:4]
+                txn.put(key, uid + _DELETING, db=self._registry)
+                return uid
+
+            uid = self.write(mark)
+            if uid is not None:
+                self._delete_data(key, uid)
+
+    def _uid_for(self, name: str) -> bytes:
+        key = name.encode()
+
+        def lookup_or_create(txn: Any) -> bytes:
+            value = txn.get(key, db=self._registry)
+            if value is not None and bytes(value)[4:] == _LIVE:
+                return bytes(value)[:4]
+            if value is not None:
+                raise ValueError(f"partition log {name!r} is being deleted")
+            counter = txn.get(_NEXT_UID_KEY, db=self._registry)
+            uid = _UID.unpack(counter)[0] if counter is not None else 1
+            txn.put(_NEXT_UID_KEY, _UID.pack(uid + 1), db=self._registry)
+            txn.put(key, _UID.pack(uid) + _LIVE, db=self._registry)
+            txn.put(_UID.pack(uid), _META.pack(0, 0, 0), db=self._meta)
+            return _UID.pack(uid)
+
+        return self.write(lookup_or_create)
+
+    def _delete_data(self, name_key: bytes, uid: bytes) -> None:
+        for db in (self._batches, self._epochs, self._time_index, self._meta):
+            while self.write(functools.partial(_delete_prefix, db=db, prefix=uid,
+                                               limit=_DELETE_CHUNK)):
+                pass
+        self.write(lambda txn: txn.delete(name_key, db=self._registry))
+
+    def _finish_deletes(self) -> None:
+        with self.reading() as txn:
+            pending = [
+                (bytes(key), bytes(value)[:4])
+                for key, value in txn.cursor(db=self._registry)
+                if bytes(key) != _NEXT_UID_KEY and bytes(value)[4:] == _DELETING
+            ]
+        for name_key, uid in pending:
+            self._delete_data(name_key, uid)
+
+    # -- durability ---------------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Checkpoint high watermarks and fsync everything committed so far."""
+        for log in list(self._partitions.values()):
+            log.checkpoint_high_watermark()
+        with self._gate.shared():
+            self._env.sync(True)
+
+    def start_flusher(self) -> None:
+        """fsync every `flush_interval_ms` on a thread (Kafka's log.flush.interval.ms)."""
+        if self.config.flush_interval_ms <= 0 or self._flusher is not None:
+            return
+        self._flusher = threading.Thread(target=self._flush_loop, name="log-flusher", daemon=True)
+        self._flusher.start()
+
+    def _flush_loop(self) -> None:
+        while not self._closed.wait(self.config.flush_interval_ms / 1000):
+            self.sync()
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        if self._flusher is not None:
+            self._flusher.join()
+        self.sync()
+        self._env.close()
+
+    def disk_usage_bytes(self) -> int:
+        return int(self._env.info()["last_pgno"] + 1) * int(self._env.stat()["psize"])
+
+    def map_size_bytes(self) -> int:
+        return int(self._env.info()["map_size"])
+
+
+def _delete_prefix(txn: Any, *, db: Any, prefix: bytes, limit: int) -> int:
+    """Delete up to `limit` keys starting with `prefix`; returns how many were deleted."""
+    cursor = txn.cursor(db=db)
+    deleted = 0
+    if cursor.set_range(prefix):
+        while deleted < limit and bytes(cursor.key()[: len(prefix)]) == prefix:
+            if not cursor.delete():
+                break
+            deleted += 1
+    return deleted
+
+
+class PartitionLog:
+    """The replica log of one partition. Mutations are serialized by a per-partition lock;
+    reads may run on any thread at any time and see the last committed state.
+    """
+
+    def __init__(self, storage: LogStorage, name: str, uid: bytes) -> None:
+        self.storage = storage
+        self.name = name
+        self.closed = False
+        self._uid = uid
+        self._lock = threading.Lock()
+        s = storage
+        self._batches, self._meta, self._epochs_db, self._time_index = (
+            s._batches, s._meta, s._epochs, s._time_index,
+        )
+        with storage.reading() as txn:
+            log_start, high_watermark, size = _META.unpack(txn.get(uid, db=self._meta))
+            self.log_start_offset: int = log_start
+            self.size_bytes: int = size
+            cursor = txn.cursor(db=self._batches)
+            last = self._last_in_range(cursor)
+            self.log_end_offset: int = _peek(last).next_offset if last is not None else log_start
+            self._epochs: list[tuple[int, int]] = [
+                (_EPOCH.unpack_from(key, 4)[0], _OFFSET.unpack(value)[0])
+                for key, value in self._range(txn.cursor(db=self._epochs_db))
+            ]
+            index_cursor = txn.cursor(db=self._time_index)
+            self._running_max: int | None = (
+                _timestamp_from_key(bytes(index_cursor.key()))
+                if self._last_in_range(index_cursor) is not None else None
+            )
+        self.high_watermark: int = min(max(high_watermark, log_start), self.log_end_offset)
+        self._persisted_high_watermark = high_watermark
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _key(self, offset: int) -> bytes:
+        return self._uid + _OFFSET.pack(offset)
+
+    def _range(self, cursor: Any) -> Iterator[tuple[Any, Any]]:
+        """This partition's items, first to last."""
+        if cursor.set_range(self._uid):
+            yield from self._range_from(cursor)
+
+    def _range_from(self, cursor: Any) -> Iterator[tuple[Any, Any]]:
+        """This partition's items from the cursor's position on."""
+        for key, value in cursor:
+            if bytes(key[:4]) != self._uid:
+                break
+            yield key, value
+
+    def _last_in_range(self, cursor: Any) -> Any | None:
+        """Position `cursor` on this partition's last key; its value, or None if empty."""
+        after = _UID.pack(_UID.unpack(self._uid)[0] + 1)
+        positioned = cursor.prev() if cursor.set_range(after) else cursor.last()
+        if positioned and bytes(cursor.key()[:4]) == self._uid:
+            return cursor.value()
+        return None
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise KraftliteError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.name} was deleted")
+
+    def _meta_value(self, log_start: int, size: int) -> bytes:
+        return _META.pack(log_start, self.high_watermark_within(log_start), size)
+
+    def high_watermark_within(self, log_start: int) -> int:
+        return max(self.high_watermark, log_start)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._epochs[-1][0] if self._epochs else UNDEFINED_EPOCH
+
+    def epochs(self) -> list[tuple[int, int]]:
+        """The leader-epoch cache: (leader_epoch, start_offset), oldest first."""
+        return list(self._epochs)
+
+    # -- appends ------------------------------------------------------------------------
+
+    def append(self, batch: bytes | bytearray | memoryview, leader_epoch: int) -> AppendInfo:
+        """Leader path: validate a producer's batch, assign offsets from the log end offset,
+        stamp `leader_epoch`, and persist it as one value.
+
+        Raises KraftliteError CORRUPT_MESSAGE for a batch that fails its checks and
+        FENCED_LEADER_EPOCH for an epoch older than the log's latest.
+        """
+        try:
+            header = batch_format.validate(batch)
+        except batch_format.CorruptBatchError as exc:
+            raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
+        with self._lock:
+            self._check_open()
+            if leader_epoch < self.latest_epoch or leader_epoch < 0:
+                raise KraftliteError(
+                    ErrorCode.FENCED_LEADER_EPOCH,
+                    f"append with leader epoch {leader_epoch} below {self.latest_epoch}",
+                )
+            base = self.log_end_offset
+            stamped = batch_format.stamp(batch, base, leader_epoch)
+            peek = _Peek(base, header.batch_length, leader_epoch, header.record_count,
+                         header.first_timestamp, header.max_timestamp)
+            return self._persist([(peek, stamped)])
+
+    def append_replicated(self, data: bytes | bytearray | memoryview) -> AppendInfo | None:
+        """Follower path: append batches exactly as the leader stamped them (a fetch response
+        body: concatenated batches). The first must start at this log's end offset.
+        """
+        entries: list[tuple[_Peek, bytes | bytearray | memoryview]] = []
+        try:
+            for view in batch_format.split_batches(data):
+                header = batch_format.validate(view)
+                entries.append((_Peek(header.base_offset, header.batch_length,
+                                      header.leader_epoch, header.record_count,
+                                      header.first_timestamp, header.max_timestamp), view))
+        except batch_format.CorruptBatchError as exc:
+            raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
+        if not entries:
+            return None
+        with self._lock:
+            self._check_open()
+            return self._persist(entries)
+
+    def _persist(self, entries: list[tuple[_Peek, bytes | bytearray | memoryview]]) -> AppendInfo:
+        expected = self.log_end_offset
+        epochs = list(self._epochs)
+        running_max = self._running_max
+        size = self.size_bytes
+        index_entries: list[tuple[int, int]] = []
+        for peek, _ in entries:
+            if peek.base_offset != expected:
+                raise KraftliteError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"batch at offset {peek.base_offset} does not follow log end offset {expected}",
+                )
+            if epochs and peek.leader_epoch < epochs[-1][0]:
+                raise KraftliteError(
+                    ErrorCode.FENCED_LEADER_EPOCH,
+                    f"batch epoch {peek.leader_epoch} below the log's {epochs[-1][0]}",
+                )
+            if not epochs or peek.leader_epoch > epochs[-1][0]:
+                epochs.append((peek.leader_epoch, peek.base_offset))
+            if running_max is None or peek.max_timestamp > running_max:
+                running_max = peek.max_timestamp
+                index_entries.append((running_max, peek.base_offset))
+            expected = peek.next_offset
+            size += peek.batch_length
+        new_epochs = epochs[len(self._epochs):]
+
+        def write(txn: Any) -> None:
+            for peek, data in entries:
+                if not txn.put(self._key(peek.base_offset), data, db=self._batches, append=True):
+                    raise storage_error(f"{self.name}: offset {peek.base_offset} already stored")
+            for epoch, start in new_epochs:
+                txn.put(self._uid + _EPOCH.pack(epoch), _OFFSET.pack(start), db=self._epochs_db)
+            for timestamp, offset in index_entries:
+                txn.put(self._uid + _timestamp_key(timestamp), _OFFSET.pack(offset),
+                        db=self._time_index)
+            txn.put(self._uid, self._meta_value(self.log_start_offset, size), db=self._meta)
+
+        self.storage.write(write)
+        first, last = entries[0][0], entries[-1][0]
+        self.log_end_offset = expected
+        self.size_bytes = size
+        self._epochs = epochs
+        self._running_max = running_max
+        self._persisted_high_watermark = self.high_watermark_within(self.log_start_offset)
+        return AppendInfo(
+            first_offset=first.base_offset, last_offset=last.next_offset - 1,
+            record_count=last.next_offset - first.base_offset,
+            max_timestamp=max(peek.max_timestamp for peek, _ in entries),
+            log_end_offset=expected,
+        )
+
+    # -- reads --------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> list[bytes]:
+        """The stored batches from the one containing `offset`, in order.
+
+        Returns at least one batch when any is available (even if larger than `max_bytes`, so
+        a reader always makes progress) and never a batch that ends above `max_offset`
+        (exclusive; consumers pass the high watermark). `offset == log_end_offset` gives [].
+        Raises OFFSET_OUT_OF_RANGE outside [log_start_offset, log_end_offset].
+        """
+        self._check_open()
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise self._out_of_range(offset)
+        if offset >= limit:
+            return []
+        result: list[bytes] = []
+        total = 0
+        with self.storage.reading() as txn:
+            cursor = txn.cursor(db=self._batches)
+            start = self._key(offset)
+            if not (cursor.set_range(start) and bytes(cursor.key()) == start):
+                found = cursor.prev() if cursor.key() else cursor.last()
+                if not found or bytes(cursor.key()[:4]) != self._uid or \
+                        _peek(cursor.value()).next_offset <= offset:
+                    raise self._out_of_range(offset)  # removed by retention meanwhile
+            for _, value in self._range_from(cursor):
+                peek = _peek(value)
+                if peek.next_offset > limit or (result and total + peek.batch_length > max_bytes):
+                    break
+                result.append(bytes(value))
+                total += peek.batch_length
+        return result
+
+    def _out_of_range(self, offset: int) -> KraftliteError:
+        return KraftliteError(
+            ErrorCode.OFFSET_OUT_OF_RANGE,
+            f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]",
+            log_start_offset=self.log_start_offset, high_watermark=self.high_watermark,
+        )
+
+    def offset_for_time(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp is >= `timestamp`, or None
+        if there is none (Kafka's ListOffsets by time).
+        """
+        self._check_open()
+        with self.storage.reading() as txn:
+            index = txn.cursor(db=self._time_index)
+            if not index.set_range(self._uid + _timestamp_key(timestamp)) or \
+                    bytes(index.key()[:4]) != self._uid:
+                return None
+            candidate = int(_OFFSET.unpack(index.value())[0])
+            index.set_range(self._uid)
+            # Batches between the log start and the first indexed batch may hold later records
+            # than the index knows (their entries went with retention): scan their headers.
+            start = self.log_start_offset if int(_OFFSET.unpack(index.value())[0]) == candidate \
+                else candidate
+            batches = txn.cursor(db=self._batches)
+            if not batches.set_range(self._key(start)):
+                return None
+            for _, value in self._range_from(batches):
+                peek = _peek(value)
+                if peek.max_timestamp >= timestamp:
+                    stamps = np.frombuffer(value, "<i8", peek.record_count,
+                                           batch_format.HEADER_SIZE)
+                    position = int(np.argmax(stamps >= timestamp))
+                    return peek.base_offset + position, int(stamps[position])
+        return None
+
+    def end_offset_for(self, leader_epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for a follower asking where `leader_epoch` ends (KIP-101/279):
+        the largest epoch <= the requested one and the start offset of the next epoch, or the
+        log end offset if the requested epoch is the latest.
+        """
+        epochs = self._epochs
+        if leader_epoch == UNDEFINED_EPOCH or not epochs:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        if leader_epoch == epochs[-1][0]:
+            return leader_epoch, self.log_end_offset
+        higher = next(((e, s) for e, s in epochs if e > leader_epoch), None)
+        if higher is None:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        floor = [e for e, _ in epochs if e <= leader_epoch]
+        return (floor[-1] if floor else leader_epoch), higher[1]
+
+    # -- high watermark -----------------------------------------------------------------
+
+    def set_high_watermark(self, offset: int) -> None:
+        """Move the high watermark (clamped to [log start, log end]); persisted with the next
+        write or `checkpoint_high_watermark`, as Kafka checkpoints it periodically.
+        """
+        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+
+    def checkpoint_high_watermark(self) -> None:
+        with self._lock:
+            if self.closed or self.high_watermark == self._persisted_high_watermark:
+                return
+            value = self._meta_value(self.log_start_offset, self.size_bytes)
+            self.storage.write(lambda txn: txn.put(self._uid, value, db=self._meta))
+            self._persisted_high_watermark = self.high_watermark
+
+    # -- truncation and retention -------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch holding an offset >= `offset` (a follower after a leader change).
+
+        Truncation is by whole batches, so the log end offset may end below `offset`, never
+        above it. Below the log start offset the log is emptied and restarts at `offset`.
+        """
+        with self._lock:
+            self._check_open()
+            if offset >= self.log_end_offset:
+                return
+            if offset <= self.log_start_offset:
+                self._reset_locked(offset)
+                return
+
+            def cut(txn: Any) -> tuple[int, int, int]:
+                cursor = txn.cursor(db=self._batches)
+                start = self._key(offset)
+                if not (cursor.set_range(start) and bytes(cursor.key()) == start):
+                    cursor.prev()  # the batch holding `offset` starts before it
+                new_end = _peek(cursor.value()).base_offset
+                doomed = [(bytes(key), len(value)) for key, value in self._range_from(cursor)]
+                for key, _ in doomed:
+                    txn.delete(key, db=self._batches)
+                freed = sum(size for _, size in doomed)
+                self._delete_epochs_from(txn, new_end)
+                index = [bytes(key) for key, value in self._range(txn.cursor(db=self._time_index))
+                         if _OFFSET.unpack(value)[0] >= new_end]
+                for key in index:
+                    txn.delete(key, db=self._time_index)
+                high_watermark = max(min(self.high_watermark, new_end), self.log_start_offset)
+                txn.put(self._uid, _META.pack(self.log_start_offset, high_watermark,
+                                              self.size_bytes - freed), db=self._meta)
+                return new_end, freed, high_watermark
+
+            new_end, freed, self.high_watermark = self.storage.write(cut)
+            self.log_end_offset = new_end
+            self.size_bytes -= freed
+            self._epochs = [(e, s) for e, s in self._epochs if s < new_end]
+            self._reload_running_max()
+            self._persisted_high_watermark = self.high_watermark
+
+    def _delete_epochs_from(self, txn: Any, offset: int) -> None:
+        for epoch, start in self._epochs:
+            if start >= offset:
+                txn.delete(self._uid + _EPOCH.pack(epoch), db=self._epochs_db)
+
+    def _reload_running_max(self) -> None:
+        with self.storage.reading() as txn:
+            cursor = txn.cursor(db=self._time_index)
+            self._running_max = (
+                _timestamp_from_key(bytes(cursor.key()))
+                if self._last_in_range(cursor) is not None else None
+            )
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at `offset` (a follower far behind the leader's log
+        start, or a truncation below the log start).
+        """
+        with self._lock:
+            self._check_open()
+            self._reset_locked(offset)
+
+    def _reset_locked(self, offset: int) -> None:
+        def reset(txn: Any) -> None:
+            for db in (self._batches, self._epochs_db, self._time_index):
+                _delete_prefix(txn, db=db, prefix=self._uid, limit=1 << 62)
+            txn.put(self._uid, _META.pack(offset, offset, 0), db=self._meta)
+
+        self.storage.write(reset)
+        self.log_start_offset = self.log_end_offset = self.high_watermark = offset
+        self._persisted_high_watermark = offset
+        self.size_bytes = 0
+        self._epochs = []
+        self._running_max = None
+
+    def apply_retention(
+        self, now_ms: int, retention_ms: int, retention_bytes: int, max_offset: int | None = None
+    ) -> int:
+        """Delete whole batches from the head while they are older than `retention_ms` (by their
+        largest timestamp) or the log is larger than `retention_bytes` without them; -1
+        disables either rule. Never deletes a batch that ends above `max_offset` (default:
+        the high watermark). Returns the number of records deleted.
+        """
+        limit = self.high_watermark if max_offset is None else max_offset
+        deleted_records = 0
+        while True:
+            with self._lock:
+                self._check_open()
+                removed = self.storage.write(
+                    lambda txn: self._retention_chunk(txn, now_ms, retention_ms,
+                                                      retention_bytes, limit)
+                )
+                if removed is None:
+                    return deleted_records
+                new_start, freed = removed
+                deleted_records += new_start - self.log_start_offset
+                self.log_start_offset = new_start
+                self.size_bytes -= freed
+                self.high_watermark = max(self.high_watermark, new_start)
+                self._epochs = self._epochs_from_start(new_start)
+
+    def _retention_chunk(
+        self, txn: Any, now_ms: int, retention_ms: int, retention_bytes: int, limit: int
+    ) -> tuple[int, int] | None:
+        cursor = txn.cursor(db=self._batches)
+        if not cursor.set_range(self._uid):
+            return None
+        size = self.size_bytes
+        new_start = None
+        count = 0
+        while count < _DELETE_CHUNK and cursor.key() and bytes(cursor.key()[:4]) == self._uid:
+            peek = _peek(cursor.value())
+            expired = retention_ms >= 0 and now_ms - peek.max_timestamp > retention_ms
+            oversized = retention_bytes >= 0 and size - peek.batch_length >= retention_bytes
+            if peek.next_offset > limit or not (expired or oversized):
+                break
+            size -= peek.batch_length
+            new_start = peek.next_offset
+            count += 1
+            cursor.delete()
+        if new_start is None:
+            return None
+        for epoch, start in self._epochs:
+            if start <= new_start:
+                txn.delete(self._uid + _EPOCH.pack(epoch), db=self._epochs_db)
+        for epoch, start in self._epochs_from_start(new_start):
+            txn.put(self._uid + _EPOCH.pack(epoch), _OFFSET.pack(start), db=self._epochs_db)
+        index = txn.cursor(db=self._time_index)
+        if index.set_range(self._uid):
+            while index.key() and bytes(index.key()[:4]) == self._uid and \
+                    _OFFSET.unpack(index.value())[0] < new_start:
+                index.delete()
+        txn.put(self._uid, _META.pack(new_start, max(self.high_watermark, new_start), size),
+                db=self._meta)
+        return new_start, self.size_bytes - size
+
+    def _epochs_from_start(self, start_offset: int) -> list[tuple[int, int]]:
+        """The epoch cache after the log start moved to `start_offset` (Kafka's
+        truncateFromStart): the last epoch starting at or before it now starts at it.
+        """
+        before = [(e, s) for e, s in self._epochs if s <= start_offset]
+        after = [(e, s) for e, s in self._epochs if s > start_offset]
+        return ([(before[-1][0], start_offset)] if before else []) + after

@@ -1,0 +1,255 @@
+"""The LMDB partition log, operation by operation, on real LMDB files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.protocol import batch as fmt
+from kraftlite.storage.log import LogStorage, PartitionLog, StorageConfig
+
+pytestmark = pytest.mark.integration
+
+
+def make_batch(count: int, ts: int = 1000, value: bytes = b"v", step: int = 0) -> bytes:
+    return fmt.encode_batch(
+        [value + str(i).encode() for i in range(count)],
+        keys=[str(i).encode() for i in range(count)],
+        timestamps=[ts + i * step for i in range(count)],
+    )
+
+
+def offsets(batches: list[bytes]) -> list[int]:
+    return [r.offset for b in batches for r in fmt.decode(b).records()]
+
+
+def test_append_assigns_dense_offsets_and_reads_back(storage: LogStorage) -> None:
+    log = storage.open_partition("t-0")
+    assert (log.log_start_offset, log.log_end_offset) == (0, 0)
+    first = log.append(make_batch(3), leader_epoch=0)
+    second = log.append(make_batch(2), leader_epoch=0)
+    assert (first.first_offset, first.last_offset) == (0, 2)
+    assert (second.first_offset, second.last_offset, second.log_end_offset) == (3, 4, 5)
+    assert offsets(log.read(0, 1 << 20)) == [0, 1, 2, 3, 4]
+    # a read from the middle of a batch starts with the batch that holds the offset
+    assert offsets(log.read(1, 1 << 20)) == [0, 1, 2, 3, 4]
+    assert offsets(log.read(3, 1 << 20)) == [3, 4]
+    assert log.read(5, 1 << 20) == []
+    # at least one batch even if larger than max_bytes, then only whole batches that fit
+    assert offsets(log.read(0, 1)) == [0, 1, 2]
+    # never past max_offset (the high watermark for consumers)
+    assert offsets(log.read(0, 1 << 20, max_offset=3)) == [0, 1, 2]
+    assert log.read(3, 1 << 20, max_offset=3) == []
+
+
+def test_reads_outside_the_log_are_out_of_range(storage: LogStorage) -> None:
+    log = storage.open_partition("t-0")
+    log.append(make_batch(2), leader_epoch=0)
+    for offset in (-1, 3):
+        with pytest.raises(KraftliteError) as info:
+            log.read(offset, 100)
+        assert info.value.code is ErrorCode.OFFSET_OUT_OF_RANGE
+        assert info.value.details == {"log_start_offset": 0, "high_watermark": 0}
+
+
+def test_corrupt_batches_and_stale_epochs_are_refused_without_change(
+    storage: LogStorage,
+) -> None:
+    log = storage.open_partition("t-0")
+    log.append(make_batch(1), leader_epoch=3)
+    bad = bytearray(make_batch(2))
+    bad[-9] ^= 0xFF
+    with pytest.raises(KraftliteError) as info:
+        log.append(bad, leader_epoch=3)
+    assert info.value.code is ErrorCode.CORRUPT_MESSAGE
+    with pytest.raises(KraftliteError) as info:
+        log.append(make_batch(1), leader_epoch=2)
+    assert info.value.code is ErrorCode.FENCED_LEADER_EPOCH
+    assert log.log_end_offset == 1
+    assert offsets(log.read(0, 1 << 20)) == [0]
+
+
+def test_partitions_are_isolated(storage: LogStorage) -> None:
+    logs = [storage.open_partition(f"t-{i}") for i in range(5)]
+    for i, log in enumerate(logs):
+        for _ in range(i + 1):
+            log.append(make_batch(2), leader_epoch=0)
+    for i, log in enumerate(logs):
+        assert offsets(log.read(0, 1 << 20)) == list(range(2 * (i + 1)))
+    assert sorted(storage.partition_names()) == [f"t-{i}" for i in range(5)]
+
+
+def test_epoch_cache_and_end_offset_for(storage: LogStorage) -> None:
+    log = storage.open_partition("t-0")
+    log.append(make_batch(2), leader_epoch=1)  # offsets 0-1
+    log.append(make_batch(3), leader_epoch=1)  # 2-4
+    log.append(make_batch(1), leader_epoch=4)  # 5
+    assert log.epochs() == [(1, 0), (4, 5)]
+    assert log.end_offset_for(4) == (4, 6)
+    assert log.end_offset_for(1) == (1, 5)
+    assert log.end_offset_for(2) == (1, 5)  # the largest epoch <= 2 is 1, it ends where 4 starts
+    assert log.end_offset_for(0) == (0, 0)  # below every known epoch: ends where the first starts
+    assert log.end_offset_for(7) == (-1, -1)
+    assert log.end_offset_for(-1) == (-1, -1)
+
+
+def test_truncate_to_removes_whole_batches_and_their_epochs(storage: LogStorage) -> None:
+    log = storage.open_partition("t-0")
+    log.append(make_batch(2), leader_epoch=1)  # 0-1
+    log.append(make_batch(3, ts=5000), leader_epoch=2)  # 2-4
+    log.append(make_batch(2, ts=9000), leader_epoch=3)  # 5-6
+    log.set_high_watermark(7)
+    log.truncate_to(3)  # inside the batch 2-4: the whole batch goes
+    assert log.log_end_offset == 2
+    assert log.high_watermark == 2
+    assert log.epochs() == [(1, 0)]
+    assert log.offset_for_time(5000) is None
+    log.append(make_batch(1, ts=6000), leader_epoch=5)
+    assert offsets(log.read(0, 1 << 20)) == [0, 1, 2]
+    assert log.epochs() == [(1, 0), (5, 2)]
+    assert log.offset_for_time(5500) == (2, 6000)
+    log.truncate_to(10)  # past the end: nothing to do
+    assert log.log_end_offset == 3
+
+
+def test_truncate_fully_and_start_at(storage: LogStorage) -> None:
+    log = storage.open_partition("t-0")
+    log.append(make_batch(4), leader_epoch=1)
+    log.truncate_fully_and_start_at(100)
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (100, 100, 100)
+    assert log.epochs() == []
+    assert log.append(make_batch(1), leader_epoch=2).first_offset == 100
+
+
+def test_offset_for_time_finds_the_first_record_at_or_after(storage: LogStorage) -> None:
+    log = storage.open_partition("t-0")
+    log.append(make_batch(3, ts=100, step=10), leader_epoch=0)  # 100,110,120 @ 0-2
+    log.append(make_batch(2, ts=50, step=1), leader_epoch=0)  # 50,51 (late) @ 3-4
+    log.append(make_batch(2, ts=200, step=100), leader_epoch=0)  # 200,300 @ 5-6
+    assert log.offset_for_time(0) == (0, 100)
+    assert log.offset_for_time(51) == (0, 100)
+    assert log.offset_for_time(111) == (2, 120)
+    assert log.offset_for_time(121) == (5, 200)
+    assert log.offset_for_time(250) == (6, 300)
+    assert log.offset_for_time(301) is None
+
+
+def test_retention_by_time_and_size_stops_at_the_high_watermark(storage: LogStorage) -> None:
+    log = storage.open_partition("t-0")
+    for i in range(5):  # batches of 2 records, timestamps 1000, 2000, ... per batch
+        log.append(make_batch(2, ts=(i + 1) * 1000), leader_epoch=i // 2)
+    batch_size = log.size_bytes // 5
+    log.set_high_watermark(6)
+    # older than 2500 ms at now=4000: batches with max ts 1000 (and 1001) -> only the first
+    assert log.apply_retention(now_ms=4000, retention_ms=2500, retention_bytes=-1) == 2
+    assert log.log_start_offset == 2
+    assert log.epochs() == [(0, 2), (1, 4), (2, 8)]
+    # everything is expired, but the high watermark (6) protects batches 6-7 and 8-9
+    assert log.apply_retention(now_ms=10**9, retention_ms=1, retention_bytes=-1) == 4
+    assert (log.log_start_offset, log.size_bytes) == (6, 2 * batch_size)
+    assert log.epochs() == [(1, 6), (2, 8)]
+    log.set_high_watermark(10)
+    # size: keep at most one batch's worth
+    assert log.apply_retention(now_ms=0, retention_ms=-1, retention_bytes=batch_size) == 2
+    assert log.log_start_offset == 8
+    assert offsets(log.read(8, 1 << 20)) == [8, 9]
+    assert log.offset_for_time(0) == (8, 5000)
+    with pytest.raises(KraftliteError):
+        log.read(7, 100)
+    # a fully expired log stays empty at its end offset and keeps its latest epoch
+    assert log.apply_retention(now_ms=10**9, retention_ms=1, retention_bytes=-1) == 2
+    assert (log.log_start_offset, log.log_end_offset) == (10, 10)
+    assert log.epochs() == [(2, 10)]
+    assert log.append(make_batch(1), leader_epoch=2).first_offset == 10
+
+
+def test_state_survives_reopen(tmp_path: Path) -> None:
+    config = StorageConfig(path=tmp_path / "log")
+    storage = LogStorage(config)
+    log = storage.open_partition("t-0")
+    for i in range(4):
+        log.append(make_batch(2, ts=i * 1000), leader_epoch=i)
+    log.set_high_watermark(6)
+    log.apply_retention(now_ms=10_000, retention_ms=9500, retention_bytes=-1)
+    storage.close()
+
+    storage = LogStorage(config)
+    log = storage.open_partition("t-0")
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (2, 8, 6)
+    assert log.epochs() == [(1, 2), (2, 4), (3, 6)]
+    assert log.offset_for_time(2500) == (6, 3000)
+    assert offsets(log.read(2, 1 << 20)) == list(range(2, 8))
+    storage.close()
+
+
+def test_replicated_append_keeps_the_leaders_offsets_and_epochs(storage: LogStorage) -> None:
+    leader = storage.open_partition("leader")
+    follower = storage.open_partition("follower")
+    leader.append(make_batch(2), leader_epoch=1)
+    leader.append(make_batch(3), leader_epoch=2)
+    stream = b"".join(leader.read(0, 1 << 20))
+    info = follower.append_replicated(stream)
+    assert info is not None and info.log_end_offset == 5
+    assert follower.epochs() == leader.epochs() == [(1, 0), (2, 2)]
+    assert follower.read(0, 1 << 20) == leader.read(0, 1 << 20)
+    assert follower.append_replicated(b"") is None
+    # a gap or an overlap is refused
+    with pytest.raises(KraftliteError) as info_error:
+        follower.append_replicated(leader.read(2, 1 << 20)[0])
+    assert info_error.value.code is ErrorCode.INVALID_REQUEST
+    assert follower.log_end_offset == 5
+
+
+def test_deleted_partition_is_gone_and_its_name_reusable(storage: LogStorage) -> None:
+    log = storage.open_partition("t-0")
+    log.append(make_batch(3), leader_epoch=0)
+    storage.delete_partition("t-0")
+    with pytest.raises(KraftliteError):
+        log.read(0, 100)
+    assert storage.partition_names() == []
+    fresh = storage.open_partition("t-0")
+    assert fresh.log_end_offset == 0
+    assert fresh.append(make_batch(1), leader_epoch=0).first_offset == 0
+
+
+def test_a_full_map_grows_and_a_maximum_fails_cleanly(tmp_path: Path) -> None:
+    storage = LogStorage(StorageConfig(path=tmp_path / "log", map_size_bytes=1 << 20,
+                                       map_max_bytes=8 << 20))
+    log = storage.open_partition("t-0")
+    big = make_batch(100, value=b"x" * 1000)
+    appended = 0
+    with pytest.raises(KraftliteError) as info:
+        for _ in range(200):
+            log.append(big, leader_epoch=0)
+            appended += 1
+    assert info.value.code is ErrorCode.KAFKA_STORAGE_ERROR
+    assert "full" in info.value.message
+    assert storage.map_size_bytes() == 8 << 20
+    assert appended > 10  # it grew past the initial 1 MiB before giving up
+    # nothing half-written: the log holds exactly the appends that succeeded
+    assert log.log_end_offset == 100 * appended
+    assert offsets(log.read(0, 1 << 30)) == list(range(100 * appended))
+    storage.close()
+
+
+def test_fsync_every_append_policy(tmp_path: Path) -> None:
+    storage = LogStorage(StorageConfig(path=tmp_path / "log", flush_interval_ms=0))
+    log = storage.open_partition("t-0")
+    log.append(make_batch(2), leader_epoch=0)
+    assert offsets(log.read(0, 100)) == [0, 1]
+    storage.close()
+
+
+def test_periodic_flusher_checkpoints_the_high_watermark(tmp_path: Path) -> None:
+    config = StorageConfig(path=tmp_path / "log", flush_interval_ms=10)
+    storage = LogStorage(config)
+    storage.start_flusher()
+    log: PartitionLog = storage.open_partition("t-0")
+    log.append(make_batch(2), leader_epoch=0)
+    log.set_high_watermark(2)
+    storage.close()
+    storage = LogStorage(config)
+    assert storage.open_partition("t-0").high_watermark == 2
+    storage.close()

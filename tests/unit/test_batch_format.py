@@ -1,0 +1,152 @@
+"""The v1 batch format: round trips, corruption detection, structural checks."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kraftlite.protocol import batch as fmt
+
+optional_bytes = st.one_of(st.none(), st.binary(max_size=64))
+header_pairs = st.lists(st.tuples(st.text(max_size=8), st.binary(max_size=16)), max_size=3)
+timestamps = st.integers(min_value=-(2**62), max_value=2**62)
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> tuple[list, list, list, list | None]:
+    count = draw(st.integers(min_value=1, max_value=40))
+    values = draw(st.lists(optional_bytes, min_size=count, max_size=count))
+    keys = draw(st.lists(optional_bytes, min_size=count, max_size=count))
+    stamps = draw(st.lists(timestamps, min_size=count, max_size=count))
+    headers = draw(st.one_of(st.none(), st.lists(header_pairs, min_size=count, max_size=count)))
+    return values, keys, stamps, headers
+
+
+@given(batches(), st.integers(min_value=0, max_value=2**62), st.integers(0, 2**31 - 1))
+def test_round_trip_keeps_every_field(batch, base_offset, epoch) -> None:
+    values, keys, stamps, headers = batch
+    encoded = fmt.encode_batch(values, keys=keys, timestamps=stamps, headers=headers)
+    stamped = bytes(fmt.stamp(encoded, base_offset, epoch))
+    decoded = fmt.decode(stamped)
+    assert decoded.header.base_offset == base_offset
+    assert decoded.header.leader_epoch == epoch
+    assert decoded.header.record_count == len(values)
+    assert decoded.header.first_timestamp == stamps[0]
+    assert decoded.header.max_timestamp == max(stamps)
+    assert len(stamped) % 8 == 0
+    assert decoded.values == values
+    assert decoded.keys == keys
+    assert list(decoded.timestamps) == stamps
+    expected_headers = [tuple(h) for h in headers] if headers else [()] * len(values)
+    assert decoded.headers == expected_headers
+    records = list(decoded.records())
+    assert [r.offset for r in records] == list(range(base_offset, base_offset + len(values)))
+
+
+@settings(max_examples=300)
+@given(batches(), st.data())
+def test_any_corrupted_byte_is_detected(batch, data) -> None:
+    values, keys, stamps, headers = batch
+    encoded = bytearray(fmt.encode_batch(values, keys=keys, timestamps=stamps, headers=headers))
+    position = data.draw(st.integers(min_value=0, max_value=len(encoded) - 1))
+    encoded[position] ^= data.draw(st.integers(min_value=1, max_value=255))
+    with pytest.raises(fmt.CorruptBatchError):
+        fmt.validate(encoded)
+    with pytest.raises(fmt.CorruptBatchError):
+        fmt.decode(encoded)
+
+
+def test_stamp_changes_only_the_header() -> None:
+    encoded = fmt.encode_batch([b"a", b"b"], timestamps=[1, 2])
+    stamped = fmt.stamp(encoded, 42, 7)
+    assert stamped[fmt.HEADER_SIZE :] == encoded[fmt.HEADER_SIZE :]
+    assert fmt.validate(stamped).base_offset == 42
+
+
+def test_split_batches_cuts_a_stream() -> None:
+    first = bytes(fmt.stamp(fmt.encode_batch([b"x"] * 3, timestamps=[5] * 3), 0, 1))
+    second = bytes(fmt.stamp(fmt.encode_batch([b"y"], timestamps=[6]), 3, 1))
+    views = list(fmt.split_batches(first + second))
+    assert [bytes(v) for v in views] == [first, second]
+    offsets = [r.offset for b in fmt.decode_stream(first + second) for r in b.records()]
+    assert offsets == [0, 1, 2, 3]
+    with pytest.raises(fmt.CorruptBatchError, match="truncated"):
+        list(fmt.split_batches(first + second[:-8]))
+
+
+def test_encode_records_fills_missing_timestamps() -> None:
+    encoded = fmt.encode_records(
+        [fmt.Record(b"v", key=b"k", headers=(("h", b"1"),)), fmt.Record(None, timestamp=3)],
+        now_ms=1000,
+    )
+    records = list(fmt.decode(encoded).records())
+    assert [(r.timestamp, r.key, r.value, r.headers) for r in records] == [
+        (1000, b"k", b"v", (("h", b"1"),)),
+        (3, None, None, ()),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"values": [], "timestamps": []}, ValueError),
+        ({"values": [b"a"], "timestamps": [1, 2]}, ValueError),
+        ({"values": ["text"], "timestamps": [1]}, TypeError),
+        ({"values": [b"a"], "keys": [1], "timestamps": [1]}, TypeError),
+        ({"values": [b"a"], "timestamps": [1], "headers": [[("h", "str")]]}, TypeError),
+    ],
+)
+def test_bad_encoder_input_is_refused(kwargs, error) -> None:
+    values = kwargs.pop("values")
+    with pytest.raises(error):
+        fmt.encode_batch(values, **kwargs)
+
+
+def _reheader(buf: bytearray) -> bytearray:
+    """Recompute the header CRC so a test can reach the checks behind it."""
+    struct.pack_into("<I", buf, 44, fmt.crc32c(bytes(buf[:44])))
+    return buf
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda b: struct.pack_into("<B", b, 12, 9), "version 9"),
+        (lambda b: struct.pack_into("<B", b, 13, 0x80), "attributes"),
+        (lambda b: struct.pack_into("<I", b, 20, 0), "at least one record"),
+        (lambda b: struct.pack_into("<q", b, 0, -5), "negative base offset"),
+        (lambda b: struct.pack_into("<I", b, 8, 12), "invalid batch length"),
+        (lambda b: struct.pack_into("<q", b, 32, 99), "timestamps disagree"),
+        (lambda b: struct.pack_into("<I", b, 20, 2), "shorter than its sections|add up"),
+    ],
+)
+def test_structural_checks_behind_a_valid_header_crc(mutate, message) -> None:
+    encoded = bytearray(fmt.encode_batch([b"abc"], timestamps=[5]))
+    mutate(encoded)
+    _reheader(encoded)
+    with pytest.raises(fmt.CorruptBatchError, match=message):
+        fmt.validate(encoded)
+
+
+def test_lengths_that_do_not_add_up_are_refused() -> None:
+    encoded = bytearray(fmt.encode_batch([b"abc", b"de"], timestamps=[5, 5]))
+    # value lengths live after timestamps(16) + key validity(8) + key lengths(8) + key data(0)
+    # + value validity(8): make them claim more data than the body holds, then fix the CRC.
+    position = fmt.HEADER_SIZE + 16 + 8 + 8 + 8
+    struct.pack_into("<I", encoded, position, 200)
+    struct.pack_into("<I", encoded, 40, fmt.crc32c(bytes(encoded[fmt.HEADER_SIZE :])))
+    _reheader(encoded)
+    with pytest.raises(fmt.CorruptBatchError, match="shorter than its sections|add up"):
+        fmt.validate(encoded)
+
+
+def test_garbage_and_short_input_are_refused() -> None:
+    for junk in (b"", b"\x00" * 10, b"\xff" * 100):
+        with pytest.raises(fmt.CorruptBatchError):
+            fmt.validate(junk)
+    encoded = fmt.encode_batch([b"a"], timestamps=[1])
+    with pytest.raises(fmt.CorruptBatchError, match="does not match"):
+        fmt.validate(encoded + b"\x00" * 8)
