@@ -474,7 +474,8 @@ class PartitionLog:
 
         def write(txn: Any) -> None:
             for peek, data in entries:
-                if not txn.put(self._key(peek.base_offset), data, db=self._batches, append=True):
+                key = self._key(peek.base_offset)
+                if not txn.put(key, data, db=self._batches, overwrite=False):
                     raise storage_error(f"{self.name}: offset {peek.base_offset} already stored")
             for epoch, start in new_epochs:
                 txn.put(self._uid + _EPOCH.pack(epoch), _OFFSET.pack(start), db=self._epochs_db)
@@ -728,10 +729,19 @@ class PartitionLog:
         for epoch, start in self._epochs_from_start(new_start):
             txn.put(self._uid + _EPOCH.pack(epoch), _OFFSET.pack(start), db=self._epochs_db)
         index = txn.cursor(db=self._time_index)
+        raised_before: bytes | None = None  # key of the last index entry that goes
         if index.set_range(self._uid):
             while index.key() and bytes(index.key()[:4]) == self._uid and \
                     _OFFSET.unpack(index.value())[0] < new_start:
+                raised_before = bytes(index.key())
                 index.delete()
+        remaining = index.key() and bytes(index.key()[:4]) == self._uid
+        if raised_before is not None and new_start < self.log_end_offset and (
+            not remaining or _OFFSET.unpack(index.value())[0] > new_start
+        ):
+            # Batches from the new log start may hold timestamps up to the running maximum of
+            # the deleted ones: an entry at the log start makes offset_for_time scan them.
+            txn.put(raised_before, _OFFSET.pack(new_start), db=self._time_index)
         txn.put(self._uid, _META.pack(new_start, max(self.high_watermark, new_start), size),
                 db=self._meta)
         return new_start, self.size_bytes - size

@@ -253,3 +253,19 @@ def test_periodic_flusher_checkpoints_the_high_watermark(tmp_path: Path) -> None
     storage = LogStorage(config)
     assert storage.open_partition("t-0").high_watermark == 2
     storage.close()
+
+
+def test_time_lookup_after_retention_took_the_batch_that_set_the_running_max(
+    storage: LogStorage,
+) -> None:
+    # Regression (found by the model test): the index keeps one entry per rise of the running
+    # maximum timestamp; batch 1 never raised it, so deleting batch 0 left it unindexed.
+    log = storage.open_partition("t-0")
+    log.append(make_batch(1, ts=500), leader_epoch=0)
+    log.append(make_batch(1, ts=500), leader_epoch=0)
+    log.append(make_batch(1, ts=400), leader_epoch=0)
+    log.set_high_watermark(1)
+    assert log.apply_retention(now_ms=0, retention_ms=-1, retention_bytes=0) == 1
+    assert log.offset_for_time(0) == (1, 500)
+    assert log.offset_for_time(450) == (1, 500)
+    assert log.offset_for_time(501) is None
