@@ -59,8 +59,7 @@ class EnvPerPartition:
 
 class NamedDb:
     def __init__(self, root: Path, partitions: int) -> None:
-        self.env = lmdb.open(str(root / "env"), map_size=MAP, sync=False,
-                             max_dbs=partitions + 8)
+        self.env = lmdb.open(str(root / "env"), map_size=MAP, sync=False, max_dbs=partitions + 8)
         self.dbs = [self.env.open_db(f"p{i}".encode()) for i in range(partitions)]
         self.next = [0] * partitions
 
@@ -97,8 +96,7 @@ class PrefixedKeys:
         self.env.close()
 
 
-LAYOUTS = {"env-per-partition": EnvPerPartition, "named-db": NamedDb,
-           "prefixed-keys": PrefixedKeys}
+LAYOUTS = {"env-per-partition": EnvPerPartition, "named-db": NamedDb, "prefixed-keys": PrefixedKeys}
 
 
 def run(layout: str, partitions: int, appends: int) -> dict[str, float]:
@@ -124,8 +122,13 @@ def run(layout: str, partitions: int, appends: int) -> dict[str, float]:
             store.read(p, 0)
         reads = appends / (time.perf_counter() - started)
         store.close()
-        return {"open_s": round(open_s, 3), "appends_per_s": round(single),
-                "group_appends_per_s": round(grouped), "reads_per_s": round(reads), "fds": fds}
+        return {
+            "open_s": round(open_s, 3),
+            "appends_per_s": round(single),
+            "group_appends_per_s": round(grouped),
+            "reads_per_s": round(reads),
+            "fds": fds,
+        }
     finally:
         shutil.rmtree(root)
 

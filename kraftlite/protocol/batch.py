@@ -153,8 +153,14 @@ def _binary_column(items: Sequence[bytes | None], what: str) -> list[bytes]:
     except TypeError as exc:
         raise TypeError(f"every {what} must be bytes or None") from exc
     length_bytes = _le(lengths)
-    return [validity, _pad(len(validity)), length_bytes, _pad(len(length_bytes)), data,
-            _pad(len(data))]
+    return [
+        validity,
+        _pad(len(validity)),
+        length_bytes,
+        _pad(len(length_bytes)),
+        data,
+        _pad(len(data)),
+    ]
 
 
 def _all_valid(count: int) -> bytes:
@@ -180,8 +186,10 @@ def encode_batch(
         raise ValueError("a batch holds at least one record")
     if keys is None:
         keys = [None] * count
-    if len(keys) != count or len(timestamps) != count or (
-        headers is not None and len(headers) != count
+    if (
+        len(keys) != count
+        or len(timestamps) != count
+        or (headers is not None and len(headers) != count)
     ):
         raise ValueError("keys, values, timestamps and headers must have the same length")
     timestamp_array = array("q", timestamps)
@@ -201,8 +209,14 @@ def encode_batch(
     for part in parts:
         body_crc = crc32c(part, body_crc)
     header = _pack_header(
-        base_offset, batch_length, attributes, leader_epoch, count,
-        timestamp_array[0], max(timestamp_array), body_crc,
+        base_offset,
+        batch_length,
+        attributes,
+        leader_epoch,
+        count,
+        timestamp_array[0],
+        max(timestamp_array),
+        body_crc,
     )
     return b"".join([header, *parts])
 
@@ -227,12 +241,27 @@ def _headers_section(headers: Sequence[Sequence[tuple[str, bytes]]]) -> list[byt
 
 
 def _pack_header(  # noqa: PLR0917 - the header's fields, in their byte order
-    base_offset: int, batch_length: int, attributes: int, leader_epoch: int, count: int,
-    first_timestamp: int, max_timestamp: int, body_crc: int,
+    base_offset: int,
+    batch_length: int,
+    attributes: int,
+    leader_epoch: int,
+    count: int,
+    first_timestamp: int,
+    max_timestamp: int,
+    body_crc: int,
 ) -> bytes:
     partial = HEADER.pack(
-        base_offset, batch_length, MAGIC_V1, attributes, 0, leader_epoch, count,
-        first_timestamp, max_timestamp, body_crc, 0,
+        base_offset,
+        batch_length,
+        MAGIC_V1,
+        attributes,
+        0,
+        leader_epoch,
+        count,
+        first_timestamp,
+        max_timestamp,
+        body_crc,
+        0,
     )
     return partial[:_HEADER_CRC_SPAN] + struct.pack("<I", crc32c(partial[:_HEADER_CRC_SPAN]))
 
@@ -265,9 +294,16 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
         raise CorruptBatchError(f"truncated batch header: {len(buf) - pos} of {HEADER_SIZE} bytes")
     fields = HEADER.unpack_from(buf, pos)
     header = BatchHeader(
-        base_offset=fields[0], batch_length=fields[1], magic=fields[2], attributes=fields[3],
-        leader_epoch=fields[5], record_count=fields[6], first_timestamp=fields[7],
-        max_timestamp=fields[8], body_crc=fields[9], header_crc=fields[10],
+        base_offset=fields[0],
+        batch_length=fields[1],
+        magic=fields[2],
+        attributes=fields[3],
+        leader_epoch=fields[5],
+        record_count=fields[6],
+        first_timestamp=fields[7],
+        max_timestamp=fields[8],
+        body_crc=fields[9],
+        header_crc=fields[10],
     )
     view = memoryview(buf)[pos : pos + _HEADER_CRC_SPAN]
     if crc32c(view) != header.header_crc:

@@ -153,9 +153,13 @@ class LogStorage:
         self.config = config
         config.path.mkdir(parents=True, exist_ok=True)
         self._env = lmdb.open(
-            str(config.path), map_size=config.map_size_bytes, max_dbs=8,
-            sync=config.flush_interval_ms == 0, metasync=config.flush_interval_ms == 0,
-            writemap=False, max_readers=1024,
+            str(config.path),
+            map_size=config.map_size_bytes,
+            max_dbs=8,
+            sync=config.flush_interval_ms == 0,
+            metasync=config.flush_interval_ms == 0,
+            writemap=False,
+            max_readers=1024,
         )
         self._gate = _TxnGate()
         self._map_size = int(self._env.info()["map_size"])
@@ -261,8 +265,9 @@ class LogStorage:
 
     def _delete_data(self, name_key: bytes, uid: bytes) -> None:
         for db in (self._batches, self._epochs, self._time_index, self._meta):
-            while self.write(functools.partial(_delete_prefix, db=db, prefix=uid,
-                                               limit=_DELETE_CHUNK)):
+            while self.write(
+                functools.partial(_delete_prefix, db=db, prefix=uid, limit=_DELETE_CHUNK)
+            ):
                 pass
         self.write(lambda txn: txn.delete(name_key, db=self._registry))
 
@@ -337,7 +342,10 @@ class PartitionLog:
         self._lock = threading.Lock()
         s = storage
         self._batches, self._meta, self._epochs_db, self._time_index = (
-            s._batches, s._meta, s._epochs, s._time_index,
+            s._batches,
+            s._meta,
+            s._epochs,
+            s._time_index,
         )
         with storage.reading() as txn:
             log_start, high_watermark, size = _META.unpack(txn.get(uid, db=self._meta))
@@ -353,7 +361,8 @@ class PartitionLog:
             index_cursor = txn.cursor(db=self._time_index)
             self._running_max: int | None = (
                 _timestamp_from_key(bytes(index_cursor.key()))
-                if self._last_in_range(index_cursor) is not None else None
+                if self._last_in_range(index_cursor) is not None
+                else None
             )
         self.high_watermark: int = min(max(high_watermark, log_start), self.log_end_offset)
         self._persisted_high_watermark = high_watermark
@@ -423,8 +432,14 @@ class PartitionLog:
                 )
             base = self.log_end_offset
             stamped = batch_format.stamp(batch, base, leader_epoch)
-            peek = _Peek(base, header.batch_length, leader_epoch, header.record_count,
-                         header.first_timestamp, header.max_timestamp)
+            peek = _Peek(
+                base,
+                header.batch_length,
+                leader_epoch,
+                header.record_count,
+                header.first_timestamp,
+                header.max_timestamp,
+            )
             return self._persist([(peek, stamped)])
 
     def append_replicated(self, data: bytes | bytearray | memoryview) -> AppendInfo | None:
@@ -435,9 +450,19 @@ class PartitionLog:
         try:
             for view in batch_format.split_batches(data):
                 header = batch_format.validate(view)
-                entries.append((_Peek(header.base_offset, header.batch_length,
-                                      header.leader_epoch, header.record_count,
-                                      header.first_timestamp, header.max_timestamp), view))
+                entries.append(
+                    (
+                        _Peek(
+                            header.base_offset,
+                            header.batch_length,
+                            header.leader_epoch,
+                            header.record_count,
+                            header.first_timestamp,
+                            header.max_timestamp,
+                        ),
+                        view,
+                    )
+                )
         except batch_format.CorruptBatchError as exc:
             raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
         if not entries:
@@ -470,7 +495,7 @@ class PartitionLog:
                 index_entries.append((running_max, peek.base_offset))
             expected = peek.next_offset
             size += peek.batch_length
-        new_epochs = epochs[len(self._epochs):]
+        new_epochs = epochs[len(self._epochs) :]
 
         def write(txn: Any) -> None:
             for peek, data in entries:
@@ -480,8 +505,9 @@ class PartitionLog:
             for epoch, start in new_epochs:
                 txn.put(self._uid + _EPOCH.pack(epoch), _OFFSET.pack(start), db=self._epochs_db)
             for timestamp, offset in index_entries:
-                txn.put(self._uid + _timestamp_key(timestamp), _OFFSET.pack(offset),
-                        db=self._time_index)
+                txn.put(
+                    self._uid + _timestamp_key(timestamp), _OFFSET.pack(offset), db=self._time_index
+                )
             txn.put(self._uid, self._meta_value(self.log_start_offset, size), db=self._meta)
 
         self.storage.write(write)
@@ -492,7 +518,8 @@ class PartitionLog:
         self._running_max = running_max
         self._persisted_high_watermark = self.high_watermark_within(self.log_start_offset)
         return AppendInfo(
-            first_offset=first.base_offset, last_offset=last.next_offset - 1,
+            first_offset=first.base_offset,
+            last_offset=last.next_offset - 1,
             record_count=last.next_offset - first.base_offset,
             max_timestamp=max(peek.max_timestamp for peek, _ in entries),
             log_end_offset=expected,
@@ -521,8 +548,11 @@ class PartitionLog:
             start = self._key(offset)
             if not (cursor.set_range(start) and bytes(cursor.key()) == start):
                 found = cursor.prev() if cursor.key() else cursor.last()
-                if not found or bytes(cursor.key()[:4]) != self._uid or \
-                        _peek(cursor.value()).next_offset <= offset:
+                if (
+                    not found
+                    or bytes(cursor.key()[:4]) != self._uid
+                    or _peek(cursor.value()).next_offset <= offset
+                ):
                     raise self._out_of_range(offset)  # removed by retention meanwhile
             for _, value in self._range_from(cursor):
                 peek = _peek(value)
@@ -536,7 +566,8 @@ class PartitionLog:
         return KraftliteError(
             ErrorCode.OFFSET_OUT_OF_RANGE,
             f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]",
-            log_start_offset=self.log_start_offset, high_watermark=self.high_watermark,
+            log_start_offset=self.log_start_offset,
+            high_watermark=self.high_watermark,
         )
 
     def offset_for_time(self, timestamp: int) -> tuple[int, int] | None:
@@ -546,23 +577,29 @@ class PartitionLog:
         self._check_open()
         with self.storage.reading() as txn:
             index = txn.cursor(db=self._time_index)
-            if not index.set_range(self._uid + _timestamp_key(timestamp)) or \
-                    bytes(index.key()[:4]) != self._uid:
+            if (
+                not index.set_range(self._uid + _timestamp_key(timestamp))
+                or bytes(index.key()[:4]) != self._uid
+            ):
                 return None
             candidate = int(_OFFSET.unpack(index.value())[0])
             index.set_range(self._uid)
             # Batches between the log start and the first indexed batch may hold later records
             # than the index knows (their entries went with retention): scan their headers.
-            start = self.log_start_offset if int(_OFFSET.unpack(index.value())[0]) == candidate \
+            start = (
+                self.log_start_offset
+                if int(_OFFSET.unpack(index.value())[0]) == candidate
                 else candidate
+            )
             batches = txn.cursor(db=self._batches)
             if not batches.set_range(self._key(start)):
                 return None
             for _, value in self._range_from(batches):
                 peek = _peek(value)
                 if peek.max_timestamp >= timestamp:
-                    stamps = np.frombuffer(value, "<i8", peek.record_count,
-                                           batch_format.HEADER_SIZE)
+                    stamps = np.frombuffer(
+                        value, "<i8", peek.record_count, batch_format.HEADER_SIZE
+                    )
                     position = int(np.argmax(stamps >= timestamp))
                     return peek.base_offset + position, int(stamps[position])
         return None
@@ -626,13 +663,19 @@ class PartitionLog:
                     txn.delete(key, db=self._batches)
                 freed = sum(size for _, size in doomed)
                 self._delete_epochs_from(txn, new_end)
-                index = [bytes(key) for key, value in self._range(txn.cursor(db=self._time_index))
-                         if _OFFSET.unpack(value)[0] >= new_end]
+                index = [
+                    bytes(key)
+                    for key, value in self._range(txn.cursor(db=self._time_index))
+                    if _OFFSET.unpack(value)[0] >= new_end
+                ]
                 for key in index:
                     txn.delete(key, db=self._time_index)
                 high_watermark = max(min(self.high_watermark, new_end), self.log_start_offset)
-                txn.put(self._uid, _META.pack(self.log_start_offset, high_watermark,
-                                              self.size_bytes - freed), db=self._meta)
+                txn.put(
+                    self._uid,
+                    _META.pack(self.log_start_offset, high_watermark, self.size_bytes - freed),
+                    db=self._meta,
+                )
                 return new_end, freed, high_watermark
 
             new_end, freed, self.high_watermark = self.storage.write(cut)
@@ -652,7 +695,8 @@ class PartitionLog:
             cursor = txn.cursor(db=self._time_index)
             self._running_max = (
                 _timestamp_from_key(bytes(cursor.key()))
-                if self._last_in_range(cursor) is not None else None
+                if self._last_in_range(cursor) is not None
+                else None
             )
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -690,8 +734,9 @@ class PartitionLog:
             with self._lock:
                 self._check_open()
                 removed = self.storage.write(
-                    lambda txn: self._retention_chunk(txn, now_ms, retention_ms,
-                                                      retention_bytes, limit)
+                    lambda txn: self._retention_chunk(
+                        txn, now_ms, retention_ms, retention_bytes, limit
+                    )
                 )
                 if removed is None:
                     return deleted_records
@@ -731,19 +776,27 @@ class PartitionLog:
         index = txn.cursor(db=self._time_index)
         raised_before: bytes | None = None  # key of the last index entry that goes
         if index.set_range(self._uid):
-            while index.key() and bytes(index.key()[:4]) == self._uid and \
-                    _OFFSET.unpack(index.value())[0] < new_start:
+            while (
+                index.key()
+                and bytes(index.key()[:4]) == self._uid
+                and _OFFSET.unpack(index.value())[0] < new_start
+            ):
                 raised_before = bytes(index.key())
                 index.delete()
         remaining = index.key() and bytes(index.key()[:4]) == self._uid
-        if raised_before is not None and new_start < self.log_end_offset and (
-            not remaining or _OFFSET.unpack(index.value())[0] > new_start
+        if (
+            raised_before is not None
+            and new_start < self.log_end_offset
+            and (not remaining or _OFFSET.unpack(index.value())[0] > new_start)
         ):
             # Batches from the new log start may hold timestamps up to the running maximum of
             # the deleted ones: an entry at the log start makes offset_for_time scan them.
             txn.put(raised_before, _OFFSET.pack(new_start), db=self._time_index)
-        txn.put(self._uid, _META.pack(new_start, max(self.high_watermark, new_start), size),
-                db=self._meta)
+        txn.put(
+            self._uid,
+            _META.pack(new_start, max(self.high_watermark, new_start), size),
+            db=self._meta,
+        )
         return new_start, self.size_bytes - size
 
     def _epochs_from_start(self, start_offset: int) -> list[tuple[int, int]]:

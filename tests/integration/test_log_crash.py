@@ -32,7 +32,8 @@ WRITER = textwrap.dedent(
         log = logs[n % 3]
         start = log.log_end_offset
         values = [f"{log.name}:{start + i}".encode() for i in range(50)]
-        info = log.append(fmt.encode_batch(values, timestamps=[n] * 50), leader_epoch=int(sys.argv[3]))
+        batch = fmt.encode_batch(values, timestamps=[n] * 50)
+        info = log.append(batch, leader_epoch=int(sys.argv[3]))
         log.set_high_watermark(info.log_end_offset)
         print(log.name, info.log_end_offset, flush=True)  # acknowledged
         n += 1
@@ -48,7 +49,9 @@ def test_kill_9_during_appends_leaves_a_clean_prefix(tmp_path: Path, flush_inter
         acknowledged: dict[str, int] = {}
         with subprocess.Popen(
             [sys.executable, "-c", WRITER, str(path), str(flush_interval_ms), str(round_number)],
-            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         ) as writer:
             assert writer.stdout is not None
             for _ in range(rng.randrange(20, 120)):

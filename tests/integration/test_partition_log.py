@@ -215,8 +215,9 @@ def test_deleted_partition_is_gone_and_its_name_reusable(storage: LogStorage) ->
 
 
 def test_a_full_map_grows_and_a_maximum_fails_cleanly(tmp_path: Path) -> None:
-    storage = LogStorage(StorageConfig(path=tmp_path / "log", map_size_bytes=1 << 20,
-                                       map_max_bytes=8 << 20))
+    storage = LogStorage(
+        StorageConfig(path=tmp_path / "log", map_size_bytes=1 << 20, map_max_bytes=8 << 20)
+    )
     log = storage.open_partition("t-0")
     big = make_batch(100, value=b"x" * 1000)
     appended = 0

@@ -50,8 +50,11 @@ class Model:
         return sum(b.size for b in self.batches)
 
     def records(self) -> list[tuple[int, int, bytes]]:
-        return [(b.base + i, ts, v) for b in self.batches
-                for i, (ts, v) in enumerate(zip(b.timestamps, b.values, strict=True))]
+        return [
+            (b.base + i, ts, v)
+            for b in self.batches
+            for i, (ts, v) in enumerate(zip(b.timestamps, b.values, strict=True))
+        ]
 
 
 class LogMachine(RuleBasedStateMachine):
@@ -73,9 +76,12 @@ class LogMachine(RuleBasedStateMachine):
     def start(self) -> None:
         pass
 
-    @rule(count=st.integers(1, 5), epoch_bump=st.integers(0, 2),
-          stamps=st.lists(st.integers(0, 1000), min_size=5, max_size=5),
-          size=st.integers(0, 3000))
+    @rule(
+        count=st.integers(1, 5),
+        epoch_bump=st.integers(0, 2),
+        stamps=st.lists(st.integers(0, 1000), min_size=5, max_size=5),
+        size=st.integers(0, 3000),
+    )
     def append(self, count: int, epoch_bump: int, stamps: list[int], size: int) -> None:
         epoch = max(self.model.epochs[-1][0] if self.model.epochs else 0, 0) + epoch_bump
         values = [bytes([i]) * size for i in range(count)]
@@ -106,8 +112,11 @@ class LogMachine(RuleBasedStateMachine):
         self.model.epochs = [(e, s) for e, s in self.model.epochs if s < end]
         self.model.high_watermark = min(self.model.high_watermark, end)
 
-    @rule(retention_bytes=st.integers(0, 20000), retention_ms=st.integers(-1, 1000),
-          now=st.integers(0, 2000))
+    @rule(
+        retention_bytes=st.integers(0, 20000),
+        retention_ms=st.integers(-1, 1000),
+        now=st.integers(0, 2000),
+    )
     def retention(self, retention_bytes: int, retention_ms: int, now: int) -> None:
         self.log.apply_retention(now, retention_ms, retention_bytes)
         model = self.model
@@ -139,8 +148,11 @@ class LogMachine(RuleBasedStateMachine):
     def read(self, fraction: float) -> None:
         span = self.model.log_end - self.model.log_start
         offset = self.model.log_start + int(fraction * span)
-        got = [(r.offset, r.timestamp, r.value) for b in self.log.read(offset, 1 << 30)
-               for r in fmt.decode(b).records()]
+        got = [
+            (r.offset, r.timestamp, r.value)
+            for b in self.log.read(offset, 1 << 30)
+            for r in fmt.decode(b).records()
+        ]
         holding = [b for b in self.model.batches if b.next > offset]
         first_base = holding[0].base if holding else offset
         assert got == [r for r in self.model.records() if r[0] >= first_base]
@@ -170,8 +182,9 @@ class LogMachine(RuleBasedStateMachine):
         assert log.high_watermark == max(min(model.high_watermark, model.log_end), model.log_start)
         assert log.size_bytes == model.size
         assert log.epochs() == model.epochs
-        assert [r.offset for b in self.other.read(0, 1 << 20) for r in fmt.decode(b).records()] \
-            == [0]
+        assert [r.offset for b in self.other.read(0, 1 << 20) for r in fmt.decode(b).records()] == [
+            0
+        ]
         with pytest.raises(KraftliteError):
             log.read(model.log_end + 1, 100)
 

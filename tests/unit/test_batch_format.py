@@ -139,7 +139,7 @@ def test_lengths_that_do_not_add_up_are_refused() -> None:
     struct.pack_into("<I", encoded, position, 200)
     struct.pack_into("<I", encoded, 40, fmt.crc32c(bytes(encoded[fmt.HEADER_SIZE :])))
     _reheader(encoded)
-    with pytest.raises(fmt.CorruptBatchError, match="shorter than its sections|add up"):
+    with pytest.raises(fmt.CorruptBatchError, match=r"shorter than its sections|add up"):
         fmt.validate(encoded)
 
 

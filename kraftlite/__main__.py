@@ -1,0 +1,3 @@
+from kraftlite.cli import main
+
+main()

@@ -1,0 +1,120 @@
+"""The `kraftlite` command. Sub-commands arrive with the issues that need them, in the shape of
+the contract's "Processes and the command line" (docs/cli.md).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+from rich.console import Console
+from rich.table import Table
+
+from kraftlite import __version__
+from kraftlite.config import ROLES, ConfigError
+from kraftlite.protocol import batch as batch_format
+from kraftlite.storage.log import LogStorage, StorageConfig
+
+EXIT_CONFIG = 2  # the same code click uses for usage errors
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kraftlite")
+def main() -> None:
+    """kraftlite: a Kafka-style replicated commit log with a Raft controller quorum."""
+
+
+@main.group()
+def config() -> None:
+    """Check configuration files."""
+
+
+@config.command("check")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option(
+    "--role",
+    type=click.Choice(sorted(ROLES)),
+    required=True,
+    help="The process role the file configures.",
+)
+def config_check(file: Path, role: str) -> None:
+    """Validate FILE for ROLE and print the effective configuration as JSON."""
+    try:
+        loaded = ROLES[role].load(file)
+    except ConfigError as exc:
+        click.echo(f"kraftlite: {exc}", err=True)
+        sys.exit(EXIT_CONFIG)
+    click.echo(orjson.dumps(loaded.as_mapping(), option=orjson.OPT_INDENT_2).decode())
+
+
+@main.group()
+def log() -> None:
+    """Inspect a broker's partition logs on disk (like kafka-dump-log)."""
+
+
+@log.command("dump")
+@click.argument("log_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--partition", "partitions", multiple=True, help="Only this partition log.")
+@click.option("--records", is_flag=True, help="Print every record, not only the summary.")
+@click.option("--output", type=click.Choice(["table", "json"]), default="table")
+def log_dump(log_dir: Path, partitions: tuple[str, ...], records: bool, output: str) -> None:
+    """Summarise the partition logs in LOG_DIR (a stopped broker's log.dir)."""
+    storage = LogStorage(StorageConfig(path=log_dir))
+    try:
+        names = list(partitions) or sorted(storage.partition_names())
+        summaries = [_summary(storage, name, records) for name in names]
+    finally:
+        storage.close()
+    if output == "json":
+        click.echo(orjson.dumps({"partitions": summaries}).decode())
+        return
+    console = Console()
+    table = Table("partition", "log start", "log end", "high watermark", "bytes", "epochs")
+    for s in summaries:
+        table.add_row(
+            s["name"],
+            str(s["log_start_offset"]),
+            str(s["log_end_offset"]),
+            str(s["high_watermark"]),
+            str(s["size_bytes"]),
+            " ".join(f"{e}@{o}" for e, o in s["epochs"]),
+        )
+    console.print(table)
+    for s in summaries:
+        for r in s.get("records", []):
+            console.print(
+                f"{s['name']} offset={r['offset']} timestamp={r['timestamp']} "
+                f"key={r['key']!r} value={r['value']!r}",
+                markup=False,
+            )
+
+
+def _summary(storage: LogStorage, name: str, with_records: bool) -> dict[str, Any]:
+    log = storage.open_partition(name)
+    summary: dict[str, Any] = {
+        "name": name,
+        "log_start_offset": log.log_start_offset,
+        "log_end_offset": log.log_end_offset,
+        "high_watermark": log.high_watermark,
+        "size_bytes": log.size_bytes,
+        "epochs": log.epochs(),
+    }
+    if with_records:
+        summary["records"] = [
+            {
+                "offset": r.offset,
+                "timestamp": r.timestamp,
+                "key": _text(r.key),
+                "value": _text(r.value),
+            }
+            for stored in log.read(log.log_start_offset, 1 << 62)
+            for r in batch_format.decode(stored).records()
+        ]
+    return summary
+
+
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", errors="backslashreplace")

@@ -1,0 +1,209 @@
+"""Process configuration: TOML files with Kafka's names, one frozen object per process role.
+
+Rules:
+1. Keys use Kafka's names where the concept matches (`log.flush.interval.ms`). In TOML they may
+   be written quoted (`"log.flush.interval.ms" = 1000`) or as nested tables; both flatten to
+   the same dotted name.
+2. Loading validates everything: an unknown key, a wrong type or an impossible value raises
+   ConfigError naming the key and the file, and changes nothing. The CLI prints that one line
+   and exits 2.
+3. Command-line flags override the file; they go through the same validation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+_C = TypeVar("_C", bound="_Config")
+
+
+class ConfigError(ValueError):
+    """One line that names the key and the file."""
+
+
+def _key(name: str, check: Callable[[Any], str | None] | None = None, **kwargs: Any) -> Any:
+    """A dataclass field read from config key `name`; `check` returns a complaint or None."""
+    return field(metadata={"key": name, "check": check}, **kwargs)
+
+
+def _port_address(value: Any) -> str | None:
+    host, sep, port = str(value).rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return "must be HOST:PORT with a port in 1-65535"
+    return None
+
+
+def _non_negative(value: Any) -> str | None:
+    return "must be >= 0" if value < 0 else None
+
+
+def _positive(value: Any) -> str | None:
+    return "must be > 0" if value <= 0 else None
+
+
+def _http_urls(value: Any) -> str | None:
+    if not value or not all(
+        isinstance(u, str) and u.startswith(("http://", "https://")) for u in value
+    ):
+        return "must be a non-empty list of http:// URLs"
+    return None
+
+
+def _quorum(value: Any) -> str | None:
+    if not value:
+        return "must list the voters as ID@HOST:PORT"
+    ids = []
+    for voter in value:
+        node, sep, address = str(voter).partition("@")
+        if not sep or not node.isdigit() or _port_address(address):
+            return f"voter {voter!r} must be ID@HOST:PORT"
+        ids.append(int(node))
+    if len(set(ids)) != len(ids):
+        return "voter ids must be unique"
+    return None
+
+
+def _log_format(value: Any) -> str | None:
+    return None if value in {"auto", "json", "console"} else "must be auto, json or console"
+
+
+def _log_level(value: Any) -> str | None:
+    levels = {"debug", "info", "warning", "error"}
+    return None if value in levels else f"must be one of {', '.join(sorted(levels))}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Config:
+    log_format: str = _key("logging.format", _log_format, default="auto")
+    log_level: str = _key("logging.level", _log_level, default="info")
+
+    @classmethod
+    def load(cls: type[_C], path: Path | None, overrides: Mapping[str, Any] | None = None) -> _C:
+        """Read `path` (optional), apply `overrides` (by key name; None = not given), validate."""
+        values: dict[str, Any] = {}
+        if path is not None:
+            try:
+                with path.open("rb") as file:
+                    values = _flatten(tomllib.load(file))
+            except FileNotFoundError:
+                raise ConfigError(f"{path}: no such config file") from None
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        where = dict.fromkeys(values, str(path))
+        for key, value in (overrides or {}).items():
+            if value is not None:
+                values[key] = value
+                where[key] = "command line"
+        return cls.from_mapping(values, str(path) if path else "command line", where)
+
+    @classmethod
+    def from_mapping(
+        cls: type[_C],
+        values: Mapping[str, Any],
+        source: str,
+        where: Mapping[str, str] | None = None,
+    ) -> _C:
+        """Validate `values` (key name -> value); errors name the key and where it came from."""
+        where = where or {}
+        fields = {f.metadata["key"]: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - set(fields))
+        if unknown:
+            raise ConfigError(f"{where.get(unknown[0], source)}: unknown key {unknown[0]!r}")
+        kwargs: dict[str, Any] = {}
+        for key, value in values.items():
+            spec = fields[key]
+            origin = where.get(key, source)
+            coerced = _coerce(value, spec, key, origin)
+            complaint = spec.metadata["check"](coerced) if spec.metadata["check"] else None
+            if complaint:
+                raise ConfigError(f"{origin}: {key} = {value!r} {complaint}")
+            kwargs[spec.name] = coerced
+        for key, spec in fields.items():
+            if spec.name not in kwargs and spec.default is dataclasses.MISSING:
+                raise ConfigError(f"{source}: missing required key {key!r}")
+        return cls(**kwargs)
+
+    def as_mapping(self) -> dict[str, Any]:
+        """The effective configuration by key name (for `kraftlite config check`)."""
+        return {
+            f.metadata["key"]: str(v) if isinstance(v := getattr(self, f.name), Path) else v
+            for f in dataclasses.fields(self)
+        }
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _coerce(value: Any, spec: dataclasses.Field[Any], key: str, source: str) -> Any:
+    kind = spec.type if isinstance(spec.type, str) else spec.type.__name__
+    wrong = ConfigError(f"{source}: {key} = {value!r} must be of type {kind}")
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise wrong
+        return value
+    if kind == "str":
+        if not isinstance(value, str):
+            raise wrong
+        return value
+    if kind == "Path":
+        if not isinstance(value, (str, Path)):
+            raise wrong
+        return Path(value)
+    if kind == "str | None":
+        if value is not None and not isinstance(value, str):
+            raise wrong
+        return value
+    if kind == "tuple[str, ...]":
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise wrong
+        return tuple(value)
+    raise AssertionError(f"no coercion for {kind}")  # a field type this module forgot
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StorageSettings(_Config):
+    """What every process that keeps partition logs needs (brokers)."""
+
+    log_dir: Path = _key("log.dir")
+    log_flush_interval_ms: int = _key("log.flush.interval.ms", _non_negative, default=1000)
+    log_map_size_bytes: int = _key("log.map.size.bytes", _positive, default=1 << 30)
+    log_map_max_bytes: int = _key("log.map.max.bytes", _positive, default=1 << 40)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig(StorageSettings):
+    """`kraftlite broker`: one data-plane node."""
+
+    broker_id: int = _key("broker.id", _non_negative)
+    listen: str = _key("listen", _port_address, default="127.0.0.1:9092")
+    controllers: tuple[str, ...] = _key("controllers", _http_urls)
+    rack: str | None = _key("broker.rack", default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControllerConfig(_Config):
+    """`kraftlite controller`: one voter of the metadata quorum."""
+
+    node_id: int = _key("node.id", _non_negative)
+    listen: str = _key("listen", _port_address, default="127.0.0.1:9401")
+    raft: str = _key("raft", _port_address)
+    quorum: tuple[str, ...] = _key("quorum", _quorum)
+    data_dir: Path = _key("metadata.log.dir")
+
+
+ROLES: Mapping[str, type[_Config]] = {"broker": BrokerConfig, "controller": ControllerConfig}
