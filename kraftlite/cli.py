@@ -85,10 +85,9 @@ def log_dump(log_dir: Path, partitions: tuple[str, ...], records: bool, output: 
     console.print(table)
     for s in summaries:
         for r in s.get("records", []):
-            console.print(
+            click.echo(
                 f"{s['name']} offset={r['offset']} timestamp={r['timestamp']} "
-                f"key={r['key']!r} value={r['value']!r}",
-                markup=False,
+                f"key={r['key']!r} value={r['value']!r}"
             )
 
 

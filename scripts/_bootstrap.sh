@@ -1,0 +1,39 @@
+# Sourced by scripts/quickstart and scripts/test: find Python 3.11+, create .venv, install.
+# Installs again only when pyproject.toml changed (a stamp file remembers its hash).
+
+die() { echo "kraftlite: $*" >&2; exit 1; }
+
+find_python() {
+    for candidate in "${PYTHON:-}" python3.11 python3.12 python3.13 python3; do
+        [ -n "$candidate" ] || continue
+        command -v "$candidate" >/dev/null 2>&1 || continue
+        if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$candidate"
+            return 0
+        fi
+    done
+    return 1
+}
+
+ensure_venv() {  # ensure_venv EXTRAS  (e.g. "dev" or "" for the runtime only)
+    local extras="$1" python stamp wanted
+    if [ ! -x .venv/bin/python ]; then
+        python="$(find_python)" || die "Python 3.11 or newer is required (set PYTHON=/path/to/python3.11)"
+        "$python" -m venv --help >/dev/null 2>&1 || die "$python has no venv module (Debian: apt-get install python3-venv)"
+        echo "kraftlite: creating .venv with $("$python" --version)" >&2
+        "$python" -m venv .venv
+    fi
+    stamp=.venv/.kraftlite-installed
+    wanted="$(sha256sum pyproject.toml | cut -d' ' -f1) [${extras}]"
+    if [ ! -f "$stamp" ] || ! grep -qxF "$wanted" "$stamp"; then
+        echo "kraftlite: installing kraftlite${extras:+[$extras]} into .venv" >&2
+        local log=.venv/pip-install.log
+        if ! { .venv/bin/python -m pip install --disable-pip-version-check --upgrade pip &&
+               .venv/bin/python -m pip install --disable-pip-version-check -e ".${extras:+[$extras]}"; } \
+               >"$log" 2>&1; then
+            tail -n 30 "$log" >&2
+            die "installing into .venv failed (full log: $log)"
+        fi
+        echo "$wanted" >> "$stamp"
+    fi
+}
