@@ -109,8 +109,8 @@ def _summary(storage: LogStorage, name: str, with_records: bool) -> dict[str, An
                 "key": _text(r.key),
                 "value": _text(r.value),
             }
-            for stored in log.read(log.log_start_offset, 1 << 62)
-            for r in batch_format.decode(stored).records()
+            for batch in batch_format.decode_stream(log.read(log.log_start_offset, 1 << 62))
+            for r in batch.records()
         ]
     return summary
 

@@ -32,7 +32,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Final
+from typing import Final, NamedTuple
 
 import numpy as np
 from crc32c import crc32c
@@ -53,9 +53,12 @@ class CorruptBatchError(ValueError):
     """The bytes are not a valid v1 batch (bad CRC, bad structure, truncated, unknown magic)."""
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
-    """The fixed 48-byte header of a batch. See docs/batch-format.md for the byte layout."""
+class BatchHeader(NamedTuple):
+    """The fixed 48-byte header of a batch. See docs/batch-format.md for the byte layout.
+
+    A NamedTuple rather than a dataclass: brokers build one per incoming batch, and a tuple is
+    several times cheaper to create.
+    """
 
     base_offset: int
     batch_length: int
@@ -293,18 +296,7 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptBatchError(f"truncated batch header: {len(buf) - pos} of {HEADER_SIZE} bytes")
     fields = HEADER.unpack_from(buf, pos)
-    header = BatchHeader(
-        base_offset=fields[0],
-        batch_length=fields[1],
-        magic=fields[2],
-        attributes=fields[3],
-        leader_epoch=fields[5],
-        record_count=fields[6],
-        first_timestamp=fields[7],
-        max_timestamp=fields[8],
-        body_crc=fields[9],
-        header_crc=fields[10],
-    )
+    header = BatchHeader(*fields[:4], *fields[5:])
     view = memoryview(buf)[pos : pos + _HEADER_CRC_SPAN]
     if crc32c(view) != header.header_crc:
         raise CorruptBatchError("batch header CRC mismatch")
@@ -336,42 +328,13 @@ def split_batches(buf: bytes | bytearray | memoryview) -> Iterator[memoryview]:
         pos = end
 
 
-class _Cursor:
-    """Walks the body's 8-byte aligned sections, bounds-checked against the batch length."""
-
-    __slots__ = ("buf", "end", "pos")
-
-    def __init__(self, buf: memoryview, end: int) -> None:
-        self.buf, self.pos, self.end = buf, HEADER_SIZE, end
-
-    def take(self, size: int) -> memoryview:
-        start, stop = self.pos, self.pos + size
-        if stop > self.end:
-            raise CorruptBatchError("batch body is shorter than its sections")
-        self.pos = stop + (-size % 8)
-        return self.buf[start:stop]
-
-    def uint32s(self, count: int) -> tuple[memoryview, int]:
-        """A uint32 section of `count` items and the sum of its items."""
-        section = self.take(4 * count)
-        return section, int(np.frombuffer(section, "<u4").sum(dtype=np.uint64))
-
-
-@dataclass(frozen=True, slots=True)
-class _Column:
-    validity: memoryview | None
+class _Column(NamedTuple):
+    validity: memoryview | None  # Arrow validity bitmap; None for non-nullable columns
     lengths: memoryview  # uint32 little-endian, one per item
     data: memoryview
 
 
-def _read_column(cursor: _Cursor, count: int, nullable: bool) -> _Column:
-    validity = cursor.take((count + 7) // 8) if nullable else None
-    lengths, total = cursor.uint32s(count)
-    return _Column(validity, lengths, cursor.take(total))
-
-
-@dataclass(frozen=True, slots=True)
-class _Layout:
+class _Layout(NamedTuple):
     """Where each section of a batch body is; built only after its sizes were checked."""
 
     timestamps: memoryview  # int64 little-endian, one per record
@@ -382,21 +345,63 @@ class _Layout:
     header_values: _Column | None
 
 
+def _ints(section: memoryview, typecode: str) -> array[int]:
+    arr = array(typecode)
+    arr.frombytes(section)
+    if not _LITTLE_ENDIAN:  # pragma: no cover - every supported platform is little-endian
+        arr.byteswap()
+    return arr
+
+
+# Below this many items, plain Python beats numpy's fixed cost per call (measured: a numpy
+# reduction costs ~2-3 us whatever the size; Python's sum ~13 ns per item).
+_NUMPY_FROM: Final = 64
+
+
+def _sum_u32(section: memoryview, count: int) -> int:
+    if count > _NUMPY_FROM:
+        return int(np.add.reduce(np.frombuffer(section, "<u4"), dtype=np.uint64))
+    return sum(_ints(section, "I"))
+
+
 def _layout(view: memoryview, header: BatchHeader) -> _Layout:
+    """Find every section of the body, checking that they fill the batch exactly and that the
+    timestamps agree with the header. Raises CorruptBatchError otherwise.
+    """
+    end = header.batch_length
+    pos = HEADER_SIZE
+
+    def take(size: int) -> memoryview:
+        nonlocal pos
+        start, pos = pos, pos + size
+        if pos > end:
+            raise CorruptBatchError("batch body is shorter than its sections")
+        pos += -size % 8
+        return view[start : start + size]
+
+    def column(count: int, nullable: bool) -> _Column:
+        validity = take((count + 7) // 8) if nullable else None
+        lengths = take(4 * count)
+        return _Column(validity, lengths, take(_sum_u32(lengths, count)))
+
     count = header.record_count
-    cursor = _Cursor(view, header.batch_length)
-    timestamps = cursor.take(8 * count)
-    keys = _read_column(cursor, count, nullable=True)
-    values = _read_column(cursor, count, nullable=True)
+    timestamps = take(8 * count)
+    keys = column(count, nullable=True)
+    values = column(count, nullable=True)
     counts = names = header_values = None
     if header.attributes & ATTR_HAS_HEADERS:
-        counts, total = cursor.uint32s(count)
-        names = _read_column(cursor, total, nullable=False)
-        header_values = _read_column(cursor, total, nullable=False)
-    if cursor.pos != header.batch_length:
+        counts = take(4 * count)
+        total = _sum_u32(counts, count)
+        names = column(total, nullable=False)
+        header_values = column(total, nullable=False)
+    if pos != end:
         raise CorruptBatchError("batch sections do not add up to its length")
-    stamps = np.frombuffer(timestamps, "<i8")
-    if int(stamps[0]) != header.first_timestamp or int(stamps.max()) != header.max_timestamp:
+    if count > _NUMPY_FROM:
+        largest = int(np.maximum.reduce(np.frombuffer(timestamps, "<i8")))
+    else:
+        largest = max(_ints(timestamps, "q"))
+    first = int.from_bytes(timestamps[:8], "little", signed=True)
+    if first != header.first_timestamp or largest != header.max_timestamp:
         raise CorruptBatchError("batch timestamps disagree with its header")
     return _Layout(timestamps, keys, values, counts, names, header_values)
 
@@ -412,7 +417,7 @@ def _check(view: memoryview) -> tuple[BatchHeader, _Layout]:
     layout = _layout(view, header)
     if layout.header_names is not None:
         try:
-            bytes(layout.header_names.data).decode("utf-8")
+            str(layout.header_names.data, "utf-8")
         except UnicodeDecodeError as exc:
             raise CorruptBatchError("header names are not UTF-8") from exc
     return header, layout
@@ -425,14 +430,6 @@ def validate(buf: bytes | bytearray | memoryview) -> BatchHeader:
     the sections are inconsistent. A batch that passes decodes without error.
     """
     return _check(memoryview(buf))[0]
-
-
-def _ints(section: memoryview, typecode: str) -> array[int]:
-    arr = array(typecode)
-    arr.frombytes(section)
-    if not _LITTLE_ENDIAN:  # pragma: no cover - every supported platform is little-endian
-        arr.byteswap()
-    return arr
 
 
 def _split(column: _Column) -> list[bytes]:

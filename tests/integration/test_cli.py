@@ -18,7 +18,11 @@ pytestmark = pytest.mark.integration
 
 def kraftlite(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "kraftlite", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "kraftlite", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

@@ -21,8 +21,8 @@ def make_batch(count: int, ts: int = 1000, value: bytes = b"v", step: int = 0) -
     )
 
 
-def offsets(batches: list[bytes]) -> list[int]:
-    return [r.offset for b in batches for r in fmt.decode(b).records()]
+def offsets(stream: bytes) -> list[int]:
+    return [r.offset for b in fmt.decode_stream(stream) for r in b.records()]
 
 
 def test_append_assigns_dense_offsets_and_reads_back(storage: LogStorage) -> None:
@@ -36,12 +36,12 @@ def test_append_assigns_dense_offsets_and_reads_back(storage: LogStorage) -> Non
     # a read from the middle of a batch starts with the batch that holds the offset
     assert offsets(log.read(1, 1 << 20)) == [0, 1, 2, 3, 4]
     assert offsets(log.read(3, 1 << 20)) == [3, 4]
-    assert log.read(5, 1 << 20) == []
+    assert log.read(5, 1 << 20) == b""
     # at least one batch even if larger than max_bytes, then only whole batches that fit
     assert offsets(log.read(0, 1)) == [0, 1, 2]
     # never past max_offset (the high watermark for consumers)
     assert offsets(log.read(0, 1 << 20, max_offset=3)) == [0, 1, 2]
-    assert log.read(3, 1 << 20, max_offset=3) == []
+    assert log.read(3, 1 << 20, max_offset=3) == b""
 
 
 def test_reads_outside_the_log_are_out_of_range(storage: LogStorage) -> None:
@@ -189,7 +189,7 @@ def test_replicated_append_keeps_the_leaders_offsets_and_epochs(storage: LogStor
     follower = storage.open_partition("follower")
     leader.append(make_batch(2), leader_epoch=1)
     leader.append(make_batch(3), leader_epoch=2)
-    stream = b"".join(leader.read(0, 1 << 20))
+    stream = leader.read(0, 1 << 20)
     info = follower.append_replicated(stream)
     assert info is not None and info.log_end_offset == 5
     assert follower.epochs() == leader.epochs() == [(1, 0), (2, 2)]
@@ -197,7 +197,7 @@ def test_replicated_append_keeps_the_leaders_offsets_and_epochs(storage: LogStor
     assert follower.append_replicated(b"") is None
     # a gap or an overlap is refused
     with pytest.raises(KraftliteError) as info_error:
-        follower.append_replicated(leader.read(2, 1 << 20)[0])
+        follower.append_replicated(leader.read(2, 1 << 20))
     assert info_error.value.code is ErrorCode.INVALID_REQUEST
     assert follower.log_end_offset == 5
 

@@ -150,8 +150,8 @@ class LogMachine(RuleBasedStateMachine):
         offset = self.model.log_start + int(fraction * span)
         got = [
             (r.offset, r.timestamp, r.value)
-            for b in self.log.read(offset, 1 << 30)
-            for r in fmt.decode(b).records()
+            for b in fmt.decode_stream(self.log.read(offset, 1 << 30))
+            for r in b.records()
         ]
         holding = [b for b in self.model.batches if b.next > offset]
         first_base = holding[0].base if holding else offset
@@ -182,9 +182,9 @@ class LogMachine(RuleBasedStateMachine):
         assert log.high_watermark == max(min(model.high_watermark, model.log_end), model.log_start)
         assert log.size_bytes == model.size
         assert log.epochs() == model.epochs
-        assert [r.offset for b in self.other.read(0, 1 << 20) for r in fmt.decode(b).records()] == [
-            0
-        ]
+        assert [
+            r.offset for b in fmt.decode_stream(self.other.read(0, 1 << 20)) for r in b.records()
+        ] == [0]
         with pytest.raises(KraftliteError):
             log.read(model.log_end + 1, 100)
 

@@ -150,3 +150,25 @@ def test_garbage_and_short_input_are_refused() -> None:
     encoded = fmt.encode_batch([b"a"], timestamps=[1])
     with pytest.raises(fmt.CorruptBatchError, match="does not match"):
         fmt.validate(encoded + b"\x00" * 8)
+
+
+def test_golden_vector_from_the_spec() -> None:
+    # docs/batch-format.md's worked example, byte for byte: other implementations test
+    # against the same bytes.
+    golden = (
+        "0000000000000000"
+        "6800000001000000"
+        "ffffffff01000000"
+        "0500000000000000"
+        "0500000000000000"
+        "39c8690b88a3753a"
+        "0500000000000000"
+        "0100000000000000"
+        "0100000000000000"
+        "6b00000000000000"
+        "0100000000000000"
+        "0200000000000000"
+        "6869000000000000"
+    )
+    assert fmt.encode_batch([b"hi"], keys=[b"k"], timestamps=[5]).hex() == golden
+    assert fmt.crc32c(b"123456789") == 0xE3069283  # CRC-32C's standard check value

@@ -1,0 +1,33 @@
+"""Import rules: pure modules touch no I/O library, clock or thread (style.md, habit 3)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "kraftlite"
+PURE = ["protocol/batch.py", "errors.py", "config.py"]
+FORBIDDEN = {"lmdb", "aiohttp", "pysyncobj", "pyspark", "asyncio", "threading", "socket", "time"}
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_pure_modules_import_no_io(module: str) -> None:
+    tree = ast.parse((PACKAGE / module).read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert not imported & FORBIDDEN, f"{module} imports {imported & FORBIDDEN}"
+
+
+def test_only_the_storage_adapter_imports_lmdb() -> None:
+    users = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if "import lmdb" in path.read_text()
+    )
+    assert users == ["storage/log.py"]
