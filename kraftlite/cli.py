@@ -15,6 +15,7 @@ from rich.table import Table
 
 from kraftlite import __version__
 from kraftlite.config import ROLES, ConfigError
+from kraftlite.logs import configure_logging
 from kraftlite.protocol import batch as batch_format
 from kraftlite.storage.log import LogStorage, StorageConfig
 
@@ -23,8 +24,18 @@ EXIT_CONFIG = 2  # the same code click uses for usage errors
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kraftlite")
-def main() -> None:
+@click.option(
+    "--log-format",
+    type=click.Choice(["auto", "json", "console"]),
+    default="auto",
+    help="Log lines on stderr: JSON, readable, or JSON unless stderr is a terminal.",
+)
+@click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info"
+)
+def main(log_format: str, log_level: str) -> None:
     """kraftlite: a Kafka-style replicated commit log with a Raft controller quorum."""
+    configure_logging(role="cli", node_id=None, log_format=log_format, level=log_level)
 
 
 @main.group()

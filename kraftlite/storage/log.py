@@ -229,7 +229,8 @@ class LogStorage:
         with self._lock:
             log = self._partitions.pop(name, None)
             if log is not None:
-                log.closed = True
+                with log.mutating():  # wait out an append in flight, then refuse new ones
+                    log.closed = True
             key = name.encode()
 
             def mark(txn: Any) -> bytes | None:
@@ -375,6 +376,10 @@ class PartitionLog:
         self._checkpointed = (high_watermark, size_end)
 
     # -- helpers ------------------------------------------------------------------------
+
+    def mutating(self) -> threading.Lock:
+        """The lock every mutation of this partition holds."""
+        return self._lock
 
     def _key(self, offset: int) -> bytes:
         return self._uid + _OFFSET.pack(offset)

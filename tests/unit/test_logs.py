@@ -5,10 +5,21 @@ from __future__ import annotations
 import io
 import json
 import logging
+from collections.abc import Iterator
 
+import pytest
 import structlog
 
 from kraftlite.logs import configure_logging
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    handlers = logging.getLogger().handlers[:]
+    yield
+    logging.getLogger().handlers[:] = handlers
+    structlog.reset_defaults()
+    structlog.contextvars.clear_contextvars()
 
 
 def test_json_lines_carry_node_id_and_role() -> None:
