@@ -31,8 +31,13 @@ class ErrorCode(IntEnum):
     INVALID_REQUEST = 42
     INVALID_PARTITIONS = 37
     TOPIC_ALREADY_EXISTS = 36
+    INVALID_CONFIG = 40
     KAFKA_STORAGE_ERROR = 56
     FENCED_LEADER_EPOCH = 74
+    STALE_BROKER_EPOCH = 77
+    INVALID_UPDATE_VERSION = 95
+    BROKER_ID_NOT_REGISTERED = 102
+    INELIGIBLE_REPLICA = 107
     UNSUPPORTED_MEDIA_TYPE = 1001  # HTTP-only: no Kafka equivalent
 
 
@@ -62,6 +67,11 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.TOPIC_ALREADY_EXISTS: ErrorInfo(409, False, "topic already exists"),
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorInfo(507, True, "storage error"),
     ErrorCode.FENCED_LEADER_EPOCH: ErrorInfo(409, True, "leader epoch is stale"),
+    ErrorCode.INVALID_CONFIG: ErrorInfo(400, False, "invalid config"),
+    ErrorCode.STALE_BROKER_EPOCH: ErrorInfo(409, False, "broker epoch is stale"),
+    ErrorCode.INVALID_UPDATE_VERSION: ErrorInfo(409, True, "partition epoch is stale"),
+    ErrorCode.BROKER_ID_NOT_REGISTERED: ErrorInfo(404, False, "broker is not registered"),
+    ErrorCode.INELIGIBLE_REPLICA: ErrorInfo(400, True, "replica cannot join the ISR"),
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: ErrorInfo(415, False, "unsupported media type"),
 }
 

@@ -1,0 +1,458 @@
+"""What the active controller decides: pure functions from (image, request) to records.
+
+Rules:
+1. A decision reads the image it is given and returns `ControllerResult(records, response)`.
+   It never changes anything; the records change state only once committed and replayed,
+   as one batch decided against `image.version` (stale batches are rejected at replay).
+2. A request that must be refused raises KraftliteError with the contract's error code and
+   produces no record at all: nothing is ever half-applied.
+3. Leadership (KRaft's PartitionChangeBuilder): the leader is the first replica, in replica
+   order, that is in the ISR and live (registered and unfenced). With none, the partition is
+   offline (leader -1), unless `unclean.leader.election.enable` lets a live replica outside
+   the ISR lead (with an ISR of itself: records it never received are lost).
+4. Fencing a broker removes it from every ISR, except where it is the last member, so such a
+   partition can come back with its data when the broker returns.
+5. Time and randomness are arguments (`now_ms`, `rng`), so every decision is reproducible.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.metadata.image import MetadataImage, PartitionRegistration, TopicImage
+from kraftlite.metadata.placement import assign_replicas
+from kraftlite.metadata.records import (
+    LEADER_UNCHANGED,
+    NO_LEADER,
+    ConfigRecord,
+    FenceBrokerRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+)
+from kraftlite.metadata.topics import (
+    MAX_PARTITIONS,
+    effective_config,
+    validate_topic_configs,
+    validate_topic_name,
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerResult(Generic[T]):
+    """Records to commit as one batch, and the answer to give once they are committed."""
+
+    records: tuple[MetadataRecord, ...]
+    response: T
+
+
+# ------------------------------------------------------------------------------ leadership
+
+
+def elect_leader(
+    partition: PartitionRegistration, is_live: Callable[[int], bool], unclean: bool
+) -> tuple[int, tuple[int, ...]]:
+    """(leader, isr) for `partition` given who is live (rule 3)."""
+    for broker_id in partition.replicas:
+        if broker_id in partition.isr and is_live(broker_id):
+            return broker_id, partition.isr
+    if unclean:
+        for broker_id in partition.replicas:
+            if is_live(broker_id):
+                return broker_id, (broker_id,)
+    return NO_LEADER, partition.isr
+
+
+def _change(
+    topic_id: str,
+    index: int,
+    current: PartitionRegistration,
+    leader: int,
+    isr: tuple[int, ...],
+) -> PartitionChangeRecord | None:
+    """The record that moves `current` to (leader, isr), or None if nothing changes."""
+    if leader == current.leader and isr == current.isr:
+        return None
+    return PartitionChangeRecord(
+        topic_id=topic_id,
+        partition=index,
+        leader=LEADER_UNCHANGED if leader == current.leader else leader,
+        isr=None if isr == current.isr else isr,
+    )
+
+
+def _unclean_allowed(topic: TopicImage) -> bool:
+    return effective_config(topic.configs, "unclean.leader.election.enable") == "true"
+
+
+def _fence_changes(image: MetadataImage, fenced: set[int]) -> list[PartitionChangeRecord]:
+    """Partition changes once the brokers in `fenced` are fenced (rule 4, then rule 3)."""
+
+    def is_live(broker_id: int) -> bool:
+        return broker_id not in fenced and image.is_live(broker_id)
+
+    changes = []
+    for topic, index, current in image.partitions():
+        if not fenced & set(current.isr) and current.leader not in fenced:
+            continue
+        isr = tuple(b for b in current.isr if b not in fenced) or _last_member(current)
+        leader = current.leader
+        if leader in fenced or leader not in isr:
+            leader, isr = elect_leader(
+                PartitionRegistration(current.replicas, isr, NO_LEADER, 0, 0),
+                is_live,
+                _unclean_allowed(topic),
+            )
+        change = _change(topic.topic_id, index, current, leader, isr)
+        if change is not None:
+            changes.append(change)
+    return changes
+
+
+def _last_member(current: PartitionRegistration) -> tuple[int, ...]:
+    """Who stays in an ISR whose members are all being fenced: the leader if there is one
+    (it holds everything committed), else the first member.
+    """
+    return (current.leader,) if current.leader in current.isr else current.isr[:1]
+
+
+def _unfence_changes(image: MetadataImage, broker_id: int) -> list[PartitionChangeRecord]:
+    """Offline partitions that `broker_id` coming back can bring online."""
+
+    def is_live(candidate: int) -> bool:
+        return candidate == broker_id or image.is_live(candidate)
+
+    changes = []
+    for topic, index, current in image.partitions():
+        if current.leader != NO_LEADER or broker_id not in current.replicas:
+            continue
+        leader, isr = elect_leader(current, is_live, _unclean_allowed(topic))
+        change = _change(topic.topic_id, index, current, leader, isr)
+        if change is not None:
+            changes.append(change)
+    return changes
+
+
+def elect_preferred_leaders(image: MetadataImage) -> ControllerResult[int]:
+    """Move leadership back to each partition's preferred (first) replica where it is live
+    and in the ISR (Kafka's auto leader rebalance). Responds with the number of moves.
+    """
+    changes = []
+    for topic, index, current in image.partitions():
+        preferred = current.replicas[0]
+        if current.leader != preferred and preferred in current.isr and image.is_live(preferred):
+            change = _change(topic.topic_id, index, current, preferred, current.isr)
+            if change is not None:
+                changes.append(change)
+    return ControllerResult(tuple(changes), len(changes))
+
+
+# ------------------------------------------------------------------------------ brokers
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatResponse:
+    broker_epoch: int
+    fenced: bool
+    shutting_down: bool
+
+
+def register_broker(
+    image: MetadataImage, broker_id: int, incarnation_id: str, url: str, rack: str | None
+) -> ControllerResult[int]:
+    """Register a broker; the response is its broker epoch.
+
+    The same incarnation registering again (a retry) gets its epoch back and changes nothing.
+    A new incarnation (the process restarted) gets a new epoch and starts fenced, so every
+    partition it led elects another leader in the same batch.
+    """
+    if broker_id < 0:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"broker id {broker_id} is negative")
+    existing = image.brokers.get(broker_id)
+    if existing is not None and existing.incarnation_id == incarnation_id:
+        return ControllerResult((), existing.broker_epoch)
+    epoch = image.version + 1
+    records: list[MetadataRecord] = [
+        RegisterBrokerRecord(
+            broker_id=broker_id,
+            incarnation_id=incarnation_id,
+            broker_epoch=epoch,
+            url=url,
+            rack=rack,
+        )
+    ]
+    if existing is not None:
+        records += _fence_changes(image, {broker_id})
+    return ControllerResult(tuple(records), epoch)
+
+
+def _registered(image: MetadataImage, broker_id: int, broker_epoch: int) -> None:
+    broker = image.brokers.get(broker_id)
+    if broker is None:
+        raise KraftliteError(
+            ErrorCode.BROKER_ID_NOT_REGISTERED, f"broker {broker_id} is not registered"
+        )
+    if broker.broker_epoch != broker_epoch:
+        raise KraftliteError(
+            ErrorCode.STALE_BROKER_EPOCH,
+            f"broker {broker_id} epoch {broker_epoch} is not the registered {broker.broker_epoch}",
+        )
+
+
+def broker_heartbeat(
+    image: MetadataImage,
+    broker_id: int,
+    broker_epoch: int,
+    metadata_version: int,
+    want_shutdown: bool = False,
+) -> ControllerResult[BrokerHeartbeatResponse]:
+    """A broker's periodic heartbeat (its session is tracked outside the image).
+
+    A fenced broker is unfenced once it has replayed metadata up to its own registration
+    (`metadata_version >= broker_epoch`). A broker that asks to shut down is fenced, which
+    moves its leaderships away first (Kafka's controlled shutdown).
+    """
+    _registered(image, broker_id, broker_epoch)
+    broker = image.brokers[broker_id]
+    records: list[MetadataRecord] = []
+    fenced = broker.fenced
+    if want_shutdown and not broker.fenced:
+        records = [FenceBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch)]
+        records += _fence_changes(image, {broker_id})
+        fenced = True
+    elif not want_shutdown and broker.fenced and metadata_version >= broker_epoch:
+        records = [UnfenceBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch)]
+        records += _unfence_changes(image, broker_id)
+        fenced = False
+    return ControllerResult(
+        tuple(records), BrokerHeartbeatResponse(broker_epoch, fenced, want_shutdown)
+    )
+
+
+def fence_expired_brokers(
+    image: MetadataImage, expired: Iterable[int]
+) -> ControllerResult[list[int]]:
+    """Fence the live brokers among `expired` (no heartbeat within the session timeout)."""
+    to_fence = sorted(b for b in set(expired) if image.is_live(b))
+    if not to_fence:
+        return ControllerResult((), [])
+    records: list[MetadataRecord] = [
+        FenceBrokerRecord(broker_id=b, broker_epoch=image.brokers[b].broker_epoch) for b in to_fence
+    ]
+    records += _fence_changes(image, set(to_fence))
+    return ControllerResult(tuple(records), to_fence)
+
+
+# ------------------------------------------------------------------------------ topics
+
+
+def _topic_id(rng: random.Random) -> str:
+    return f"{rng.getrandbits(128):032x}"
+
+
+def _placement_brokers(image: MetadataImage) -> dict[int, str | None]:
+    return {b: image.brokers[b].rack for b in image.live_broker_ids()}
+
+
+def create_topic(
+    image: MetadataImage,
+    name: object,
+    partitions: object = 1,
+    replication_factor: object = None,
+    configs: object = None,
+    *,
+    rng: random.Random,
+    internal: bool = False,
+) -> ControllerResult[str]:
+    """Create a topic; the response is its topic id. Replicas are placed on live brokers."""
+    validate_topic_name(name, internal=internal)
+    assert isinstance(name, str)
+    if name in image.topic_ids:
+        raise KraftliteError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name} already exists")
+    if (
+        isinstance(partitions, bool)
+        or not isinstance(partitions, int)
+        or not (0 < partitions <= MAX_PARTITIONS)
+    ):
+        raise KraftliteError(
+            ErrorCode.INVALID_PARTITIONS, f"partitions must be 1-{MAX_PARTITIONS}: {partitions!r}"
+        )
+    brokers = _placement_brokers(image)
+    factor = min(3, len(brokers)) if replication_factor is None else replication_factor
+    if isinstance(factor, bool) or not isinstance(factor, int) or not 0 < factor <= len(brokers):
+        raise KraftliteError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"replication factor {factor!r} needs 1-{len(brokers)} (live brokers: {len(brokers)})",
+        )
+    checked = validate_topic_configs({} if configs is None else configs)
+    topic_id = _topic_id(rng)
+    records: list[MetadataRecord] = [TopicRecord(name=name, topic_id=topic_id)]
+    records += [
+        ConfigRecord(topic_id=topic_id, name=key, value=value)
+        for key, value in sorted(checked.items())
+        if value is not None
+    ]
+    for index, replicas in enumerate(assign_replicas(brokers, partitions, factor, rng)):
+        records.append(
+            PartitionRecord(
+                topic_id=topic_id,
+                partition=index,
+                replicas=replicas,
+                isr=replicas,
+                leader=replicas[0],
+            )
+        )
+    return ControllerResult(tuple(records), topic_id)
+
+
+def _existing_topic(image: MetadataImage, name: str) -> TopicImage:
+    topic = image.topic(name)
+    if topic is None:
+        raise KraftliteError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+    return topic
+
+
+def delete_topic(image: MetadataImage, name: str) -> ControllerResult[str]:
+    topic = _existing_topic(image, name)
+    return ControllerResult((RemoveTopicRecord(topic_id=topic.topic_id),), topic.topic_id)
+
+
+def create_partitions(
+    image: MetadataImage, name: str, count: object, *, rng: random.Random
+) -> ControllerResult[int]:
+    """Grow topic `name` to `count` partitions (never shrink, as Kafka)."""
+    topic = _existing_topic(image, name)
+    current = len(topic.partitions)
+    if (
+        isinstance(count, bool)
+        or not isinstance(count, int)
+        or not (current < count <= MAX_PARTITIONS)
+    ):
+        raise KraftliteError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"topic {name} has {current} partitions; count must be {current + 1}-{MAX_PARTITIONS}",
+        )
+    factor = len(topic.partitions[0].replicas)
+    brokers = _placement_brokers(image)
+    if factor > len(brokers):
+        raise KraftliteError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"topic {name} has replication factor {factor} but {len(brokers)} live brokers",
+        )
+    placed = assign_replicas(brokers, count - current, factor, rng, first_partition=current)
+    records = tuple(
+        PartitionRecord(
+            topic_id=topic.topic_id,
+            partition=current + i,
+            replicas=replicas,
+            isr=replicas,
+            leader=replicas[0],
+        )
+        for i, replicas in enumerate(placed)
+    )
+    return ControllerResult(records, count)
+
+
+def alter_topic_configs(
+    image: MetadataImage, name: str, configs: object
+) -> ControllerResult[dict[str, str]]:
+    """Set (value) or reset (None) topic configs; the response is the resulting configs."""
+    topic = _existing_topic(image, name)
+    checked = validate_topic_configs(configs)
+    records = tuple(
+        ConfigRecord(topic_id=topic.topic_id, name=key, value=value)
+        for key, value in sorted(checked.items())
+    )
+    result = {**topic.configs, **{k: v for k, v in checked.items() if v is not None}}
+    for key, value in checked.items():
+        if value is None:
+            result.pop(key, None)
+    return ControllerResult(records, result)
+
+
+# ------------------------------------------------------------------------------ ISR changes
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionRequest:
+    """A partition leader asks to change its ISR (KIP-497)."""
+
+    broker_id: int
+    broker_epoch: int
+    topic_id: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+
+
+def alter_partition(
+    image: MetadataImage, request: AlterPartitionRequest
+) -> ControllerResult[PartitionRegistration]:
+    """Check and apply an ISR change; the response is the committed partition state.
+
+    Checks in Kafka's order: broker epoch, partition exists, sender leads it in the current
+    leader epoch, partition epoch (compare-and-set), then the new ISR itself: it contains the
+    leader, lies within the replicas, and adds only live brokers.
+    """
+    _registered(image, request.broker_id, request.broker_epoch)
+    topic = image.topics.get(request.topic_id)
+    current = None if topic is None else topic.partitions.get(request.partition)
+    if topic is None or current is None:
+        raise KraftliteError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            f"unknown partition {request.topic_id}/{request.partition}",
+        )
+    if request.leader_epoch != current.leader_epoch:
+        raise KraftliteError(
+            ErrorCode.FENCED_LEADER_EPOCH,
+            f"leader epoch {request.leader_epoch} is not the current {current.leader_epoch}",
+        )
+    if request.broker_id != current.leader:
+        raise KraftliteError(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            f"broker {request.broker_id} does not lead this partition (leader {current.leader})",
+            leader_id=current.leader,
+        )
+    new_isr = tuple(request.new_isr)
+    if request.partition_epoch != current.partition_epoch:
+        if new_isr == current.isr:  # a retry of a change that was already committed
+            return ControllerResult((), current)
+        raise KraftliteError(
+            ErrorCode.INVALID_UPDATE_VERSION,
+            f"partition epoch {request.partition_epoch} is not the current "
+            f"{current.partition_epoch}",
+        )
+    if (
+        current.leader not in new_isr
+        or not set(new_isr) <= set(current.replicas)
+        or len(set(new_isr)) != len(new_isr)
+    ):
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST,
+            f"ISR {list(new_isr)} must hold the leader and distinct replicas of "
+            f"{list(current.replicas)}",
+        )
+    ineligible = [b for b in new_isr if b not in current.isr and not image.is_live(b)]
+    if ineligible:
+        raise KraftliteError(
+            ErrorCode.INELIGIBLE_REPLICA, f"fenced brokers {ineligible} cannot join the ISR"
+        )
+    change = _change(topic.topic_id, request.partition, current, current.leader, new_isr)
+    if change is None:
+        return ControllerResult((), current)
+    return ControllerResult((change,), current.merge(change))
+
+
+def topic_partition_counts(image: MetadataImage) -> Mapping[str, int]:
+    return {topic.name: len(topic.partitions) for topic in image.topics.values()}

@@ -1,0 +1,259 @@
+"""The metadata image: cluster state as of a version, built only by replaying record batches.
+
+Rules:
+1. A MetadataImage is immutable: frozen dataclasses, and maps typed as Mapping so mypy rejects
+   mutation (plain dicts underneath, so images pickle into Raft snapshots). `apply_batch`
+   returns a new image; nothing else makes one (besides `MetadataImage.EMPTY`).
+2. `version` counts applied batches: the image after batch k has version k. A broker's epoch
+   is the version of the batch that registered it.
+3. A batch applies only to the version it was decided against (StaleBatchError otherwise,
+   image unchanged): compare-and-set, so a deposed controller's decision never lands.
+4. A record that breaks an invariant raises MetadataInvariantError: that is a bug in the
+   decision code, and the node must stop rather than diverge (Kafka does the same).
+5. `check_invariants` states what every reachable image satisfies; tests call it after every
+   step: leader in ISR, ISR within replicas and never empty, no fenced or unknown leader, a
+   fenced broker in an ISR only as its last member.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import ClassVar, assert_never
+
+from kraftlite.metadata.records import (
+    LEADER_UNCHANGED,
+    NO_LEADER,
+    ConfigRecord,
+    FenceBrokerRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RecordBatch,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+)
+
+
+class MetadataInvariantError(Exception):
+    """A record that must never have been decided (a bug): the node stops."""
+
+
+class StaleBatchError(Exception):
+    """The batch was decided against an older image version; it is not applied."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    incarnation_id: str
+    broker_epoch: int
+    url: str
+    rack: str | None
+    fenced: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRegistration:
+    """One partition's assignment. Invariants: leader in isr (or NO_LEADER); isr within
+    replicas; leader_epoch and partition_epoch never decrease.
+    """
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+    def merge(self, change: PartitionChangeRecord) -> PartitionRegistration:
+        leader = self.leader if change.leader == LEADER_UNCHANGED else change.leader
+        return PartitionRegistration(
+            replicas=self.replicas if change.replicas is None else change.replicas,
+            isr=self.isr if change.isr is None else change.isr,
+            leader=leader,
+            leader_epoch=self.leader_epoch + (leader != self.leader),
+            partition_epoch=self.partition_epoch + 1,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    topic_id: str
+    name: str
+    partitions: Mapping[int, PartitionRegistration]
+    configs: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    version: int
+    brokers: Mapping[int, BrokerRegistration]
+    topics: Mapping[str, TopicImage]  # by topic id
+    topic_ids: Mapping[str, str]  # topic name -> topic id
+
+    EMPTY: ClassVar[MetadataImage]
+
+    def topic(self, name: str) -> TopicImage | None:
+        topic_id = self.topic_ids.get(name)
+        return None if topic_id is None else self.topics[topic_id]
+
+    def live_broker_ids(self) -> list[int]:
+        """Registered and unfenced brokers, by id."""
+        return sorted(b.broker_id for b in self.brokers.values() if not b.fenced)
+
+    def is_live(self, broker_id: int) -> bool:
+        broker = self.brokers.get(broker_id)
+        return broker is not None and not broker.fenced
+
+    def partitions(self) -> Iterator[tuple[TopicImage, int, PartitionRegistration]]:
+        for topic in self.topics.values():
+            for index, registration in topic.partitions.items():
+                yield topic, index, registration
+
+
+MetadataImage.EMPTY = MetadataImage(0, {}, {}, {})
+
+
+@dataclass
+class MetadataDelta:
+    """Accumulates one batch's records over a base image; `apply` freezes the result."""
+
+    base: MetadataImage
+    brokers: dict[int, BrokerRegistration] = field(init=False)
+    topics: dict[str, TopicImage] = field(init=False)
+    topic_ids: dict[str, str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.brokers = dict(self.base.brokers)
+        self.topics = dict(self.base.topics)
+        self.topic_ids = dict(self.base.topic_ids)
+
+    def replay(self, record: MetadataRecord) -> None:
+        match record:
+            case RegisterBrokerRecord():
+                old = self.brokers.get(record.broker_id)
+                if old is not None and record.broker_epoch <= old.broker_epoch:
+                    raise MetadataInvariantError(f"broker epoch went back: {record}")
+                self.brokers[record.broker_id] = BrokerRegistration(
+                    record.broker_id,
+                    record.incarnation_id,
+                    record.broker_epoch,
+                    record.url,
+                    record.rack,
+                    fenced=True,
+                )
+            case FenceBrokerRecord() | UnfenceBrokerRecord():
+                broker = self.brokers.get(record.broker_id)
+                if broker is None or broker.broker_epoch != record.broker_epoch:
+                    raise MetadataInvariantError(f"{record} for unknown broker epoch")
+                fenced = isinstance(record, FenceBrokerRecord)
+                self.brokers[record.broker_id] = replace(broker, fenced=fenced)
+            case TopicRecord():
+                if record.name in self.topic_ids or record.topic_id in self.topics:
+                    raise MetadataInvariantError(f"topic exists: {record}")
+                self.topic_ids[record.name] = record.topic_id
+                self.topics[record.topic_id] = TopicImage(record.topic_id, record.name, {}, {})
+            case ConfigRecord():
+                topic = self._topic(record.topic_id, record)
+                configs = dict(topic.configs)
+                if record.value is None:
+                    configs.pop(record.name, None)
+                else:
+                    configs[record.name] = record.value
+                self.topics[topic.topic_id] = replace(topic, configs=configs)
+            case PartitionRecord():
+                topic = self._topic(record.topic_id, record)
+                if record.partition in topic.partitions or record.partition < 0:
+                    raise MetadataInvariantError(f"partition exists or is negative: {record}")
+                registration = PartitionRegistration(
+                    record.replicas,
+                    record.isr,
+                    record.leader,
+                    record.leader_epoch,
+                    record.partition_epoch,
+                )
+                _check_partition(registration, record)
+                self._put_partition(topic, record.partition, registration)
+            case PartitionChangeRecord():
+                topic = self._topic(record.topic_id, record)
+                current = topic.partitions.get(record.partition)
+                if current is None:
+                    raise MetadataInvariantError(f"unknown partition: {record}")
+                merged = current.merge(record)
+                _check_partition(merged, record)
+                self._put_partition(topic, record.partition, merged)
+            case RemoveTopicRecord():
+                topic = self._topic(record.topic_id, record)
+                del self.topics[topic.topic_id]
+                del self.topic_ids[topic.name]
+            case _:
+                assert_never(record)
+
+    def _topic(self, topic_id: str, record: MetadataRecord) -> TopicImage:
+        topic = self.topics.get(topic_id)
+        if topic is None:
+            raise MetadataInvariantError(f"unknown topic id: {record}")
+        return topic
+
+    def _put_partition(
+        self, topic: TopicImage, index: int, registration: PartitionRegistration
+    ) -> None:
+        partitions = dict(topic.partitions)
+        partitions[index] = registration
+        self.topics[topic.topic_id] = replace(topic, partitions=partitions)
+
+    def apply(self) -> MetadataImage:
+        return MetadataImage(
+            self.base.version + 1,
+            self.brokers,
+            self.topics,
+            self.topic_ids,
+        )
+
+
+def _check_partition(registration: PartitionRegistration, record: MetadataRecord) -> None:
+    replicas, isr, leader = registration.replicas, registration.isr, registration.leader
+    if not replicas or len(set(replicas)) != len(replicas):
+        raise MetadataInvariantError(f"replicas must be distinct and non-empty: {record}")
+    if not set(isr) <= set(replicas) or len(set(isr)) != len(isr):
+        raise MetadataInvariantError(f"ISR must be distinct replicas: {record}")
+    if leader != NO_LEADER and leader not in isr:
+        raise MetadataInvariantError(f"leader must be in the ISR: {record}")
+
+
+def apply_batch(image: MetadataImage, batch: RecordBatch) -> MetadataImage:
+    """The image after `batch`, or StaleBatchError if it was decided against another version."""
+    if batch.expected_version != image.version:
+        raise StaleBatchError(
+            f"batch decided at version {batch.expected_version}, image is at {image.version}"
+        )
+    delta = MetadataDelta(image)
+    for record in batch.records:
+        delta.replay(record)
+    return delta.apply()
+
+
+def check_invariants(image: MetadataImage) -> None:
+    """Raise MetadataInvariantError unless `image` satisfies every rule of a reachable image."""
+    for topic, index, p in image.partitions():
+        where = f"{topic.name}-{index}"
+        for broker_id in p.replicas:
+            if broker_id not in image.brokers:
+                raise MetadataInvariantError(f"{where}: replica {broker_id} is not registered")
+        if p.leader != NO_LEADER and not image.is_live(p.leader):
+            raise MetadataInvariantError(f"{where}: leader {p.leader} is fenced")
+        if p.leader != NO_LEADER and p.leader not in p.isr:
+            raise MetadataInvariantError(f"{where}: leader {p.leader} not in ISR {p.isr}")
+        if not set(p.isr) <= set(p.replicas):
+            raise MetadataInvariantError(f"{where}: ISR {p.isr} not within {p.replicas}")
+        if not p.isr:
+            raise MetadataInvariantError(f"{where}: empty ISR")
+        fenced_in_isr = [b for b in p.isr if not image.is_live(b)]
+        if fenced_in_isr and len(p.isr) > 1:
+            # Fencing removes a broker from every ISR, except as the last member (so the
+            # partition can come back clean when it returns).
+            raise MetadataInvariantError(f"{where}: fenced {fenced_in_isr} in ISR {p.isr}")
+    if set(image.topic_ids.values()) != set(image.topics):
+        raise MetadataInvariantError("topic name index out of step with topics")

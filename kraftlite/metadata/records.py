@@ -1,0 +1,191 @@
+"""Metadata records: the only things written to the controllers' Raft log.
+
+Rules:
+1. Records are frozen, keyword-only dataclasses with tuples for collections. Replaying them in
+   order (image.py) is the only way cluster metadata changes.
+2. On the wire and in the Raft log a record is versioned JSON,
+   `{"type": "PartitionChangeRecord", "v": 0, "data": {...}}`, never a pickled object, so a
+   later version of kraftlite can read an older log. A field whose meaning changes bumps `v`.
+3. A batch of records commits or is rejected as a whole. It carries the image version it was
+   decided against (`expected_version`): replay rejects it if the image has moved on since
+   (compare-and-set), which fences a controller that lost leadership mid-decision.
+docs/records.md describes every record type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
+
+import orjson
+
+NO_LEADER: Final = -1
+LEADER_UNCHANGED: Final = -2  # PartitionChangeRecord.leader: Kafka's encoding of "no change"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterBrokerRecord:
+    """A broker (re)registered. A new incarnation gets a new broker epoch and starts fenced."""
+
+    broker_id: int
+    incarnation_id: str  # fresh per process start: tells a restart from a retry
+    broker_epoch: int  # the image version this record lands at; fences older incarnations
+    url: str  # the broker's HTTP address
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FenceBrokerRecord:
+    """The broker may not lead or be in an ISR (missed heartbeats, or shut down)."""
+
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnfenceBrokerRecord:
+    """The broker caught up with metadata and may lead and join ISRs again."""
+
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicRecord:
+    """A topic was created. Its id is unique forever; a recreated name gets a new id."""
+
+    name: str
+    topic_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigRecord:
+    """A topic config was set (value) or removed back to its default (value None)."""
+
+    topic_id: str
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionRecord:
+    """A partition was created with its replica assignment."""
+
+    topic_id: str
+    partition: int
+    replicas: tuple[int, ...]  # replica order: replicas[0] is the preferred leader
+    isr: tuple[int, ...]
+    leader: int  # NO_LEADER when offline
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionChangeRecord:
+    """Change to one partition. None / LEADER_UNCHANGED mean "field did not change".
+
+    Replay bumps partition_epoch on every change and leader_epoch whenever the leader changes.
+    """
+
+    topic_id: str
+    partition: int
+    leader: int = LEADER_UNCHANGED
+    isr: tuple[int, ...] | None = None
+    replicas: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveTopicRecord:
+    """The topic and all its partitions are gone."""
+
+    topic_id: str
+
+
+MetadataRecord: TypeAlias = (
+    RegisterBrokerRecord
+    | FenceBrokerRecord
+    | UnfenceBrokerRecord
+    | TopicRecord
+    | ConfigRecord
+    | PartitionRecord
+    | PartitionChangeRecord
+    | RemoveTopicRecord
+)
+
+RECORD_TYPES: Final[Mapping[str, tuple[type[Any], int]]] = {
+    cls.__name__: (cls, 0)
+    for cls in (
+        RegisterBrokerRecord,
+        FenceBrokerRecord,
+        UnfenceBrokerRecord,
+        TopicRecord,
+        ConfigRecord,
+        PartitionRecord,
+        PartitionChangeRecord,
+        RemoveTopicRecord,
+    )
+}
+
+
+class RecordCodecError(ValueError):
+    """Bytes that are not a batch of records this version can read."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordBatch:
+    """Records decided together against image version `expected_version`."""
+
+    expected_version: int
+    records: tuple[MetadataRecord, ...]
+
+
+def record_to_json(record: MetadataRecord) -> dict[str, Any]:
+    name = type(record).__name__
+    data = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+    return {"type": name, "v": RECORD_TYPES[name][1], "data": data}
+
+
+def record_from_json(item: Mapping[str, Any]) -> MetadataRecord:
+    try:
+        cls, version = RECORD_TYPES[item["type"]]
+    except (KeyError, TypeError) as exc:
+        raise RecordCodecError(f"unknown record type in {item!r}") from exc
+    if item.get("v") != version:
+        raise RecordCodecError(f"{item['type']} version {item.get('v')} is not {version}")
+    data = dict(item.get("data") or {})
+    for f in dataclasses.fields(cls):
+        if isinstance(data.get(f.name), list):
+            data[f.name] = tuple(data[f.name])
+    try:
+        record: MetadataRecord = cls(**data)
+    except TypeError as exc:
+        raise RecordCodecError(f"bad {item['type']} fields: {exc}") from exc
+    return record
+
+
+def encode_batch(batch: RecordBatch) -> bytes:
+    return orjson.dumps(
+        {
+            "expected_version": batch.expected_version,
+            "records": [record_to_json(r) for r in batch.records],
+        }
+    )
+
+
+def decode_batch(payload: bytes) -> RecordBatch:
+    try:
+        body = orjson.loads(payload)
+        return RecordBatch(
+            int(body["expected_version"]),
+            tuple(record_from_json(item) for item in body["records"]),
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, RecordCodecError):
+            raise
+        raise RecordCodecError(f"not a record batch: {exc}") from exc
+
+
+def batch_of(expected_version: int, records: Sequence[MetadataRecord]) -> RecordBatch:
+    return RecordBatch(expected_version, tuple(records))

@@ -1,0 +1,105 @@
+"""Topic names and topic configs: the rules of the contract, with Kafka's config names.
+
+Pure validation; violations raise KraftliteError with the contract's error code.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Final
+
+from kraftlite.errors import ErrorCode, KraftliteError
+
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+MAX_PARTITIONS: Final = 10_000
+
+
+def validate_topic_name(name: object, *, internal: bool = False) -> str:
+    """1-249 of [a-zA-Z0-9._-], not "." or "..", not starting with "__" unless internal."""
+    if not isinstance(name, str) or not _TOPIC_NAME.fullmatch(name) or name in {".", ".."}:
+        raise KraftliteError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name {name!r} must be 1-249 of [a-zA-Z0-9._-], not '.' or '..'",
+        )
+    if name.startswith("__") and not internal:
+        raise KraftliteError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic names starting with '__' are reserved: {name}",
+        )
+    return name
+
+
+def _long_at_least(minimum: int) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        try:
+            number = int(value)
+        except ValueError:
+            return "must be an integer"
+        return f"must be >= {minimum}" if number < minimum else None
+
+    return check
+
+
+def _one_of(*allowed: str) -> Callable[[str], str | None]:
+    def check(value: str) -> str | None:
+        return None if value in allowed else f"must be one of {', '.join(allowed)}"
+
+    return check
+
+
+def _cleanup_policy(value: str) -> str | None:
+    if value == "delete":
+        return None
+    if value == "compact" or "compact" in value.split(","):
+        return "compact is not supported (only delete)"
+    return "must be delete"
+
+
+TOPIC_CONFIGS: Final[Mapping[str, tuple[str, Callable[[str], str | None]]]] = {
+    # name: (default, check)
+    "retention.ms": ("604800000", _long_at_least(-1)),
+    "retention.bytes": ("-1", _long_at_least(-1)),
+    "min.insync.replicas": ("1", _long_at_least(1)),
+    "max.message.bytes": ("1048588", _long_at_least(0)),
+    "cleanup.policy": ("delete", _cleanup_policy),
+    "unclean.leader.election.enable": ("false", _one_of("true", "false")),
+}
+
+
+def normalize_config_value(name: str, value: object) -> str:
+    """Kafka configs are strings; accept JSON numbers and booleans for convenience."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | str):
+        return str(value)
+    raise KraftliteError(
+        ErrorCode.INVALID_CONFIG, f"config {name} = {value!r} must be a string or number"
+    )
+
+
+def validate_topic_configs(configs: object) -> dict[str, str | None]:
+    """Checked, normalized configs ({name: value}; None resets a config to its default)."""
+    if not isinstance(configs, Mapping):
+        raise KraftliteError(ErrorCode.INVALID_CONFIG, "configs must be an object")
+    result: dict[str, str | None] = {}
+    for name, raw in configs.items():
+        if name not in TOPIC_CONFIGS:
+            known = ", ".join(sorted(TOPIC_CONFIGS))
+            raise KraftliteError(
+                ErrorCode.INVALID_CONFIG, f"unknown topic config {name!r} (known: {known})"
+            )
+        if raw is None:
+            result[name] = None
+            continue
+        value = normalize_config_value(name, raw)
+        complaint = TOPIC_CONFIGS[name][1](value)
+        if complaint:
+            raise KraftliteError(ErrorCode.INVALID_CONFIG, f"config {name} = {value!r} {complaint}")
+        result[name] = value
+    return result
+
+
+def effective_config(configs: Mapping[str, str], name: str) -> str:
+    """A topic's value for `name`, or the default."""
+    return configs.get(name, TOPIC_CONFIGS[name][0])

@@ -1,0 +1,333 @@
+"""Controller decisions, compared as whole results (records + response)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from kraftlite.controller import decisions as d
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.metadata import records as r
+from kraftlite.metadata.image import (
+    MetadataImage,
+    PartitionRegistration,
+    apply_batch,
+    check_invariants,
+)
+
+
+def commit(image: MetadataImage, result: d.ControllerResult) -> MetadataImage:
+    image = apply_batch(image, r.RecordBatch(image.version, result.records))
+    check_invariants(image)
+    return image
+
+
+def brokers(*ids: int, racks: dict[int, str] | None = None) -> MetadataImage:
+    image = MetadataImage.EMPTY
+    for b in ids:
+        result = d.register_broker(image, b, f"inc-{b}", f"http://b{b}", (racks or {}).get(b))
+        image = commit(image, result)
+        image = commit(image, d.broker_heartbeat(image, b, result.response, image.version))
+    return image
+
+
+def with_topic(
+    image: MetadataImage, name: str = "t", partitions: int = 1, rf: int = 3, unclean: bool = False
+) -> MetadataImage:
+    """A topic whose partition i has replicas (1, 2, ..., rf) rotated by i: deterministic."""
+    topic_id = f"id-{name}"
+    records: list[r.MetadataRecord] = [r.TopicRecord(name=name, topic_id=topic_id)]
+    if unclean:
+        records.append(
+            r.ConfigRecord(topic_id=topic_id, name="unclean.leader.election.enable", value="true")
+        )
+    live = image.live_broker_ids()
+    for i in range(partitions):
+        replicas = tuple(live[(i + j) % len(live)] for j in range(rf))
+        records.append(
+            r.PartitionRecord(
+                topic_id=topic_id, partition=i, replicas=replicas, isr=replicas, leader=replicas[0]
+            )
+        )
+    return commit(image, d.ControllerResult(tuple(records), None))
+
+
+def partition(image: MetadataImage, name: str = "t", index: int = 0) -> PartitionRegistration:
+    topic = image.topic(name)
+    assert topic is not None
+    return topic.partitions[index]
+
+
+def error(code: ErrorCode, call, *args, **kwargs) -> KraftliteError:
+    with pytest.raises(KraftliteError) as info:
+        call(*args, **kwargs)
+    assert info.value.code is code, info.value
+    return info.value
+
+
+# ------------------------------------------------------------------------------ brokers
+
+
+def test_registration_starts_fenced_and_heartbeat_unfences_once_caught_up() -> None:
+    image = MetadataImage.EMPTY
+    result = d.register_broker(image, 1, "inc", "http://b1", "r1")
+    assert result == d.ControllerResult(
+        (
+            r.RegisterBrokerRecord(
+                broker_id=1, incarnation_id="inc", broker_epoch=1, url="http://b1", rack="r1"
+            ),
+        ),
+        1,
+    )
+    image = commit(image, result)
+    assert image.brokers[1].fenced
+    # not caught up yet: the broker has not seen its own registration
+    assert d.broker_heartbeat(image, 1, 1, metadata_version=0) == d.ControllerResult(
+        (), d.BrokerHeartbeatResponse(1, fenced=True, shutting_down=False)
+    )
+    assert d.broker_heartbeat(image, 1, 1, metadata_version=1) == d.ControllerResult(
+        (r.UnfenceBrokerRecord(broker_id=1, broker_epoch=1),),
+        d.BrokerHeartbeatResponse(1, fenced=False, shutting_down=False),
+    )
+
+
+def test_registration_retry_is_idempotent_and_restart_gets_a_new_epoch() -> None:
+    image = with_topic(brokers(1, 2, 3))
+    epoch = image.brokers[1].broker_epoch
+    assert d.register_broker(image, 1, "inc-1", "http://b1", None) == d.ControllerResult((), epoch)
+    leader_before = partition(image)
+    assert leader_before.leader == 1
+    restarted = d.register_broker(image, 1, "inc-1-again", "http://b1", None)
+    assert restarted.response == image.version + 1
+    image = commit(image, restarted)
+    # the restarted incarnation is fenced until caught up, so leadership moved away
+    assert partition(image).leader == 2
+    assert partition(image).isr == (2, 3)
+    assert partition(image).leader_epoch == leader_before.leader_epoch + 1
+    error(ErrorCode.STALE_BROKER_EPOCH, d.broker_heartbeat, image, 1, epoch, image.version)
+
+
+def test_unknown_broker_heartbeat() -> None:
+    error(ErrorCode.BROKER_ID_NOT_REGISTERED, d.broker_heartbeat, MetadataImage.EMPTY, 5, 1, 0)
+
+
+def test_fencing_elects_the_next_isr_member_and_keeps_the_last_one() -> None:
+    image = with_topic(brokers(1, 2, 3))
+    result = d.fence_expired_brokers(image, [1])
+    assert result == d.ControllerResult(
+        (
+            r.FenceBrokerRecord(broker_id=1, broker_epoch=image.brokers[1].broker_epoch),
+            r.PartitionChangeRecord(
+                topic_id=image.topic_ids["t"], partition=0, leader=2, isr=(2, 3)
+            ),
+        ),
+        [1],
+    )
+    image = commit(image, result)
+    image = commit(image, d.fence_expired_brokers(image, [2, 3]))
+    # nobody live: offline; the last leader stays in the ISR so it can come back clean
+    assert partition(image) == PartitionRegistration((1, 2, 3), (2,), r.NO_LEADER, 2, 2)
+    # brokers 1 and 3 return: not in the ISR, so the partition stays offline (clean election)
+    for broker in (1, 3):
+        result = d.broker_heartbeat(
+            image, broker, image.brokers[broker].broker_epoch, image.version
+        )
+        assert result.records == (
+            r.UnfenceBrokerRecord(
+                broker_id=broker, broker_epoch=image.brokers[broker].broker_epoch
+            ),
+        )
+        image = commit(image, result)
+    # broker 2 returns: it is the ISR, so it leads again
+    image = commit(
+        image, d.broker_heartbeat(image, 2, image.brokers[2].broker_epoch, image.version)
+    )
+    assert partition(image).leader == 2
+    assert d.fence_expired_brokers(image, [99]).records == ()
+
+
+def test_unclean_election_brings_back_a_replica_outside_the_isr() -> None:
+    image = with_topic(brokers(1, 2, 3), unclean=True)
+    image = commit(image, d.fence_expired_brokers(image, [1, 2, 3]))
+    assert partition(image).leader == r.NO_LEADER
+    image = commit(
+        image, d.broker_heartbeat(image, 1, image.brokers[1].broker_epoch, image.version)
+    )
+    assert partition(image).leader == 1
+    assert partition(image).isr == (1,)
+
+
+def test_controlled_shutdown_moves_leadership_first() -> None:
+    image = with_topic(brokers(1, 2, 3))
+    epoch = image.brokers[1].broker_epoch
+    result = d.broker_heartbeat(image, 1, epoch, image.version, want_shutdown=True)
+    assert result.response == d.BrokerHeartbeatResponse(epoch, fenced=True, shutting_down=True)
+    image = commit(image, result)
+    assert partition(image).leader == 2
+
+
+def test_preferred_leader_comes_back() -> None:
+    image = with_topic(brokers(1, 2, 3))
+    image = commit(image, d.fence_expired_brokers(image, [1]))
+    image = commit(
+        image, d.broker_heartbeat(image, 1, image.brokers[1].broker_epoch, image.version)
+    )
+    assert partition(image).leader == 2
+    assert d.elect_preferred_leaders(image).records == ()  # 1 is not back in the ISR yet
+    p = partition(image)
+    image = commit(
+        image,
+        d.alter_partition(
+            image,
+            d.AlterPartitionRequest(
+                2,
+                image.brokers[2].broker_epoch,
+                image.topic_ids["t"],
+                0,
+                p.leader_epoch,
+                p.partition_epoch,
+                (2, 3, 1),
+            ),
+        ),
+    )
+    result = d.elect_preferred_leaders(image)
+    assert result.response == 1
+    image = commit(image, result)
+    assert partition(image).leader == 1
+
+
+# ------------------------------------------------------------------------------ topics
+
+
+def test_create_topic_places_partitions_and_configs() -> None:
+    image = brokers(1, 2, 3)
+    result = d.create_topic(image, "orders", 3, None, {"retention.ms": 1000}, rng=random.Random(4))
+    topic_id = result.response
+    assert result.records[:2] == (
+        r.TopicRecord(name="orders", topic_id=topic_id),
+        r.ConfigRecord(topic_id=topic_id, name="retention.ms", value="1000"),
+    )
+    parts = result.records[2:]
+    assert [p.partition for p in parts] == [0, 1, 2]
+    assert sorted(p.leader for p in parts) == [1, 2, 3]  # leaders spread
+    for p in parts:
+        assert len(p.replicas) == 3 and p.isr == p.replicas and p.leader == p.replicas[0]
+    image = commit(image, result)
+    assert image.topic("orders").configs == {"retention.ms": "1000"}
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (("bad name!", 1, None, None), ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (("..", 1, None, None), ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (("__internal", 1, None, None), ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (("x" * 250, 1, None, None), ErrorCode.INVALID_TOPIC_EXCEPTION),
+        ((7, 1, None, None), ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (("t", 1, None, None), ErrorCode.TOPIC_ALREADY_EXISTS),
+        (("u", 0, None, None), ErrorCode.INVALID_PARTITIONS),
+        (("u", "2", None, None), ErrorCode.INVALID_PARTITIONS),
+        (("u", True, None, None), ErrorCode.INVALID_PARTITIONS),
+        (("u", 1, 4, None), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (("u", 1, 0, None), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (("u", 1, None, {"retention.ms": "soon"}), ErrorCode.INVALID_CONFIG),
+        (("u", 1, None, {"no.such": "1"}), ErrorCode.INVALID_CONFIG),
+        (("u", 1, None, {"cleanup.policy": "compact"}), ErrorCode.INVALID_CONFIG),
+        (("u", 1, None, {"min.insync.replicas": 0}), ErrorCode.INVALID_CONFIG),
+        (("u", 1, None, []), ErrorCode.INVALID_CONFIG),
+    ],
+)
+def test_bad_topic_creations(args, code) -> None:
+    image = with_topic(brokers(1, 2, 3))
+    error(code, d.create_topic, image, *args, rng=random.Random(0))
+
+
+def test_default_replication_factor_is_min_3_live_brokers() -> None:
+    image = brokers(1, 2)
+    result = d.create_topic(image, "t", 1, rng=random.Random(0))
+    assert len(result.records[1].replicas) == 2
+
+
+def test_delete_add_partitions_and_alter_configs() -> None:
+    image = with_topic(brokers(1, 2, 3), partitions=2, rf=2)
+    result = d.create_partitions(image, "t", 4, rng=random.Random(1))
+    assert [p.partition for p in result.records] == [2, 3]
+    image = commit(image, result)
+    error(ErrorCode.INVALID_PARTITIONS, d.create_partitions, image, "t", 4, rng=random.Random(1))
+    error(
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        d.create_partitions,
+        image,
+        "x",
+        9,
+        rng=random.Random(1),
+    )
+    result = d.alter_topic_configs(image, "t", {"retention.bytes": 10, "retention.ms": None})
+    assert result.response == {"retention.bytes": "10"}
+    image = commit(image, result)
+    assert image.topic("t").configs == {"retention.bytes": "10"}
+    image = commit(image, d.delete_topic(image, "t"))
+    assert image.topic("t") is None
+    error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, d.delete_topic, image, "t")
+
+
+# ------------------------------------------------------------------------------ AlterPartition
+
+
+def request(
+    image: MetadataImage, broker: int, isr: tuple[int, ...], **changes
+) -> d.AlterPartitionRequest:
+    p = partition(image)
+    fields = {
+        "broker_id": broker,
+        "broker_epoch": image.brokers[broker].broker_epoch,
+        "topic_id": image.topic_ids["t"],
+        "partition": 0,
+        "leader_epoch": p.leader_epoch,
+        "partition_epoch": p.partition_epoch,
+        "new_isr": isr,
+    }
+    fields.update(changes)
+    return d.AlterPartitionRequest(**fields)
+
+
+def test_alter_partition_shrinks_and_expands() -> None:
+    image = with_topic(brokers(1, 2, 3))
+    result = d.alter_partition(image, request(image, 1, (1, 2)))
+    assert result == d.ControllerResult(
+        (r.PartitionChangeRecord(topic_id=image.topic_ids["t"], partition=0, isr=(1, 2)),),
+        PartitionRegistration((1, 2, 3), (1, 2), 1, 0, 1),
+    )
+    image = commit(image, result)
+    # a retry of the committed change answers the committed state and writes nothing
+    retry = d.alter_partition(image, request(image, 1, (1, 2), partition_epoch=0))
+    assert retry == d.ControllerResult((), partition(image))
+    image = commit(image, d.alter_partition(image, request(image, 1, (1, 2, 3))))
+    assert partition(image).isr == (1, 2, 3)
+
+
+@pytest.mark.parametrize(
+    ("broker", "isr", "changes", "code"),
+    [
+        (1, (1, 2), {"broker_epoch": 999}, ErrorCode.STALE_BROKER_EPOCH),
+        (1, (1, 2), {"partition": 5}, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        (1, (1, 2), {"leader_epoch": 7}, ErrorCode.FENCED_LEADER_EPOCH),
+        (2, (1, 2), {}, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+        (1, (1,), {"partition_epoch": 9}, ErrorCode.INVALID_UPDATE_VERSION),
+        (1, (2, 3), {}, ErrorCode.INVALID_REQUEST),
+        (1, (1, 4), {}, ErrorCode.INVALID_REQUEST),
+        (1, (1, 1), {}, ErrorCode.INVALID_REQUEST),
+    ],
+)
+def test_alter_partition_refusals(broker, isr, changes, code) -> None:
+    image = with_topic(brokers(1, 2, 3, 4))
+    image = commit(image, d.alter_partition(image, request(image, 1, (1, 2, 3))))
+    error(code, d.alter_partition, image, request(image, broker, isr, **changes))
+
+
+def test_a_fenced_broker_cannot_join_the_isr() -> None:
+    image = with_topic(brokers(1, 2, 3))
+    image = commit(image, d.fence_expired_brokers(image, [3]))
+    assert partition(image).isr == (1, 2)
+    error(ErrorCode.INELIGIBLE_REPLICA, d.alter_partition, image, request(image, 1, (1, 2, 3)))

@@ -1,0 +1,109 @@
+"""Replay: each record's effect, compare-and-set on the image version, invariant violations."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from kraftlite.metadata import records as r
+from kraftlite.metadata.image import (
+    MetadataImage,
+    MetadataInvariantError,
+    PartitionRegistration,
+    StaleBatchError,
+    apply_batch,
+    check_invariants,
+)
+
+
+def play(image: MetadataImage, *records: r.MetadataRecord) -> MetadataImage:
+    return apply_batch(image, r.RecordBatch(image.version, records))
+
+
+def cluster() -> MetadataImage:
+    image = MetadataImage.EMPTY
+    for b in (1, 2, 3):
+        image = play(
+            image,
+            r.RegisterBrokerRecord(
+                broker_id=b, incarnation_id=f"i{b}", broker_epoch=image.version + 1, url=f"u{b}"
+            ),
+        )
+        image = play(
+            image, r.UnfenceBrokerRecord(broker_id=b, broker_epoch=image.brokers[b].broker_epoch)
+        )
+    return play(
+        image,
+        r.TopicRecord(name="t", topic_id="T"),
+        r.PartitionRecord(topic_id="T", partition=0, replicas=(1, 2, 3), isr=(1, 2, 3), leader=1),
+    )
+
+
+def test_replay_builds_the_image_and_counts_versions() -> None:
+    image = cluster()
+    assert image.version == 7
+    assert image.live_broker_ids() == [1, 2, 3]
+    assert image.brokers[2].broker_epoch == 3
+    topic = image.topic("t")
+    assert topic is not None and topic.topic_id == "T"
+    assert topic.partitions[0] == PartitionRegistration((1, 2, 3), (1, 2, 3), 1, 0, 0)
+    check_invariants(image)
+
+
+def test_partition_change_bumps_epochs() -> None:
+    image = play(cluster(), r.PartitionChangeRecord(topic_id="T", partition=0, isr=(1, 2)))
+    assert image.topics["T"].partitions[0] == PartitionRegistration((1, 2, 3), (1, 2), 1, 0, 1)
+    image = play(image, r.PartitionChangeRecord(topic_id="T", partition=0, leader=2))
+    assert image.topics["T"].partitions[0] == PartitionRegistration((1, 2, 3), (1, 2), 2, 1, 2)
+
+
+def test_configs_set_and_reset() -> None:
+    image = play(cluster(), r.ConfigRecord(topic_id="T", name="retention.ms", value="5"))
+    assert dict(image.topics["T"].configs) == {"retention.ms": "5"}
+    image = play(image, r.ConfigRecord(topic_id="T", name="retention.ms", value=None))
+    assert dict(image.topics["T"].configs) == {}
+
+
+def test_remove_topic_frees_the_name() -> None:
+    image = play(cluster(), r.RemoveTopicRecord(topic_id="T"))
+    assert image.topic("t") is None and not image.topics
+    image = play(image, r.TopicRecord(name="t", topic_id="T2"))
+    assert image.topic("t") is not None
+
+
+def test_a_stale_batch_is_rejected_whole() -> None:
+    image = cluster()
+    stale = r.RecordBatch(image.version - 1, (r.RemoveTopicRecord(topic_id="T"),))
+    with pytest.raises(StaleBatchError):
+        apply_batch(image, stale)
+    assert image.topic("t") is not None
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        r.TopicRecord(name="t", topic_id="X"),  # duplicate name
+        r.PartitionRecord(topic_id="T", partition=0, replicas=(1,), isr=(1,), leader=1),
+        r.PartitionRecord(topic_id="T", partition=1, replicas=(1, 1), isr=(1,), leader=1),
+        r.PartitionRecord(topic_id="T", partition=1, replicas=(1, 2), isr=(3,), leader=3),
+        r.PartitionRecord(topic_id="T", partition=1, replicas=(1, 2), isr=(1,), leader=2),
+        r.PartitionChangeRecord(topic_id="T", partition=9, isr=(1,)),
+        r.PartitionChangeRecord(topic_id="T", partition=0, isr=(2, 3)),  # leader 1 left out
+        r.PartitionChangeRecord(topic_id="nope", partition=0, isr=(1,)),
+        r.FenceBrokerRecord(broker_id=1, broker_epoch=99),
+        r.RegisterBrokerRecord(broker_id=1, incarnation_id="z", broker_epoch=1, url="u"),
+        r.RemoveTopicRecord(topic_id="nope"),
+    ],
+)
+def test_records_that_break_invariants_are_fatal(record: r.MetadataRecord) -> None:
+    image = cluster()
+    with pytest.raises(MetadataInvariantError):
+        play(image, record)
+
+
+def test_images_pickle_round_trip() -> None:
+    # pysyncobj snapshots pickle the consumer's state: the image must survive it.
+    image = cluster()
+    copy = pickle.loads(pickle.dumps(image))
+    assert copy == image
