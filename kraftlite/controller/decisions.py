@@ -34,6 +34,7 @@ from kraftlite.metadata.records import (
     PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
@@ -155,6 +156,16 @@ def elect_preferred_leaders(image: MetadataImage) -> ControllerResult[int]:
             if change is not None:
                 changes.append(change)
     return ControllerResult(tuple(changes), len(changes))
+
+
+# ------------------------------------------------------------------------------ controllers
+
+
+def register_controller(image: MetadataImage, node_id: int, url: str) -> ControllerResult[None]:
+    """Record the HTTP URL a quorum voter serves on (nothing if already known)."""
+    if image.controllers.get(node_id) == url:
+        return ControllerResult((), None)
+    return ControllerResult((RegisterControllerRecord(node_id=node_id, url=url),), None)
 
 
 # ------------------------------------------------------------------------------ brokers

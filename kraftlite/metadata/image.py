@@ -31,6 +31,7 @@ from kraftlite.metadata.records import (
     PartitionRecord,
     RecordBatch,
     RegisterBrokerRecord,
+    RegisterControllerRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
@@ -92,6 +93,7 @@ class MetadataImage:
     brokers: Mapping[int, BrokerRegistration]
     topics: Mapping[str, TopicImage]  # by topic id
     topic_ids: Mapping[str, str]  # topic name -> topic id
+    controllers: Mapping[int, str] = field(default_factory=dict)  # node id -> HTTP URL
 
     EMPTY: ClassVar[MetadataImage]
 
@@ -121,17 +123,21 @@ class MetadataDelta:
     """Accumulates one batch's records over a base image; `apply` freezes the result."""
 
     base: MetadataImage
+    controllers: dict[int, str] = field(init=False)
     brokers: dict[int, BrokerRegistration] = field(init=False)
     topics: dict[str, TopicImage] = field(init=False)
     topic_ids: dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
+        self.controllers = dict(self.base.controllers)
         self.brokers = dict(self.base.brokers)
         self.topics = dict(self.base.topics)
         self.topic_ids = dict(self.base.topic_ids)
 
     def replay(self, record: MetadataRecord) -> None:
         match record:
+            case RegisterControllerRecord():
+                self.controllers[record.node_id] = record.url
             case RegisterBrokerRecord():
                 old = self.brokers.get(record.broker_id)
                 if old is not None and record.broker_epoch <= old.broker_epoch:
@@ -210,6 +216,7 @@ class MetadataDelta:
             self.brokers,
             self.topics,
             self.topic_ids,
+            self.controllers,
         )
 
 

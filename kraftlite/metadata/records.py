@@ -15,7 +15,7 @@ docs/records.md describes every record type.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
@@ -23,6 +23,16 @@ import orjson
 
 NO_LEADER: Final = -1
 LEADER_UNCHANGED: Final = -2  # PartitionChangeRecord.leader: Kafka's encoding of "no change"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterControllerRecord:
+    """A controller (quorum voter) announced the HTTP address it serves on, so every node can
+    forward requests to the active controller (KRaft's RegisterControllerRecord).
+    """
+
+    node_id: int
+    url: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,7 +114,8 @@ class RemoveTopicRecord:
 
 
 MetadataRecord: TypeAlias = (
-    RegisterBrokerRecord
+    RegisterControllerRecord
+    | RegisterBrokerRecord
     | FenceBrokerRecord
     | UnfenceBrokerRecord
     | TopicRecord
@@ -117,6 +128,7 @@ MetadataRecord: TypeAlias = (
 RECORD_TYPES: Final[Mapping[str, tuple[type[Any], int]]] = {
     cls.__name__: (cls, 0)
     for cls in (
+        RegisterControllerRecord,
         RegisterBrokerRecord,
         FenceBrokerRecord,
         UnfenceBrokerRecord,
@@ -135,10 +147,15 @@ class RecordCodecError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class RecordBatch:
-    """Records decided together against image version `expected_version`."""
+    """Records decided together against image version `expected_version`.
+
+    `request_id` makes a retried proposal idempotent: the state machine remembers recent ids
+    and answers a repeat with the version the first one committed at.
+    """
 
     expected_version: int
     records: tuple[MetadataRecord, ...]
+    request_id: str | None = None
 
 
 def record_to_json(record: MetadataRecord) -> dict[str, Any]:
@@ -169,6 +186,7 @@ def encode_batch(batch: RecordBatch) -> bytes:
     return orjson.dumps(
         {
             "expected_version": batch.expected_version,
+            "request_id": batch.request_id,
             "records": [record_to_json(r) for r in batch.records],
         }
     )
@@ -177,15 +195,13 @@ def encode_batch(batch: RecordBatch) -> bytes:
 def decode_batch(payload: bytes) -> RecordBatch:
     try:
         body = orjson.loads(payload)
+        request_id = body.get("request_id")
         return RecordBatch(
             int(body["expected_version"]),
             tuple(record_from_json(item) for item in body["records"]),
+            None if request_id is None else str(request_id),
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, RecordCodecError):
             raise
         raise RecordCodecError(f"not a record batch: {exc}") from exc
-
-
-def batch_of(expected_version: int, records: Sequence[MetadataRecord]) -> RecordBatch:
-    return RecordBatch(expected_version, tuple(records))

@@ -7,6 +7,7 @@ import pytest
 from kraftlite.metadata import records as r
 
 EXAMPLES: list[r.MetadataRecord] = [
+    r.RegisterControllerRecord(node_id=1, url="http://127.0.0.1:9401"),
     r.RegisterBrokerRecord(broker_id=1, incarnation_id="abc", broker_epoch=7, url="http://h:1"),
     r.RegisterBrokerRecord(broker_id=2, incarnation_id="x", broker_epoch=8, url="u", rack="r1"),
     r.FenceBrokerRecord(broker_id=1, broker_epoch=7),
@@ -26,7 +27,7 @@ def test_every_record_type_has_an_example() -> None:
 
 
 def test_batches_round_trip() -> None:
-    batch = r.RecordBatch(41, tuple(EXAMPLES))
+    batch = r.RecordBatch(41, tuple(EXAMPLES), request_id="req-1")
     payload = r.encode_batch(batch)
     assert isinstance(payload, bytes)
     assert r.decode_batch(payload) == batch

@@ -1,0 +1,276 @@
+"""The replicated metadata log on pysyncobj: the only module that imports pysyncobj.
+
+How pysyncobj is used (shared design notes, dependencies.md, measured on this machine):
+- One SyncObjConsumer holds the MetadataImage; its one replicated method applies a batch of
+  versioned record bytes (never pickled objects of ours). The batch's expected_version makes
+  apply a compare-and-set, and its request id makes a retried proposal idempotent.
+- Settings: unbatched appends (batching waits for the next heartbeat: ~10 commits/s), no
+  forked snapshot writer (it lost or duplicated acknowledged commands on restart), a 0.5 s
+  reconnect time (default 5 s), a 2 s leader fallback, and a shared password, since the
+  transport is otherwise unauthenticated pickle.
+- pysyncobj's journal is an mmap that is never fsynced: a controller survives kill -9, but not
+  the power loss of a majority of controllers at once (docs/design/metadata.md).
+- Runtime attributes are set before SyncObjConsumer.__init__ so snapshots hold only the image
+  and the recent request ids.
+- The tick thread applies entries; the asyncio loop learns of new images through
+  call_soon_threadsafe. Every proposal has a timeout: pysyncobj's own callbacks never time out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+
+from kraftlite.metadata.image import MetadataImage, StaleBatchError, apply_batch
+from kraftlite.metadata.records import RecordBatch, RecordCodecError, decode_batch, encode_batch
+
+log = logging.getLogger(__name__)
+_REMEMBERED_REQUESTS = 1024
+
+
+class Outcome(Enum):
+    COMMITTED = "committed"  # applied at the returned version
+    DUPLICATE = "duplicate"  # the same request id committed before, at the returned version
+    STALE = "stale"  # decided against an older image: decide again
+
+
+@dataclass(frozen=True, slots=True)
+class ProposeResult:
+    outcome: Outcome
+    version: int
+
+
+class ProposeError(Exception):
+    """The proposal did not commit (no leader, not the leader, timeout, queue full).
+
+    `maybe_committed` is True when the outcome is unknown (it may still commit: retry with the
+    same request id).
+    """
+
+    def __init__(self, reason: str, maybe_committed: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.maybe_committed = maybe_committed
+
+
+class MetadataStateMachine(SyncObjConsumer):  # type: ignore[misc]
+    """The replicated state: the metadata image and the ids of recent proposals."""
+
+    def __init__(
+        self, on_image: Callable[[MetadataImage], None], on_fatal: Callable[[Exception], None]
+    ) -> None:
+        # Set before SyncObjConsumer.__init__: pysyncobj leaves these out of snapshots.
+        self._on_image = on_image
+        self._on_fatal = on_fatal
+        super().__init__()
+        self.image = MetadataImage.EMPTY
+        self.requests: collections.OrderedDict[str, int] = collections.OrderedDict()
+
+    @replicated  # type: ignore[untyped-decorator]
+    def apply_batch(self, payload: bytes) -> tuple[str, int]:
+        """Runs on every voter, in log order, on pysyncobj's tick thread."""
+        try:
+            batch = decode_batch(payload)
+        except RecordCodecError as exc:  # a newer writer: this node cannot follow the log
+            self._on_fatal(exc)
+            return Outcome.STALE.value, self.image.version
+        if batch.request_id is not None and batch.request_id in self.requests:
+            return Outcome.DUPLICATE.value, self.requests[batch.request_id]
+        try:
+            image = apply_batch(self.image, batch)
+        except StaleBatchError:
+            return Outcome.STALE.value, self.image.version
+        except Exception as exc:  # MetadataInvariantError: a bug; stop rather than diverge
+            self._on_fatal(exc)
+            raise
+        self.image = image
+        if batch.request_id is not None:
+            self.requests[batch.request_id] = image.version
+            while len(self.requests) > _REMEMBERED_REQUESTS:
+                self.requests.popitem(last=False)
+        self._on_image(image)
+        return Outcome.COMMITTED.value, image.version
+
+    @replicated  # type: ignore[untyped-decorator]
+    def barrier(self) -> tuple[str, int]:
+        """A no-op through the log: once applied here, this node's image is current."""
+        return Outcome.COMMITTED.value, self.image.version
+
+    def _deserialize(self, data: Any) -> None:  # a snapshot was loaded or installed
+        super()._deserialize(data)
+        self._on_image(self.image)
+
+
+@dataclass(frozen=True, slots=True)
+class RaftSettings:
+    """A voter's Raft settings. Addresses are HOST:PORT."""
+
+    self_address: str
+    peer_addresses: tuple[str, ...]
+    data_dir: Path
+    password: str
+    election_timeout_min_s: float = 0.4
+    election_timeout_max_s: float = 1.4
+    heartbeat_period_s: float = 0.05
+
+
+class RaftMetadataLog:
+    """The metadata log as seen from the asyncio loop: propose batches, read the image."""
+
+    def __init__(
+        self,
+        settings: RaftSettings,
+        loop: asyncio.AbstractEventLoop,
+        on_fatal: Callable[[Exception], None],
+    ) -> None:
+        self._loop = loop
+        self._image = MetadataImage.EMPTY
+        self._changed = asyncio.Event()
+        self._listeners: list[Callable[[MetadataImage], None]] = []
+        self._state = MetadataStateMachine(self._from_tick_thread, on_fatal)
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        conf = SyncObjConf(
+            journalFile=str(settings.data_dir / "raft.journal"),
+            fullDumpFile=str(settings.data_dir / "raft.dump"),
+            appendEntriesUseBatch=False,
+            useFork=False,
+            connectionRetryTime=0.5,
+            connectionTimeout=1.5,
+            leaderFallbackTimeout=2.0,
+            appendEntriesPeriod=settings.heartbeat_period_s,
+            raftMinTimeout=settings.election_timeout_min_s,
+            raftMaxTimeout=settings.election_timeout_max_s,
+            autoTickPeriod=0.01,
+            password=settings.password,
+            dynamicMembershipChange=False,
+        )
+        self._syncobj = SyncObj(
+            settings.self_address,
+            list(settings.peer_addresses),
+            conf=conf,
+            consumers=[self._state],
+        )
+
+    # -- images -------------------------------------------------------------------------
+
+    def _from_tick_thread(self, image: MetadataImage) -> None:
+        self._loop.call_soon_threadsafe(self._publish, image)
+
+    def _publish(self, image: MetadataImage) -> None:
+        if image.version < self._image.version:
+            return  # an older image arrived late
+        self._image = image
+        self._changed.set()
+        self._changed = asyncio.Event()
+        for listener in self._listeners:
+            listener(image)
+
+    @property
+    def image(self) -> MetadataImage:
+        """The latest image applied on this node (may lag the leader's)."""
+        return self._image
+
+    def add_listener(self, listener: Callable[[MetadataImage], None]) -> None:
+        self._listeners.append(listener)
+
+    async def wait_for_change(self, after_version: int, timeout_s: float) -> MetadataImage:
+        """The image once its version exceeds `after_version`, or the current one at timeout."""
+        deadline = self._loop.time() + timeout_s
+        while self._image.version <= after_version:
+            remaining = deadline - self._loop.time()
+            if remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except TimeoutError:
+                break
+        return self._image
+
+    # -- proposals ----------------------------------------------------------------------
+
+    async def propose(self, batch: RecordBatch, timeout_s: float) -> ProposeResult:
+        """Commit `batch` through Raft; returns once this node applied it (or knows it is
+        stale or a duplicate). Raises ProposeError when it did not commit in time.
+        """
+        payload = encode_batch(batch)
+        result = await self._call(self._state.apply_batch, (payload,), timeout_s)
+        outcome, version = result
+        proposed = ProposeResult(Outcome(outcome), int(version))
+        await self.wait_for_change(proposed.version - 1, timeout_s)  # published on the loop
+        return proposed
+
+    async def barrier(self, timeout_s: float) -> int:
+        """Commit a no-op; afterwards this node's image includes everything committed before."""
+        _, version = await self._call(self._state.barrier, (), timeout_s)
+        await self.wait_for_change(int(version) - 1, timeout_s)
+        return int(version)
+
+    async def _call(self, method: Any, args: tuple[Any, ...], timeout_s: float) -> Any:
+        future: asyncio.Future[Any] = self._loop.create_future()
+
+        def resolve(result: Any, error: Any) -> None:  # on the tick thread
+            self._loop.call_soon_threadsafe(_settle, future, result, error)
+
+        method(*args, callback=resolve)
+        try:
+            return await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            raise ProposeError("timed out waiting for the quorum", maybe_committed=True) from None
+
+    # -- status -------------------------------------------------------------------------
+
+    def is_leader(self) -> bool:
+        return bool(self._syncobj._isLeader())
+
+    def leader_address(self) -> str | None:
+        leader = self._syncobj._getLeader()
+        return None if leader is None else str(getattr(leader, "id", leader))
+
+    def status(self) -> dict[str, Any]:
+        raw = self._syncobj.getStatus()
+        leader = raw.get("leader")
+        return {
+            "self": str(getattr(raw["self"], "id", raw["self"])),
+            "leader": None if leader is None else str(getattr(leader, "id", leader)),
+            "state": {0: "follower", 1: "candidate", 2: "leader"}.get(raw["state"], "unknown"),
+            "term": raw["raft_term"],
+            "commit_index": raw["commit_idx"],
+            "last_applied": raw["last_applied"],
+            "has_quorum": bool(raw["has_quorum"]),
+            "connected": {
+                key.removeprefix("partner_node_status_server_"): value == 2
+                for key, value in raw.items()
+                if key.startswith("partner_node_status_server_")
+            },
+        }
+
+    def close(self) -> None:
+        self._syncobj.destroy_synchronous()
+
+
+_FAILURES = {
+    FAIL_REASON.QUEUE_FULL: ("the Raft queue is full", False),
+    FAIL_REASON.MISSING_LEADER: ("no Raft leader", False),
+    FAIL_REASON.DISCARDED: ("discarded by a new leader", False),
+    FAIL_REASON.NOT_LEADER: ("not the Raft leader", False),
+    FAIL_REASON.LEADER_CHANGED: ("the Raft leader changed", True),
+    FAIL_REASON.REQUEST_DENIED: ("request denied", False),
+}
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: Any) -> None:
+    if future.done():
+        return
+    if error == FAIL_REASON.SUCCESS:
+        future.set_result(result)
+        return
+    reason, maybe = _FAILURES.get(error, ("unknown outcome", True))
+    future.set_exception(ProposeError(reason, maybe_committed=maybe))
