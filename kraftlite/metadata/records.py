@@ -195,6 +195,8 @@ def encode_batch(batch: RecordBatch) -> bytes:
 def decode_batch(payload: bytes) -> RecordBatch:
     try:
         body = orjson.loads(payload)
+        if not isinstance(body, dict):
+            raise RecordCodecError("a record batch is a JSON object")
         request_id = body.get("request_id")
         return RecordBatch(
             int(body["expected_version"]),

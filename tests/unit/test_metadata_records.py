@@ -34,7 +34,7 @@ def test_batches_round_trip() -> None:
 
 
 def test_json_shape_is_versioned() -> None:
-    assert r.record_to_json(EXAMPLES[2]) == {
+    assert r.record_to_json(EXAMPLES[3]) == {
         "type": "FenceBrokerRecord",
         "v": 0,
         "data": {"broker_id": 1, "broker_epoch": 7},
