@@ -4,6 +4,8 @@ the contract's "Processes and the command line" (docs/cli.md).
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kraftlite import __version__
-from kraftlite.config import ROLES, ConfigError
+from kraftlite.config import ROLES, ConfigError, ControllerConfig
 from kraftlite.logs import configure_logging
 from kraftlite.protocol import batch as batch_format
 from kraftlite.storage.log import LogStorage, StorageConfig
@@ -36,6 +38,63 @@ EXIT_CONFIG = 2  # the same code click uses for usage errors
 def main(log_format: str, log_level: str) -> None:
     """kraftlite: a Kafka-style replicated commit log with a Raft controller quorum."""
     configure_logging(role="cli", node_id=None, log_format=log_format, level=log_level)
+
+
+@main.command()
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="TOML file.")
+@click.option("--node-id", type=int, help="This voter's id (node.id).")
+@click.option("--listen", help="HTTP address HOST:PORT.")
+@click.option("--raft", help="Raft address HOST:PORT.")
+@click.option("--quorum", help="Every voter as ID@HOST:PORT, comma-separated.")
+@click.option("--data-dir", type=click.Path(path_type=Path), help="Raft journal and snapshots.")
+@click.pass_context
+def controller(  # noqa: PLR0917 - click passes every option positionally
+    ctx: click.Context,
+    config_file: Path | None,
+    node_id: int | None,
+    listen: str | None,
+    raft: str | None,
+    quorum: str | None,
+    data_dir: Path | None,
+) -> None:
+    """Run one voter of the controller quorum."""
+    try:
+        loaded = ControllerConfig.load(
+            config_file,
+            {
+                "node.id": node_id,
+                "listen": listen,
+                "raft": raft,
+                "quorum": quorum,
+                "metadata.log.dir": data_dir,
+            },
+        )
+    except ConfigError as exc:
+        click.echo(f"kraftlite: {exc}", err=True)
+        sys.exit(EXIT_CONFIG)
+    password = os.environ.get("KRAFTLITE_RAFT_PASSWORD") or loaded.raft_password
+    if not password:
+        click.echo(
+            "kraftlite: set raft.password in the config or KRAFTLITE_RAFT_PASSWORD: the Raft "
+            "transport must not run unauthenticated",
+            err=True,
+        )
+        sys.exit(EXIT_CONFIG)
+    if loaded.raft not in loaded.voters():
+        click.echo(f"kraftlite: raft address {loaded.raft} is not one of quorum's voters", err=True)
+        sys.exit(EXIT_CONFIG)
+    parent = ctx.parent.params if ctx.parent else {}
+    configure_logging(
+        role="controller",
+        node_id=loaded.node_id,
+        log_format=loaded.log_format
+        if parent.get("log_format") == "auto"
+        else str(parent.get("log_format")),
+        level=loaded.log_level,
+    )
+    from kraftlite.node import run_controller  # noqa: PLC0415 - keep light commands light
+
+    asyncio.run(run_controller(loaded, password))
 
 
 @main.group()

@@ -130,9 +130,13 @@ class _Config:
 
     def as_mapping(self) -> dict[str, Any]:
         """The effective configuration by key name (for `kraftlite config check`)."""
-        return {
+        shown = {
             f.metadata["key"]: str(v) if isinstance(v := getattr(self, f.name), Path) else v
             for f in dataclasses.fields(self)
+        }
+        return {
+            key: "***" if key.endswith("password") and value is not None else value
+            for key, value in shown.items()
         }
 
 
@@ -204,6 +208,20 @@ class ControllerConfig(_Config):
     raft: str = _key("raft", _port_address)
     quorum: tuple[str, ...] = _key("quorum", _quorum)
     data_dir: Path = _key("metadata.log.dir")
+    # Shared by every voter: pysyncobj's transport is otherwise unauthenticated pickle. Also
+    # read from the KRAFTLITE_RAFT_PASSWORD environment variable.
+    raft_password: str | None = _key("raft.password", default=None)
+    broker_session_timeout_ms: int = _key("broker.session.timeout.ms", _positive, default=9000)
+    broker_heartbeat_interval_ms: int = _key(
+        "broker.heartbeat.interval.ms", _positive, default=2000
+    )
+    leader_imbalance_check_interval_ms: int = _key(
+        "leader.imbalance.check.interval.ms", _positive, default=30_000
+    )
+
+    def voters(self) -> dict[str, int]:
+        """Raft address -> node id, from `quorum`."""
+        return {address: int(node) for node, _, address in (v.partition("@") for v in self.quorum)}
 
 
 ROLES: Mapping[str, type[_Config]] = {"broker": BrokerConfig, "controller": ControllerConfig}

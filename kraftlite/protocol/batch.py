@@ -416,10 +416,11 @@ def _check(view: memoryview) -> tuple[BatchHeader, _Layout]:
         raise CorruptBatchError("batch body CRC mismatch")
     layout = _layout(view, header)
     if layout.header_names is not None:
-        try:
-            str(layout.header_names.data, "utf-8")
+        try:  # each name on its own: names joined can be UTF-8 when one alone is not
+            for name in _split(layout.header_names):
+                name.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise CorruptBatchError("header names are not UTF-8") from exc
+            raise CorruptBatchError("a header name is not UTF-8") from exc
     return header, layout
 
 

@@ -36,11 +36,13 @@ from typing import Any, Final, NamedTuple, TypeVar
 
 import lmdb
 import numpy as np
+import structlog
 
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
 
 _T = TypeVar("_T")
+log = structlog.get_logger(__name__)
 _META = struct.Struct("<qqqq")  # log_start, high_watermark, size_bytes, size_end_offset
 _OFFSET = struct.Struct(">Q")
 _EPOCH = struct.Struct(">I")
@@ -50,6 +52,8 @@ _NEXT_UID_KEY: Final = b"\x00next_uid"
 _LIVE, _DELETING = b"\x00", b"\x01"
 _DELETE_CHUNK: Final = 1000
 _CHECKPOINT_INTERVAL_MS: Final = 5000
+_MAX_EPOCH: Final = 2**31 - 1
+_DELETE_RESERVE_BYTES: Final = 8 << 20
 UNDEFINED_EPOCH: Final = -1
 UNDEFINED_OFFSET: Final = -1
 
@@ -175,15 +179,20 @@ class LogStorage:
 
     # -- transactions -------------------------------------------------------------------
 
-    def write(self, body: Callable[[Any], _T]) -> _T:
-        """Run `body(txn)` in one write transaction, growing the map and retrying if full."""
+    def write(self, body: Callable[[Any], _T], *, frees_space: bool = False) -> _T:
+        """Run `body(txn)` in one write transaction, growing the map and retrying if full.
+
+        LMDB needs new pages even to delete, so writes that free space (retention,
+        truncation) may grow into a reserve beyond map_max_bytes that appends may not use:
+        a full broker can always delete its way out.
+        """
         while True:
             seen_size = self._map_size
             try:
                 with self._gate, self._env.begin(write=True) as txn:
                     return body(txn)
             except lmdb.MapFullError:
-                self._grow(seen_size)
+                self._grow(seen_size, frees_space)
             except lmdb.Error as exc:
                 raise storage_error(f"LMDB write failed: {exc}") from exc
 
@@ -193,16 +202,19 @@ class LogStorage:
         with self._gate, self._env.begin(buffers=True) as txn:
             yield txn
 
-    def _grow(self, seen_size: int) -> None:
+    def _grow(self, seen_size: int, frees_space: bool) -> None:
+        limit = self.config.map_max_bytes
+        if frees_space:
+            limit += max(limit // 16, _DELETE_RESERVE_BYTES)
         with self._gate.exclusive():
             current = self._env.info()["map_size"]
             if current > seen_size:
                 return  # another writer grew it while we waited
-            if current >= self.config.map_max_bytes:
+            if current >= limit:
                 raise storage_error(
                     f"log storage is full: map size {current} bytes reached map_max_bytes"
                 )
-            self._env.set_mapsize(min(current * 2, self.config.map_max_bytes))
+            self._env.set_mapsize(min(current * 2, limit))
             self._map_size = int(self._env.info()["map_size"])
 
     # -- partitions ---------------------------------------------------------------------
@@ -241,7 +253,7 @@ class LogStorage:
                 txn.put(key, uid + _DELETING, db=self._registry)
                 return uid
 
-            uid = self.write(mark)
+            uid = self.write(mark, frees_space=True)
             if uid is not None:
                 self._delete_data(key, uid)
 
@@ -266,10 +278,11 @@ class LogStorage:
     def _delete_data(self, name_key: bytes, uid: bytes) -> None:
         for db in (self._batches, self._epochs, self._time_index, self._meta):
             while self.write(
-                functools.partial(_delete_prefix, db=db, prefix=uid, limit=_DELETE_CHUNK)
+                functools.partial(_delete_prefix, db=db, prefix=uid, limit=_DELETE_CHUNK),
+                frees_space=True,
             ):
                 pass
-        self.write(lambda txn: txn.delete(name_key, db=self._registry))
+        self.write(lambda txn: txn.delete(name_key, db=self._registry), frees_space=True)
 
     def _finish_deletes(self) -> None:
         with self.reading() as txn:
@@ -303,7 +316,10 @@ class LogStorage:
     def _flush_loop(self) -> None:
         interval_ms = self.config.flush_interval_ms or _CHECKPOINT_INTERVAL_MS
         while not self._closed.wait(interval_ms / 1000):
-            self.sync()
+            try:
+                self.sync()
+            except Exception:  # keep flushing: one failed fsync must not end durability
+                log.exception("log_flush_failed", path=str(self.config.path))
 
     def close(self) -> None:
         if self._closed.is_set():
@@ -373,6 +389,8 @@ class PartitionLog:
                 else None
             )
         self.high_watermark: int = min(max(high_watermark, log_start), self.log_end_offset)
+        self._epoch_state: tuple[tuple[tuple[int, int], ...], int] = ((), 0)
+        self._publish_epoch_state()
         self._checkpointed = (high_watermark, size_end)
 
     # -- helpers ------------------------------------------------------------------------
@@ -404,6 +422,12 @@ class PartitionLog:
             return cursor.value()
         return None
 
+    def _publish_epoch_state(self) -> None:
+        """Publish the epoch cache with the log end offset it goes with, in one assignment,
+        for readers on other threads (end_offset_for).
+        """
+        self._epoch_state = (tuple(self._epochs), self.log_end_offset)
+
     def _check_open(self) -> None:
         if self.closed:
             raise KraftliteError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.name} was deleted")
@@ -434,7 +458,11 @@ class PartitionLog:
             raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
         with self._lock:
             self._check_open()
-            if leader_epoch < self.latest_epoch or leader_epoch < 0:
+            if not 0 <= leader_epoch <= _MAX_EPOCH:
+                raise KraftliteError(
+                    ErrorCode.INVALID_REQUEST, f"leader epoch {leader_epoch} out of range"
+                )
+            if leader_epoch < self.latest_epoch:
                 raise KraftliteError(
                     ErrorCode.FENCED_LEADER_EPOCH,
                     f"append with leader epoch {leader_epoch} below {self.latest_epoch}",
@@ -487,6 +515,11 @@ class PartitionLog:
         size = self.size_bytes
         index_entries: list[tuple[int, int]] = []
         for peek, _ in entries:
+            if peek.leader_epoch < 0:
+                raise KraftliteError(
+                    ErrorCode.CORRUPT_MESSAGE,
+                    f"batch at offset {peek.base_offset} has no leader epoch (not stamped)",
+                )
             if peek.base_offset != expected:
                 raise KraftliteError(
                     ErrorCode.INVALID_REQUEST,
@@ -520,9 +553,10 @@ class PartitionLog:
 
         self.storage.write(write)
         first, last = entries[0][0], entries[-1][0]
-        self.log_end_offset = expected
-        self.size_bytes = size
         self._epochs = epochs
+        self.log_end_offset = expected
+        self._publish_epoch_state()
+        self.size_bytes = size
         self._running_max = running_max
         return AppendInfo(
             first_offset=first.base_offset,
@@ -580,10 +614,19 @@ class PartitionLog:
             high_watermark=self.high_watermark,
         )
 
-    def offset_for_time(self, timestamp: int) -> tuple[int, int] | None:
+    def offset_for_time(
+        self, timestamp: int, max_offset: int | None = None
+    ) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp is >= `timestamp`, or None
-        if there is none (Kafka's ListOffsets by time).
+        if there is none below `max_offset` (Kafka's ListOffsets by time; consumers pass the
+        high watermark).
         """
+        found = self._offset_for_time(timestamp)
+        if found is None or (max_offset is not None and found[0] >= max_offset):
+            return None
+        return found
+
+    def _offset_for_time(self, timestamp: int) -> tuple[int, int] | None:
         self._check_open()
         with self.storage.reading() as txn:
             index = txn.cursor(db=self._time_index)
@@ -619,11 +662,12 @@ class PartitionLog:
         the largest epoch <= the requested one and the start offset of the next epoch, or the
         log end offset if the requested epoch is the latest.
         """
-        epochs = self._epochs
+        self._check_open()
+        epochs, log_end_offset = self._epoch_state  # one read: never a torn pair
         if leader_epoch == UNDEFINED_EPOCH or not epochs:
             return UNDEFINED_EPOCH, UNDEFINED_OFFSET
         if leader_epoch == epochs[-1][0]:
-            return leader_epoch, self.log_end_offset
+            return leader_epoch, log_end_offset
         higher = next(((e, s) for e, s in epochs if e > leader_epoch), None)
         if higher is None:
             return UNDEFINED_EPOCH, UNDEFINED_OFFSET
@@ -636,7 +680,8 @@ class PartitionLog:
         """Move the high watermark (clamped to [log start, log end]); persisted with the next
         write or `checkpoint_high_watermark`, as Kafka checkpoints it periodically.
         """
-        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        with self._lock:
+            self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
 
     def checkpoint_high_watermark(self) -> None:
         with self._lock:
@@ -693,10 +738,11 @@ class PartitionLog:
                 )
                 return new_end, freed, high_watermark
 
-            new_end, freed, self.high_watermark = self.storage.write(cut)
+            new_end, freed, self.high_watermark = self.storage.write(cut, frees_space=True)
             self.log_end_offset = new_end
             self.size_bytes -= freed
             self._epochs = [(e, s) for e, s in self._epochs if s < new_end]
+            self._publish_epoch_state()
             self._reload_running_max()
             self._checkpointed = (self.high_watermark, new_end)
 
@@ -728,11 +774,12 @@ class PartitionLog:
                 _delete_prefix(txn, db=db, prefix=self._uid, limit=1 << 62)
             txn.put(self._uid, _META.pack(offset, offset, 0, offset), db=self._meta)
 
-        self.storage.write(reset)
+        self.storage.write(reset, frees_space=True)
         self.log_start_offset = self.log_end_offset = self.high_watermark = offset
         self._checkpointed = (offset, offset)
         self.size_bytes = 0
         self._epochs = []
+        self._publish_epoch_state()
         self._running_max = None
 
     def apply_retention(
@@ -743,16 +790,24 @@ class PartitionLog:
         disables either rule. Never deletes a batch that ends above `max_offset` (default:
         the high watermark). Returns the number of records deleted.
         """
-        limit = self.high_watermark if max_offset is None else max_offset
         deleted_records = 0
         while True:
             with self._lock:
                 self._check_open()
-                removed = self.storage.write(
-                    lambda txn: self._retention_chunk(
-                        txn, now_ms, retention_ms, retention_bytes, limit
-                    )
+                # Read under the lock for every chunk: a truncation may have lowered it.
+                limit = (
+                    self.high_watermark
+                    if max_offset is None
+                    else min(max_offset, self.high_watermark)
                 )
+                chunk = functools.partial(
+                    self._retention_chunk,
+                    now_ms=now_ms,
+                    retention_ms=retention_ms,
+                    retention_bytes=retention_bytes,
+                    limit=limit,
+                )
+                removed = self.storage.write(chunk, frees_space=True)
                 if removed is None:
                     return deleted_records
                 new_start, freed = removed
@@ -761,9 +816,11 @@ class PartitionLog:
                 self.size_bytes -= freed
                 self.high_watermark = max(self.high_watermark, new_start)
                 self._epochs = self._epochs_from_start(new_start)
+                self._publish_epoch_state()
+                self._reload_running_max()
 
     def _retention_chunk(
-        self, txn: Any, now_ms: int, retention_ms: int, retention_bytes: int, limit: int
+        self, txn: Any, *, now_ms: int, retention_ms: int, retention_bytes: int, limit: int
     ) -> tuple[int, int] | None:
         cursor = txn.cursor(db=self._batches)
         if not cursor.set_range(self._uid):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -270,3 +271,74 @@ def test_time_lookup_after_retention_took_the_batch_that_set_the_running_max(
     assert log.offset_for_time(0) == (1, 500)
     assert log.offset_for_time(450) == (1, 500)
     assert log.offset_for_time(501) is None
+
+
+def test_time_lookup_after_retention_emptied_the_log(storage: LogStorage) -> None:
+    # Regression (review): the in-memory running maximum outlived the index entries.
+    log = storage.open_partition("t-0")
+    log.append(make_batch(1, ts=100), leader_epoch=0)
+    log.set_high_watermark(1)
+    assert log.apply_retention(now_ms=10**6, retention_ms=0, retention_bytes=-1) == 1
+    log.append(make_batch(1, ts=50), leader_epoch=0)
+    assert log.offset_for_time(0) == (1, 50)
+    assert log.offset_for_time(0, max_offset=1) is None  # not below the high watermark yet
+
+
+def test_retention_never_passes_the_high_watermark_even_when_asked(storage: LogStorage) -> None:
+    log = storage.open_partition("t-0")
+    for _ in range(4):
+        log.append(make_batch(2), leader_epoch=0)
+    log.set_high_watermark(2)
+    deleted = log.apply_retention(now_ms=10**9, retention_ms=0, retention_bytes=-1, max_offset=8)
+    assert deleted == 2
+    assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (2, 2, 8)
+
+
+def test_epochs_out_of_range_and_unstamped_replicas_are_refused(storage: LogStorage) -> None:
+    log = storage.open_partition("t-0")
+    for epoch in (-1, 2**31):
+        with pytest.raises(KraftliteError) as info:
+            log.append(make_batch(1), leader_epoch=epoch)
+        assert info.value.code is ErrorCode.INVALID_REQUEST
+    with pytest.raises(KraftliteError) as info:
+        log.append_replicated(make_batch(1))  # a producer's batch: epoch -1, never stamped
+    assert info.value.code is ErrorCode.CORRUPT_MESSAGE
+    assert log.log_end_offset == 0
+
+
+def test_a_failed_flush_does_not_stop_the_flusher(tmp_path: Path, monkeypatch) -> None:
+    storage = LogStorage(StorageConfig(path=tmp_path / "log", flush_interval_ms=5))
+    calls = []
+    real_sync = storage.sync
+
+    def flaky_sync() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError(5, "simulated EIO")
+        real_sync()
+
+    monkeypatch.setattr(storage, "sync", flaky_sync)
+    storage.start_flusher()
+    deadline = time.monotonic() + 5
+    while len(calls) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(calls) >= 3
+    monkeypatch.undo()
+    storage.close()
+
+
+def test_a_full_map_can_still_delete_its_way_out(tmp_path: Path) -> None:
+    storage = LogStorage(
+        StorageConfig(path=tmp_path / "log", map_size_bytes=1 << 20, map_max_bytes=2 << 20)
+    )
+    log = storage.open_partition("t-0")
+    with pytest.raises(KraftliteError):
+        for _ in range(100):
+            log.append(make_batch(100, value=b"x" * 1000), leader_epoch=0)
+    log.set_high_watermark(log.log_end_offset)
+    end = log.log_end_offset
+    log.truncate_to(end - 100)
+    assert log.apply_retention(now_ms=10**12, retention_ms=0, retention_bytes=-1) > 0
+    assert log.log_start_offset == log.log_end_offset == end - 100
+    storage.delete_partition("t-0")
+    storage.close()

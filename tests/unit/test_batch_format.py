@@ -172,3 +172,18 @@ def test_golden_vector_from_the_spec() -> None:
     )
     assert fmt.encode_batch([b"hi"], keys=[b"k"], timestamps=[5]).hex() == golden
     assert fmt.crc32c(b"123456789") == 0xE3069283  # CRC-32C's standard check value
+
+
+def test_a_multibyte_character_split_across_header_names_is_refused() -> None:
+    # Regression (review): the names joined ("é") are UTF-8 while each alone is not, so a
+    # broker checking the joined bytes stored a batch no consumer could decode.
+    encoded = bytearray(
+        fmt.encode_batch([b"v"], timestamps=[1], headers=[[("a", b""), ("b", b"")]])
+    )
+    data = bytes(encoded)
+    position = data.index(b"ab")
+    encoded[position : position + 2] = b"\xc3\xa9"
+    struct.pack_into("<I", encoded, 40, fmt.crc32c(bytes(encoded[fmt.HEADER_SIZE :])))
+    _reheader(encoded)
+    with pytest.raises(fmt.CorruptBatchError, match="UTF-8"):
+        fmt.validate(encoded)

@@ -1,0 +1,316 @@
+"""The controllers' HTTP API: quorum status, cluster and topic admin, broker-facing calls.
+
+Handlers parse, make one call on the QuorumController, and serialise; the decisions live in
+kraftlite.controller. A call that needs the active controller and reaches another one is
+forwarded there (one hop), or answered 503 NOT_CONTROLLER with the leader's URL when the
+caller sent `X-Kraftlite-No-Forward: 1` or the leader is unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import aiohttp
+from aiohttp import web
+
+from kraftlite.api.errors import (
+    int_field,
+    json_response,
+    problem_middleware,
+    read_json_object,
+    str_field,
+)
+from kraftlite.controller import decisions
+from kraftlite.controller.quorum_controller import QuorumController
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.metadata.views import broker_view, image_to_json, topic_summary, topic_view
+
+CONTROLLER = web.AppKey("controller", QuorumController)
+HTTP = web.AppKey("http", aiohttp.ClientSession)
+NO_FORWARD = "X-Kraftlite-No-Forward"
+FORWARDED = "X-Kraftlite-Forwarded"
+MAX_METADATA_WAIT_MS = 30_000
+
+
+async def _forward_or_refuse(request: web.Request) -> web.StreamResponse | None:
+    """None when this controller is active; else the active controller's answer."""
+    controller = request.app[CONTROLLER]
+    if controller.is_active():
+        return None
+    leader_url = controller.leader_url()
+    if leader_url is None or request.headers.get(NO_FORWARD) or request.headers.get(FORWARDED):
+        raise controller.not_controller()
+    body = await request.read()
+    headers = {k: v for k, v in request.headers.items() if k.lower() in {"content-type", "accept"}}
+    headers[FORWARDED] = "1"
+    try:
+        async with request.app[HTTP].request(
+            request.method,
+            leader_url + request.path_qs,
+            data=body,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=controller.settings.request_timeout_s + 5),
+        ) as upstream:
+            return web.Response(
+                status=upstream.status,
+                body=await upstream.read(),
+                content_type=upstream.content_type,
+            )
+    except (aiohttp.ClientError, TimeoutError):
+        raise controller.not_controller() from None
+
+
+def _topic_or_404(controller: QuorumController, name: str) -> web.Response:
+    topic = controller.image.topic(name)
+    if topic is None:
+        raise KraftliteError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+    return json_response(topic_view(topic))
+
+
+# ---------------------------------------------------------------------------- operations
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    controller = request.app[CONTROLLER]
+    status = controller.log.status()
+    ready = status["leader"] is not None and controller.image.version > 0
+    return json_response(
+        {"ready": ready, "leader_id": controller.leader_id()}, status=200 if ready else 503
+    )
+
+
+async def quorum(request: web.Request) -> web.Response:
+    controller = request.app[CONTROLLER]
+    status = controller.log.status()
+    leader_id = controller.leader_id()
+    voters = []
+    for address, node_id in sorted(controller.settings.voters.items(), key=lambda v: v[1]):
+        if node_id == controller.settings.node_id:
+            state = status["state"]
+        else:
+            state = (
+                "leader"
+                if node_id == leader_id
+                else ("follower" if status["connected"].get(address) else "unreachable")
+            )
+        voters.append(
+            {
+                "id": node_id,
+                "address": address,
+                "state": state,
+                "url": controller.image.controllers.get(node_id),
+            }
+        )
+    return json_response(
+        {
+            "leader_id": leader_id,
+            "term": status["term"],
+            "commit_index": status["commit_index"],
+            "metadata_offset": controller.image.version,
+            "voters": voters,
+        }
+    )
+
+
+# ---------------------------------------------------------------------------- cluster, topics
+
+
+async def cluster(request: web.Request) -> web.Response:
+    controller = request.app[CONTROLLER]
+    image = controller.image
+    return json_response(
+        {
+            "cluster_id": controller.settings.cluster_id,
+            "controller": {
+                "leader_id": controller.leader_id(),
+                "term": controller.log.status()["term"],
+            },
+            "brokers": [broker_view(image.brokers[b]) for b in sorted(image.brokers)],
+        }
+    )
+
+
+async def list_topics(request: web.Request) -> web.Response:
+    image = request.app[CONTROLLER].image
+    topics = sorted(image.topics.values(), key=lambda t: t.name)
+    return json_response({"topics": [topic_summary(t) for t in topics]})
+
+
+async def describe_topic(request: web.Request) -> web.Response:
+    return _topic_or_404(request.app[CONTROLLER], request.match_info["topic"])
+
+
+async def create_topic(request: web.Request) -> web.StreamResponse:
+    if (forwarded := await _forward_or_refuse(request)) is not None:
+        return forwarded
+    controller = request.app[CONTROLLER]
+    body = await read_json_object(request)
+    name = body.get("name")
+    await controller.submit(
+        lambda image: decisions.create_topic(
+            image,
+            name,
+            body.get("partitions", 1),
+            body.get("replication_factor"),
+            body.get("configs"),
+            rng=controller.rng,
+        )
+    )
+    response = _topic_or_404(controller, str(name))
+    response.set_status(201)
+    return response
+
+
+async def delete_topic(request: web.Request) -> web.StreamResponse:
+    if (forwarded := await _forward_or_refuse(request)) is not None:
+        return forwarded
+    name = request.match_info["topic"]
+    await request.app[CONTROLLER].submit(lambda image: decisions.delete_topic(image, name))
+    return web.Response(status=204)
+
+
+async def create_partitions(request: web.Request) -> web.StreamResponse:
+    if (forwarded := await _forward_or_refuse(request)) is not None:
+        return forwarded
+    controller = request.app[CONTROLLER]
+    name = request.match_info["topic"]
+    count = (await read_json_object(request)).get("count")
+    await controller.submit(
+        lambda image: decisions.create_partitions(image, name, count, rng=controller.rng)
+    )
+    return _topic_or_404(controller, name)
+
+
+async def alter_configs(request: web.Request) -> web.StreamResponse:
+    if (forwarded := await _forward_or_refuse(request)) is not None:
+        return forwarded
+    controller = request.app[CONTROLLER]
+    name = request.match_info["topic"]
+    configs = (await read_json_object(request)).get("configs")
+    await controller.submit(lambda image: decisions.alter_topic_configs(image, name, configs))
+    return _topic_or_404(controller, name)
+
+
+# ---------------------------------------------------------------------------- broker-facing
+
+
+async def register_broker(request: web.Request) -> web.StreamResponse:
+    if (forwarded := await _forward_or_refuse(request)) is not None:
+        return forwarded
+    controller = request.app[CONTROLLER]
+    body = await read_json_object(request)
+    rack = body.get("rack")
+    if rack is not None and not isinstance(rack, str):
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "rack must be a string")
+    epoch = await controller.register_broker(
+        int_field(body, "broker_id"),
+        str_field(body, "incarnation_id"),
+        str_field(body, "url"),
+        rack,
+    )
+    return json_response(
+        {
+            "broker_epoch": epoch,
+            "heartbeat_interval_ms": controller.settings.heartbeat_interval_ms,
+            "session_timeout_ms": controller.settings.session_timeout_ms,
+        }
+    )
+
+
+async def broker_heartbeat(request: web.Request) -> web.StreamResponse:
+    if (forwarded := await _forward_or_refuse(request)) is not None:
+        return forwarded
+    body = await read_json_object(request)
+    want_shutdown = body.get("want_shutdown", False)
+    if not isinstance(want_shutdown, bool):
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "want_shutdown must be a boolean")
+    response = await request.app[CONTROLLER].broker_heartbeat(
+        int(request.match_info["broker_id"]),
+        int_field(body, "broker_epoch"),
+        int_field(body, "metadata_version", 0),
+        want_shutdown,
+    )
+    return json_response(
+        {
+            "broker_epoch": response.broker_epoch,
+            "fenced": response.fenced,
+            "shutting_down": response.shutting_down,
+        }
+    )
+
+
+async def alter_partition(request: web.Request) -> web.StreamResponse:
+    if (forwarded := await _forward_or_refuse(request)) is not None:
+        return forwarded
+    body = await read_json_object(request)
+    isr = body.get("new_isr")
+    if not isinstance(isr, list) or not all(isinstance(b, int) for b in isr):
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "new_isr must be a list of broker ids")
+    alter = decisions.AlterPartitionRequest(
+        int_field(body, "broker_id"),
+        int_field(body, "broker_epoch"),
+        str_field(body, "topic_id"),
+        int_field(body, "partition"),
+        int_field(body, "leader_epoch"),
+        int_field(body, "partition_epoch"),
+        tuple(isr),
+    )
+    committed = await request.app[CONTROLLER].submit(
+        lambda image: decisions.alter_partition(image, alter)
+    )
+    return json_response(
+        {
+            "leader": committed.leader,
+            "leader_epoch": committed.leader_epoch,
+            "partition_epoch": committed.partition_epoch,
+            "isr": list(committed.isr),
+            "replicas": list(committed.replicas),
+        }
+    )
+
+
+async def metadata(request: web.Request) -> web.Response:
+    """Brokers follow metadata here: long-poll until the image is newer than `after_version`,
+    then get the whole image (any controller serves it from its replica of the log).
+    """
+    controller = request.app[CONTROLLER]
+    try:
+        after = int(request.query.get("after_version", "-1"))
+        wait_ms = min(int(request.query.get("max_wait_ms", "0")), MAX_METADATA_WAIT_MS)
+    except ValueError:
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, "after_version and max_wait_ms must be integers"
+        ) from None
+    image = await controller.log.wait_for_change(after, max(wait_ms, 0) / 1000)
+    return json_response(image_to_json(image))
+
+
+async def _http_client(app: web.Application) -> AsyncIterator[None]:
+    async with aiohttp.ClientSession() as session:
+        app[HTTP] = session
+        yield
+
+
+def make_controller_app(controller: QuorumController) -> web.Application:
+    app = web.Application(middlewares=[problem_middleware], client_max_size=1 << 20)
+    app[CONTROLLER] = controller
+    app.cleanup_ctx.append(_http_client)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/v1/quorum", quorum)
+    app.router.add_get("/v1/cluster", cluster)
+    app.router.add_get("/v1/topics", list_topics)
+    app.router.add_post("/v1/topics", create_topic)
+    app.router.add_get("/v1/topics/{topic}", describe_topic)
+    app.router.add_delete("/v1/topics/{topic}", delete_topic)
+    app.router.add_post("/v1/topics/{topic}/partitions", create_partitions)
+    app.router.add_put("/v1/topics/{topic}/configs", alter_configs)
+    app.router.add_post("/v1/internal/brokers", register_broker)
+    app.router.add_post(r"/v1/internal/brokers/{broker_id:\d+}/heartbeat", broker_heartbeat)
+    app.router.add_post("/v1/internal/alter-partition", alter_partition)
+    app.router.add_get("/v1/internal/metadata", metadata)
+    return app

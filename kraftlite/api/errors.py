@@ -1,0 +1,84 @@
+"""Errors as application/problem+json with the contract's error codes; never a traceback."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+import structlog
+from aiohttp import web
+
+from kraftlite.errors import ERROR_INFO, ErrorCode, KraftliteError
+
+log = structlog.get_logger(__name__)
+PROBLEM_JSON = "application/problem+json"
+
+
+def problem(error: KraftliteError) -> web.Response:
+    body: dict[str, Any] = {
+        "error_code": error.code.name,
+        "message": error.message,
+        "status": error.http_status,
+        "retriable": error.retriable,
+        **error.details,
+    }
+    return web.Response(
+        status=error.http_status, body=orjson.dumps(body), content_type=PROBLEM_JSON
+    )
+
+
+def json_response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+
+
+@web.middleware
+async def problem_middleware(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except KraftliteError as exc:
+        return problem(exc)
+    except web.HTTPException as exc:
+        code = {
+            404: ErrorCode.INVALID_REQUEST,
+            405: ErrorCode.INVALID_REQUEST,
+            413: ErrorCode.RECORD_LIST_TOO_LARGE,
+            415: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+        }.get(exc.status, ErrorCode.INVALID_REQUEST)
+        if exc.status < 400:
+            raise
+        error = KraftliteError(code, exc.reason or ERROR_INFO[code].message)
+        response = problem(error)
+        response.set_status(exc.status)
+        return response
+    except Exception:
+        log.exception("request_failed", path=request.path, method=request.method)
+        return problem(KraftliteError(ErrorCode.UNKNOWN_SERVER_ERROR))
+
+
+async def read_json_object(request: web.Request) -> dict[str, Any]:
+    """The request body as a JSON object, or INVALID_REQUEST."""
+    raw = await request.read()
+    try:
+        body = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError as exc:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "body must be a JSON object")
+    return body
+
+
+def int_field(body: dict[str, Any], name: str, default: int | None = None) -> int:
+    value = body.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"{name} must be an integer")
+    return value
+
+
+def str_field(body: dict[str, Any], name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not value:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"{name} must be a non-empty string")
+    return value

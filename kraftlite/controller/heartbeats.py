@@ -1,0 +1,36 @@
+"""Broker sessions: soft state on the active controller, never written to the log.
+
+Only its decisions are (FenceBrokerRecord), as Kafka's BrokerHeartbeatManager feeds its
+ClusterControlManager. Rules:
+1. Contact is recorded when a heartbeat *arrives*, before it waits for the controller's
+   queue, so a slow controller never fences a healthy broker.
+2. A controller that becomes active gives every registered broker a full session from that
+   moment (it cannot know when they last heard from its predecessor).
+3. Pure: time is an argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class BrokerSessions:
+    """Last contact time per broker id, in milliseconds."""
+
+    def __init__(self) -> None:
+        self._last_contact: dict[int, int] = {}
+
+    def contact(self, broker_id: int, now_ms: int) -> None:
+        self._last_contact[broker_id] = max(now_ms, self._last_contact.get(broker_id, now_ms))
+
+    def reset(self, broker_ids: Iterable[int], now_ms: int) -> None:
+        self._last_contact = dict.fromkeys(broker_ids, now_ms)
+
+    def expired(self, live_broker_ids: Iterable[int], now_ms: int, timeout_ms: int) -> list[int]:
+        """Live brokers not heard from for longer than `timeout_ms` (unknown ones start now)."""
+        result = []
+        for broker_id in live_broker_ids:
+            last = self._last_contact.setdefault(broker_id, now_ms)
+            if now_ms - last > timeout_ms:
+                result.append(broker_id)
+        return result

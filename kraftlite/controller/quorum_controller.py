@@ -1,0 +1,211 @@
+"""The controller service: turns requests into committed metadata, one decision at a time.
+
+Rules:
+1. Single writer: decisions run one at a time under a lock, each against the latest image
+   (Kafka: "single-threaded ... avoids the need for complex locking").
+2. A decision's records are proposed as one batch with the image version it read. STALE
+   means the image moved (e.g. a new leader applied more): decide again.
+3. When the outcome is unknown (a timeout or a leader change mid-flight), the *same* batch is
+   proposed again with the same request id: DUPLICATE means it had committed, so the first
+   decision's response stands; STALE means it had not.
+4. Only the active controller (the Raft leader) decides; elsewhere `submit` raises
+   NOT_CONTROLLER with the leader's id and URL.
+5. Broker sessions, fencing and preferred-leader elections run as a periodic task on the
+   active controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+import structlog
+
+from kraftlite.clock import Clock
+from kraftlite.controller import decisions
+from kraftlite.controller.heartbeats import BrokerSessions
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.metadata.image import MetadataImage
+from kraftlite.metadata.records import RecordBatch
+from kraftlite.raft.pysyncobj_log import Outcome, ProposeError, RaftMetadataLog
+
+T = TypeVar("T")
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSettings:
+    node_id: int
+    url: str  # this controller's HTTP URL
+    voters: Mapping[str, int]  # Raft address -> node id
+    cluster_id: str = ""
+    session_timeout_ms: int = 9000  # broker.session.timeout.ms
+    heartbeat_interval_ms: int = 2000  # broker.heartbeat.interval.ms (told to brokers)
+    leader_imbalance_check_interval_ms: int = 30_000
+    request_timeout_s: float = 10.0
+    tick_interval_s: float = 0.25
+
+
+class QuorumController:
+    def __init__(
+        self, settings: ControllerSettings, metadata_log: RaftMetadataLog, clock: Clock
+    ) -> None:
+        self.settings = settings
+        self.log = metadata_log
+        self._clock = clock
+        self.rng = random.Random()  # noqa: S311 - replica placement and ids, not secrets
+        self._write_lock = asyncio.Lock()
+        self.sessions = BrokerSessions()
+        self._was_leader = False
+        self._last_rebalance_ms = 0
+        self._task: asyncio.Task[None] | None = None
+
+    # -- leadership ---------------------------------------------------------------------
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.log.image
+
+    def leader_id(self) -> int | None:
+        address = self.log.leader_address()
+        return None if address is None else self.settings.voters.get(address)
+
+    def leader_url(self) -> str | None:
+        leader = self.leader_id()
+        return None if leader is None else self.image.controllers.get(leader)
+
+    def is_active(self) -> bool:
+        return self.log.is_leader()
+
+    def not_controller(self) -> KraftliteError:
+        return KraftliteError(
+            ErrorCode.NOT_CONTROLLER,
+            "this controller is not the active one",
+            leader_id=self.leader_id(),
+            leader_url=self.leader_url(),
+        )
+
+    # -- writes -------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        decide: Callable[[MetadataImage], decisions.ControllerResult[T]],
+        *,
+        require_active: bool = True,
+    ) -> T:
+        """Decide against the latest image, commit the records, return the response."""
+        if require_active and not self.is_active():
+            raise self.not_controller()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.request_timeout_s
+        async with self._write_lock:
+            while True:
+                image = self.log.image
+                result = decide(image)  # a refusal raises KraftliteError: nothing proposed
+                if not result.records:
+                    return result.response
+                batch = RecordBatch(image.version, result.records, uuid.uuid4().hex)
+                outcome = await self._propose_until_known(batch, deadline)
+                if outcome is not Outcome.STALE:
+                    return result.response
+                if loop.time() >= deadline:
+                    raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, "metadata kept changing")
+
+    async def _propose_until_known(self, batch: RecordBatch, deadline: float) -> Outcome:
+        loop = asyncio.get_running_loop()
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise KraftliteError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    "the controller quorum did not commit the change in time "
+                    "(is a majority of controllers up?)",
+                )
+            try:
+                result = await self.log.propose(batch, timeout_s=min(remaining, 2.0))
+            except ProposeError as exc:
+                if not exc.maybe_committed and not self.log.is_leader():
+                    raise self.not_controller() from exc
+                await asyncio.sleep(0.05)
+                continue  # same batch, same request id: DUPLICATE if it had committed
+            return result.outcome
+
+    # -- periodic work ------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="controller")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        registered = False
+        while True:
+            try:
+                if not registered and self.log.status()["leader"] is not None:
+                    await self.submit(self._register_self, require_active=False)
+                    registered = True
+                await self._tick()
+            except KraftliteError as exc:
+                log.warning("controller_tick_failed", error=str(exc))
+            await asyncio.sleep(self.settings.tick_interval_s)
+
+    def _register_self(self, image: MetadataImage) -> decisions.ControllerResult[None]:
+        return decisions.register_controller(image, self.settings.node_id, self.settings.url)
+
+    async def _tick(self) -> None:
+        active = self.is_active()
+        now = self._clock.monotonic_ms()
+        if active and not self._was_leader:
+            await self.log.barrier(self.settings.request_timeout_s)  # image now current
+            self.sessions.reset(self.image.brokers, now)
+            self._last_rebalance_ms = now
+            log.info("became_active_controller", version=self.image.version)
+        self._was_leader = active
+        if not active:
+            return
+        expired = self.sessions.expired(
+            self.image.live_broker_ids(), now, self.settings.session_timeout_ms
+        )
+        if expired:
+            fenced = await self.submit(
+                lambda image: decisions.fence_expired_brokers(image, expired)
+            )
+            log.info("brokers_fenced", brokers=fenced, reason="session expired")
+        if now - self._last_rebalance_ms >= self.settings.leader_imbalance_check_interval_ms:
+            self._last_rebalance_ms = now
+            moved = await self.submit(decisions.elect_preferred_leaders)
+            if moved:
+                log.info("preferred_leaders_elected", partitions=moved)
+
+    # -- broker-facing ------------------------------------------------------------------
+
+    async def register_broker(
+        self, broker_id: int, incarnation_id: str, url: str, rack: str | None
+    ) -> int:
+        epoch = await self.submit(
+            lambda image: decisions.register_broker(image, broker_id, incarnation_id, url, rack)
+        )
+        self.sessions.contact(broker_id, self._clock.monotonic_ms())
+        return epoch
+
+    async def broker_heartbeat(
+        self, broker_id: int, broker_epoch: int, metadata_version: int, want_shutdown: bool
+    ) -> decisions.BrokerHeartbeatResponse:
+        if not self.is_active():
+            raise self.not_controller()
+        # rule 1 of heartbeats.py: contact counts on arrival, before the queue
+        self.sessions.contact(broker_id, self._clock.monotonic_ms())
+        return await self.submit(
+            lambda image: decisions.broker_heartbeat(
+                image, broker_id, broker_epoch, metadata_version, want_shutdown
+            )
+        )

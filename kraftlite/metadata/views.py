@@ -1,0 +1,101 @@
+"""JSON views of the metadata image: what the HTTP API returns, and the full-image snapshot
+that brokers fetch to follow metadata. Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kraftlite.metadata.image import (
+    BrokerRegistration,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+)
+
+
+def partition_view(index: int, p: PartitionRegistration) -> dict[str, Any]:
+    return {
+        "partition": index,
+        "leader": p.leader,
+        "leader_epoch": p.leader_epoch,
+        "partition_epoch": p.partition_epoch,
+        "replicas": list(p.replicas),
+        "isr": list(p.isr),
+    }
+
+
+def topic_view(topic: TopicImage) -> dict[str, Any]:
+    """`GET /v1/topics/{topic}` as a controller knows it (brokers add log offsets)."""
+    return {
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "configs": dict(sorted(topic.configs.items())),
+        "partitions": [partition_view(i, topic.partitions[i]) for i in sorted(topic.partitions)],
+    }
+
+
+def topic_summary(topic: TopicImage) -> dict[str, Any]:
+    first = topic.partitions.get(0)
+    return {
+        "name": topic.name,
+        "partitions": len(topic.partitions),
+        "replication_factor": len(first.replicas) if first else 0,
+    }
+
+
+def broker_view(broker: BrokerRegistration) -> dict[str, Any]:
+    return {
+        "id": broker.broker_id,
+        "url": broker.url,
+        "rack": broker.rack,
+        "fenced": broker.fenced,
+        "broker_epoch": broker.broker_epoch,
+    }
+
+
+def image_to_json(image: MetadataImage) -> dict[str, Any]:
+    """The whole image, for brokers that follow metadata (read back by `image_from_json`)."""
+    return {
+        "version": image.version,
+        "controllers": {str(k): v for k, v in sorted(image.controllers.items())},
+        "brokers": [
+            {**broker_view(b), "incarnation_id": b.incarnation_id}
+            for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
+        ],
+        "topics": [topic_view(t) for t in sorted(image.topics.values(), key=lambda t: t.name)],
+    }
+
+
+def image_from_json(data: dict[str, Any]) -> MetadataImage:
+    brokers = {
+        b["id"]: BrokerRegistration(
+            b["id"], b["incarnation_id"], b["broker_epoch"], b["url"], b["rack"], b["fenced"]
+        )
+        for b in data["brokers"]
+    }
+    topics = {
+        t["topic_id"]: TopicImage(
+            t["topic_id"],
+            t["name"],
+            {
+                p["partition"]: PartitionRegistration(
+                    tuple(p["replicas"]),
+                    tuple(p["isr"]),
+                    p["leader"],
+                    p["leader_epoch"],
+                    p["partition_epoch"],
+                )
+                for p in t["partitions"]
+            },
+            dict(t["configs"]),
+        )
+        for t in data["topics"]
+    }
+    return MetadataImage(
+        data["version"],
+        brokers,
+        topics,
+        {t.name: t.topic_id for t in topics.values()},
+        {int(k): v for k, v in data["controllers"].items()},
+    )

@@ -1,0 +1,172 @@
+"""Real kraftlite processes on loopback for multi-process tests: start, kill -9, restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PASSWORD = "harness-secret"
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def http(
+    method: str,
+    url: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 15,
+) -> tuple[int, Any]:
+    """(status, parsed JSON body or None)."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url,
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            raw = response.read()
+            return response.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as error:
+        raw = error.read()
+        error.close()
+        return error.code, json.loads(raw) if raw else None
+
+
+def http_retry(method: str, url: str, body: Any = None, timeout_s: float = 20) -> tuple[int, Any]:
+    """`http`, retried while the answer is NOT_CONTROLLER (leadership moving), as clients do."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status, answer = http(method, url, body)
+        retriable = status == 503 and isinstance(answer, dict) and answer.get("retriable")
+        if not retriable or time.monotonic() > deadline:
+            return status, answer
+        time.sleep(0.2)
+
+
+@dataclass
+class Process:
+    name: str
+    args: list[str]
+    log_path: Path
+    popen: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "KRAFTLITE_RAFT_PASSWORD": PASSWORD, "PYTHONUNBUFFERED": "1"}
+        with self.log_path.open("ab") as log:
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "kraftlite", "--log-format", "json", *self.args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.send_signal(sig)
+            self.popen.wait(timeout=20)
+        self.popen = None
+
+    def terminate(self) -> int | None:
+        if self.popen is None:
+            return None
+        self.popen.send_signal(signal.SIGTERM)
+        try:
+            code = self.popen.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            code = self.popen.wait()
+        self.popen = None
+        return code
+
+    @property
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+
+@dataclass
+class ControllerQuorum:
+    root: Path
+    size: int = 3
+    processes: dict[int, Process] = field(default_factory=dict)
+    urls: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        ports = free_ports(2 * self.size)
+        raft = {i + 1: f"127.0.0.1:{ports[i]}" for i in range(self.size)}
+        quorum = ",".join(f"{i}@{address}" for i, address in raft.items())
+        for node_id, raft_address in raft.items():
+            listen = f"127.0.0.1:{ports[self.size + node_id - 1]}"
+            self.urls[node_id] = f"http://{listen}"
+            self.processes[node_id] = Process(
+                f"controller-{node_id}",
+                [
+                    "controller",
+                    "--node-id",
+                    str(node_id),
+                    "--listen",
+                    listen,
+                    "--raft",
+                    raft_address,
+                    "--quorum",
+                    quorum,
+                    "--data-dir",
+                    str(self.root / f"controller-{node_id}"),
+                ],
+                self.root / f"controller-{node_id}.log",
+            )
+
+    def start(self) -> None:
+        for process in self.processes.values():
+            process.start()
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            process.kill()
+
+    def leader(self, timeout_s: float = 30, among: list[int] | None = None) -> int:
+        """The node id every live controller agrees leads, with its URL registered."""
+        deadline = time.monotonic() + timeout_s
+        candidates = among or list(self.processes)
+        while time.monotonic() < deadline:
+            seen = set()
+            for node_id in candidates:
+                if not self.processes[node_id].alive:
+                    continue
+                try:
+                    status, body = http("GET", self.urls[node_id] + "/v1/quorum", timeout=2)
+                except OSError:
+                    seen.add(None)
+                    continue
+                seen.add(body["leader_id"] if status == 200 else None)
+            if len(seen) == 1 and None not in seen:
+                leader = int(seen.pop())
+                if leader in candidates and self.processes[leader].alive:
+                    try:
+                        status, _ = http("GET", self.urls[leader] + "/readyz", timeout=2)
+                    except OSError:
+                        status = 0
+                    if status == 200:
+                        return leader
+            time.sleep(0.1)
+        raise AssertionError(f"no agreed leader; logs in {self.root}")
