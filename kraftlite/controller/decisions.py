@@ -299,6 +299,10 @@ def create_topic(
             ErrorCode.INVALID_PARTITIONS, f"partitions must be 1-{MAX_PARTITIONS}: {partitions!r}"
         )
     brokers = _placement_brokers(image)
+    if not brokers:
+        raise KraftliteError(
+            ErrorCode.INVALID_REPLICATION_FACTOR, "no live brokers to place replicas on"
+        )
     factor = min(3, len(brokers)) if replication_factor is None else replication_factor
     if isinstance(factor, bool) or not isinstance(factor, int) or not 0 < factor <= len(brokers):
         raise KraftliteError(

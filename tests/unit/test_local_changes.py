@@ -1,0 +1,57 @@
+"""What a broker must do after a metadata change: lead, follow, delete."""
+
+from __future__ import annotations
+
+from kraftlite.metadata import records as r
+from kraftlite.metadata.image import MetadataImage, apply_batch
+from kraftlite.metadata.local_changes import local_changes
+
+
+def play(image: MetadataImage, *records: r.MetadataRecord) -> MetadataImage:
+    return apply_batch(image, r.RecordBatch(image.version, records))
+
+
+def base() -> MetadataImage:
+    image = MetadataImage.EMPTY
+    for b in (1, 2, 3):
+        image = play(
+            image,
+            r.RegisterBrokerRecord(
+                broker_id=b, incarnation_id="i", broker_epoch=image.version + 1, url="u"
+            ),
+        )
+        image = play(
+            image, r.UnfenceBrokerRecord(broker_id=b, broker_epoch=image.brokers[b].broker_epoch)
+        )
+    return image
+
+
+def test_new_partitions_split_into_leaders_and_followers() -> None:
+    old = base()
+    new = play(
+        old,
+        r.TopicRecord(name="t", topic_id="T"),
+        r.PartitionRecord(topic_id="T", partition=0, replicas=(1, 2), isr=(1, 2), leader=1),
+        r.PartitionRecord(topic_id="T", partition=1, replicas=(2, 3), isr=(2, 3), leader=2),
+    )
+    one = local_changes(old, new, 1)
+    assert [(p.topic, p.partition) for p in one.leaders] == [("t", 0)]
+    assert one.followers == () and one.deletes == ()
+    two = local_changes(old, new, 2)
+    assert [p.partition for p in two.leaders] == [1]
+    assert [p.partition for p in two.followers] == [0]
+    assert not local_changes(new, new, 1)
+
+
+def test_leader_change_and_topic_removal() -> None:
+    old = play(
+        base(),
+        r.TopicRecord(name="t", topic_id="T"),
+        r.PartitionRecord(topic_id="T", partition=0, replicas=(1, 2), isr=(1, 2), leader=1),
+    )
+    moved = play(old, r.PartitionChangeRecord(topic_id="T", partition=0, leader=2, isr=(2,)))
+    assert [p.registration.leader_epoch for p in local_changes(old, moved, 1).followers] == [1]
+    assert [p.partition for p in local_changes(old, moved, 2).leaders] == [0]
+    gone = play(moved, r.RemoveTopicRecord(topic_id="T"))
+    assert local_changes(moved, gone, 1).deletes == (("T", "t", 0),)
+    assert local_changes(moved, gone, 3).deletes == ()
