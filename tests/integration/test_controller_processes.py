@@ -88,6 +88,19 @@ def test_quorum_admin_and_failover(quorum: ControllerQuorum) -> None:
     status, bad = http_retry("POST", quorum.urls[leader] + "/v1/topics", {"name": "bad name"})
     assert (status, bad["error_code"]) == (400, "INVALID_TOPIC_EXCEPTION")
 
+    # brokers follow metadata by long-polling any controller
+    status, snapshot = http("GET", quorum.urls[follower] + "/v1/internal/metadata")
+    assert status == 200 and [t["name"] for t in snapshot["topics"]] == ["orders"]
+    version = snapshot["version"]
+    started = time.monotonic()
+    status, same = http(
+        "GET",
+        quorum.urls[follower] + f"/v1/internal/metadata?after_version={version}&max_wait_ms=500",
+    )
+    assert same["version"] == version and time.monotonic() - started >= 0.4
+    status, bad = http("GET", quorum.urls[follower] + "/v1/internal/metadata?after_version=x")
+    assert (status, bad["error_code"]) == (400, "INVALID_REQUEST")
+
     # kill -9 the active controller: the others elect a new one and keep the metadata
     quorum.processes[leader].kill()
     survivors = [n for n in quorum.urls if n != leader]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 
+import orjson
 import pytest
 
 from kraftlite.metadata import records as r
@@ -15,6 +16,7 @@ from kraftlite.metadata.image import (
     apply_batch,
     check_invariants,
 )
+from kraftlite.metadata.views import image_from_json, image_to_json
 
 
 def play(image: MetadataImage, *records: r.MetadataRecord) -> MetadataImage:
@@ -107,3 +109,17 @@ def test_images_pickle_round_trip() -> None:
     image = cluster()
     copy = pickle.loads(pickle.dumps(image))
     assert copy == image
+
+
+def test_the_metadata_snapshot_that_brokers_follow_round_trips() -> None:
+    image = play(
+        cluster(),
+        r.ConfigRecord(topic_id="T", name="retention.ms", value="5"),
+        r.RegisterControllerRecord(node_id=1, url="http://c1"),
+    )
+    image = play(
+        image,
+        r.FenceBrokerRecord(broker_id=3, broker_epoch=image.brokers[3].broker_epoch),
+        r.PartitionChangeRecord(topic_id="T", partition=0, isr=(1, 2)),
+    )
+    assert image_from_json(orjson.loads(orjson.dumps(image_to_json(image)))) == image
