@@ -8,7 +8,8 @@ caller sent `X-Kraftlite-No-Forward: 1` or the leader is unknown.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 from aiohttp import web
@@ -58,6 +59,20 @@ async def _forward_or_refuse(request: web.Request) -> web.StreamResponse | None:
             )
     except (aiohttp.ClientError, TimeoutError):
         raise controller.not_controller() from None
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def needs_active_controller(handler: Handler) -> Handler:
+    """Run `handler` on the active controller: here, or forwarded there (one hop)."""
+
+    @functools.wraps(handler)
+    async def wrapper(request: web.Request) -> web.StreamResponse:
+        forwarded = await _forward_or_refuse(request)
+        return forwarded if forwarded is not None else await handler(request)
+
+    return wrapper
 
 
 def _topic_or_404(controller: QuorumController, name: str) -> web.Response:
@@ -144,9 +159,8 @@ async def describe_topic(request: web.Request) -> web.Response:
     return _topic_or_404(request.app[CONTROLLER], request.match_info["topic"])
 
 
+@needs_active_controller
 async def create_topic(request: web.Request) -> web.StreamResponse:
-    if (forwarded := await _forward_or_refuse(request)) is not None:
-        return forwarded
     controller = request.app[CONTROLLER]
     body = await read_json_object(request)
     name = body.get("name")
@@ -165,17 +179,15 @@ async def create_topic(request: web.Request) -> web.StreamResponse:
     return response
 
 
+@needs_active_controller
 async def delete_topic(request: web.Request) -> web.StreamResponse:
-    if (forwarded := await _forward_or_refuse(request)) is not None:
-        return forwarded
     name = request.match_info["topic"]
     await request.app[CONTROLLER].submit(lambda image: decisions.delete_topic(image, name))
     return web.Response(status=204)
 
 
+@needs_active_controller
 async def create_partitions(request: web.Request) -> web.StreamResponse:
-    if (forwarded := await _forward_or_refuse(request)) is not None:
-        return forwarded
     controller = request.app[CONTROLLER]
     name = request.match_info["topic"]
     count = (await read_json_object(request)).get("count")
@@ -185,9 +197,8 @@ async def create_partitions(request: web.Request) -> web.StreamResponse:
     return _topic_or_404(controller, name)
 
 
+@needs_active_controller
 async def alter_configs(request: web.Request) -> web.StreamResponse:
-    if (forwarded := await _forward_or_refuse(request)) is not None:
-        return forwarded
     controller = request.app[CONTROLLER]
     name = request.match_info["topic"]
     configs = (await read_json_object(request)).get("configs")
@@ -198,9 +209,8 @@ async def alter_configs(request: web.Request) -> web.StreamResponse:
 # ---------------------------------------------------------------------------- broker-facing
 
 
+@needs_active_controller
 async def register_broker(request: web.Request) -> web.StreamResponse:
-    if (forwarded := await _forward_or_refuse(request)) is not None:
-        return forwarded
     controller = request.app[CONTROLLER]
     body = await read_json_object(request)
     rack = body.get("rack")
@@ -221,9 +231,8 @@ async def register_broker(request: web.Request) -> web.StreamResponse:
     )
 
 
+@needs_active_controller
 async def broker_heartbeat(request: web.Request) -> web.StreamResponse:
-    if (forwarded := await _forward_or_refuse(request)) is not None:
-        return forwarded
     body = await read_json_object(request)
     want_shutdown = body.get("want_shutdown", False)
     if not isinstance(want_shutdown, bool):
@@ -243,9 +252,8 @@ async def broker_heartbeat(request: web.Request) -> web.StreamResponse:
     )
 
 
+@needs_active_controller
 async def alter_partition(request: web.Request) -> web.StreamResponse:
-    if (forwarded := await _forward_or_refuse(request)) is not None:
-        return forwarded
     body = await read_json_object(request)
     isr = body.get("new_isr")
     if not isinstance(isr, list) or not all(isinstance(b, int) for b in isr):

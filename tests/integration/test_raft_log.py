@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from pathlib import Path
 
 import pytest
@@ -15,18 +14,9 @@ from kraftlite.raft.pysyncobj_log import (
     RaftMetadataLog,
     RaftSettings,
 )
+from tests.harness.processes import free_ports
 
 pytestmark = pytest.mark.integration
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 class Quorum:

@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 from kraftlite.metadata import records as r
-from kraftlite.metadata.image import MetadataImage, apply_batch
+from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.local_changes import local_changes
-
-
-def play(image: MetadataImage, *records: r.MetadataRecord) -> MetadataImage:
-    return apply_batch(image, r.RecordBatch(image.version, records))
+from tests.harness.metadata import live_brokers, play
 
 
 def base() -> MetadataImage:
-    image = MetadataImage.EMPTY
-    for b in (1, 2, 3):
-        image = play(
-            image,
-            r.RegisterBrokerRecord(
-                broker_id=b, incarnation_id="i", broker_epoch=image.version + 1, url="u"
-            ),
-        )
-        image = play(
-            image, r.UnfenceBrokerRecord(broker_id=b, broker_epoch=image.brokers[b].broker_epoch)
-        )
-    return image
+    return live_brokers(1, 2, 3)
 
 
 def test_new_partitions_split_into_leaders_and_followers() -> None:

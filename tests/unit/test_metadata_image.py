@@ -17,24 +17,11 @@ from kraftlite.metadata.image import (
     check_invariants,
 )
 from kraftlite.metadata.views import image_from_json, image_to_json
-
-
-def play(image: MetadataImage, *records: r.MetadataRecord) -> MetadataImage:
-    return apply_batch(image, r.RecordBatch(image.version, records))
+from tests.harness.metadata import live_brokers, play
 
 
 def cluster() -> MetadataImage:
-    image = MetadataImage.EMPTY
-    for b in (1, 2, 3):
-        image = play(
-            image,
-            r.RegisterBrokerRecord(
-                broker_id=b, incarnation_id=f"i{b}", broker_epoch=image.version + 1, url=f"u{b}"
-            ),
-        )
-        image = play(
-            image, r.UnfenceBrokerRecord(broker_id=b, broker_epoch=image.brokers[b].broker_epoch)
-        )
+    image = live_brokers(1, 2, 3)
     return play(
         image,
         r.TopicRecord(name="t", topic_id="T"),
