@@ -16,6 +16,7 @@ from aiohttp import web
 
 from kraftlite.api.errors import (
     int_field,
+    int_param,
     json_response,
     problem_middleware,
     read_json_object,
@@ -57,7 +58,11 @@ async def _forward_or_refuse(request: web.Request) -> web.StreamResponse | None:
                 body=await upstream.read(),
                 content_type=upstream.content_type,
             )
-    except (aiohttp.ClientError, TimeoutError):
+    except TimeoutError:  # it may have been applied: the caller must not assume either way
+        raise KraftliteError(
+            ErrorCode.REQUEST_TIMED_OUT, "the active controller did not answer in time"
+        ) from None
+    except aiohttp.ClientError:
         raise controller.not_controller() from None
 
 
@@ -238,7 +243,7 @@ async def broker_heartbeat(request: web.Request) -> web.StreamResponse:
     if not isinstance(want_shutdown, bool):
         raise KraftliteError(ErrorCode.INVALID_REQUEST, "want_shutdown must be a boolean")
     response = await request.app[CONTROLLER].broker_heartbeat(
-        int(request.match_info["broker_id"]),
+        int_param(request.match_info["broker_id"], "broker_id", -1),
         int_field(body, "broker_epoch"),
         int_field(body, "metadata_version", 0),
         want_shutdown,
@@ -256,7 +261,9 @@ async def broker_heartbeat(request: web.Request) -> web.StreamResponse:
 async def alter_partition(request: web.Request) -> web.StreamResponse:
     body = await read_json_object(request)
     isr = body.get("new_isr")
-    if not isinstance(isr, list) or not all(isinstance(b, int) for b in isr):
+    if not isinstance(isr, list) or not all(
+        isinstance(b, int) and not isinstance(b, bool) for b in isr
+    ):
         raise KraftliteError(ErrorCode.INVALID_REQUEST, "new_isr must be a list of broker ids")
     alter = decisions.AlterPartitionRequest(
         int_field(body, "broker_id"),
@@ -286,13 +293,10 @@ async def metadata(request: web.Request) -> web.Response:
     then get the whole image (any controller serves it from its replica of the log).
     """
     controller = request.app[CONTROLLER]
-    try:
-        after = int(request.query.get("after_version", "-1"))
-        wait_ms = min(int(request.query.get("max_wait_ms", "0")), MAX_METADATA_WAIT_MS)
-    except ValueError:
-        raise KraftliteError(
-            ErrorCode.INVALID_REQUEST, "after_version and max_wait_ms must be integers"
-        ) from None
+    after = int_param(request.query.get("after_version"), "after_version", -1)
+    wait_ms = min(
+        int_param(request.query.get("max_wait_ms"), "max_wait_ms", 0), MAX_METADATA_WAIT_MS
+    )
     image = await controller.log.wait_for_change(after, max(wait_ms, 0) / 1000)
     return json_response(image_to_json(image))
 

@@ -10,22 +10,22 @@ import structlog
 from aiohttp import web
 
 from kraftlite.errors import ERROR_INFO, ErrorCode, KraftliteError
+from kraftlite.metadata.topics import parse_long
 
 log = structlog.get_logger(__name__)
 PROBLEM_JSON = "application/problem+json"
 
 
-def problem(error: KraftliteError) -> web.Response:
+def problem(error: KraftliteError, status: int | None = None) -> web.Response:
+    status = status or error.http_status
     body: dict[str, Any] = {
         "error_code": error.code.name,
         "message": error.message,
-        "status": error.http_status,
+        "status": status,
         "retriable": error.retriable,
         **error.details,
     }
-    return web.Response(
-        status=error.http_status, body=orjson.dumps(body), content_type=PROBLEM_JSON
-    )
+    return web.Response(status=status, body=orjson.dumps(body), content_type=PROBLEM_JSON)
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
@@ -49,10 +49,7 @@ async def problem_middleware(
         }.get(exc.status, ErrorCode.INVALID_REQUEST)
         if exc.status < 400:
             raise
-        error = KraftliteError(code, exc.reason or ERROR_INFO[code].message)
-        response = problem(error)
-        response.set_status(exc.status)
-        return response
+        return problem(KraftliteError(code, exc.reason or ERROR_INFO[code].message), exc.status)
     except Exception:
         log.exception("request_failed", path=request.path, method=request.method)
         return problem(KraftliteError(ErrorCode.UNKNOWN_SERVER_ERROR))
@@ -75,6 +72,16 @@ def int_field(body: dict[str, Any], name: str, default: int | None = None) -> in
     if isinstance(value, bool) or not isinstance(value, int):
         raise KraftliteError(ErrorCode.INVALID_REQUEST, f"{name} must be an integer")
     return value
+
+
+def int_param(text: str | None, name: str, default: int) -> int:
+    """A query-string or path integer, or INVALID_REQUEST."""
+    if text is None:
+        return default
+    number = parse_long(text)
+    if number is None:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"{name} must be a 64-bit integer")
+    return number
 
 
 def str_field(body: dict[str, Any], name: str) -> str:

@@ -24,7 +24,13 @@ class BrokerSessions:
         self._last_contact[broker_id] = max(now_ms, self._last_contact.get(broker_id, now_ms))
 
     def reset(self, broker_ids: Iterable[int], now_ms: int) -> None:
-        self._last_contact = dict.fromkeys(broker_ids, now_ms)
+        """Every broker gets a full session from `now_ms`; a later contact already seen (a
+        heartbeat that arrived while the new controller caught up) is kept.
+        """
+        self._last_contact = {
+            broker_id: max(now_ms, self._last_contact.get(broker_id, now_ms))
+            for broker_id in broker_ids
+        }
 
     def expired(self, live_broker_ids: Iterable[int], now_ms: int, timeout_ms: int) -> list[int]:
         """Live brokers not heard from for longer than `timeout_ms` (unknown ones start now)."""

@@ -61,7 +61,7 @@ class QuorumController:
         self.rng = random.Random()  # noqa: S311 - replica placement and ids, not secrets
         self._write_lock = asyncio.Lock()
         self.sessions = BrokerSessions()
-        self._was_leader = False
+        self._active_term: int | None = None  # the Raft term this node last became active in
         self._last_rebalance_ms = 0
         self._task: asyncio.Task[None] | None = None
 
@@ -105,6 +105,8 @@ class QuorumController:
         deadline = loop.time() + self.settings.request_timeout_s
         async with self._write_lock:
             while True:
+                if require_active and not self.is_active():
+                    raise self.not_controller()  # deposed between attempts
                 image = self.log.image
                 result = decide(image)  # a refusal raises KraftliteError: nothing proposed
                 if not result.records:
@@ -118,6 +120,7 @@ class QuorumController:
 
     async def _propose_until_known(self, batch: RecordBatch, deadline: float) -> Outcome:
         loop = asyncio.get_running_loop()
+        maybe_committed = False  # once unknown, the outcome stays unknown until we learn it
         while True:
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -129,7 +132,8 @@ class QuorumController:
             try:
                 result = await self.log.propose(batch, timeout_s=min(remaining, 2.0))
             except ProposeError as exc:
-                if not exc.maybe_committed and not self.log.is_leader():
+                maybe_committed = maybe_committed or exc.maybe_committed
+                if not maybe_committed and not self.log.is_leader():
                     raise self.not_controller() from exc
                 await asyncio.sleep(0.05)
                 continue  # same batch, same request id: DUPLICATE if it had committed
@@ -156,22 +160,26 @@ class QuorumController:
                 await self._tick()
             except KraftliteError as exc:
                 log.warning("controller_tick_failed", error=str(exc))
+            except Exception:  # a bug or a lost quorum must not end the periodic work
+                log.exception("controller_tick_crashed")
             await asyncio.sleep(self.settings.tick_interval_s)
 
     def _register_self(self, image: MetadataImage) -> decisions.ControllerResult[None]:
         return decisions.register_controller(image, self.settings.node_id, self.settings.url)
 
     async def _tick(self) -> None:
-        active = self.is_active()
-        now = self._clock.monotonic_ms()
-        if active and not self._was_leader:
+        if not self.is_active():
+            self._active_term = None
+            return
+        term = self.log.status()["term"]
+        if term != self._active_term:  # newly active, or active again in a later term
             await self.log.barrier(self.settings.request_timeout_s)  # image now current
+            now = self._clock.monotonic_ms()  # after the barrier, which may take a while
             self.sessions.reset(self.image.brokers, now)
             self._last_rebalance_ms = now
-            log.info("became_active_controller", version=self.image.version)
-        self._was_leader = active
-        if not active:
-            return
+            self._active_term = term
+            log.info("became_active_controller", version=self.image.version, term=term)
+        now = self._clock.monotonic_ms()
         expired = self.sessions.expired(
             self.image.live_broker_ids(), now, self.settings.session_timeout_ms
         )
@@ -202,8 +210,11 @@ class QuorumController:
     ) -> decisions.BrokerHeartbeatResponse:
         if not self.is_active():
             raise self.not_controller()
-        # rule 1 of heartbeats.py: contact counts on arrival, before the queue
-        self.sessions.contact(broker_id, self._clock.monotonic_ms())
+        # rule 1 of heartbeats.py: contact counts on arrival, before the queue, but only
+        # from the registration it names (a zombie incarnation keeps no session alive)
+        registration = self.image.brokers.get(broker_id)
+        if registration is not None and registration.broker_epoch == broker_epoch:
+            self.sessions.contact(broker_id, self._clock.monotonic_ms())
         return await self.submit(
             lambda image: decisions.broker_heartbeat(
                 image, broker_id, broker_epoch, metadata_version, want_shutdown

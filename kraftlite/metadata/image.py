@@ -127,6 +127,9 @@ class MetadataDelta:
     brokers: dict[int, BrokerRegistration] = field(init=False)
     topics: dict[str, TopicImage] = field(init=False)
     topic_ids: dict[str, str] = field(init=False)
+    # topic ids whose partition map this delta already copied: it is ours to change in place,
+    # so a batch creating N partitions costs O(N), not O(N^2)
+    _own_partition_maps: set[str] = field(init=False, default_factory=set)
 
     def __post_init__(self) -> None:
         self.controllers = dict(self.base.controllers)
@@ -206,9 +209,13 @@ class MetadataDelta:
     def _put_partition(
         self, topic: TopicImage, index: int, registration: PartitionRegistration
     ) -> None:
+        if topic.topic_id in self._own_partition_maps:
+            topic.partitions[index] = registration  # type: ignore[index]
+            return
         partitions = dict(topic.partitions)
         partitions[index] = registration
         self.topics[topic.topic_id] = replace(topic, partitions=partitions)
+        self._own_partition_maps.add(topic.topic_id)
 
     def apply(self) -> MetadataImage:
         return MetadataImage(

@@ -12,6 +12,7 @@ from typing import Final
 from kraftlite.errors import ErrorCode, KraftliteError
 
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_DECIMAL = re.compile(r"-?[0-9]{1,19}")  # as Java's Long.parseLong: no "1_0", " 1", "+1"
 MAX_PARTITIONS: Final = 10_000
 
 
@@ -30,12 +31,19 @@ def validate_topic_name(name: object, *, internal: bool = False) -> str:
     return name
 
 
+def parse_long(text: str) -> int | None:
+    """`text` as a 64-bit decimal integer, or None (Python's int() also takes "1_0", " 1 ")."""
+    if not _DECIMAL.fullmatch(text):
+        return None
+    number = int(text)
+    return number if -(2**63) <= number < 2**63 else None
+
+
 def _long_at_least(minimum: int) -> Callable[[str], str | None]:
     def check(value: str) -> str | None:
-        try:
-            number = int(value)
-        except ValueError:
-            return "must be an integer"
+        number = parse_long(value)
+        if number is None:
+            return "must be a 64-bit integer"
         return f"must be >= {minimum}" if number < minimum else None
 
     return check

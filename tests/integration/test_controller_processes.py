@@ -107,6 +107,15 @@ def test_quorum_admin_and_failover(quorum: ControllerQuorum) -> None:
     assert refused["leader_url"] == quorum.urls[leader]
     status, bad = http_retry("POST", quorum.urls[leader] + "/v1/topics", {"name": "bad name"})
     assert (status, bad["error_code"]) == (400, "INVALID_TOPIC_EXCEPTION")
+    for method, path, body, code in [
+        ("POST", "/v1/internal/alter-partition", {"new_isr": [True]}, 400),
+        ("POST", "/v1/internal/brokers/" + "9" * 5000 + "/heartbeat", {"broker_epoch": 1}, 400),
+        ("GET", "/v1/no-such-route", None, 404),
+        ("PATCH", "/v1/topics", None, 405),
+    ]:
+        status, bad = http(method, quorum.urls[leader] + path, body)
+        assert status == code and bad["status"] == code, (path, bad)
+        assert bad["error_code"] == "INVALID_REQUEST"
 
     # kill -9 the active controller: the others elect a new one and keep the metadata
     quorum.processes[leader].kill()

@@ -110,3 +110,23 @@ def test_the_metadata_snapshot_that_brokers_follow_round_trips() -> None:
         r.PartitionChangeRecord(topic_id="T", partition=0, isr=(1, 2)),
     )
     assert image_from_json(orjson.loads(orjson.dumps(image_to_json(image)))) == image
+
+
+def test_a_batch_changes_partitions_in_its_own_copy_never_in_the_base_image() -> None:
+    base = cluster()
+    before = dict(base.topics["T"].partitions)
+    image = play(
+        base,
+        r.PartitionRecord(topic_id="T", partition=1, replicas=(2, 3), isr=(2, 3), leader=2),
+        r.PartitionChangeRecord(topic_id="T", partition=0, isr=(1, 2)),
+        r.PartitionChangeRecord(topic_id="T", partition=1, leader=3),
+        r.ConfigRecord(topic_id="T", name="retention.ms", value="5"),
+    )
+    assert dict(base.topics["T"].partitions) == before  # readers of the old image unaffected
+    partitions = image.topics["T"].partitions
+    assert partitions[0].isr == (1, 2) and partitions[1].leader == 3
+    assert len(partitions) == 2 and dict(image.topics["T"].configs) == {"retention.ms": "5"}
+    # the next batch starts from this image and must not change it either
+    after = play(image, r.PartitionChangeRecord(topic_id="T", partition=1, leader=2))
+    assert image.topics["T"].partitions[1].leader == 3
+    assert after.topics["T"].partitions[1].leader == 2

@@ -1,0 +1,182 @@
+"""QuorumController rules that need a Raft log which fails on cue.
+
+The real log (pysyncobj) is exercised in tests/integration; here a scripted stand-in makes
+the rare interleavings (an unknown outcome followed by a lost leadership, a deposed
+controller) happen every time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kraftlite.controller import decisions
+from kraftlite.controller.heartbeats import BrokerSessions
+from kraftlite.controller.quorum_controller import ControllerSettings, QuorumController
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.metadata.image import MetadataImage, StaleBatchError, apply_batch
+from kraftlite.metadata.records import RecordBatch
+from kraftlite.raft.pysyncobj_log import Outcome, ProposeError, ProposeResult
+
+
+class ScriptedLog:
+    """Applies batches like the state machine; `script` decides each proposal's fate."""
+
+    def __init__(self) -> None:
+        self.image = MetadataImage.EMPTY
+        self.leader = True
+        self.term = 1
+        self.proposals: list[RecordBatch] = []
+        self.script: list[Callable[[], None]] = []
+
+    def is_leader(self) -> bool:
+        return self.leader
+
+    def leader_address(self) -> str | None:
+        return "a:1" if self.leader else None
+
+    def status(self) -> dict[str, Any]:
+        return {"leader": "a:1" if self.leader else None, "term": self.term}
+
+    async def barrier(self, timeout_s: float) -> int:
+        return self.image.version
+
+    async def propose(self, batch: RecordBatch, timeout_s: float) -> ProposeResult:
+        self.proposals.append(batch)
+        if not self.leader:
+            raise ProposeError("not the Raft leader", maybe_committed=False)
+        if self.script:
+            self.script.pop(0)()  # may raise ProposeError
+        try:
+            self.image = apply_batch(self.image, batch)
+        except StaleBatchError:
+            return ProposeResult(Outcome.STALE, self.image.version)
+        return ProposeResult(Outcome.COMMITTED, self.image.version)
+
+
+class FixedClock:
+    def __init__(self) -> None:
+        self.ms = 1_000
+
+    def now_ms(self) -> int:
+        return self.ms
+
+    def monotonic_ms(self) -> int:
+        return self.ms
+
+
+def make_controller() -> tuple[QuorumController, ScriptedLog, FixedClock]:
+    metadata_log, clock = ScriptedLog(), FixedClock()
+    settings = ControllerSettings(node_id=1, url="http://c1", voters={"a:1": 1})
+    return QuorumController(settings, metadata_log, clock), metadata_log, clock  # type: ignore[arg-type]
+
+
+async def register(controller: QuorumController, broker_id: int) -> int:
+    return await controller.register_broker(broker_id, f"inc-{broker_id}", "http://b", None)
+
+
+async def test_an_unknown_outcome_then_lost_leadership_is_a_timeout_not_a_refusal() -> None:
+    controller, metadata_log, _ = make_controller()
+
+    def unknown() -> None:
+        raise ProposeError("leader changed", maybe_committed=True)
+
+    def deposed() -> None:
+        metadata_log.leader = False
+        raise ProposeError("not the leader", maybe_committed=False)
+
+    metadata_log.script = [unknown, deposed]
+    controller.settings = ControllerSettings(
+        node_id=1, url="http://c1", voters={"a:1": 1}, request_timeout_s=0.3
+    )
+    with pytest.raises(KraftliteError) as caught:
+        await register(controller, 7)
+    # The first attempt may have committed, so NOT_CONTROLLER (safe to send elsewhere) would
+    # invite a second registration; the client must be told the outcome is unknown.
+    assert caught.value.code is ErrorCode.REQUEST_TIMED_OUT
+
+
+async def test_a_refusal_before_any_unknown_outcome_is_not_controller() -> None:
+    controller, metadata_log, _ = make_controller()
+
+    def deposed() -> None:
+        metadata_log.leader = False
+        raise ProposeError("not the leader", maybe_committed=False)
+
+    metadata_log.script = [deposed]
+    with pytest.raises(KraftliteError) as caught:
+        await register(controller, 7)
+    assert caught.value.code is ErrorCode.NOT_CONTROLLER
+
+
+async def test_a_controller_deposed_between_attempts_does_not_decide_again() -> None:
+    controller, metadata_log, _ = make_controller()
+    await register(controller, 1)
+
+    def stale_then_deposed() -> None:
+        metadata_log.image = apply_batch(  # someone else committed first
+            metadata_log.image,
+            RecordBatch(
+                metadata_log.image.version,
+                decisions.register_broker(metadata_log.image, 2, "x", "http://b2", None).records,
+            ),
+        )
+        metadata_log.leader = False
+
+    metadata_log.script = [stale_then_deposed]
+    with pytest.raises(KraftliteError) as caught:
+        await register(controller, 3)
+    assert caught.value.code is ErrorCode.NOT_CONTROLLER
+    assert len(metadata_log.proposals) == 2  # the stale one, and no re-decision after
+
+
+async def test_heartbeats_from_a_stale_epoch_or_unknown_broker_keep_no_session_alive() -> None:
+    controller, _, clock = make_controller()
+    epoch = await register(controller, 1)
+    controller.sessions.reset([1], clock.ms)
+    clock.ms += 5_000
+    for broker_id, broker_epoch in ((1, epoch + 100), (9, 1)):
+        with pytest.raises(KraftliteError):
+            await controller.broker_heartbeat(broker_id, broker_epoch, 0, False)
+    clock.ms += 5_000
+    assert controller.sessions.expired([1], clock.ms, 9_000) == [1]
+
+
+async def test_the_periodic_task_survives_an_unexpected_error() -> None:
+    controller, metadata_log, _ = make_controller()
+    controller.settings = ControllerSettings(
+        node_id=1, url="http://c1", voters={"a:1": 1}, tick_interval_s=0.01
+    )
+    calls = 0
+
+    async def broken_barrier(timeout_s: float) -> int:
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("boom")
+
+    metadata_log.barrier = broken_barrier  # type: ignore[method-assign]
+    controller.start()
+    await asyncio.sleep(0.2)
+    await controller.stop()  # returns cleanly: the task is still alive when cancelled
+    assert calls > 1
+
+
+async def test_a_new_term_gives_every_broker_a_fresh_session() -> None:
+    controller, metadata_log, clock = make_controller()
+    await register(controller, 1)
+    await controller._tick()
+    clock.ms += 8_000
+    metadata_log.term = 2  # deposed and re-elected between two ticks: sessions are stale
+    await controller._tick()
+    clock.ms += 8_000
+    assert controller.sessions.expired([1], clock.ms, 9_000) == []
+
+
+def test_reset_keeps_a_contact_newer_than_the_reset() -> None:
+    sessions = BrokerSessions()
+    sessions.contact(1, 5_000)
+    sessions.reset([1, 2], 4_000)
+    assert sessions.expired([1, 2], 13_500, 9_000) == [2]
