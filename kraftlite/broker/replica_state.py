@@ -1,0 +1,184 @@
+"""A partition leader's view of its replicas: follower progress, ISR changes, high watermark.
+
+Pure: time and the leader's log end offset are arguments. Kafka's rules (Partition.scala):
+
+1. A follower's log end offset (LEO) is the offset it asks for next. It is *caught up* at
+   a fetch that asks for the leader's LEO, and also at the previous fetch's time when it now
+   asks for at least the LEO the leader had then (Kafka's `updateFetchState`).
+2. The high watermark (HW) is the smallest LEO over the *maximal* ISR: the committed ISR
+   plus members a pending expansion adds (KIP-497: while a shrink is pending the old, larger
+   ISR still counts). It never moves backwards and a follower whose LEO the leader has not
+   heard yet holds it still.
+3. One ISR change in flight at a time, through the controller (AlterPartition); the leader
+   acts on the new ISR only once committed. Shrink: members not caught up within
+   `replica.lag.time.max.ms`. Expand: a replica whose LEO has reached both the HW and the
+   start of this leader epoch (so it holds everything this leader acknowledged).
+4. acks=all needs the committed ISR to have at least `min.insync.replicas` members, both
+   before the append and when the HW passes the records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+UNKNOWN_OFFSET = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerProgress:
+    log_end_offset: int = UNKNOWN_OFFSET
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    leader_end_at_last_fetch: int = 0
+
+    def fetched(self, fetch_offset: int, leader_end: int, now_ms: int) -> FollowerProgress:
+        caught_up = self.last_caught_up_ms
+        if fetch_offset >= leader_end:
+            caught_up = max(caught_up, now_ms)
+        elif fetch_offset >= self.leader_end_at_last_fetch:
+            caught_up = max(caught_up, self.last_fetch_ms)
+        return FollowerProgress(fetch_offset, caught_up, now_ms, leader_end)
+
+    def is_caught_up(self, leader_end: int, now_ms: int, max_lag_ms: int) -> bool:
+        return self.log_end_offset == leader_end or now_ms - self.last_caught_up_ms <= max_lag_ms
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderState:
+    broker_id: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]  # committed by the controller
+    epoch_start_offset: int  # the leader's LEO when it took this epoch
+    high_watermark: int
+    followers: Mapping[int, FollowerProgress] = field(default_factory=dict)
+    pending_isr: tuple[int, ...] | None = None  # proposed, not yet committed
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        return frozenset(self.isr) | frozenset(self.pending_isr or ())
+
+
+def become_leader(  # noqa: PLR0917 - the registration's fields plus the log's state
+    broker_id: int,
+    leader_epoch: int,
+    partition_epoch: int,
+    replicas: tuple[int, ...],
+    isr: tuple[int, ...],
+    log_end_offset: int,
+    high_watermark: int,
+    now_ms: int,
+) -> LeaderState:
+    """A fresh leader: followers start with an unknown LEO but a full lag allowance, so the
+    ISR the controller gave is not shrunk before anyone could fetch.
+    """
+    followers = {
+        b: FollowerProgress(last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
+        for b in replicas
+        if b != broker_id
+    }
+    return LeaderState(
+        broker_id,
+        leader_epoch,
+        partition_epoch,
+        replicas,
+        isr,
+        log_end_offset,
+        min(high_watermark, log_end_offset),
+        followers,
+    )
+
+
+def with_registration(
+    state: LeaderState, partition_epoch: int, replicas: tuple[int, ...], isr: tuple[int, ...]
+) -> LeaderState:
+    """A committed change in this leader epoch (an ISR change, ours or the controller's)."""
+    if partition_epoch <= state.partition_epoch:
+        return state
+    followers = dict(state.followers)
+    for b in replicas:
+        if b != state.broker_id and b not in followers:
+            followers[b] = FollowerProgress()
+    return replace(  # whatever was pending is now either this or refused by its stale epoch
+        state,
+        partition_epoch=partition_epoch,
+        replicas=replicas,
+        isr=isr,
+        followers={b: p for b, p in followers.items() if b in replicas},
+        pending_isr=None,
+    )
+
+
+def record_fetch(
+    state: LeaderState, follower_id: int, fetch_offset: int, leader_end: int, now_ms: int
+) -> LeaderState:
+    """A follower asked for `fetch_offset`: its LEO. Unknown replicas are ignored."""
+    progress = state.followers.get(follower_id)
+    if progress is None:
+        return state
+    followers = dict(state.followers)
+    followers[follower_id] = progress.fetched(fetch_offset, leader_end, now_ms)
+    return replace(state, followers=followers)
+
+
+def high_watermark(state: LeaderState, leader_end: int) -> int:
+    """Rule 2: the smallest LEO over the maximal ISR; never below the current HW."""
+    candidate = leader_end
+    for member in state.maximal_isr:
+        if member == state.broker_id:
+            continue
+        progress = state.followers.get(member)
+        if progress is None or progress.log_end_offset == UNKNOWN_OFFSET:
+            return state.high_watermark
+        candidate = min(candidate, progress.log_end_offset)
+    return max(state.high_watermark, candidate)
+
+
+def advance_high_watermark(state: LeaderState, leader_end: int) -> LeaderState:
+    hw = high_watermark(state, leader_end)
+    return state if hw == state.high_watermark else replace(state, high_watermark=hw)
+
+
+def isr_change(
+    state: LeaderState, leader_end: int, now_ms: int, max_lag_ms: int
+) -> tuple[int, ...] | None:
+    """Rule 3: the ISR to propose now, or None. Shrinks come before expansions."""
+    if state.pending_isr is not None:
+        return None
+    lagging = {
+        member
+        for member in state.isr
+        if member != state.broker_id
+        and not state.followers.get(member, FollowerProgress()).is_caught_up(
+            leader_end, now_ms, max_lag_ms
+        )
+    }
+    if lagging:
+        return tuple(b for b in state.isr if b not in lagging)
+    threshold = max(state.high_watermark, state.epoch_start_offset)
+    joining = [
+        b
+        for b in state.replicas
+        if b not in state.isr
+        and b in state.followers
+        and state.followers[b].log_end_offset >= threshold
+    ]
+    if joining:
+        return tuple(b for b in state.replicas if b in state.isr or b in joining)
+    return None
+
+
+def propose_isr(state: LeaderState, isr: tuple[int, ...]) -> LeaderState:
+    return replace(state, pending_isr=isr)
+
+
+def isr_change_failed(state: LeaderState) -> LeaderState:
+    """The controller refused or did not answer: propose again later from fresh facts."""
+    return replace(state, pending_isr=None)
+
+
+def enough_replicas(state: LeaderState, min_insync_replicas: int) -> bool:
+    """Rule 4."""
+    return len(state.isr) >= min_insync_replicas

@@ -1,0 +1,148 @@
+"""The leader's replica state: caught-up tracking, ISR shrink/expand, the high watermark."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kraftlite.broker import replica_state as rs
+
+LAG = 1_000
+
+
+def leader(isr: tuple[int, ...] = (1, 2, 3), leo: int = 10, hw: int = 10) -> rs.LeaderState:
+    return rs.become_leader(1, 5, 7, (1, 2, 3), isr, leo, hw, now_ms=0)
+
+
+def test_hw_waits_for_every_isr_member_it_has_not_heard_from() -> None:
+    state = leader(leo=10, hw=4)
+    assert rs.high_watermark(state, 10) == 4  # followers' LEO unknown: HW holds
+    state = rs.record_fetch(state, 2, 10, 10, now_ms=1)
+    assert rs.high_watermark(state, 10) == 4
+    state = rs.record_fetch(state, 3, 8, 10, now_ms=1)
+    assert rs.high_watermark(state, 10) == 8
+
+
+def test_hw_never_moves_backwards() -> None:
+    state = leader(isr=(1, 2), leo=10, hw=10)
+    state = rs.record_fetch(state, 2, 3, 10, now_ms=1)  # a truncated follower asks for less
+    assert rs.high_watermark(state, 10) == 10
+
+
+def test_a_pending_shrink_still_counts_the_old_isr() -> None:
+    state = leader(leo=20, hw=10)
+    state = rs.record_fetch(state, 2, 20, 20, now_ms=1)
+    state = rs.record_fetch(state, 3, 12, 20, now_ms=1)
+    state = rs.propose_isr(state, (1, 2))
+    assert rs.high_watermark(state, 20) == 12  # 3 still counts until the shrink commits
+    state = rs.with_registration(state, 8, (1, 2, 3), (1, 2))
+    assert state.pending_isr is None and rs.high_watermark(state, 20) == 20
+
+
+def test_a_pending_expand_counts_the_new_member_at_once() -> None:
+    state = leader(isr=(1, 2), leo=20, hw=15)
+    state = rs.record_fetch(state, 2, 20, 20, now_ms=1)
+    state = rs.record_fetch(state, 3, 16, 20, now_ms=1)
+    state = rs.propose_isr(state, (1, 2, 3))
+    assert rs.high_watermark(state, 20) == 16
+
+
+def test_shrink_after_the_lag_time_and_not_before() -> None:
+    state = leader(leo=10, hw=10)
+    state = rs.record_fetch(state, 2, 10, 10, now_ms=100)
+    state = rs.record_fetch(state, 3, 10, 10, now_ms=100)
+    # 3 stops fetching; the leader's log grows
+    state = rs.record_fetch(state, 2, 30, 30, now_ms=LAG + 50)
+    assert rs.isr_change(state, 30, LAG + 100, LAG) is None
+    assert rs.isr_change(state, 30, LAG + 101, LAG) == (1, 2)
+
+
+def test_a_follower_fetching_behind_a_moving_leader_counts_as_caught_up_at_its_last_fetch() -> None:
+    state = leader(isr=(1, 2), leo=10, hw=10)
+    now = 0
+    leo = 10
+    for _ in range(20):  # it always asks for what the leader had at its previous fetch
+        now += 400
+        state = rs.record_fetch(state, 2, leo, leo + 5, now_ms=now)
+        leo += 5
+    assert rs.isr_change(state, leo, now + 100, LAG) is None
+
+
+def test_expand_needs_the_hw_and_the_epoch_start() -> None:
+    state = rs.become_leader(1, 5, 7, (1, 2, 3), (1, 2), 50, 40, now_ms=0)
+    state = rs.record_fetch(state, 3, 45, 50, now_ms=1)
+    assert rs.isr_change(state, 50, 2, LAG) is None  # above HW but below the epoch start
+    state = rs.record_fetch(state, 3, 50, 50, now_ms=3)
+    assert rs.isr_change(state, 50, 4, LAG) == (1, 2, 3)
+
+
+def test_one_change_in_flight_and_a_refusal_clears_it() -> None:
+    state = leader(isr=(1, 2), leo=10, hw=10)
+    state = rs.record_fetch(state, 3, 10, 10, now_ms=1)
+    proposed = rs.isr_change(state, 10, 2, LAG)
+    assert proposed == (1, 2, 3)
+    state = rs.propose_isr(state, proposed)
+    assert rs.isr_change(state, 10, 3, LAG) is None
+    state = rs.isr_change_failed(state)
+    assert rs.isr_change(state, 10, 4, LAG) == (1, 2, 3)
+
+
+def test_stale_registrations_are_ignored_and_min_isr_uses_the_committed_isr() -> None:
+    state = leader(isr=(1, 2, 3))
+    assert rs.with_registration(state, 7, (1, 2, 3), (1,)) is state
+    state = rs.propose_isr(state, (1,))
+    assert rs.enough_replicas(state, 2)  # the shrink is not committed yet
+    state = rs.with_registration(state, 8, (1, 2, 3), (1,))
+    assert not rs.enough_replicas(state, 2)
+
+
+def test_unknown_followers_are_ignored() -> None:
+    state = leader()
+    assert rs.record_fetch(state, 9, 10, 10, now_ms=1) is state
+
+
+events = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(1, 5)),
+        st.tuples(st.just("fetch"), st.sampled_from([2, 3]), st.integers(0, 60)),
+        st.tuples(st.just("tick"), st.integers(0, 700)),
+        st.tuples(st.just("commit")),
+        st.tuples(st.just("refuse")),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(events)
+def test_invariants_under_random_histories(history: list[tuple]) -> None:
+    """Within one leader epoch (followers' logs only grow): the HW never decreases, never
+    passes the leader's LEO, and never passes what a member of the committed ISR holds, which
+    is what makes an acks=all acknowledgement safe. The ISR always holds the leader.
+    """
+    state = leader(leo=10, hw=10)
+    leo, now, epoch = 10, 0, 7
+    held = {2: 10, 3: 10}  # what each follower really holds
+    for event in history:
+        match event:
+            case ("append", n):
+                leo += n
+            case ("fetch", follower, ask):
+                held[follower] = max(held[follower], min(ask, leo))
+                state = rs.record_fetch(state, follower, held[follower], leo, now)
+            case ("tick", dt):
+                now += dt
+                if state.pending_isr is None and (change := rs.isr_change(state, leo, now, LAG)):
+                    state = rs.propose_isr(state, change)
+            case ("commit",) if state.pending_isr is not None:
+                epoch += 1
+                state = rs.with_registration(state, epoch, state.replicas, state.pending_isr)
+            case ("refuse",) if state.pending_isr is not None:
+                state = rs.isr_change_failed(state)
+        before = state.high_watermark
+        state = rs.advance_high_watermark(state, leo)
+        assert before <= state.high_watermark <= leo
+        assert 1 in state.isr
+        for member in state.isr:
+            if member != 1:
+                assert held[member] >= state.high_watermark, (member, held, state)
