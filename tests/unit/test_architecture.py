@@ -21,6 +21,7 @@ PURE = [
     "controller/decisions.py",
     "controller/heartbeats.py",
     "broker/replica_state.py",
+    "protocol/partitioner.py",
 ]
 FORBIDDEN = {"lmdb", "aiohttp", "pysyncobj", "pyspark", "asyncio", "threading", "socket", "time"}
 
