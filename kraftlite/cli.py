@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kraftlite import __version__
-from kraftlite.config import ROLES, ConfigError, ControllerConfig
+from kraftlite.config import ROLES, BrokerConfig, ConfigError, ControllerConfig
 from kraftlite.logs import configure_logging
 from kraftlite.protocol import batch as batch_format
 from kraftlite.storage.log import LogStorage, StorageConfig
@@ -83,18 +83,61 @@ def controller(  # noqa: PLR0917 - click passes every option positionally
     if loaded.raft not in loaded.voters():
         click.echo(f"kraftlite: raft address {loaded.raft} is not one of quorum's voters", err=True)
         sys.exit(EXIT_CONFIG)
-    parent = ctx.parent.params if ctx.parent else {}
-    configure_logging(
-        role="controller",
-        node_id=loaded.node_id,
-        log_format=loaded.log_format
-        if parent.get("log_format") == "auto"
-        else str(parent.get("log_format")),
-        level=loaded.log_level,
-    )
+    _configure_logging(ctx, "controller", loaded.node_id, loaded.log_format, loaded.log_level)
     from kraftlite.node import run_controller  # noqa: PLC0415 - keep light commands light
 
     asyncio.run(run_controller(loaded, password))
+
+
+@main.command()
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="TOML file.")
+@click.option("--broker-id", type=int, help="This broker's id (broker.id).")
+@click.option("--listen", help="HTTP address HOST:PORT.")
+@click.option("--controllers", help="Controller URLs, comma-separated.")
+@click.option("--data-dir", type=click.Path(path_type=Path), help="Partition logs (log.dir).")
+@click.option("--rack", help="Rack or zone, for rack-aware replica placement.")
+@click.pass_context
+def broker(  # noqa: PLR0917 - click passes every option positionally
+    ctx: click.Context,
+    config_file: Path | None,
+    broker_id: int | None,
+    listen: str | None,
+    controllers: str | None,
+    data_dir: Path | None,
+    rack: str | None,
+) -> None:
+    """Run one broker."""
+    try:
+        loaded = BrokerConfig.load(
+            config_file,
+            {
+                "broker.id": broker_id,
+                "listen": listen,
+                "controllers": controllers,
+                "log.dir": data_dir,
+                "broker.rack": rack,
+            },
+        )
+    except ConfigError as exc:
+        click.echo(f"kraftlite: {exc}", err=True)
+        sys.exit(EXIT_CONFIG)
+    _configure_logging(ctx, "broker", loaded.broker_id, loaded.log_format, loaded.log_level)
+    from kraftlite.node import run_broker  # noqa: PLC0415 - keep light commands light
+
+    asyncio.run(run_broker(loaded))
+
+
+def _configure_logging(
+    ctx: click.Context, role: str, node_id: int, log_format: str, level: str
+) -> None:
+    parent = ctx.parent.params if ctx.parent else {}
+    chosen = parent.get("log_format", "auto")
+    configure_logging(
+        role=role,
+        node_id=node_id,
+        log_format=log_format if chosen == "auto" else str(chosen),
+        level=level,
+    )
 
 
 @main.group()

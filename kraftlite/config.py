@@ -197,6 +197,12 @@ class BrokerConfig(StorageSettings):
     listen: str = _key("listen", _port_address, default="127.0.0.1:9092")
     controllers: tuple[str, ...] = _key("controllers", _http_urls)
     rack: str | None = _key("broker.rack", default=None)
+    replica_lag_time_max_ms: int = _key("replica.lag.time.max.ms", _positive, default=30_000)
+    replica_fetch_wait_max_ms: int = _key("replica.fetch.wait.max.ms", _positive, default=500)
+    retention_check_interval_ms: int = _key(
+        "log.retention.check.interval.ms", _positive, default=300_000
+    )
+    max_request_bytes: int = _key("max.request.bytes", _positive, default=64 << 20)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,14 +8,19 @@ import os
 import signal
 import uuid
 
+import aiohttp
 import structlog
 from aiohttp import web
 
+from kraftlite.api.broker_app import make_broker_app
 from kraftlite.api.controller_app import make_controller_app
+from kraftlite.broker.broker import Broker, BrokerSettings
+from kraftlite.broker.replica_manager import ReplicationSettings
 from kraftlite.clock import SystemClock
-from kraftlite.config import ControllerConfig
+from kraftlite.config import BrokerConfig, ControllerConfig
 from kraftlite.controller.quorum_controller import ControllerSettings, QuorumController
 from kraftlite.raft.pysyncobj_log import RaftMetadataLog, RaftSettings
+from kraftlite.storage.log import LogStorage, StorageConfig
 
 log = structlog.get_logger(__name__)
 EXIT_FATAL = 70  # EX_SOFTWARE: a broken invariant; stop rather than diverge
@@ -80,3 +85,46 @@ async def run_controller(config: ControllerConfig, password: str) -> None:
         await runner.cleanup()
         with contextlib.suppress(Exception):
             raft_log.close()
+
+
+async def run_broker(config: BrokerConfig) -> None:
+    storage = LogStorage(
+        StorageConfig(
+            path=config.log_dir,
+            flush_interval_ms=config.log_flush_interval_ms,
+            map_size_bytes=config.log_map_size_bytes,
+            map_max_bytes=config.log_map_max_bytes,
+        )
+    )
+    storage.start_flusher()
+    host, port = config.listen.rsplit(":", 1)
+    connector = aiohttp.TCPConnector(limit=256, limit_per_host=64)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        broker = Broker(
+            BrokerSettings(
+                broker_id=config.broker_id,
+                url=f"http://{config.listen}",
+                controllers=config.controllers,
+                rack=config.rack,
+                replication=ReplicationSettings(
+                    broker_id=config.broker_id,
+                    replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+                    replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
+                    retention_check_interval_ms=config.retention_check_interval_ms,
+                ),
+                max_request_bytes=config.max_request_bytes,
+            ),
+            storage,
+            session,
+            SystemClock(),
+        )
+        runner = web.AppRunner(make_broker_app(broker), access_log=None)
+        await runner.setup()  # starts the broker (register, heartbeats, metadata)
+        try:
+            await web.TCPSite(runner, host, int(port)).start()
+            log.info("broker_started", listen=config.listen, log_dir=str(config.log_dir))
+            await _wait_for_signal()
+            log.info("broker_stopping")
+        finally:
+            await runner.cleanup()  # controlled shutdown, then the replicas stop
+            storage.close()

@@ -230,6 +230,7 @@ async def register_broker(request: web.Request) -> web.StreamResponse:
     return json_response(
         {
             "broker_epoch": epoch,
+            "cluster_id": controller.settings.cluster_id,
             "heartbeat_interval_ms": controller.settings.heartbeat_interval_ms,
             "session_timeout_ms": controller.settings.session_timeout_ms,
         }

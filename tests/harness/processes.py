@@ -170,3 +170,68 @@ class ControllerQuorum:
                         return leader
             time.sleep(0.1)
         raise AssertionError(f"no agreed leader; logs in {self.root}")
+
+
+@dataclass
+class Cluster:
+    """A controller quorum and `brokers` brokers, each its own process."""
+
+    root: Path
+    brokers: int = 3
+    broker_config: dict[str, Any] = field(default_factory=dict)  # extra TOML keys
+    quorum: ControllerQuorum = field(init=False)
+    processes: dict[int, Process] = field(default_factory=dict)
+    urls: dict[int, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.quorum = ControllerQuorum(self.root)
+        controllers = ",".join(self.quorum.urls.values())
+        for broker_id, port in enumerate(free_ports(self.brokers), start=1):
+            listen = f"127.0.0.1:{port}"
+            self.urls[broker_id] = f"http://{listen}"
+            config = self.root / f"broker-{broker_id}.toml"
+            config.write_text(
+                "".join(f'"{k}" = {json.dumps(v)}\n' for k, v in self.broker_config.items())
+            )
+            self.processes[broker_id] = Process(
+                f"broker-{broker_id}",
+                [
+                    "broker",
+                    "--config",
+                    str(config),
+                    "--broker-id",
+                    str(broker_id),
+                    "--listen",
+                    listen,
+                    "--controllers",
+                    controllers,
+                    "--data-dir",
+                    str(self.root / f"broker-{broker_id}"),
+                ],
+                self.root / f"broker-{broker_id}.log",
+            )
+
+    def start(self) -> None:
+        self.quorum.start()
+        for process in self.processes.values():
+            process.start()
+        self.wait_ready()
+
+    def wait_ready(self, broker_ids: list[int] | None = None, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        for broker_id in broker_ids or list(self.processes):
+            while True:
+                try:
+                    status, _ = http("GET", self.urls[broker_id] + "/readyz", timeout=2)
+                except OSError:
+                    status = 0
+                if status == 200:
+                    break
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"broker {broker_id} not ready; logs in {self.root}")
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            process.kill()
+        self.quorum.stop()

@@ -1,0 +1,565 @@
+"""The brokers' HTTP API: produce, fetch, offsets, topics, operations (api-v1.md).
+
+Handlers parse, make one call on the broker's replicas (or forward), and serialise. Any
+broker serves any request: a partition request that reaches a broker which does not lead
+the partition is forwarded to the leader (one hop), or answered 421 NOT_LEADER_OR_FOLLOWER
+with the leader when the caller sent `X-Kraftlite-No-Forward: 1`. Admin writes go to the
+controllers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from kraftlite.api import metrics
+from kraftlite.api.errors import (
+    PROBLEM_JSON,
+    int_param,
+    json_response,
+    problem_middleware,
+    read_json_object,
+)
+from kraftlite.api.openapi import OPENAPI
+from kraftlite.broker.broker import Broker
+from kraftlite.broker.controller_client import decode_problem
+from kraftlite.broker.partition import Acks, Partition
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.metadata.views import topic_summary, topic_view
+from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol import framing, json_records
+from kraftlite.protocol.partitioner import partition_for_key
+
+BROKER = web.AppKey("broker", Broker)
+NO_FORWARD = "X-Kraftlite-No-Forward"
+FORWARDED = "X-Kraftlite-Forwarded"
+BATCH_TYPE = "application/vnd.kraftlite.batch"
+MAX_WAIT_MS = 30_000
+DEFAULT_MAX_BYTES = 1 << 20
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _partition_index(request: web.Request) -> int:
+    index = int_param(request.match_info["partition"], "partition", -1)
+    if index < 0:
+        raise KraftliteError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "partition must be >= 0")
+    return index
+
+
+def _acks(request: web.Request) -> Acks:
+    raw = request.query.get("acks", "all")
+    acks = {"all": Acks.ALL, "-1": Acks.ALL, "1": Acks.LEADER, "0": Acks.NONE}.get(raw)
+    if acks is None:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "acks must be all, -1, 1 or 0")
+    return acks
+
+
+def _timeout_s(request: web.Request) -> float:
+    timeout_ms = int_param(request.query.get("timeout_ms"), "timeout_ms", 30_000)
+    if not 0 <= timeout_ms <= 300_000:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "timeout_ms must be in [0, 300000]")
+    return timeout_ms / 1000
+
+
+async def _forward(request: web.Request, leader_url: str | None, body: bytes) -> web.Response:
+    """Send the request on to the partition's leader (one hop) and relay its answer."""
+    broker = request.app[BROKER]
+    if leader_url is None:
+        raise KraftliteError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition has no leader now")
+    headers = {k: v for k, v in request.headers.items() if k.lower() in {"content-type", "accept"}}
+    headers[FORWARDED] = "1"
+    try:
+        async with broker.session.request(
+            request.method,
+            leader_url + request.path_qs,
+            data=body,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=330),
+        ) as upstream:
+            return web.Response(
+                status=upstream.status,
+                body=await upstream.read(),
+                headers={"Content-Type": upstream.headers.get("Content-Type", "")},
+            )
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise KraftliteError(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER, f"the leader at {leader_url} did not answer: {exc!r}"
+        ) from None
+
+
+async def _leader_or_forward(
+    request: web.Request, topic: str, index: int, body: bytes = b""
+) -> Partition | web.Response:
+    broker = request.app[BROKER]
+    try:
+        return broker.replicas.leader_partition(topic, index)
+    except KraftliteError as exc:
+        if exc.code is not ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            raise
+        if request.headers.get(NO_FORWARD) or request.headers.get(FORWARDED):
+            raise
+        return await _forward(request, exc.details.get("leader_url"), body)
+
+
+async def _controller_call(request: web.Request, body: Any = None) -> web.Response:
+    """Pass an admin call through to the controller quorum and relay the answer."""
+    broker = request.app[BROKER]
+    status, answer = await broker.controllers.call(request.method, request.path, body)
+    if status == 204:
+        return web.Response(status=204)
+    return json_response(answer, status=status)
+
+
+# ---------------------------------------------------------------------------- operations
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    broker = request.app[BROKER]
+    body = {
+        "ready": broker.ready,
+        "broker_id": broker.broker_id,
+        "broker_epoch": broker.broker_epoch,
+        "fenced": broker.fenced,
+        "metadata_version": broker.replicas.image.version,
+    }
+    return json_response(body, status=200 if broker.ready else 503)
+
+
+async def metrics_endpoint(request: web.Request) -> web.Response:
+    body, content_type = metrics.render(request.app[BROKER])
+    return web.Response(body=body, headers={"Content-Type": content_type})
+
+
+async def openapi(request: web.Request) -> web.Response:
+    return json_response(OPENAPI)
+
+
+# ---------------------------------------------------------------------------- cluster, topics
+
+
+async def cluster(request: web.Request) -> web.Response:
+    return await _controller_call(request)
+
+
+async def list_topics(request: web.Request) -> web.Response:
+    image = request.app[BROKER].replicas.image
+    topics = sorted(image.topics.values(), key=lambda t: t.name)
+    return json_response({"topics": [topic_summary(t) for t in topics if not _internal(t.name)]})
+
+
+def _internal(name: str) -> bool:
+    return name.startswith("__")
+
+
+async def describe_topic(request: web.Request) -> web.Response:
+    broker = request.app[BROKER]
+    topic = broker.replicas.topic(request.match_info["topic"])
+    view = topic_view(topic)
+    offsets = await _partition_offsets(broker, topic.name)
+    for entry in view["partitions"]:
+        entry.update(
+            offsets.get(entry["partition"], {"log_start_offset": None, "high_watermark": None})
+        )
+    return json_response(view)
+
+
+async def _partition_offsets(broker: Broker, topic: str) -> dict[int, dict[str, int]]:
+    """Log start and high watermark of each partition, from each partition's leader."""
+    replicas = broker.replicas
+    leaders = {r.leader for r in replicas.topic(topic).partitions.values() if r.leader >= 0}
+
+    async def ask(leader: int) -> dict[int, dict[str, int]]:
+        if leader == broker.broker_id:
+            return local_offsets(broker, topic)
+        url = replicas.broker_url(leader)
+        if url is None:
+            return {}
+        try:
+            async with broker.session.get(
+                url + "/v1/internal/offsets",
+                params={"topic": topic},
+                timeout=aiohttp.ClientTimeout(total=2),
+            ) as response:
+                answer = orjson.loads(await response.read())
+                return {int(k): v for k, v in answer.get("partitions", {}).items()}
+        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError):
+            return {}
+
+    merged: dict[int, dict[str, int]] = {}
+    for part in await asyncio.gather(*(ask(leader) for leader in sorted(leaders))):
+        merged.update(part)
+    return merged
+
+
+def local_offsets(broker: Broker, topic: str) -> dict[int, dict[str, int]]:
+    result = {}
+    for (_, index), partition in broker.replicas.partitions.items():
+        if partition.topic == topic and partition.state is not None:
+            result[index] = {
+                "log_start_offset": partition.log.log_start_offset,
+                "high_watermark": partition.log.high_watermark,
+            }
+    return result
+
+
+async def internal_offsets(request: web.Request) -> web.Response:
+    broker = request.app[BROKER]
+    topic = request.query.get("topic", "")
+    return json_response(
+        {"partitions": {str(k): v for k, v in local_offsets(broker, topic).items()}}
+    )
+
+
+async def create_topic(request: web.Request) -> web.Response:
+    return await _controller_call(request, await read_json_object(request))
+
+
+async def delete_topic(request: web.Request) -> web.Response:
+    return await _controller_call(request)
+
+
+async def create_partitions(request: web.Request) -> web.Response:
+    return await _controller_call(request, await read_json_object(request))
+
+
+async def alter_configs(request: web.Request) -> web.Response:
+    return await _controller_call(request, await read_json_object(request))
+
+
+# ---------------------------------------------------------------------------- produce
+
+
+def _produce_answer(info_offsets: list[dict[str, Any]], acks: Acks) -> web.Response:
+    return json_response({"offsets": info_offsets}, status=202 if acks is Acks.NONE else 200)
+
+
+async def _produce_local(
+    partition: Partition, batch: bytes, acks: Acks, timeout_s: float, count: int
+) -> list[dict[str, Any]]:
+    metrics.record_produce(partition, count, len(batch))
+    if acks is Acks.NONE:  # appended now (bad input still answers 400), not waited on
+        await partition.produce(batch, Acks.LEADER, timeout_s)
+        return [{"partition": partition.index, "offset": None}] * count
+    info = await partition.produce(batch, acks, timeout_s)
+    return [
+        {"partition": partition.index, "offset": offset}
+        for offset in range(info.first_offset, info.last_offset + 1)
+    ]
+
+
+def _check_size(broker: Broker, partition: Partition, size: int) -> None:
+    limit = partition.config_int("max.message.bytes")
+    if size > limit:
+        raise KraftliteError(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"the batch is {size} bytes; max.message.bytes of {partition.topic} is {limit}",
+        )
+
+
+async def produce_to_partition(request: web.Request) -> web.StreamResponse:
+    broker = request.app[BROKER]
+    topic, index = request.match_info["topic"], _partition_index(request)
+    acks, timeout_s = _acks(request), _timeout_s(request)
+    body = await request.read()
+    target = await _leader_or_forward(request, topic, index, body)
+    if isinstance(target, web.Response):
+        return target
+    now = broker.clock.now_ms()
+    if request.content_type == BATCH_TYPE:
+        batch, count = body, _record_count(body)
+    elif request.content_type in {"application/json", ""}:
+        parsed = json_records.parse_produce_body(_json_object(body))
+        for i, (wanted, _) in enumerate(parsed):
+            if wanted is not None and wanted != index:
+                raise KraftliteError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"records[{i}].partition is {wanted}, but this is partition {index}",
+                )
+        batch = batch_format.encode_records([r for _, r in parsed], now)
+        count = len(parsed)
+    else:
+        raise KraftliteError(
+            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+            f"Content-Type must be application/json or {BATCH_TYPE}",
+        )
+    _check_size(broker, target, len(batch))
+    return _produce_answer(await _produce_local(target, batch, acks, timeout_s, count), acks)
+
+
+def _record_count(body: bytes) -> int:
+    try:
+        header = batch_format.read_header(body)
+    except batch_format.CorruptBatchError as exc:
+        raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+    if header.batch_length != len(body):
+        raise KraftliteError(
+            ErrorCode.CORRUPT_MESSAGE,
+            f"the body is {len(body)} bytes but the batch says {header.batch_length}: "
+            "send exactly one batch per request",
+        )
+    return header.record_count
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    try:
+        parsed = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError as exc:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"body is not JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "body must be a JSON object")
+    return parsed
+
+
+_round_robin = itertools.count()
+
+
+async def produce_to_topic(request: web.Request) -> web.StreamResponse:
+    """Records spread over partitions (explicit, by key with murmur2, else round robin),
+    one batch per partition, each produced on (or forwarded to) its leader.
+    """
+    broker = request.app[BROKER]
+    name = request.match_info["topic"]
+    acks, timeout_s = _acks(request), _timeout_s(request)
+    if request.content_type not in {"application/json", ""}:
+        raise KraftliteError(
+            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+            "produce to a topic takes JSON; send binary batches to a partition",
+        )
+    topic = broker.replicas.topic(name)
+    count = len(topic.partitions)
+    parsed = json_records.parse_produce_body(await read_json_object(request))
+    spread = next(_round_robin) % count
+    groups: dict[int, list[int]] = {}
+    for i, (wanted, record) in enumerate(parsed):
+        if wanted is not None and wanted >= count:
+            raise KraftliteError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"records[{i}].partition {wanted}: {name} has {count} partitions",
+            )
+        if wanted is not None:
+            chosen = wanted
+        elif record.key is not None:
+            chosen = partition_for_key(record.key, count)
+        else:
+            chosen = spread  # one partition per request, like Kafka's sticky partitioner
+        groups.setdefault(chosen, []).append(i)
+    now = broker.clock.now_ms()
+    results: list[dict[str, Any]] = [{}] * len(parsed)
+
+    async def produce_group(index: int, members: list[int]) -> None:
+        try:
+            batch = batch_format.encode_records([parsed[i][1] for i in members], now)
+            offsets = await _produce_somewhere(
+                request, name, index, batch, acks=acks, timeout_s=timeout_s
+            )
+            for i, entry in zip(members, offsets, strict=True):
+                results[i] = entry
+        except KraftliteError as exc:
+            for i in members:
+                results[i] = {
+                    "partition": index,
+                    "error_code": exc.code.name,
+                    "message": exc.message,
+                }
+
+    await asyncio.gather(*(produce_group(p, members) for p, members in sorted(groups.items())))
+    return _produce_answer(results, acks)
+
+
+async def _produce_somewhere(
+    request: web.Request, topic: str, index: int, batch: bytes, *, acks: Acks, timeout_s: float
+) -> list[dict[str, Any]]:
+    broker = request.app[BROKER]
+    try:
+        partition = broker.replicas.leader_partition(topic, index)
+    except KraftliteError as exc:
+        if exc.code is not ErrorCode.NOT_LEADER_OR_FOLLOWER or request.headers.get(FORWARDED):
+            raise
+        return await _forward_batch(
+            broker,
+            leader_url=exc.details.get("leader_url"),
+            topic=topic,
+            index=index,
+            batch=batch,
+            request=request,
+        )
+    _check_size(broker, partition, len(batch))
+    count = batch_format.read_header(batch).record_count
+    return await _produce_local(partition, batch, acks, timeout_s, count)
+
+
+async def _forward_batch(
+    broker: Broker,
+    *,
+    leader_url: str | None,
+    topic: str,
+    index: int,
+    batch: bytes,
+    request: web.Request,
+) -> list[dict[str, Any]]:
+    if leader_url is None:
+        raise KraftliteError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition has no leader now")
+    try:
+        async with broker.session.post(
+            f"{leader_url}/v1/topics/{topic}/partitions/{index}/records",
+            params=dict(request.query),
+            data=batch,
+            headers={"Content-Type": BATCH_TYPE, FORWARDED: "1"},
+            timeout=aiohttp.ClientTimeout(total=330),
+        ) as upstream:
+            answer = orjson.loads(await upstream.read())
+            if upstream.status >= 400:
+                raise decode_problem(upstream.status, answer)
+            return list(answer["offsets"])
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise KraftliteError(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER, f"the leader at {leader_url} did not answer: {exc!r}"
+        ) from None
+
+
+# ---------------------------------------------------------------------------- fetch
+
+
+async def fetch(request: web.Request) -> web.StreamResponse:
+    broker = request.app[BROKER]
+    topic, index = request.match_info["topic"], _partition_index(request)
+    query = request.query
+    offset = int_param(query.get("offset"), "offset", -1)
+    if "offset" not in query:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "offset is required")
+    max_records = int_param(query.get("max_records"), "max_records", 500)
+    max_bytes = int_param(query.get("max_bytes"), "max_bytes", DEFAULT_MAX_BYTES)
+    max_wait_ms = int_param(query.get("max_wait_ms"), "max_wait_ms", 0)
+    if max_records < 1 or max_bytes < 1 or max_wait_ms < 0:
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, "max_records and max_bytes must be >= 1, max_wait_ms >= 0"
+        )
+    encoding = json_records.encoding_of(query.get("encoding"), "encoding")
+    binary = BATCH_TYPE in request.headers.get("Accept", "")
+    target = await _leader_or_forward(request, topic, index)
+    if isinstance(target, web.Response):
+        return target
+    data = target.read(offset, max_bytes)
+    if not data and max_wait_ms:
+        await target.wait_for_records(offset, min(max_wait_ms, MAX_WAIT_MS) / 1000)
+        target = broker.replicas.leader_partition(topic, index)  # still the leader?
+        data = target.read(offset, max_bytes)
+    hw, log_start = target.log.high_watermark, target.log.log_start_offset
+    if binary:
+        metrics.record_fetch(target, data)
+        return web.Response(
+            body=data,
+            headers={
+                "Content-Type": BATCH_TYPE,
+                "X-Kraftlite-High-Watermark": str(hw),
+                "X-Kraftlite-Log-Start-Offset": str(log_start),
+            },
+        )
+    records = []
+    for decoded in batch_format.decode_stream(data):
+        for record in decoded.records():
+            if record.offset >= offset:
+                records.append(json_records.record_to_json(record, encoding))
+            if len(records) >= max_records:
+                break
+        if len(records) >= max_records:
+            break
+    next_offset = records[-1]["offset"] + 1 if records else offset
+    metrics.record_fetch(target, data, len(records))
+    return json_response(
+        {
+            "records": records,
+            "next_offset": next_offset,
+            "high_watermark": hw,
+            "log_start_offset": log_start,
+        }
+    )
+
+
+async def list_offsets(request: web.Request) -> web.StreamResponse:
+    topic, index = request.match_info["topic"], _partition_index(request)
+    at = request.query.get("at", "latest")
+    target = await _leader_or_forward(request, topic, index)
+    if isinstance(target, web.Response):
+        return target
+    log = target.log
+    if at == "earliest":
+        return json_response({"offset": log.log_start_offset})
+    if at == "latest":
+        return json_response({"offset": log.high_watermark})
+    timestamp = int_param(at, "at (earliest, latest or unix milliseconds)", -1)
+    if timestamp < 0:
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, "at must be earliest, latest or unix milliseconds >= 0"
+        )
+    found = log.offset_for_time(timestamp, max_offset=log.high_watermark)
+    if found is None:  # nothing at or after it yet: the next record will be
+        return json_response({"offset": log.high_watermark, "timestamp": None})
+    return json_response({"offset": found[0], "timestamp": found[1]})
+
+
+# ---------------------------------------------------------------------------- internal
+
+
+async def replica_fetch(request: web.Request) -> web.Response:
+    body = await read_json_object(request)
+    try:
+        answers, segments = await request.app[BROKER].replicas.serve_replica_fetch(body)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"bad replica fetch: {exc!r}") from None
+    return web.Response(
+        body=framing.encode({"partitions": answers}, segments),
+        headers={"Content-Type": framing.CONTENT_TYPE},
+    )
+
+
+# ---------------------------------------------------------------------------- the app
+
+
+async def _broker_lifecycle(app: web.Application) -> AsyncIterator[None]:
+    broker = app[BROKER]
+    await broker.start()
+    yield
+    await broker.stop()
+
+
+def make_broker_app(broker: Broker) -> web.Application:
+    app = web.Application(
+        middlewares=[problem_middleware], client_max_size=broker.settings.max_request_bytes
+    )
+    app[BROKER] = broker
+    app.cleanup_ctx.append(_broker_lifecycle)
+    r = app.router
+    r.add_get("/healthz", healthz)
+    r.add_get("/readyz", readyz)
+    r.add_get("/metrics", metrics_endpoint)
+    r.add_get("/v1/openapi.json", openapi)
+    r.add_get("/v1/cluster", cluster)
+    r.add_get("/v1/topics", list_topics)
+    r.add_post("/v1/topics", create_topic)
+    r.add_get("/v1/topics/{topic}", describe_topic)
+    r.add_delete("/v1/topics/{topic}", delete_topic)
+    r.add_post("/v1/topics/{topic}/partitions", create_partitions)
+    r.add_put("/v1/topics/{topic}/configs", alter_configs)
+    r.add_post("/v1/topics/{topic}/records", produce_to_topic)
+    r.add_post("/v1/topics/{topic}/partitions/{partition}/records", produce_to_partition)
+    r.add_get("/v1/topics/{topic}/partitions/{partition}/records", fetch)
+    r.add_get("/v1/topics/{topic}/partitions/{partition}/offsets", list_offsets)
+    r.add_post("/v1/internal/replica-fetch", replica_fetch)
+    r.add_get("/v1/internal/offsets", internal_offsets)
+    return app
+
+
+__all__ = ["BROKER", "PROBLEM_JSON", "make_broker_app"]

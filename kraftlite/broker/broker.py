@@ -1,0 +1,182 @@
+"""A broker's life with the controllers: register, heartbeat, follow metadata, shut down.
+
+Rules:
+1. A process registers once with a fresh incarnation id and gets a broker epoch; it starts
+   fenced and the controller unfences it once its metadata has caught up with its own
+   registration (it then knows every partition it holds).
+2. Heartbeats every `broker.heartbeat.interval.ms`; an answer saying the epoch is stale or the
+   broker unknown means the controller lost us: register again (same incarnation).
+3. Metadata is followed by long-polling any controller for the image after our version
+   (HTTP observers; docs/design/replication.md says why not pysyncobj read-only nodes).
+4. Shutdown is controlled: ask to be fenced (leadership moves away first), then stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from dataclasses import dataclass
+
+import aiohttp
+import structlog
+
+from kraftlite.broker.controller_client import ControllerClient
+from kraftlite.broker.replica_manager import ReplicaManager, ReplicationSettings
+from kraftlite.clock import Clock
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.metadata.views import image_from_json
+from kraftlite.storage.log import LogStorage
+
+log = structlog.get_logger(__name__)
+METADATA_WAIT_MS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSettings:
+    broker_id: int
+    url: str
+    controllers: tuple[str, ...]
+    rack: str | None = None
+    replication: ReplicationSettings | None = None
+    max_request_bytes: int = 64 << 20
+    shutdown_timeout_s: float = 5.0
+
+
+class Broker:
+    def __init__(
+        self,
+        settings: BrokerSettings,
+        storage: LogStorage,
+        session: aiohttp.ClientSession,
+        clock: Clock,
+    ) -> None:
+        self.settings = settings
+        self.incarnation_id = uuid.uuid4().hex
+        self.broker_epoch = -1
+        self.fenced = True
+        self.cluster_id = ""
+        self.session = session
+        self.clock = clock
+        self.controllers = ControllerClient(settings.controllers, session)
+        self.replicas = ReplicaManager(
+            settings.replication or ReplicationSettings(settings.broker_id),
+            storage,
+            controllers=self.controllers,
+            session=session,
+            clock=clock,
+            broker_epoch=lambda: self.broker_epoch,
+        )
+        self._heartbeat_interval_s = 2.0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._registered = asyncio.Event()
+
+    @property
+    def broker_id(self) -> int:
+        return self.settings.broker_id
+
+    @property
+    def ready(self) -> bool:
+        return (
+            self.broker_epoch >= 0
+            and not self.fenced
+            and self.replicas.image.version >= self.broker_epoch
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.replicas.start()
+        self._tasks = [
+            loop.create_task(self._heartbeat_loop(), name="heartbeat"),
+            loop.create_task(self._metadata_loop(), name="metadata"),
+        ]
+
+    async def stop(self) -> None:
+        """Controlled shutdown: fenced first so leadership moves, then stop everything."""
+        if self.broker_epoch >= 0:
+            with contextlib.suppress(KraftliteError):
+                await asyncio.wait_for(
+                    self._heartbeat(want_shutdown=True), self.settings.shutdown_timeout_s
+                )
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.replicas.stop()
+
+    async def _register(self) -> None:
+        _, answer = await self.controllers.call(
+            "POST",
+            "/v1/internal/brokers",
+            {
+                "broker_id": self.broker_id,
+                "incarnation_id": self.incarnation_id,
+                "url": self.settings.url,
+                "rack": self.settings.rack,
+            },
+        )
+        self.broker_epoch = int(answer["broker_epoch"])
+        self.cluster_id = str(answer.get("cluster_id", ""))
+        self._heartbeat_interval_s = int(answer["heartbeat_interval_ms"]) / 1000
+        self._registered.set()
+        log.info("broker_registered", broker_epoch=self.broker_epoch)
+
+    async def _heartbeat(self, *, want_shutdown: bool = False) -> None:
+        _, answer = await self.controllers.call(
+            "POST",
+            f"/v1/internal/brokers/{self.broker_id}/heartbeat",
+            {
+                "broker_epoch": self.broker_epoch,
+                "metadata_version": self.replicas.image.version,
+                "want_shutdown": want_shutdown,
+            },
+            timeout_s=max(self._heartbeat_interval_s, 1.0),
+        )
+        was_fenced, self.fenced = self.fenced, bool(answer["fenced"])
+        if was_fenced != self.fenced:
+            log.info("broker_fenced" if self.fenced else "broker_unfenced")
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            try:
+                if self.broker_epoch < 0:
+                    await self._register()
+                await self._heartbeat()
+            except KraftliteError as exc:
+                if exc.code in {ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED}:
+                    log.warning("broker_registration_lost", error=str(exc))
+                    self.broker_epoch = -1
+                    continue
+                log.warning("heartbeat_failed", error=str(exc))
+            except Exception:
+                log.exception("heartbeat_crashed")
+            await asyncio.sleep(self._heartbeat_interval_s)
+
+    async def _metadata_loop(self) -> None:
+        await self._registered.wait()
+        while True:
+            version = self.replicas.image.version
+            try:
+                _, answer = await self.controllers.call(
+                    "GET",
+                    "/v1/internal/metadata",
+                    params={
+                        "after_version": str(version),
+                        "max_wait_ms": str(METADATA_WAIT_MS),
+                    },
+                    timeout_s=METADATA_WAIT_MS / 1000 + 10,
+                )
+                image = image_from_json(answer)
+                if image.version > version:
+                    self.replicas.apply_image(image)
+                    if version < self.broker_epoch <= image.version:
+                        await self._heartbeat()  # caught up with our registration: unfence now
+            except KraftliteError as exc:
+                log.warning("metadata_fetch_failed", error=str(exc))
+                await asyncio.sleep(0.5)
+            except Exception:
+                log.exception("metadata_apply_crashed")
+                await asyncio.sleep(0.5)

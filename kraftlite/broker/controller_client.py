@@ -1,0 +1,84 @@
+"""The broker's calls to the controller quorum, over HTTP, with failover.
+
+Any controller forwards a write to the active one, so a call goes to the controller that
+last answered, and on a connection error or NOT_CONTROLLER without a leader it moves to the
+next URL. Errors with an API code come back as KraftliteError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+import orjson
+
+from kraftlite.errors import ErrorCode, KraftliteError, error_for_code
+
+_RETRY_CODES = {ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT}
+
+
+class ControllerClient:
+    def __init__(self, urls: tuple[str, ...], session: aiohttp.ClientSession) -> None:
+        self.urls = urls
+        self._session = session
+        self._preferred = 0
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout_s: float = 15.0,
+        params: dict[str, str] | None = None,
+    ) -> tuple[int, Any]:
+        """(status, JSON body) of the first controller that answers; KraftliteError for an
+        error answer that retrying elsewhere would not change, or when time runs out.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        last: KraftliteError | None = None
+        attempt = 0
+        while loop.time() < deadline:
+            index = (self._preferred + attempt) % len(self.urls)
+            url = self.urls[index] + path
+            try:
+                async with self._session.request(
+                    method,
+                    url,
+                    data=None if body is None else orjson.dumps(body),
+                    params=params,
+                    headers={"Content-Type": "application/json"},
+                    timeout=aiohttp.ClientTimeout(total=max(deadline - loop.time(), 0.1)),
+                ) as response:
+                    raw = await response.read()
+                    status = response.status
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                last = KraftliteError(ErrorCode.NOT_CONTROLLER, f"{url}: {exc!r}")
+            else:
+                payload = orjson.loads(raw) if raw else None
+                if status < 400:
+                    self._preferred = index
+                    return status, payload
+                error = decode_problem(status, payload)
+                if error.code not in _RETRY_CODES:
+                    self._preferred = index
+                    raise error
+                last = error
+            attempt += 1
+            if attempt % len(self.urls) == 0:
+                await asyncio.sleep(0.1)
+        raise last or KraftliteError(ErrorCode.NOT_CONTROLLER, "no controller answered")
+
+
+def decode_problem(status: int, payload: Any) -> KraftliteError:
+    """A problem+json body back into a KraftliteError (details kept)."""
+    if isinstance(payload, dict) and isinstance(payload.get("error_code"), str):
+        details = {
+            k: v
+            for k, v in payload.items()
+            if k not in {"error_code", "message", "status", "retriable"}
+        }
+        return error_for_code(payload["error_code"], str(payload.get("message", "")), **details)
+    return KraftliteError(ErrorCode.UNKNOWN_SERVER_ERROR, f"HTTP {status}: {payload!r}")

@@ -1,0 +1,337 @@
+"""One partition replica on this broker: its log, its role (leader, follower, offline) and
+the tasks waiting on it. The leader's bookkeeping is the pure `replica_state`; this class
+runs it against the log and the clock and wakes waiters.
+
+Rules:
+1. Only the leader of the current epoch appends producer batches; every wait re-checks the
+   role and epoch when it wakes, so a leader that loses leadership fails its waiting produces
+   with NOT_LEADER_OR_FOLLOWER.
+2. Consumers read below the high watermark only; followers read up to the log end.
+3. A follower fetch carries the follower's view of the leader epoch and the epoch of its
+   last batch; the leader answers a divergence (KIP-595's diverging epoch, on KIP-101's
+   epoch cache) instead of data, and the follower truncates to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+from kraftlite.broker import replica_state as rs
+from kraftlite.broker.notifier import Notifier
+from kraftlite.clock import Clock
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.metadata.image import PartitionRegistration
+from kraftlite.metadata.records import NO_LEADER
+from kraftlite.metadata.topics import effective_config
+from kraftlite.storage.log import AppendInfo, PartitionLog
+
+
+class Role(Enum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    OFFLINE = "offline"
+
+
+class Acks(Enum):
+    NONE = "0"
+    LEADER = "1"
+    ALL = "all"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFetchResult:
+    high_watermark: int
+    log_start_offset: int
+    data: bytes = b""
+    diverging_epoch: int | None = None  # set: truncate to `diverging_end_offset` first
+    diverging_end_offset: int = -1
+
+
+class Partition:
+    def __init__(  # noqa: PLR0917 - identity, storage, clock, and who we are
+        self,
+        topic_id: str,
+        topic: str,
+        index: int,
+        log: PartitionLog,
+        clock: Clock,
+        broker_id: int,
+    ) -> None:
+        self.topic_id = topic_id
+        self.topic = topic
+        self.index = index
+        self.log = log
+        self.broker_id = broker_id
+        self._clock = clock
+        self.role = Role.OFFLINE
+        self.leader_id = NO_LEADER
+        self.leader_epoch = -1
+        self.registration: PartitionRegistration | None = None
+        self.configs: Mapping[str, str] = {}
+        self.state: rs.LeaderState | None = None  # when leader
+        self.appended = Notifier()  # new records in the log (wakes follower fetches)
+        self.hw_moved = Notifier()  # higher watermark or a role change (wakes everyone else)
+        # Called with the ISR to propose when the leader's view calls for a change.
+        self.on_isr_change: Callable[[Partition, tuple[int, ...]], None] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+    def config(self, name: str) -> str:
+        return effective_config(self.configs, name)
+
+    def config_int(self, name: str) -> int:
+        return int(self.config(name))
+
+    # -- role changes (from metadata) ---------------------------------------------------
+
+    def apply_registration(self, registration: PartitionRegistration) -> None:
+        """Become what the committed registration says (called for every change)."""
+        self.registration = registration
+        now = self._clock.monotonic_ms()
+        if registration.leader == self.broker_id:
+            if self.state is not None and self.state.leader_epoch == registration.leader_epoch:
+                self.state = rs.with_registration(
+                    self.state,
+                    registration.partition_epoch,
+                    registration.replicas,
+                    registration.isr,
+                )
+            else:
+                self.state = rs.become_leader(
+                    self.broker_id,
+                    registration.leader_epoch,
+                    registration.partition_epoch,
+                    registration.replicas,
+                    registration.isr,
+                    self.log.log_end_offset,
+                    self.log.high_watermark,
+                    now,
+                )
+            self.role = Role.LEADER
+            self._advance_high_watermark()
+        else:
+            self.state = None
+            self.role = Role.OFFLINE if registration.leader == NO_LEADER else Role.FOLLOWER
+        self.leader_id = registration.leader
+        self.leader_epoch = registration.leader_epoch
+        self.hw_moved.notify()
+        self.appended.notify()
+
+    def go_offline(self) -> None:
+        """The topic is gone or this broker left the replica set."""
+        self.state = None
+        self.role = Role.OFFLINE
+        self.leader_id = NO_LEADER
+        self.hw_moved.notify()
+        self.appended.notify()
+
+    def not_leader(self) -> KraftliteError:
+        return KraftliteError(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            f"broker {self.broker_id} does not lead {self.name}",
+            leader_id=self.leader_id,
+        )
+
+    def _leader_state(self) -> rs.LeaderState:
+        if self.state is None:
+            raise self.not_leader()
+        return self.state
+
+    # -- produce ------------------------------------------------------------------------
+
+    async def produce(self, batch: bytes | memoryview, acks: Acks, timeout_s: float) -> AppendInfo:
+        """Append a producer's batch as leader; return once `acks` is satisfied."""
+        state = self._leader_state()
+        min_isr = self.config_int("min.insync.replicas")
+        if acks is Acks.ALL and not rs.enough_replicas(state, min_isr):
+            raise _not_enough_replicas(self.name, state, min_isr, appended=False)
+        info = self.log.append(batch, state.leader_epoch)
+        self.appended.notify()
+        self._advance_high_watermark()
+        if acks is not Acks.ALL:
+            return info
+        await self._wait_for_high_watermark(info.log_end_offset, state.leader_epoch, timeout_s)
+        state = self._leader_state()
+        if not rs.enough_replicas(state, min_isr):  # the ISR shrank while we waited
+            raise _not_enough_replicas(self.name, state, min_isr, appended=True)
+        return info
+
+    async def _wait_for_high_watermark(self, target: int, epoch: int, timeout_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            if self.state is None or self.state.leader_epoch != epoch:
+                raise KraftliteError(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    f"{self.name}: leadership moved before the records were replicated; "
+                    "they may or may not survive, so retry",
+                    leader_id=self.leader_id,
+                )
+            if self.state.high_watermark >= target:
+                return
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise KraftliteError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"{self.name}: the records were appended by the leader but not replicated "
+                    "to the in-sync replicas in time; they may still be committed",
+                )
+            await self.hw_moved.wait(remaining)
+
+    def _advance_high_watermark(self) -> None:
+        if self.state is None:
+            return
+        before = self.state.high_watermark
+        self.state = rs.advance_high_watermark(self.state, self.log.log_end_offset)
+        if self.state.high_watermark != before:
+            self.log.set_high_watermark(self.state.high_watermark)
+            self.hw_moved.notify()
+
+    # -- consumer reads -----------------------------------------------------------------
+
+    def high_watermark(self) -> int:
+        self._leader_state()
+        return self.log.high_watermark
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Batches from `offset`, below the high watermark (leader only)."""
+        self._leader_state()
+        log = self.log
+        if offset > log.high_watermark:
+            raise KraftliteError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {offset} is above the high watermark {log.high_watermark}",
+                log_start_offset=log.log_start_offset,
+                high_watermark=log.high_watermark,
+            )
+        return log.read(offset, max_bytes, max_offset=log.high_watermark)
+
+    async def wait_for_records(self, offset: int, timeout_s: float) -> None:
+        """Long-poll: until the high watermark passes `offset`, the role changes, or time."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        epoch = self.leader_epoch
+        while self.log.high_watermark <= offset and self.leader_epoch == epoch:
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self.role is not Role.LEADER:
+                return
+            await self.hw_moved.wait(remaining)
+
+    # -- follower fetches, on the leader ------------------------------------------------
+
+    def replica_fetch(
+        self,
+        follower_id: int,
+        leader_epoch: int,
+        fetch_offset: int,
+        last_fetched_epoch: int,
+        max_bytes: int,
+    ) -> ReplicaFetchResult:
+        state = self._leader_state()
+        if leader_epoch < state.leader_epoch:
+            raise KraftliteError(
+                ErrorCode.FENCED_LEADER_EPOCH,
+                f"{self.name}: epoch {leader_epoch} is older than {state.leader_epoch}",
+            )
+        if leader_epoch > state.leader_epoch:
+            raise self.not_leader()  # our metadata is behind: the follower retries
+        log = self.log
+        if last_fetched_epoch >= 0:
+            epoch, end = log.end_offset_for(last_fetched_epoch)
+            if epoch != last_fetched_epoch or end < fetch_offset:
+                if epoch < 0:
+                    epoch, end = log.latest_epoch, log.log_end_offset
+                return ReplicaFetchResult(
+                    log.high_watermark, log.log_start_offset, b"", epoch, min(end, fetch_offset)
+                )
+        if fetch_offset > log.log_end_offset:
+            return ReplicaFetchResult(
+                log.high_watermark,
+                log.log_start_offset,
+                b"",
+                log.latest_epoch,
+                log.log_end_offset,
+            )
+        if fetch_offset < log.log_start_offset:
+            raise KraftliteError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"{self.name}: {fetch_offset} is below the log start {log.log_start_offset}",
+                log_start_offset=log.log_start_offset,
+                high_watermark=log.high_watermark,
+            )
+        now = self._clock.monotonic_ms()
+        self.state = rs.record_fetch(state, follower_id, fetch_offset, log.log_end_offset, now)
+        self._advance_high_watermark()
+        return ReplicaFetchResult(
+            log.high_watermark, log.log_start_offset, log.read(fetch_offset, max_bytes)
+        )
+
+    def maybe_change_isr(self, max_lag_ms: int) -> tuple[int, ...] | None:
+        """The ISR to propose to the controller now, marked pending; None if none."""
+        if self.state is None:
+            return None
+        change = rs.isr_change(
+            self.state, self.log.log_end_offset, self._clock.monotonic_ms(), max_lag_ms
+        )
+        if change is not None:
+            self.state = rs.propose_isr(self.state, change)
+            self._advance_high_watermark()  # an expansion may hold the HW; never lowers it
+        return change
+
+    def isr_change_done(self, committed: PartitionRegistration | None) -> None:
+        """The controller's answer: the committed registration, or None if it refused."""
+        if self.state is None:
+            return
+        if committed is None or committed.leader_epoch != self.state.leader_epoch:
+            self.state = rs.isr_change_failed(self.state)
+            return
+        self.state = rs.with_registration(
+            self.state, committed.partition_epoch, committed.replicas, committed.isr
+        )
+        if self.state.pending_isr is not None:  # an older answer: try again later
+            self.state = rs.isr_change_failed(self.state)
+        self._advance_high_watermark()
+
+    # -- the follower's side ------------------------------------------------------------
+
+    def append_from_leader(self, result: ReplicaFetchResult, leader_epoch: int) -> None:
+        """Apply one fetch answer as follower (truncate on divergence, append, move HW)."""
+        if self.role is not Role.FOLLOWER or self.leader_epoch != leader_epoch:
+            return  # the metadata moved on while the fetch was in flight
+        log = self.log
+        if result.diverging_epoch is not None:
+            target = result.diverging_end_offset
+            if result.diverging_epoch >= 0:
+                _, own_end = log.end_offset_for(result.diverging_epoch)
+                if own_end >= 0:
+                    target = min(target, own_end)
+            if target < log.log_start_offset:
+                log.truncate_fully_and_start_at(max(target, result.log_start_offset))
+            elif target < log.log_end_offset:
+                log.truncate_to(target)
+        elif result.data:
+            log.append_replicated(result.data)
+        log.set_high_watermark(min(result.high_watermark, log.log_end_offset))
+
+    def reset_to_leader_start(self, log_start_offset: int) -> None:
+        """The leader no longer has what we would fetch next (retention): start over there."""
+        if self.role is Role.FOLLOWER:
+            self.log.truncate_fully_and_start_at(log_start_offset)
+
+
+def _not_enough_replicas(
+    name: str, state: rs.LeaderState, min_isr: int, *, appended: bool
+) -> KraftliteError:
+    when = "after the append (the records may survive)" if appended else "nothing was appended"
+    return KraftliteError(
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        f"{name}: the ISR {list(state.isr)} has fewer than min.insync.replicas={min_isr}; {when}",
+        isr=list(state.isr),
+        min_insync_replicas=min_isr,
+        appended=appended,
+    )

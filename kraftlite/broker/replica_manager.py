@@ -1,0 +1,326 @@
+"""The replicas this broker holds: created, led, followed and deleted as metadata says.
+
+Rules:
+1. Metadata is the only trigger: every new image becomes LocalChanges (pure) and each
+   changed partition takes its registration (leader, follower, offline).
+2. A follower fetches from its leader through the one FollowerFetcher for that leader.
+3. ISR changes go to the controller (AlterPartition) one at a time per partition; the
+   leader acts on the committed answer only.
+4. Background work (HW checkpoints, retention) never blocks the event loop: LMDB calls
+   that may take long run in a thread; a partition's log serializes its own mutations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import structlog
+
+from kraftlite.broker.controller_client import ControllerClient
+from kraftlite.broker.follower_fetcher import FollowerFetcher, PartitionKey
+from kraftlite.broker.notifier import wait_any
+from kraftlite.broker.partition import Partition, Role
+from kraftlite.clock import Clock
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.metadata.image import MetadataImage, PartitionRegistration, TopicImage
+from kraftlite.metadata.local_changes import local_changes
+from kraftlite.storage.log import LogStorage
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationSettings:
+    broker_id: int
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_wait_max_ms: int = 500
+    retention_check_interval_ms: int = 300_000
+    hw_checkpoint_interval_ms: int = 5_000
+
+
+def log_name(topic_id: str, partition: int) -> str:
+    return f"{topic_id}-{partition}"
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        settings: ReplicationSettings,
+        storage: LogStorage,
+        *,
+        controllers: ControllerClient,
+        session: aiohttp.ClientSession,
+        clock: Clock,
+        broker_epoch: Callable[[], int],
+    ) -> None:
+        self.settings = settings
+        self.storage = storage
+        self.image = MetadataImage.EMPTY
+        self.partitions: dict[PartitionKey, Partition] = {}
+        self._controllers = controllers
+        self._session = session
+        self._clock = clock
+        self._broker_epoch = broker_epoch
+        self._fetchers: dict[int, FollowerFetcher] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._alters: set[asyncio.Task[None]] = set()
+        self._first_image = True
+
+    # -- metadata -------------------------------------------------------------------------
+
+    def apply_image(self, image: MetadataImage) -> None:
+        old, self.image = self.image, image
+        me = self.settings.broker_id
+        changes = local_changes(old, image, me)
+        for local in (*changes.leaders, *changes.followers):
+            partition = self._hosted(local.topic_id, local.topic, local.partition)
+            partition.apply_registration(local.registration)
+            self._route(partition)
+        for topic_id, _, index in changes.deletes:
+            self._delete(topic_id, index)
+        for partition in self.partitions.values():
+            topic = image.topics.get(partition.topic_id)
+            if topic is not None:
+                partition.configs = topic.configs
+        if self._first_image:
+            self._first_image = False
+            self._delete_orphans(image)
+
+    def _hosted(self, topic_id: str, topic: str, index: int) -> Partition:
+        key = (topic_id, index)
+        partition = self.partitions.get(key)
+        if partition is None:
+            partition = Partition(
+                topic_id,
+                topic,
+                index,
+                self.storage.open_partition(log_name(topic_id, index)),
+                self._clock,
+                self.settings.broker_id,
+            )
+            self.partitions[key] = partition
+        return partition
+
+    def _route(self, partition: Partition) -> None:
+        key = (partition.topic_id, partition.index)
+        for leader_id, fetcher in self._fetchers.items():
+            if leader_id != partition.leader_id or partition.role is not Role.FOLLOWER:
+                fetcher.remove(key)
+        if partition.role is Role.FOLLOWER:
+            existing = self._fetchers.get(partition.leader_id)
+            if existing is None:
+                existing = FollowerFetcher(
+                    partition.leader_id,
+                    broker_id=self.settings.broker_id,
+                    broker_epoch=self._broker_epoch,
+                    leader_url=self.broker_url,
+                    session=self._session,
+                    max_wait_ms=self.settings.replica_fetch_wait_max_ms,
+                )
+                self._fetchers[partition.leader_id] = existing
+            existing.add(partition)
+
+    def _delete(self, topic_id: str, index: int) -> None:
+        partition = self.partitions.pop((topic_id, index), None)
+        for fetcher in self._fetchers.values():
+            fetcher.remove((topic_id, index))
+        if partition is not None:
+            partition.go_offline()
+        self.storage.delete_partition(log_name(topic_id, index))
+        log.info("replica_deleted", topic_id=topic_id, partition=index)
+
+    def _delete_orphans(self, image: MetadataImage) -> None:
+        """Replicas on disk that metadata no longer gives us (deleted while we were down)."""
+        wanted = {
+            log_name(t.topic_id, i)
+            for t, i, r in image.partitions()
+            if self.settings.broker_id in r.replicas
+        }
+        for name in self.storage.partition_names():
+            if name not in wanted:
+                self.storage.delete_partition(name)
+                log.info("orphan_replica_deleted", name=name)
+
+    def broker_url(self, broker_id: int) -> str | None:
+        broker = self.image.brokers.get(broker_id)
+        return None if broker is None else broker.url
+
+    # -- lookups for the API --------------------------------------------------------------
+
+    def topic(self, name: str) -> TopicImage:
+        topic = self.image.topic(name)
+        if topic is None:
+            raise KraftliteError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        return topic
+
+    def registration(self, name: str, index: int) -> tuple[TopicImage, PartitionRegistration]:
+        topic = self.topic(name)
+        registration = topic.partitions.get(index)
+        if registration is None:
+            raise KraftliteError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"topic {name!r} has no partition {index} (it has {len(topic.partitions)})",
+            )
+        return topic, registration
+
+    def leader_partition(self, name: str, index: int) -> Partition:
+        """This broker's replica if it leads the partition; else NOT_LEADER_OR_FOLLOWER with
+        the leader's id and URL.
+        """
+        topic, registration = self.registration(name, index)
+        partition = self.partitions.get((topic.topic_id, index))
+        if partition is not None and partition.role is Role.LEADER:
+            return partition
+        raise self.not_leader(name, index, registration.leader)
+
+    def not_leader(self, name: str, index: int, leader_id: int) -> KraftliteError:
+        return KraftliteError(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            f"broker {self.settings.broker_id} does not lead {name}-{index}",
+            leader_id=leader_id,
+            leader_url=self.broker_url(leader_id),
+        )
+
+    # -- replica fetch, as leader ---------------------------------------------------------
+
+    async def serve_replica_fetch(self, request: dict[str, Any]) -> tuple[list[dict], list[bytes]]:  # type: ignore[type-arg]
+        """Answer a follower's fetch for all its partitions; long-poll while none has data."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(int(request.get("max_wait_ms", 0)), 30_000) / 1000
+        max_bytes = int(request.get("max_bytes", 8 << 20))
+        follower = int(request["replica_id"])
+        while True:
+            answers, segments, waits = [], [], []
+            news = False  # data, an error or a divergence: answer now
+            for item in request["partitions"]:
+                answer, data = self._replica_fetch_one(follower, item, max_bytes)
+                answers.append(answer)
+                segments.append(data)
+                news = news or bool(data) or "error_code" in answer or "diverging_epoch" in answer
+                partition = self.partitions.get((item["topic_id"], item["partition"]))
+                if partition is not None:
+                    waits.append(partition.appended)
+            if news or loop.time() >= deadline:
+                return answers, segments
+            await wait_any(waits, deadline - loop.time())
+
+    def _replica_fetch_one(
+        self, follower: int, item: dict[str, Any], max_bytes: int
+    ) -> tuple[dict[str, Any], bytes]:
+        key = (item["topic_id"], item["partition"])
+        answer: dict[str, Any] = {"topic_id": key[0], "partition": key[1]}
+        partition = self.partitions.get(key)
+        if partition is None:
+            answer.update(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER.name, message="no replica")
+            return answer, b""
+        try:
+            result = partition.replica_fetch(
+                follower,
+                int(item["leader_epoch"]),
+                int(item["fetch_offset"]),
+                int(item["last_fetched_epoch"]),
+                max_bytes,
+            )
+        except KraftliteError as exc:
+            answer.update(error_code=exc.code.name, message=exc.message, **exc.details)
+            return answer, b""
+        answer["high_watermark"] = result.high_watermark
+        answer["log_start_offset"] = result.log_start_offset
+        if result.diverging_epoch is not None:
+            answer["diverging_epoch"] = result.diverging_epoch
+            answer["diverging_end_offset"] = result.diverging_end_offset
+        return answer, result.data
+
+    # -- background work ------------------------------------------------------------------
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._isr_loop(), name="isr"),
+            loop.create_task(self._checkpoint_loop(), name="hw-checkpoint"),
+            loop.create_task(self._retention_loop(), name="retention"),
+        ]
+
+    async def stop(self) -> None:
+        for task in [*self._tasks, *self._alters]:
+            task.cancel()
+        for fetcher in self._fetchers.values():
+            await fetcher.stop()
+        for task in [*self._tasks, *self._alters]:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for partition in self.partitions.values():
+            with contextlib.suppress(Exception):
+                partition.log.checkpoint_high_watermark()
+
+    async def _isr_loop(self) -> None:
+        interval = min(self.settings.replica_lag_time_max_ms / 4, 500) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            for partition in list(self.partitions.values()):
+                change = partition.maybe_change_isr(self.settings.replica_lag_time_max_ms)
+                if change is not None:
+                    task = asyncio.get_running_loop().create_task(
+                        self._alter_partition(partition, change)
+                    )
+                    self._alters.add(task)
+                    task.add_done_callback(self._alters.discard)
+
+    async def _alter_partition(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        state = partition.state
+        if state is None:
+            return
+        body = {
+            "broker_id": self.settings.broker_id,
+            "broker_epoch": self._broker_epoch(),
+            "topic_id": partition.topic_id,
+            "partition": partition.index,
+            "leader_epoch": state.leader_epoch,
+            "partition_epoch": state.partition_epoch,
+            "new_isr": list(isr),
+        }
+        try:
+            _, answer = await self._controllers.call(
+                "POST", "/v1/internal/alter-partition", body, timeout_s=10
+            )
+        except KraftliteError as exc:
+            log.info("isr_change_refused", partition=partition.name, isr=isr, error=str(exc))
+            partition.isr_change_done(None)
+            return
+        committed = PartitionRegistration(
+            tuple(answer["replicas"]),
+            tuple(answer["isr"]),
+            answer["leader"],
+            answer["leader_epoch"],
+            answer["partition_epoch"],
+        )
+        log.info("isr_changed", partition=partition.name, isr=list(committed.isr))
+        partition.isr_change_done(committed)
+
+    async def _checkpoint_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.hw_checkpoint_interval_ms / 1000)
+            for partition in list(self.partitions.values()):
+                with contextlib.suppress(KraftliteError):
+                    await asyncio.to_thread(partition.log.checkpoint_high_watermark)
+
+    async def _retention_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.retention_check_interval_ms / 1000)
+            for partition in list(self.partitions.values()):
+                try:
+                    deleted = await asyncio.to_thread(
+                        partition.log.apply_retention,
+                        self._clock.now_ms(),
+                        partition.config_int("retention.ms"),
+                        partition.config_int("retention.bytes"),
+                    )
+                except KraftliteError:
+                    continue  # deleted meanwhile
+                if deleted:
+                    log.info("retention", partition=partition.name, deleted_records=deleted)

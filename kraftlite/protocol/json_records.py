@@ -1,0 +1,136 @@
+"""Records as JSON, the edge format for people and curl (api-v1.md, Produce and Fetch).
+
+Keys and values are UTF-8 text by default, base64 with `key_encoding`/`value_encoding`
+(produce) or `encoding=base64` (fetch), so any bytes round-trip. Header values follow the
+value encoding. On fetch, a key or value that is not valid UTF-8 is sent as base64 and the
+record says so (`"key_encoding": "base64"`), rather than being mangled. Pure.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable
+from typing import Any
+
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.protocol.batch import ConsumedRecord, Record
+
+ENCODINGS = ("utf8", "base64")
+
+
+def _bad(message: str) -> KraftliteError:
+    return KraftliteError(ErrorCode.INVALID_REQUEST, message)
+
+
+def encoding_of(value: object, what: str) -> str:
+    if value is None:
+        return "utf8"
+    if value not in ENCODINGS and value != "utf-8":
+        raise _bad(f"{what} must be one of {', '.join(ENCODINGS)}")
+    return "base64" if value == "base64" else "utf8"
+
+
+def _to_bytes(value: object, encoding: str, where: str) -> bytes | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _bad(f"{where} must be a string or null")
+    if encoding == "base64":
+        try:
+            return base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise _bad(f"{where} is not valid base64") from None
+    return value.encode("utf-8", "surrogatepass")
+
+
+def _headers(value: object, encoding: str, where: str) -> tuple[tuple[str, bytes], ...]:
+    if value is None:
+        return ()
+    pairs: Iterable[Any]
+    if isinstance(value, dict):
+        pairs = value.items()
+    elif isinstance(value, list):
+        pairs = value
+    else:
+        raise _bad(f"{where} must be an object or a list of [name, value] pairs")
+    result = []
+    for pair in pairs:
+        if not isinstance(pair, list | tuple) or len(pair) != 2 or not isinstance(pair[0], str):
+            raise _bad(f"{where}: each header is a name and a value")
+        header_value = _to_bytes(pair[1], encoding, f"{where}[{pair[0]!r}]")
+        result.append((pair[0], header_value or b""))
+    return tuple(result)
+
+
+def _optional_int(record: dict[str, Any], name: str, where: str) -> int | None:
+    value = record.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not -(2**63) <= value < 2**63:
+        raise _bad(f"{where}.{name} must be a 64-bit integer")
+    return value
+
+
+def parse_produce_body(body: dict[str, Any]) -> list[tuple[int | None, Record]]:
+    """(requested partition or None, Record) for each record of a JSON produce body."""
+    records = body.get("records")
+    if not isinstance(records, list) or not records:
+        raise _bad("records must be a non-empty list")
+    key_encoding = encoding_of(body.get("key_encoding"), "key_encoding")
+    value_encoding = encoding_of(body.get("value_encoding"), "value_encoding")
+    parsed = []
+    for i, record in enumerate(records):
+        where = f"records[{i}]"
+        if not isinstance(record, dict):
+            raise _bad(f"{where} must be an object")
+        partition = _optional_int(record, "partition", where)
+        if partition is not None and partition < 0:
+            raise _bad(f"{where}.partition must be >= 0")
+        timestamp = _optional_int(record, "timestamp", where)
+        if timestamp is not None and timestamp < 0:
+            raise _bad(f"{where}.timestamp must be >= 0 (milliseconds since the epoch)")
+        parsed.append(
+            (
+                partition,
+                Record(
+                    value=_to_bytes(record.get("value"), value_encoding, f"{where}.value"),
+                    key=_to_bytes(record.get("key"), key_encoding, f"{where}.key"),
+                    headers=_headers(record.get("headers"), value_encoding, f"{where}.headers"),
+                    timestamp=timestamp,
+                ),
+            )
+        )
+    return parsed
+
+
+def _render(data: bytes | None, encoding: str) -> tuple[str | None, bool]:
+    """(text, fell back to base64)."""
+    if data is None:
+        return None, False
+    if encoding == "utf8":
+        try:
+            return data.decode("utf-8"), False
+        except UnicodeDecodeError:
+            pass
+    return base64.b64encode(data).decode("ascii"), encoding == "utf8"
+
+
+def record_to_json(record: ConsumedRecord, encoding: str) -> dict[str, Any]:
+    key, key_fallback = _render(record.key, encoding)
+    value, value_fallback = _render(record.value, encoding)
+    headers: dict[str, str | None] = {}
+    for name, raw in record.headers:
+        headers[name] = _render(raw, "base64" if value_fallback else encoding)[0]
+    out: dict[str, Any] = {
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "key": key,
+        "value": value,
+        "headers": headers,
+    }
+    if key_fallback:
+        out["key_encoding"] = "base64"
+    if value_fallback:
+        out["value_encoding"] = "base64"
+    return out
