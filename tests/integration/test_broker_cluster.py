@@ -1,0 +1,262 @@
+"""A real cluster (3 controllers, 3 brokers, each a process): produce, fetch, offsets,
+forwarding, and the contract's error codes for bad input.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol.partitioner import partition_for_key
+from tests.harness.processes import Cluster, http
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+BATCH = "application/vnd.kraftlite.batch"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    running = Cluster(tmp_path_factory.mktemp("cluster"))
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def create_topic(cluster: Cluster, name: str, **spec: Any) -> dict[str, Any]:
+    status, body = http("POST", cluster.urls[1] + "/v1/topics", {"name": name, **spec})
+    assert status == 201, body
+    wait_for_leaders(cluster, name)
+    return body
+
+
+def wait_for_leaders(cluster: Cluster, name: str, timeout_s: float = 20) -> None:
+    """Until every broker knows the topic and each leader answers for its partitions."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        ok = True
+        for url in cluster.urls.values():
+            status, body = http("GET", url + f"/v1/topics/{name}")
+            if status != 200 or any(p["high_watermark"] is None for p in body["partitions"]):
+                ok = False
+        if ok:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{name}: leaders not ready")
+
+
+def raw(method: str, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes, Any]:
+    request = urllib.request.Request(url, data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read(), response.headers
+    except urllib.error.HTTPError as error:
+        data = error.read()
+        error.close()
+        return error.code, data, error.headers
+
+
+def fetch_all(url: str, topic: str, partition: int) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    offset = 0
+    while True:
+        status, body = http(
+            "GET", url + f"/v1/topics/{topic}/partitions/{partition}/records?offset={offset}"
+        )
+        assert status == 200, body
+        records += body["records"]
+        if body["next_offset"] >= body["high_watermark"]:
+            return records
+        offset = body["next_offset"]
+
+
+def test_acks_all_to_rf3_reads_back_exactly_from_every_broker(cluster: Cluster) -> None:
+    create_topic(cluster, "exact", partitions=3, replication_factor=3)
+    sent: dict[int, list[tuple[int, str | None, str]]] = {0: [], 1: [], 2: []}
+    for round_ in range(10):
+        url = cluster.urls[round_ % 3 + 1]  # any broker takes any produce
+        records = [
+            {"key": f"user-{i % 7}" if i % 3 else None, "value": f"event {round_}-{i}"}
+            for i in range(30)
+        ]
+        status, body = http("POST", url + "/v1/topics/exact/records?acks=all", {"records": records})
+        assert status == 200, body
+        for record, answer in zip(records, body["offsets"], strict=True):
+            assert "error_code" not in answer, answer
+            if record["key"] is not None:  # Kafka's partitioner, bit for bit
+                assert answer["partition"] == partition_for_key(record["key"].encode(), 3)
+            sent[answer["partition"]].append((answer["offset"], record["key"], record["value"]))
+    for partition, expected in sent.items():
+        assert [offset for offset, _, _ in expected] == list(range(len(expected)))  # dense
+        for url in cluster.urls.values():  # any broker serves any fetch
+            got = [(r["offset"], r["key"], r["value"]) for r in fetch_all(url, "exact", partition)]
+            assert got == expected
+
+
+def test_binary_batches_round_trip_through_any_broker(cluster: Cluster) -> None:
+    create_topic(cluster, "binary", partitions=1, replication_factor=3)
+    records = [
+        batch_format.Record(
+            value=bytes([i % 256]) * (i + 1),
+            key=None if i % 2 else b"\xff\x00" + bytes([i]),
+            headers=(("trace", b"\x00\x01"),),
+            timestamp=1_700_000_000_000 + i,
+        )
+        for i in range(100)
+    ]
+    body = batch_format.encode_records(records, now_ms=0)
+    status, answer, _ = raw(
+        "POST",
+        cluster.urls[2] + "/v1/topics/binary/partitions/0/records?acks=all",
+        body,
+        {"Content-Type": BATCH},
+    )
+    assert status == 200, answer
+    status, data, headers = raw(
+        "GET",
+        cluster.urls[3] + "/v1/topics/binary/partitions/0/records?offset=0",
+        b"",
+        {"Accept": BATCH},
+    )
+    assert status == 200 and headers["Content-Type"] == BATCH
+    assert headers["X-Kraftlite-High-Watermark"] == "100"
+    got = [r for b in batch_format.decode_stream(data) for r in b.records()]
+    assert [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in got] == [
+        (i, r.key, r.value, r.headers, r.timestamp) for i, r in enumerate(records)
+    ]
+    # JSON with base64 gives the same bytes back
+    status, as_json = http(
+        "GET", cluster.urls[1] + "/v1/topics/binary/partitions/0/records?offset=0&encoding=base64"
+    )
+    assert status == 200 and len(as_json["records"]) == 100
+
+
+def test_no_forward_answers_421_with_the_leader(cluster: Cluster) -> None:
+    created = create_topic(cluster, "routing", partitions=1, replication_factor=2)
+    leader = created["partitions"][0]["leader"]
+    other = next(b for b in cluster.urls if b != leader)
+    status, body = http(
+        "POST",
+        cluster.urls[other] + "/v1/topics/routing/partitions/0/records",
+        {"records": [{"value": "x"}]},
+        headers={"X-Kraftlite-No-Forward": "1"},
+    )
+    assert status == 421 and body["error_code"] == "NOT_LEADER_OR_FOLLOWER"
+    assert body["leader_id"] == leader and body["leader_url"] == cluster.urls[leader]
+    status, body = http(
+        "GET", cluster.urls[other] + "/v1/topics/routing/partitions/0/records?offset=0"
+    )
+    assert status == 200 and body["records"] == []  # forwarded by default
+
+
+def test_offsets_earliest_latest_and_by_time(cluster: Cluster) -> None:
+    create_topic(cluster, "times", partitions=1, replication_factor=3)
+    records = [{"value": str(i), "timestamp": 1_000 * (i + 1)} for i in range(10)]
+    status, _ = http("POST", cluster.urls[1] + "/v1/topics/times/records", {"records": records})
+    assert status == 200
+    base = cluster.urls[2] + "/v1/topics/times/partitions/0/offsets?at="
+    assert http("GET", base + "earliest") == (200, {"offset": 0})
+    assert http("GET", base + "latest") == (200, {"offset": 10})
+    assert http("GET", base + "3500") == (200, {"offset": 3, "timestamp": 4000})
+    assert http("GET", base + "999999") == (200, {"offset": 10, "timestamp": None})
+    status, body = http("GET", base + "soon")
+    assert (status, body["error_code"]) == (400, "INVALID_REQUEST")
+
+
+def test_long_poll_returns_when_records_arrive(cluster: Cluster) -> None:
+    create_topic(cluster, "poll", partitions=1, replication_factor=3)
+
+    def produce_later() -> None:
+        time.sleep(0.5)
+        http("POST", cluster.urls[3] + "/v1/topics/poll/records", {"records": [{"value": "late"}]})
+
+    thread = threading.Thread(target=produce_later)
+    started = time.monotonic()
+    thread.start()
+    status, body = http(
+        "GET", cluster.urls[1] + "/v1/topics/poll/partitions/0/records?offset=0&max_wait_ms=10000"
+    )
+    thread.join()
+    assert status == 200 and [r["value"] for r in body["records"]] == ["late"]
+    assert 0.3 < time.monotonic() - started < 9  # woke on the record, not at the deadline
+    started = time.monotonic()
+    status, body = http(
+        "GET", cluster.urls[1] + "/v1/topics/poll/partitions/0/records?offset=1&max_wait_ms=300"
+    )
+    assert status == 200 and body["records"] == [] and time.monotonic() - started >= 0.25
+
+
+def test_not_enough_replicas_appends_nothing(cluster: Cluster) -> None:
+    create_topic(
+        cluster, "strict", partitions=1, replication_factor=2, configs={"min.insync.replicas": 3}
+    )
+    url = cluster.urls[1] + "/v1/topics/strict/partitions/0/records"
+    status, body = http("POST", url + "?acks=all", {"records": [{"value": "x"}]})
+    assert (status, body["error_code"], body["appended"]) == (503, "NOT_ENOUGH_REPLICAS", False)
+    assert http("GET", cluster.urls[1] + "/v1/topics/strict/partitions/0/offsets?at=latest") == (
+        200,
+        {"offset": 0},
+    )
+    status, body = http("POST", url + "?acks=1", {"records": [{"value": "x"}]})
+    assert status == 200 and body["offsets"] == [{"partition": 0, "offset": 0}]
+
+
+BAD_REQUESTS = [
+    # (method, path, body bytes, content type, status, error code)
+    ("POST", "/v1/topics/nope/records", b'{"records":[{"value":"x"}]}', "application/json", 404, "UNKNOWN_TOPIC_OR_PARTITION"),
+    ("POST", "/v1/topics/bad/partitions/7/records", b'{"records":[{"value":"x"}]}', "application/json", 404, "UNKNOWN_TOPIC_OR_PARTITION"),
+    ("POST", "/v1/topics/bad/partitions/x/records", b'{"records":[{"value":"x"}]}', "application/json", 400, "INVALID_REQUEST"),
+    ("POST", "/v1/topics/bad/records", b"{not json", "application/json", 400, "INVALID_REQUEST"),
+    ("POST", "/v1/topics/bad/records", b"[1, 2]", "application/json", 400, "INVALID_REQUEST"),
+    ("POST", "/v1/topics/bad/records", b'{"records": []}', "application/json", 400, "INVALID_REQUEST"),
+    ("POST", "/v1/topics/bad/records", b'{"records": [{"value": 5}]}', "application/json", 400, "INVALID_REQUEST"),
+    ("POST", "/v1/topics/bad/records", b'{"records": [{"value": "x", "partition": true}]}', "application/json", 400, "INVALID_REQUEST"),
+    ("POST", "/v1/topics/bad/records", b'{"records": [{"value": "x", "partition": 9}]}', "application/json", 404, "UNKNOWN_TOPIC_OR_PARTITION"),
+    ("POST", "/v1/topics/bad/records", b'{"records": [{"value": "!!"}], "value_encoding": "base64"}', "application/json", 400, "INVALID_REQUEST"),
+    ("POST", "/v1/topics/bad/records?acks=2", b'{"records": [{"value": "x"}]}', "application/json", 400, "INVALID_REQUEST"),
+    ("POST", "/v1/topics/bad/records?timeout_ms=-1", b'{"records": [{"value": "x"}]}', "application/json", 400, "INVALID_REQUEST"),
+    ("POST", "/v1/topics/bad/records", b"value=x", "text/plain", 415, "UNSUPPORTED_MEDIA_TYPE"),
+    ("POST", "/v1/topics/bad/partitions/0/records", b"\x00" * 64, BATCH, 400, "CORRUPT_MESSAGE"),
+    ("POST", "/v1/topics/bad/partitions/0/records", b"short", BATCH, 400, "CORRUPT_MESSAGE"),
+    ("POST", "/v1/topics/bad/partitions/0/records", b'{"records": [{"value": "' + b"x" * 3000 + b'"}]}', "application/json", 413, "MESSAGE_TOO_LARGE"),
+    ("GET", "/v1/topics/bad/partitions/0/records?offset=5", b"", "", 416, "OFFSET_OUT_OF_RANGE"),
+    ("GET", "/v1/topics/bad/partitions/0/records?offset=-3", b"", "", 416, "OFFSET_OUT_OF_RANGE"),
+    ("GET", "/v1/topics/bad/partitions/0/records", b"", "", 400, "INVALID_REQUEST"),
+    ("GET", "/v1/topics/bad/partitions/0/records?offset=0&max_bytes=0", b"", "", 400, "INVALID_REQUEST"),
+    ("GET", "/v1/topics/bad/partitions/0/records?offset=0&encoding=rot13", b"", "", 400, "INVALID_REQUEST"),
+    ("GET", "/v1/topics/bad/partitions/0/offsets?at=yesterday", b"", "", 400, "INVALID_REQUEST"),
+    ("GET", "/v1/no-such-thing", b"", "", 404, "INVALID_REQUEST"),
+]  # fmt: skip
+
+
+def test_bad_input_gets_the_contracts_error_and_changes_nothing(cluster: Cluster) -> None:
+    create_topic(
+        cluster, "bad", partitions=1, replication_factor=3, configs={"max.message.bytes": 2048}
+    )
+    status, _ = http(
+        "POST", cluster.urls[1] + "/v1/topics/bad/records", {"records": [{"value": "ok"}]}
+    )
+    assert status == 200
+    for method, path, body, content_type, want_status, want_code in BAD_REQUESTS:
+        for url in cluster.urls.values():
+            headers = {"Content-Type": content_type} if content_type else {}
+            status, data, reply = raw(method, url + path, body, headers)
+            assert status == want_status, (path, body[:60], data[:300])
+            assert reply["Content-Type"].startswith("application/problem+json"), path
+            problem = __import__("json").loads(data)
+            assert problem["error_code"] == want_code and problem["status"] == want_status, (
+                path,
+                problem,
+            )
+    for url in cluster.urls.values():
+        assert [r["value"] for r in fetch_all(url, "bad", 0)] == ["ok"]
+        status, _ = http("GET", url + "/healthz")
+        assert status == 200
