@@ -4,11 +4,11 @@ forwarding, and the contract's error codes for bad input.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -209,32 +209,64 @@ def test_not_enough_replicas_appends_nothing(cluster: Cluster) -> None:
     assert status == 200 and body["offsets"] == [{"partition": 0, "offset": 0}]
 
 
+JSON = "application/json"
+ONE = b'{"records": [{"value": "x"}]}'
+BAD = "/v1/topics/bad"
+NOT_FOUND, INVALID = "UNKNOWN_TOPIC_OR_PARTITION", "INVALID_REQUEST"
 BAD_REQUESTS = [
-    # (method, path, body bytes, content type, status, error code)
-    ("POST", "/v1/topics/nope/records", b'{"records":[{"value":"x"}]}', "application/json", 404, "UNKNOWN_TOPIC_OR_PARTITION"),
-    ("POST", "/v1/topics/bad/partitions/7/records", b'{"records":[{"value":"x"}]}', "application/json", 404, "UNKNOWN_TOPIC_OR_PARTITION"),
-    ("POST", "/v1/topics/bad/partitions/x/records", b'{"records":[{"value":"x"}]}', "application/json", 400, "INVALID_REQUEST"),
-    ("POST", "/v1/topics/bad/records", b"{not json", "application/json", 400, "INVALID_REQUEST"),
-    ("POST", "/v1/topics/bad/records", b"[1, 2]", "application/json", 400, "INVALID_REQUEST"),
-    ("POST", "/v1/topics/bad/records", b'{"records": []}', "application/json", 400, "INVALID_REQUEST"),
-    ("POST", "/v1/topics/bad/records", b'{"records": [{"value": 5}]}', "application/json", 400, "INVALID_REQUEST"),
-    ("POST", "/v1/topics/bad/records", b'{"records": [{"value": "x", "partition": true}]}', "application/json", 400, "INVALID_REQUEST"),
-    ("POST", "/v1/topics/bad/records", b'{"records": [{"value": "x", "partition": 9}]}', "application/json", 404, "UNKNOWN_TOPIC_OR_PARTITION"),
-    ("POST", "/v1/topics/bad/records", b'{"records": [{"value": "!!"}], "value_encoding": "base64"}', "application/json", 400, "INVALID_REQUEST"),
-    ("POST", "/v1/topics/bad/records?acks=2", b'{"records": [{"value": "x"}]}', "application/json", 400, "INVALID_REQUEST"),
-    ("POST", "/v1/topics/bad/records?timeout_ms=-1", b'{"records": [{"value": "x"}]}', "application/json", 400, "INVALID_REQUEST"),
-    ("POST", "/v1/topics/bad/records", b"value=x", "text/plain", 415, "UNSUPPORTED_MEDIA_TYPE"),
-    ("POST", "/v1/topics/bad/partitions/0/records", b"\x00" * 64, BATCH, 400, "CORRUPT_MESSAGE"),
-    ("POST", "/v1/topics/bad/partitions/0/records", b"short", BATCH, 400, "CORRUPT_MESSAGE"),
-    ("POST", "/v1/topics/bad/partitions/0/records", b'{"records": [{"value": "' + b"x" * 3000 + b'"}]}', "application/json", 413, "MESSAGE_TOO_LARGE"),
-    ("GET", "/v1/topics/bad/partitions/0/records?offset=5", b"", "", 416, "OFFSET_OUT_OF_RANGE"),
-    ("GET", "/v1/topics/bad/partitions/0/records?offset=-3", b"", "", 416, "OFFSET_OUT_OF_RANGE"),
-    ("GET", "/v1/topics/bad/partitions/0/records", b"", "", 400, "INVALID_REQUEST"),
-    ("GET", "/v1/topics/bad/partitions/0/records?offset=0&max_bytes=0", b"", "", 400, "INVALID_REQUEST"),
-    ("GET", "/v1/topics/bad/partitions/0/records?offset=0&encoding=rot13", b"", "", 400, "INVALID_REQUEST"),
-    ("GET", "/v1/topics/bad/partitions/0/offsets?at=yesterday", b"", "", 400, "INVALID_REQUEST"),
-    ("GET", "/v1/no-such-thing", b"", "", 404, "INVALID_REQUEST"),
-]  # fmt: skip
+    # (method, path, body, content type, status, error code)
+    ("POST", "/v1/topics/nope/records", ONE, JSON, 404, NOT_FOUND),
+    ("POST", f"{BAD}/partitions/7/records", ONE, JSON, 404, NOT_FOUND),
+    ("POST", f"{BAD}/partitions/x/records", ONE, JSON, 400, INVALID),
+    ("POST", f"{BAD}/records", b"{not json", JSON, 400, INVALID),
+    ("POST", f"{BAD}/records", b"[1, 2]", JSON, 400, INVALID),
+    ("POST", f"{BAD}/records", b'{"records": []}', JSON, 400, INVALID),
+    ("POST", f"{BAD}/records", b'{"records": [{"value": 5}]}', JSON, 400, INVALID),
+    (
+        "POST",
+        f"{BAD}/records",
+        b'{"records": [{"value": "x", "partition": true}]}',
+        JSON,
+        400,
+        INVALID,
+    ),
+    (
+        "POST",
+        f"{BAD}/records",
+        b'{"records": [{"value": "x", "partition": 9}]}',
+        JSON,
+        404,
+        NOT_FOUND,
+    ),
+    (
+        "POST",
+        f"{BAD}/records",
+        b'{"records": [{"value": "!!"}], "value_encoding": "base64"}',
+        JSON,
+        400,
+        INVALID,
+    ),
+    ("POST", f"{BAD}/records?acks=2", ONE, JSON, 400, INVALID),
+    ("POST", f"{BAD}/records?timeout_ms=-1", ONE, JSON, 400, INVALID),
+    ("POST", f"{BAD}/records", b"value=x", "text/plain", 415, "UNSUPPORTED_MEDIA_TYPE"),
+    ("POST", f"{BAD}/partitions/0/records", b"\x00" * 64, BATCH, 400, "CORRUPT_MESSAGE"),
+    ("POST", f"{BAD}/partitions/0/records", b"short", BATCH, 400, "CORRUPT_MESSAGE"),
+    (
+        "POST",
+        f"{BAD}/partitions/0/records",
+        b'{"records": [{"value": "' + b"x" * 3000 + b'"}]}',
+        JSON,
+        413,
+        "MESSAGE_TOO_LARGE",
+    ),
+    ("GET", f"{BAD}/partitions/0/records?offset=5", b"", "", 416, "OFFSET_OUT_OF_RANGE"),
+    ("GET", f"{BAD}/partitions/0/records?offset=-3", b"", "", 416, "OFFSET_OUT_OF_RANGE"),
+    ("GET", f"{BAD}/partitions/0/records", b"", "", 400, INVALID),
+    ("GET", f"{BAD}/partitions/0/records?offset=0&max_bytes=0", b"", "", 400, INVALID),
+    ("GET", f"{BAD}/partitions/0/records?offset=0&encoding=rot13", b"", "", 400, INVALID),
+    ("GET", f"{BAD}/partitions/0/offsets?at=yesterday", b"", "", 400, INVALID),
+    ("GET", "/v1/no-such-thing", b"", "", 404, INVALID),
+]
 
 
 def test_bad_input_gets_the_contracts_error_and_changes_nothing(cluster: Cluster) -> None:
@@ -251,7 +283,7 @@ def test_bad_input_gets_the_contracts_error_and_changes_nothing(cluster: Cluster
             status, data, reply = raw(method, url + path, body, headers)
             assert status == want_status, (path, body[:60], data[:300])
             assert reply["Content-Type"].startswith("application/problem+json"), path
-            problem = __import__("json").loads(data)
+            problem = json.loads(data)
             assert problem["error_code"] == want_code and problem["status"] == want_status, (
                 path,
                 problem,
