@@ -84,11 +84,12 @@ async def _forward(request: web.Request, leader_url: str | None, body: bytes) ->
             headers=headers,
             timeout=aiohttp.ClientTimeout(total=330),
         ) as upstream:
-            return web.Response(
-                status=upstream.status,
-                body=await upstream.read(),
-                headers={"Content-Type": upstream.headers.get("Content-Type", "")},
-            )
+            relayed = {
+                k: v
+                for k, v in upstream.headers.items()
+                if k.lower() == "content-type" or k.lower().startswith("x-kraftlite-")
+            }
+            return web.Response(status=upstream.status, body=await upstream.read(), headers=relayed)
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise KraftliteError(
             ErrorCode.NOT_LEADER_OR_FOLLOWER, f"the leader at {leader_url} did not answer: {exc!r}"
