@@ -1,5 +1,932 @@
-"""OpenAPI document of the v1 API (being written)."""
+"""The OpenAPI 3.1 document of HTTP API v1 (the contract: shared design api-v1.md), served by
+brokers at `GET /v1/openapi.json`.
 
-from typing import Any
+Each operation is one `_operation(...)` call: its parameters, body, answers and the error codes
+it can return. Error answers are derived from kraftlite.errors (each code's HTTP status and
+retriability) and topic configs from kraftlite.metadata.topics, so the document follows the
+code. tests/unit/test_openapi.py checks that the document is valid OpenAPI 3.1, that it has
+every route the broker app registers, and that it names only real error codes. The consumer
+group operations are in the contract but not served yet: they carry
+`"x-kraftlite-status": "planned"`. Paths under /v1/internal are not public and not here.
+Pure: no I/O.
+"""
 
-OPENAPI: dict[str, Any] = {"openapi": "3.1.0", "info": {"title": "kraftlite", "version": "1"}}
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
+
+from kraftlite import __version__
+from kraftlite.errors import ERROR_INFO, ErrorCode
+from kraftlite.metadata.topics import TOPIC_CONFIGS
+
+Json = dict[str, Any]
+
+JSON: Final = "application/json"
+PROBLEM_JSON: Final = "application/problem+json"  # as kraftlite.api.errors (which needs aiohttp)
+BATCH_TYPE: Final = "application/vnd.kraftlite.batch"  # as kraftlite.api.broker_app
+METRICS_TYPE: Final = "text/plain"  # Prometheus text exposition format
+STATUS_EXTENSION: Final = "x-kraftlite-status"
+PLANNED: Final = "planned"
+
+
+# ---------------------------------------------------------------------------- schema helpers
+
+
+def _ref(name: str, kind: str = "schemas") -> Json:
+    return {"$ref": f"#/components/{kind}/{name}"}
+
+
+def _scalar(kind: str, description: str = "", *, nullable: bool = False, **keywords: Any) -> Json:
+    schema: Json = {"type": [kind, "null"] if nullable else kind, **keywords}
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def _int(description: str = "", *, nullable: bool = False, **keywords: Any) -> Json:
+    return _scalar("integer", description, nullable=nullable, **keywords)
+
+
+def _long(description: str = "", *, nullable: bool = False, **keywords: Any) -> Json:
+    """A 64-bit integer: offsets, timestamps in unix milliseconds."""
+    return _scalar("integer", description, nullable=nullable, format="int64", **keywords)
+
+
+def _str(description: str = "", *, nullable: bool = False, **keywords: Any) -> Json:
+    return _scalar("string", description, nullable=nullable, **keywords)
+
+
+def _bool(description: str = "", **keywords: Any) -> Json:
+    return _scalar("boolean", description, **keywords)
+
+
+def _array(items: Json, description: str = "", **keywords: Any) -> Json:
+    schema: Json = {"type": "array", "items": items, **keywords}
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def _object(
+    properties: Json, required: Sequence[str] = (), description: str = "", **keywords: Any
+) -> Json:
+    schema: Json = {"type": "object", "properties": properties, **keywords}
+    if required:
+        schema["required"] = list(required)
+    if description:
+        schema["description"] = description
+    return schema
+
+
+def _map(values: Json, description: str = "") -> Json:
+    """A JSON object with free names and values of one schema."""
+    return _object({}, description=description, additionalProperties=values)
+
+
+# ---------------------------------------------------------------------------- schemas
+
+_ENCODING = _str(enum=["utf8", "base64"], default="utf8")
+_BYTES = _str(
+    "UTF-8 text, or base64 with the matching encoding; null for none (a null value is a tombstone)",
+    nullable=True,
+)
+_PARTITION_INDEX = _int("partition index", minimum=0)
+_OFFSET = _long("offset", minimum=0)
+_BROKER_ID = _int("broker id; -1 for none")
+
+SCHEMAS: Final[Json] = {
+    "Problem": _object(
+        {
+            "error_code": _str(
+                "the error's name, Kafka's where one fits; clients should expect new ones"
+            ),
+            "message": _str("what went wrong, for people"),
+            "status": _int("the HTTP status"),
+            "retriable": _bool("whether the same request may succeed later"),
+        },
+        required=["error_code", "message", "status", "retriable"],
+        description="An error (application/problem+json); some codes add details.",
+        additionalProperties=True,
+    ),
+    "Health": _object({"status": _str(const="ok")}, required=["status"]),
+    "Readiness": _object(
+        {
+            "ready": _bool("registered, unfenced and caught up on metadata"),
+            "broker_id": _int(),
+            "broker_epoch": _long("-1 until registered"),
+            "fenced": _bool(),
+            "metadata_version": _long("version of the metadata image this broker has applied"),
+        },
+        required=["ready", "broker_id", "broker_epoch", "fenced", "metadata_version"],
+    ),
+    "Broker": _object(
+        {
+            "id": _int(),
+            "url": _str(format="uri"),
+            "rack": _str(nullable=True),
+            "fenced": _bool("fenced brokers lead no partition and are out of every ISR"),
+            "broker_epoch": _long(),
+        },
+        required=["id", "url", "rack", "fenced", "broker_epoch"],
+    ),
+    "Cluster": _object(
+        {
+            "cluster_id": _str(),
+            "controller": _object(
+                {
+                    "leader_id": _int("the active controller; null while electing", nullable=True),
+                    "term": _long("Raft term"),
+                },
+                required=["leader_id", "term"],
+            ),
+            "brokers": _array(_ref("Broker")),
+        },
+        required=["cluster_id", "controller", "brokers"],
+    ),
+    "TopicSummary": _object(
+        {
+            "name": _ref("TopicName"),
+            "partitions": _int("partition count"),
+            "replication_factor": _int(),
+        },
+        required=["name", "partitions", "replication_factor"],
+    ),
+    "TopicList": _object(
+        {"topics": _array(_ref("TopicSummary"), "by name; internal (__) topics left out")},
+        required=["topics"],
+    ),
+    "TopicName": _str(
+        "1-249 of [a-zA-Z0-9._-], not . or ..; names starting with __ are reserved",
+        pattern=r"^[a-zA-Z0-9._-]{1,249}$",
+    ),
+    "TopicConfigs": _object(
+        {name: _str(default=default) for name, (default, _) in TOPIC_CONFIGS.items()},
+        description="Configs set on the topic (Kafka's names and string values); "
+        "a config not listed has its default.",
+    ),
+    "TopicConfigsUpdate": _object(
+        {
+            name: {
+                "type": ["string", "integer", "boolean", "null"],
+                "description": f"default {default}",
+            }
+            for name, (default, _) in TOPIC_CONFIGS.items()
+        },
+        description="Config values as strings (numbers and booleans are accepted); null resets "
+        "a config to its default. Unknown names and bad values: INVALID_CONFIG.",
+        additionalProperties=False,
+    ),
+    "PartitionInfo": _object(
+        {
+            "partition": _PARTITION_INDEX,
+            "leader": _BROKER_ID,
+            "leader_epoch": _int(),
+            "partition_epoch": _int(),
+            "replicas": _array(_int(), "broker ids"),
+            "isr": _array(_int(), "in-sync replicas, broker ids"),
+            "log_start_offset": _long(
+                "from the partition's leader; only in GET /v1/topics/{topic}, null when the "
+                "leader did not answer",
+                nullable=True,
+            ),
+            "high_watermark": _long("as log_start_offset", nullable=True),
+        },
+        required=["partition", "leader", "leader_epoch", "replicas", "isr"],
+    ),
+    "Topic": _object(
+        {
+            "name": _ref("TopicName"),
+            "topic_id": _str(),
+            "configs": _ref("TopicConfigs"),
+            "partitions": _array(_ref("PartitionInfo")),
+        },
+        required=["name", "topic_id", "configs", "partitions"],
+    ),
+    "CreateTopicRequest": _object(
+        {
+            "name": _ref("TopicName"),
+            "partitions": _int(minimum=1, maximum=10_000, default=1),
+            "replication_factor": _int("default min(3, live brokers)", minimum=1),
+            "configs": _ref("TopicConfigsUpdate"),
+        },
+        required=["name"],
+    ),
+    "CreatePartitionsRequest": _object(
+        {"count": _int("the new partition count, above the current one", maximum=10_000)},
+        required=["count"],
+    ),
+    "AlterConfigsRequest": _object(
+        {"configs": _ref("TopicConfigsUpdate")},
+        required=["configs"],
+        description="Sets the configs named (others are unchanged); null resets one.",
+    ),
+    "ProduceRecord": _object(
+        {
+            "key": _BYTES,
+            "value": _BYTES,
+            "headers": {
+                "description": "values in the value encoding; an object or [name, value] pairs",
+                "anyOf": [
+                    _map(_str(nullable=True)),
+                    _array(_array(_str(nullable=True), minItems=2, maxItems=2)),
+                ],
+            },
+            "partition": _int(
+                "the partition; else murmur2 of the key (Kafka's default partitioner), "
+                "else one partition per request",
+                minimum=0,
+            ),
+            "timestamp": _long("unix milliseconds; default the broker's clock", minimum=0),
+        },
+    ),
+    "ProduceRequest": _object(
+        {
+            "records": _array(_ref("ProduceRecord"), minItems=1),
+            "key_encoding": _ENCODING,
+            "value_encoding": _ENCODING,
+        },
+        required=["records"],
+    ),
+    "ProduceResult": {
+        "oneOf": [
+            _object(
+                {
+                    "partition": _PARTITION_INDEX,
+                    "offset": _long("null with acks=0", nullable=True),
+                },
+                required=["partition", "offset"],
+            ),
+            _object(
+                {"partition": _PARTITION_INDEX, "error_code": _str(), "message": _str()},
+                required=["partition", "error_code", "message"],
+                description="This record's partition failed (produce to a topic only).",
+            ),
+        ]
+    },
+    "ProduceResponse": _object(
+        {"offsets": _array(_ref("ProduceResult"), "one entry per record, in order")},
+        required=["offsets"],
+    ),
+    "FetchedRecord": _object(
+        {
+            "offset": _OFFSET,
+            "timestamp": _long("unix milliseconds"),
+            "key": _BYTES,
+            "value": _BYTES,
+            "headers": _map(_str(nullable=True)),
+            "key_encoding": _str(
+                "set when utf8 was asked but the key is not UTF-8", const="base64"
+            ),
+            "value_encoding": _str(
+                "set when utf8 was asked but the value is not UTF-8 (headers follow it)",
+                const="base64",
+            ),
+        },
+        required=["offset", "timestamp", "key", "value", "headers"],
+    ),
+    "FetchResponse": _object(
+        {
+            "records": _array(_ref("FetchedRecord"), "only records below the high watermark"),
+            "next_offset": _OFFSET,
+            "high_watermark": _OFFSET,
+            "log_start_offset": _OFFSET,
+        },
+        required=["records", "next_offset", "high_watermark", "log_start_offset"],
+    ),
+    "OffsetResponse": _object(
+        {
+            "offset": _OFFSET,
+            "timestamp": _long(
+                "with at=<unix ms>: the record's timestamp, null when no record is at or after "
+                "the time yet (offset is then the high watermark)",
+                nullable=True,
+            ),
+        },
+        required=["offset"],
+    ),
+    # Consumer groups (planned).
+    "TopicPartitions": _object(
+        {"topic": _ref("TopicName"), "partitions": _array(_PARTITION_INDEX)},
+        required=["topic", "partitions"],
+    ),
+    "JoinGroupRequest": _object(
+        {
+            "topics": _array(_ref("TopicName"), minItems=1),
+            "client_id": _str(),
+            "session_timeout_ms": _int(minimum=1),
+        },
+        required=["topics"],
+    ),
+    "HeartbeatRequest": _object(
+        {"member_epoch": _int("the epoch of the last answer")}, required=["member_epoch"]
+    ),
+    "MemberResponse": _object(
+        {
+            "member_id": _str(),
+            "member_epoch": _int(),
+            "heartbeat_interval_ms": _int(),
+            "assignment": _array(_ref("TopicPartitions")),
+        },
+        required=["member_id", "member_epoch", "heartbeat_interval_ms", "assignment"],
+    ),
+    "CommitOffsetsRequest": _object(
+        {
+            "member_id": _str(),
+            "member_epoch": _int(),
+            "offsets": _array(
+                _object(
+                    {
+                        "topic": _ref("TopicName"),
+                        "partition": _PARTITION_INDEX,
+                        "offset": _OFFSET,
+                        "metadata": _str(),
+                    },
+                    required=["topic", "partition", "offset"],
+                ),
+                minItems=1,
+            ),
+        },
+        required=["offsets"],
+    ),
+    "GroupOffsets": _object(
+        {
+            "offsets": _array(
+                _object(
+                    {
+                        "topic": _ref("TopicName"),
+                        "partition": _PARTITION_INDEX,
+                        "offset": _OFFSET,
+                        "high_watermark": _OFFSET,
+                        "lag": _long(minimum=0),
+                    },
+                    required=["topic", "partition", "offset", "high_watermark", "lag"],
+                )
+            )
+        },
+        required=["offsets"],
+    ),
+    "GroupList": _object(
+        {
+            "groups": _array(
+                _object({"group": _str(), "state": _str()}, required=["group", "state"])
+            )
+        },
+        required=["groups"],
+    ),
+    "Group": _object(
+        {
+            "group": _str(),
+            "state": _str(),
+            "members": _array(
+                _object(
+                    {
+                        "member_id": _str(),
+                        "client_id": _str(nullable=True),
+                        "member_epoch": _int(),
+                        "assignment": _array(_ref("TopicPartitions")),
+                    },
+                    required=["member_id", "member_epoch", "assignment"],
+                )
+            ),
+        },
+        required=["group", "state", "members"],
+    ),
+}
+
+# ---------------------------------------------------------------------------- errors
+
+# Codes whose problem+json carries details beyond the common fields.
+_DETAILS: Final[dict[ErrorCode, tuple[Json, list[str]]]] = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: (
+        {
+            "leader_id": _int("the partition's leader; -1 for none"),
+            "leader_url": _str("where to send the request instead", nullable=True),
+        },
+        [],
+    ),
+    ErrorCode.OFFSET_OUT_OF_RANGE: (
+        {"log_start_offset": _OFFSET, "high_watermark": _OFFSET},
+        ["log_start_offset", "high_watermark"],
+    ),
+    ErrorCode.NOT_ENOUGH_REPLICAS: (
+        {"isr": _array(_int()), "min_insync_replicas": _int()},
+        ["isr", "min_insync_replicas"],
+    ),
+}
+_EXAMPLE_DETAILS: Final[dict[ErrorCode, Json]] = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: {"leader_id": 2, "leader_url": "http://127.0.0.1:9093"},
+    ErrorCode.OFFSET_OUT_OF_RANGE: {"log_start_offset": 0, "high_watermark": 42},
+    ErrorCode.NOT_ENOUGH_REPLICAS: {"isr": [1], "min_insync_replicas": 2},
+}
+
+
+def _problem_schema(code: ErrorCode) -> Json:
+    properties, required = _DETAILS.get(code, ({}, []))
+    specific = _object(
+        {"error_code": {"const": code.name}, "status": {"const": ERROR_INFO[code].http_status}}
+        | properties,
+        required,
+    )
+    return {"allOf": [_ref("Problem"), specific]}
+
+
+def _problem_example(code: ErrorCode) -> Json:
+    info = ERROR_INFO[code]
+    value = {
+        "error_code": code.name,
+        "message": info.message,
+        "status": info.http_status,
+        "retriable": info.retriable,
+    }
+    return {"summary": info.message, "value": value | _EXAMPLE_DETAILS.get(code, {})}
+
+
+def _error_responses(codes: Iterable[ErrorCode]) -> Json:
+    """One application/problem+json response per HTTP status, listing its codes."""
+    by_status: dict[int, list[ErrorCode]] = {}
+    for code in dict.fromkeys(codes):
+        by_status.setdefault(ERROR_INFO[code].http_status, []).append(code)
+    responses: Json = {}
+    for status, group in sorted(by_status.items()):
+        schemas = [_problem_schema(code) for code in group]
+        responses[str(status)] = {
+            "description": "; ".join(f"{c.name}: {ERROR_INFO[c].message}" for c in group),
+            "content": {
+                PROBLEM_JSON: {
+                    "schema": schemas[0] if len(schemas) == 1 else {"oneOf": schemas},
+                    "examples": {c.name: _problem_example(c) for c in group},
+                }
+            },
+        }
+    return responses
+
+
+# Error codes shared by families of operations.
+_BODY = (ErrorCode.INVALID_REQUEST, ErrorCode.RECORD_LIST_TOO_LARGE)
+_UNKNOWN = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,)
+_CONTROLLER = (ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT)
+_LEADER = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+_COORDINATOR = (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT)
+
+# ---------------------------------------------------------------------------- parameters
+
+
+def _query(name: str, description: str, schema: Json, *, required: bool = False) -> Json:
+    return {
+        "name": name,
+        "in": "query",
+        "description": description,
+        "required": required,
+        "schema": schema,
+    }
+
+
+def _path(name: str, description: str, schema: Json) -> Json:
+    return {
+        "name": name,
+        "in": "path",
+        "description": description,
+        "required": True,
+        "schema": schema,
+    }
+
+
+PARAMETERS: Final[Json] = {
+    "topic": _path("topic", "topic name", _ref("TopicName")),
+    "partition": _path("partition", "partition index", _PARTITION_INDEX),
+    "group": _path("group", "consumer group id", _str()),
+    "member_id": _path("member_id", "member id from the join answer", _str()),
+    "acks": _query(
+        "acks",
+        "all (or -1): answer once every record is below the high watermark and the ISR has at "
+        "least min.insync.replicas members (else NOT_ENOUGH_REPLICAS, nothing appended); "
+        "1: once the leader has appended; 0: 202 at once, offsets null",
+        _str(enum=["all", "-1", "1", "0"], default="all"),
+    ),
+    "timeout_ms": _query(
+        "timeout_ms",
+        "how long to wait for acks before REQUEST_TIMED_OUT",
+        _int(minimum=0, maximum=300_000, default=30_000),
+    ),
+    "offset": _query("offset", "the first offset to return", _long(), required=True),
+    "max_records": _query("max_records", "at most this many records", _int(minimum=1, default=500)),
+    "max_bytes": _query(
+        "max_bytes",
+        "about this many bytes of batches (at least one batch is returned)",
+        _int(minimum=1, default=1 << 20),
+    ),
+    "max_wait_ms": _query(
+        "max_wait_ms",
+        "with nothing to return, wait this long for new records (long-poll, at most 30000)",
+        _int(minimum=0, default=0),
+    ),
+    "encoding": _query(
+        "encoding", "how keys, values and header values are written in JSON", _ENCODING
+    ),
+    "at": _query(
+        "at",
+        "earliest = the log start, latest = the high watermark, a unix time in milliseconds = "
+        "the first offset whose timestamp is at or after it (Kafka's ListOffsets)",
+        {
+            "anyOf": [_str(enum=["earliest", "latest"]), _str(pattern="^[0-9]{1,19}$")],
+            "default": "latest",
+        },
+    ),
+    "no_forward": {
+        "name": "X-Kraftlite-No-Forward",
+        "in": "header",
+        "description": "Any value: answer 421 NOT_LEADER_OR_FOLLOWER with leader_id and "
+        "leader_url instead of forwarding to the partition's leader (for clients that route "
+        "by metadata).",
+        "required": False,
+        "schema": _str(examples=["1"]),
+    },
+}
+
+
+def _params(*names: str) -> list[Json]:
+    return [_ref(name, "parameters") for name in names]
+
+
+_PARTITION_PARAMS = ("topic", "partition", "no_forward")
+
+# ---------------------------------------------------------------------------- operations
+
+
+def _answer(description: str, schema: Json | None = None, media_type: str = JSON) -> Json:
+    response: Json = {"description": description}
+    if schema is not None:
+        response["content"] = {media_type: {"schema": schema}}
+    return response
+
+
+def _json_body(schema_name: str, description: str = "") -> Json:
+    body: Json = {"required": True, "content": {JSON: {"schema": _ref(schema_name)}}}
+    if description:
+        body["description"] = description
+    return body
+
+
+def _operation(
+    operation_id: str,
+    tag: str,
+    summary: str,
+    answers: Json,
+    *,
+    description: str = "",
+    parameters: Sequence[Json] = (),
+    body: Json | None = None,
+    errors: Iterable[ErrorCode] = (),
+    planned: bool = False,
+) -> Json:
+    operation: Json = {"operationId": operation_id, "tags": [tag], "summary": summary}
+    if description:
+        operation["description"] = description
+    if parameters:
+        operation["parameters"] = list(parameters)
+    if body is not None:
+        operation["requestBody"] = body
+    operation["responses"] = answers | _error_responses([*errors, ErrorCode.UNKNOWN_SERVER_ERROR])
+    if planned:
+        operation[STATUS_EXTENSION] = PLANNED
+        operation["description"] = f"Planned: not served yet. {description}".strip()
+    return operation
+
+
+_PRODUCE_ANSWERS = {
+    "200": _answer("the records' offsets (acks all or 1)", _ref("ProduceResponse")),
+    "202": _answer("accepted (acks=0): offsets are null", _ref("ProduceResponse")),
+}
+_TOPIC_ANSWER = _answer("the topic", _ref("Topic"))
+
+PATHS: Final[Json] = {
+    "/healthz": {
+        "get": _operation(
+            "healthz",
+            "operations",
+            "The process is alive",
+            {"200": _answer("alive", _ref("Health"))},
+        )
+    },
+    "/readyz": {
+        "get": _operation(
+            "readyz",
+            "operations",
+            "Registered, unfenced and caught up on metadata",
+            {
+                "200": _answer("ready", _ref("Readiness")),
+                "503": _answer("not ready", _ref("Readiness")),
+            },
+        )
+    },
+    "/metrics": {
+        "get": _operation(
+            "metrics",
+            "operations",
+            "Metrics in the Prometheus text format",
+            {"200": _answer("metrics", _str(), METRICS_TYPE)},
+        )
+    },
+    "/v1/openapi.json": {
+        "get": _operation(
+            "openapi",
+            "operations",
+            "This document",
+            {"200": _answer("the OpenAPI 3.1 document", {"type": "object"})},
+        )
+    },
+    "/v1/cluster": {
+        "get": _operation(
+            "cluster",
+            "cluster",
+            "The cluster: its id, the active controller, the brokers",
+            {"200": _answer("the cluster", _ref("Cluster"))},
+            errors=_CONTROLLER,
+        )
+    },
+    "/v1/topics": {
+        "get": _operation(
+            "list_topics",
+            "topics",
+            "List topics",
+            {"200": _answer("the topics", _ref("TopicList"))},
+        ),
+        "post": _operation(
+            "create_topic",
+            "topics",
+            "Create a topic",
+            {
+                "201": _answer(
+                    "created: the topic as GET /v1/topics/{topic} returns it", _ref("Topic")
+                )
+            },
+            description="Forwarded to the active controller. Replicas are placed on live "
+            "brokers, rack-aware.",
+            body=_json_body("CreateTopicRequest"),
+            errors=[
+                *_BODY,
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                ErrorCode.INVALID_PARTITIONS,
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                ErrorCode.INVALID_CONFIG,
+                ErrorCode.TOPIC_ALREADY_EXISTS,
+                *_CONTROLLER,
+            ],
+        ),
+    },
+    "/v1/topics/{topic}": {
+        "parameters": _params("topic"),
+        "get": _operation(
+            "describe_topic",
+            "topics",
+            "Describe a topic: configs, partitions, their leaders, ISRs and offsets",
+            {"200": _TOPIC_ANSWER},
+            errors=_UNKNOWN,
+        ),
+        "delete": _operation(
+            "delete_topic",
+            "topics",
+            "Delete a topic",
+            {"204": _answer("deleted")},
+            description="Forwarded to the active controller.",
+            errors=[*_UNKNOWN, *_CONTROLLER],
+        ),
+    },
+    "/v1/topics/{topic}/partitions": {
+        "parameters": _params("topic"),
+        "post": _operation(
+            "create_partitions",
+            "topics",
+            "Grow a topic to `count` partitions (never shrinks)",
+            {"200": _TOPIC_ANSWER},
+            description="Forwarded to the active controller. Keys may map to other partitions "
+            "afterwards, as in Kafka.",
+            body=_json_body("CreatePartitionsRequest"),
+            errors=[
+                *_BODY,
+                *_UNKNOWN,
+                ErrorCode.INVALID_PARTITIONS,
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                *_CONTROLLER,
+            ],
+        ),
+    },
+    "/v1/topics/{topic}/configs": {
+        "parameters": _params("topic"),
+        "put": _operation(
+            "alter_configs",
+            "topics",
+            "Set or reset topic configs",
+            {"200": _TOPIC_ANSWER},
+            description="Forwarded to the active controller.",
+            body=_json_body("AlterConfigsRequest"),
+            errors=[*_BODY, *_UNKNOWN, ErrorCode.INVALID_CONFIG, *_CONTROLLER],
+        ),
+    },
+    "/v1/topics/{topic}/records": {
+        "parameters": _params("topic"),
+        "post": _operation(
+            "produce_to_topic",
+            "produce",
+            "Produce records to a topic",
+            _PRODUCE_ANSWERS,
+            description="Any broker. Each record goes to its `partition` if given, else to "
+            "murmur2(key) modulo the partition count (bit-for-bit Kafka's default partitioner), "
+            "else to one partition per request. Each partition's records are produced on its "
+            "leader (forwarded, one hop); a partition that fails gives its records "
+            "`error_code` and `message` entries in the 200 answer.",
+            parameters=_params("acks", "timeout_ms"),
+            body=_json_body("ProduceRequest"),
+            errors=[*_BODY, *_UNKNOWN, ErrorCode.UNSUPPORTED_MEDIA_TYPE],
+        ),
+    },
+    "/v1/topics/{topic}/partitions/{partition}/records": {
+        "parameters": _params(*_PARTITION_PARAMS),
+        "post": _operation(
+            "produce_to_partition",
+            "produce",
+            "Produce records to one partition",
+            _PRODUCE_ANSWERS,
+            description="Forwarded to the partition's leader unless X-Kraftlite-No-Forward "
+            "is sent. A JSON body's records must not name another partition.",
+            parameters=_params("acks", "timeout_ms"),
+            body={
+                "required": True,
+                "description": f"JSON records, or exactly one binary batch ({BATCH_TYPE}, "
+                "format in docs/batch-format.md).",
+                "content": {JSON: {"schema": _ref("ProduceRequest")}, BATCH_TYPE: {}},
+            },
+            errors=[
+                *_BODY,
+                ErrorCode.CORRUPT_MESSAGE,
+                *_LEADER,
+                ErrorCode.MESSAGE_TOO_LARGE,
+                ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                ErrorCode.REQUEST_TIMED_OUT,
+            ],
+        ),
+        "get": _operation(
+            "fetch",
+            "fetch",
+            "Fetch records from one partition",
+            {
+                "200": {
+                    "description": "Records below the high watermark from `offset` on (none "
+                    f"after max_wait_ms). With Accept: {BATCH_TYPE}, the stored batches back "
+                    "to back (the first may start before `offset`).",
+                    "headers": {
+                        "X-Kraftlite-High-Watermark": {
+                            "description": "binary answers only",
+                            "schema": _OFFSET,
+                        },
+                        "X-Kraftlite-Log-Start-Offset": {
+                            "description": "binary answers only",
+                            "schema": _OFFSET,
+                        },
+                    },
+                    "content": {JSON: {"schema": _ref("FetchResponse")}, BATCH_TYPE: {}},
+                }
+            },
+            description="Forwarded to the partition's leader unless X-Kraftlite-No-Forward "
+            "is sent. An offset below the log start or above the high watermark: "
+            "OFFSET_OUT_OF_RANGE.",
+            parameters=_params("offset", "max_records", "max_bytes", "max_wait_ms", "encoding"),
+            errors=[ErrorCode.INVALID_REQUEST, *_LEADER, ErrorCode.OFFSET_OUT_OF_RANGE],
+        ),
+    },
+    "/v1/topics/{topic}/partitions/{partition}/offsets": {
+        "parameters": _params(*_PARTITION_PARAMS),
+        "get": _operation(
+            "list_offsets",
+            "fetch",
+            "Look up an offset by position or time",
+            {"200": _answer("the offset", _ref("OffsetResponse"))},
+            parameters=_params("at"),
+            errors=[ErrorCode.INVALID_REQUEST, *_LEADER],
+        ),
+    },
+    # Consumer groups: in the contract, not served yet.
+    "/v1/groups": {
+        "get": _operation(
+            "list_groups",
+            "groups",
+            "List consumer groups",
+            {"200": _answer("the groups", _ref("GroupList"))},
+            errors=_COORDINATOR,
+            planned=True,
+        )
+    },
+    "/v1/groups/{group}": {
+        "parameters": _params("group"),
+        "get": _operation(
+            "describe_group",
+            "groups",
+            "Describe a group: its state, members and their assignments",
+            {"200": _answer("the group", _ref("Group"))},
+            errors=_COORDINATOR,
+            planned=True,
+        ),
+    },
+    "/v1/groups/{group}/members": {
+        "parameters": _params("group"),
+        "post": _operation(
+            "join_group",
+            "groups",
+            "Join a group",
+            {"200": _answer("the new member and its assignment", _ref("MemberResponse"))},
+            description="Forwarded to the group's coordinator.",
+            body=_json_body("JoinGroupRequest"),
+            errors=[*_BODY, *_COORDINATOR],
+            planned=True,
+        ),
+    },
+    "/v1/groups/{group}/members/{member_id}/heartbeat": {
+        "parameters": _params("group", "member_id"),
+        "post": _operation(
+            "heartbeat",
+            "groups",
+            "Heartbeat; the answer may change the assignment",
+            {"200": _answer("the member and its assignment", _ref("MemberResponse"))},
+            description="A heartbeat with the epoch of the last answer confirms that the member "
+            "holds exactly that assignment and has released everything else. A member silent "
+            "past its session timeout is removed and its partitions reassigned.",
+            body=_json_body("HeartbeatRequest"),
+            errors=[*_BODY, *_COORDINATOR],
+            planned=True,
+        ),
+    },
+    "/v1/groups/{group}/members/{member_id}": {
+        "parameters": _params("group", "member_id"),
+        "delete": _operation(
+            "leave_group",
+            "groups",
+            "Leave a group; its partitions are reassigned",
+            {"204": _answer("left")},
+            errors=_COORDINATOR,
+            planned=True,
+        ),
+    },
+    "/v1/groups/{group}/offsets": {
+        "parameters": _params("group"),
+        "post": _operation(
+            "commit_offsets",
+            "groups",
+            "Commit offsets",
+            {"204": _answer("committed")},
+            description="A commit from a stale member epoch for a partition the member no "
+            "longer owns is refused.",
+            body=_json_body("CommitOffsetsRequest"),
+            errors=[*_BODY, *_UNKNOWN, *_COORDINATOR],
+            planned=True,
+        ),
+        "get": _operation(
+            "group_offsets",
+            "groups",
+            "The group's committed offsets and lag",
+            {"200": _answer("the offsets", _ref("GroupOffsets"))},
+            errors=_COORDINATOR,
+            planned=True,
+        ),
+    },
+}
+
+# ---------------------------------------------------------------------------- the document
+
+_DESCRIPTION = """\
+A Kafka-style replicated commit log over plain HTTP.
+
+- **Any broker serves any request.** A broker that does not lead a partition forwards a \
+partition request to the leader (one hop); admin writes go to the active controller. A client \
+that routes by metadata sends `X-Kraftlite-No-Forward: 1` and gets 421 NOT_LEADER_OR_FOLLOWER \
+with `leader_id` and `leader_url` instead.
+- Bodies are JSON unless a binary type is named; unknown fields are ignored.
+- Errors are `application/problem+json`: `{"error_code", "message", "status", "retriable", \
+...details}`, with Kafka's error names where one fits.
+- Keys and values are bytes: UTF-8 text in JSON by default, base64 with \
+`key_encoding`/`value_encoding` (produce) or `encoding=base64` (fetch). `null` is no key / a \
+null value (a tombstone).
+- Operations marked `x-kraftlite-status: planned` are in the contract but not served yet.
+"""
+
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "kraftlite HTTP API",
+        "version": __version__,
+        "summary": "Produce, fetch and administer a kraftlite cluster (API v1).",
+        "description": _DESCRIPTION,
+        "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
+    },
+    "tags": [
+        {"name": "operations", "description": "Health, readiness, metrics (every node)"},
+        {"name": "cluster", "description": "The cluster and its brokers"},
+        {"name": "topics", "description": "Topic admin; writes go to the active controller"},
+        {"name": "produce", "description": "Write records"},
+        {"name": "fetch", "description": "Read records and look up offsets"},
+        {"name": "groups", "description": "Consumer groups (planned)"},
+    ],
+    "paths": PATHS,
+    "components": {"schemas": SCHEMAS, "parameters": PARAMETERS},
+}

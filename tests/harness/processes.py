@@ -87,6 +87,15 @@ class Process:
             self.popen.wait(timeout=20)
         self.popen = None
 
+    def pause(self) -> None:
+        """SIGSTOP: a hung node (its sockets stay open, it answers nothing)."""
+        assert self.popen is not None
+        self.popen.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.popen is not None
+        self.popen.send_signal(signal.SIGCONT)
+
     def terminate(self) -> int | None:
         if self.popen is None:
             return None
@@ -104,14 +113,22 @@ class Process:
         return self.popen is not None and self.popen.poll() is None
 
 
+def toml_lines(settings: dict[str, Any]) -> str:
+    return "".join(f'"{k}" = {json.dumps(v)}\n' for k, v in settings.items())
+
+
 @dataclass
 class ControllerQuorum:
     root: Path
     size: int = 3
+    config: dict[str, Any] = field(default_factory=dict)  # extra TOML keys
     processes: dict[int, Process] = field(default_factory=dict)
     urls: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        config_file = self.root / "controller.toml"
+        config_file.write_text(toml_lines(self.config))
         ports = free_ports(2 * self.size)
         raft = {i + 1: f"127.0.0.1:{ports[i]}" for i in range(self.size)}
         quorum = ",".join(f"{i}@{address}" for i, address in raft.items())
@@ -122,6 +139,8 @@ class ControllerQuorum:
                 f"controller-{node_id}",
                 [
                     "controller",
+                    "--config",
+                    str(config_file),
                     "--node-id",
                     str(node_id),
                     "--listen",
@@ -179,20 +198,19 @@ class Cluster:
     root: Path
     brokers: int = 3
     broker_config: dict[str, Any] = field(default_factory=dict)  # extra TOML keys
+    controller_config: dict[str, Any] = field(default_factory=dict)
     quorum: ControllerQuorum = field(init=False)
     processes: dict[int, Process] = field(default_factory=dict)
     urls: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.quorum = ControllerQuorum(self.root)
+        self.quorum = ControllerQuorum(self.root, config=self.controller_config)
         controllers = ",".join(self.quorum.urls.values())
         for broker_id, port in enumerate(free_ports(self.brokers), start=1):
             listen = f"127.0.0.1:{port}"
             self.urls[broker_id] = f"http://{listen}"
             config = self.root / f"broker-{broker_id}.toml"
-            config.write_text(
-                "".join(f'"{k}" = {json.dumps(v)}\n' for k, v in self.broker_config.items())
-            )
+            config.write_text(toml_lines(self.broker_config))
             self.processes[broker_id] = Process(
                 f"broker-{broker_id}",
                 [

@@ -1,0 +1,157 @@
+"""The OpenAPI document: valid OpenAPI 3.1, in step with the broker's routes and error codes."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from openapi_spec_validator import OpenAPIV31SpecValidator, validate
+
+from kraftlite.api import errors as api_errors
+from kraftlite.api.openapi import BATCH_TYPE, OPENAPI, PLANNED, PROBLEM_JSON, STATUS_EXTENSION
+from kraftlite.errors import ErrorCode
+
+BROKER_APP = Path(__file__).resolve().parents[2] / "kraftlite" / "api" / "broker_app.py"
+METHODS = {"get", "post", "put", "delete", "patch", "head", "options"}
+ERROR_NAME = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
+
+
+def broker_routes() -> set[tuple[str, str]]:
+    """(method, path) of every public `router.add_<method>(path, ...)` in broker_app.py, read
+    from the source so that this test needs no running broker.
+    """
+    routes = set()
+    for node in ast.walk(ast.parse(BROKER_APP.read_text())):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr.removeprefix("add_") in METHODS
+            and node.func.attr.startswith("add_")
+        ):
+            continue
+        first = node.args[0] if node.args else None
+        assert isinstance(first, ast.Constant) and isinstance(first.value, str), (
+            f"line {node.lineno}: a route path that is not a literal string"
+        )
+        path = re.sub(r"\{(\w+):[^}]*\}", r"{\1}", first.value)  # {id:\d+} -> {id}
+        if not path.startswith("/v1/internal/"):
+            routes.add((node.func.attr.removeprefix("add_"), path))
+    return routes
+
+
+def operations() -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for path, item in OPENAPI["paths"].items():
+        for method, operation in item.items():
+            if method in METHODS:
+                yield method, path, operation
+
+
+def walk(node: Any) -> Iterator[Any]:
+    yield node
+    children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+    for child in children:
+        yield from walk(child)
+
+
+# ---------------------------------------------------------------------------- validity
+
+
+def test_the_document_is_valid_openapi_3_1() -> None:
+    assert OPENAPI["openapi"].startswith("3.1.")
+    validate(OPENAPI, cls=OpenAPIV31SpecValidator)
+
+
+def test_the_document_survives_serving_as_json() -> None:
+    assert orjson.loads(orjson.dumps(OPENAPI)) == OPENAPI  # no tuples, no non-str keys
+
+
+def test_media_types_match_the_servers() -> None:
+    assert PROBLEM_JSON == api_errors.PROBLEM_JSON
+    constants = {
+        target.id: node.value.value
+        for node in ast.parse(BROKER_APP.read_text()).body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    assert constants["BATCH_TYPE"] == BATCH_TYPE
+
+
+# ---------------------------------------------------------------------------- routes
+
+
+def test_the_route_parser_finds_the_routes() -> None:
+    routes = broker_routes()
+    assert ("get", "/healthz") in routes
+    assert ("get", "/v1/topics/{topic}/partitions/{partition}/records") in routes
+    assert not any(path.startswith("/v1/internal") for _, path in routes)
+
+
+def test_every_broker_route_is_documented() -> None:
+    documented = {(method, path) for method, path, _ in operations()}
+    missing = broker_routes() - documented
+    assert not missing, f"served but not in the OpenAPI document: {sorted(missing)}"
+
+
+def test_every_documented_operation_is_served_unless_planned() -> None:
+    routes = broker_routes()
+    for method, path, operation in operations():
+        planned = operation.get(STATUS_EXTENSION) == PLANNED
+        served = (method, path) in routes
+        assert served != planned, f"{method.upper()} {path}: " + (
+            "served but marked planned" if served else "documented but not served"
+        )
+
+
+def test_planned_operations_are_the_consumer_groups() -> None:
+    planned = {path for _, path, op in operations() if op.get(STATUS_EXTENSION) == PLANNED}
+    assert planned
+    assert all(path.startswith("/v1/groups") for path in planned)
+
+
+def test_internal_paths_are_left_out() -> None:
+    assert not [path for path in OPENAPI["paths"] if path.startswith("/v1/internal")]
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+def named_error_codes() -> tuple[set[str], set[str]]:
+    """(codes named by schemas and examples, upper-snake words in descriptions and summaries)."""
+    structured: set[str] = set()
+    prose: set[str] = set()
+    for node in walk(OPENAPI):
+        if not isinstance(node, dict):
+            continue
+        code = node.get("error_code")
+        if isinstance(code, str):  # an example
+            structured.add(code)
+        elif isinstance(code, dict):  # a schema
+            structured |= {code["const"]} if "const" in code else set(code.get("enum", ()))
+        for key in ("description", "summary"):
+            if isinstance(node.get(key), str):
+                prose |= set(ERROR_NAME.findall(node[key]))
+    return structured, prose
+
+
+def test_every_error_code_in_the_document_exists() -> None:
+    structured, prose = named_error_codes()
+    assert "NOT_LEADER_OR_FOLLOWER" in structured  # the walk finds them
+    known = set(ErrorCode.__members__)
+    assert structured <= known, f"unknown error codes: {sorted(structured - known)}"
+    assert prose <= known, f"unknown error codes in descriptions: {sorted(prose - known)}"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "operation"),
+    [pytest.param(m, p, o, id=f"{m} {p}") for m, p, o in operations()],
+)
+def test_errors_are_problem_json(method: str, path: str, operation: dict[str, Any]) -> None:
+    for status, response in operation["responses"].items():
+        if int(status) >= 400 and (method, path, status) != ("get", "/readyz", "503"):
+            assert list(response["content"]) == [PROBLEM_JSON], f"{method} {path} {status}"
