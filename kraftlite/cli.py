@@ -127,6 +127,24 @@ def broker(  # noqa: PLR0917 - click passes every option positionally
     asyncio.run(run_broker(loaded))
 
 
+@main.command()
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("run/dev"),
+    show_default=True,
+    help="Every node's data, logs and the Raft password.",
+)
+@click.option("--controllers", type=click.IntRange(1, 5), default=3, show_default=True)
+@click.option("--brokers", type=click.IntRange(1, 16), default=3, show_default=True)
+@click.option("--base-port", type=click.IntRange(1024, 65000), default=9092, show_default=True)
+def dev(data_dir: Path, controllers: int, brokers: int, base_port: int) -> None:
+    """Run a whole local cluster in the foreground (every node its own process)."""
+    from kraftlite.dev import run  # noqa: PLC0415 - keep light commands light
+
+    sys.exit(run(data_dir, controllers, brokers, base_port))
+
+
 def _configure_logging(
     ctx: click.Context, role: str, node_id: int, log_format: str, level: str
 ) -> None:

@@ -24,6 +24,9 @@ from kraftlite.storage.log import LogStorage, StorageConfig
 
 log = structlog.get_logger(__name__)
 EXIT_FATAL = 70  # EX_SOFTWARE: a broken invariant; stop rather than diverge
+# On SIGTERM, requests in flight get this long to finish; long-polls (metadata, fetch) are
+# cut short rather than waited out.
+SHUTDOWN_GRACE_S = 2.0
 
 
 def cluster_id_for(quorum: tuple[str, ...]) -> str:
@@ -72,7 +75,9 @@ async def run_controller(config: ControllerConfig, password: str) -> None:
         raft_log,
         SystemClock(),
     )
-    runner = web.AppRunner(make_controller_app(controller), access_log=None)
+    runner = web.AppRunner(
+        make_controller_app(controller), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S
+    )
     await runner.setup()
     try:
         await web.TCPSite(runner, host, int(port)).start()
@@ -118,13 +123,17 @@ async def run_broker(config: BrokerConfig) -> None:
             session,
             SystemClock(),
         )
-        runner = web.AppRunner(make_broker_app(broker), access_log=None)
-        await runner.setup()  # starts the broker (register, heartbeats, metadata)
+        runner = web.AppRunner(
+            make_broker_app(broker), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S
+        )
+        await runner.setup()
         try:
             await web.TCPSite(runner, host, int(port)).start()
+            await broker.start()  # register, heartbeats, metadata
             log.info("broker_started", listen=config.listen, log_dir=str(config.log_dir))
             await _wait_for_signal()
             log.info("broker_stopping")
         finally:
-            await runner.cleanup()  # controlled shutdown, then the replicas stop
+            await broker.stop()  # controlled shutdown while still serving followers
+            await runner.cleanup()
             storage.close()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -529,19 +528,11 @@ async def replica_fetch(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------------------- the app
 
 
-async def _broker_lifecycle(app: web.Application) -> AsyncIterator[None]:
-    broker = app[BROKER]
-    await broker.start()
-    yield
-    await broker.stop()
-
-
 def make_broker_app(broker: Broker) -> web.Application:
     app = web.Application(
         middlewares=[problem_middleware], client_max_size=broker.settings.max_request_bytes
     )
     app[BROKER] = broker
-    app.cleanup_ctx.append(_broker_lifecycle)
     r = app.router
     r.add_get("/healthz", healthz)
     r.add_get("/readyz", readyz)

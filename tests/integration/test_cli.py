@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ import pytest
 from kraftlite import __version__
 from kraftlite.protocol import batch as fmt
 from kraftlite.storage.log import LogStorage, StorageConfig
+from tests.harness.processes import http
 
 pytestmark = pytest.mark.integration
 
@@ -70,3 +74,79 @@ def test_log_dump(tmp_path: Path) -> None:
     ]
     table = kraftlite("log", "dump", str(tmp_path / "log"))
     assert "orders-0" in table.stdout
+
+
+def _start_dev(data_dir: Path, base_port: int) -> tuple[subprocess.Popen[str], list[str]]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kraftlite", "dev", "--data-dir", str(data_dir),
+         "--base-port", str(base_port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith("Ctrl-C"):
+            return process, lines
+    raise AssertionError("".join(lines))
+
+
+def _stop_dev(process: subprocess.Popen[str]) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        assert process.wait(timeout=60) == 0
+    finally:
+        assert process.stdout is not None
+        process.stdout.close()
+
+
+def _dev_port() -> int:
+    """A base port whose broker (P..P+2), controller HTTP (P+309..) and Raft (P+209..)
+    ports are all free.
+    """
+    for base in range(20_000, 40_000, 997):
+        ports = [base + i for i in range(3)] + [base + o + i for o in (209, 309) for i in range(3)]
+        try:
+            sockets = []
+            for port in ports:
+                s = socket.socket()
+                sockets.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    raise AssertionError("no free port range")
+
+
+@pytest.mark.timeout(120)
+def test_dev_runs_a_cluster_stops_cleanly_and_comes_back_with_its_data(tmp_path: Path) -> None:
+    base = _dev_port()
+    broker = f"http://127.0.0.1:{base}"
+    process, lines = _start_dev(tmp_path / "dev", base)
+    try:
+        assert sum("broker-" in line for line in lines) == 3
+        assert sum("controller-" in line for line in lines) == 3
+        status, _ = http("POST", broker + "/v1/topics", {"name": "kept", "replication_factor": 3})
+        assert status == 201
+        status, body = http(
+            "POST", broker + "/v1/topics/kept/records", {"records": [{"value": "v"}]}
+        )
+        assert status == 200, body
+    finally:
+        _stop_dev(process)
+    process, _ = _start_dev(tmp_path / "dev", base)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            status, body = http("GET", broker + "/v1/topics/kept/partitions/0/records?offset=0")
+            if status == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert status == 200 and [r["value"] for r in body["records"]] == ["v"], body
+    finally:
+        _stop_dev(process)
