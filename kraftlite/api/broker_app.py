@@ -519,6 +519,7 @@ async def replica_fetch(request: web.Request) -> web.Response:
         answers, segments = await request.app[BROKER].replicas.serve_replica_fetch(body)
     except (KeyError, TypeError, ValueError) as exc:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, f"bad replica fetch: {exc!r}") from None
+    metrics.record_replica_fetch(any(segments))
     return web.Response(
         body=framing.encode({"partitions": answers}, segments),
         headers={"Content-Type": framing.CONTENT_TYPE},

@@ -34,6 +34,17 @@ FETCHED_RECORDS = Counter(
     "kraftlite_fetched_records", "Records served as JSON to consumers", ["topic"], registry=REGISTRY
 )
 
+REPLICA_FETCHES = Counter(
+    "kraftlite_replica_fetch_requests",
+    "Follower fetch requests served, by whether they carried records",
+    ["with_records"],
+    registry=REGISTRY,
+)
+
+
+def record_replica_fetch(with_records: bool) -> None:
+    REPLICA_FETCHES.labels("true" if with_records else "false").inc()
+
 
 def record_produce(partition: Partition, records: int, size: int) -> None:
     PRODUCED_RECORDS.labels(partition.topic).inc(records)

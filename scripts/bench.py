@@ -1,0 +1,361 @@
+"""End-to-end benchmark of a kraftlite cluster, with its baselines measured in the same run.
+
+Starts a local cluster (`kraftlite dev`: 3 controllers + 3 brokers, each its own process) in
+a temporary directory unless --bootstrap points at a running one, creates a topic with
+3 partitions and replication factor 3, and measures from one load-generating process:
+
+  produce binary   pre-encoded batches of --batch records x --size bytes (the Python client's
+                   path: binary batch format, straight to each partition's leader with
+                   X-Kraftlite-No-Forward), --producers concurrent requests, acks=1 and acks=all
+  produce JSON     the same records as a JSON body to the topic endpoint (acks=all)
+  latency          one producer, one record per request, acks=all: p50 and p99
+  consume          binary fetches of everything produced, from every partition's leader
+Baselines, same run, same client and concurrency:
+  bare aiohttp     a bare aiohttp endpoint (own process) that reads the same batch bodies and
+                   discards them: the ceiling of HTTP in Python on this machine
+  raw LMDB         py-lmdb puts of the same batches, one transaction per batch, no fsync
+Every figure is the median over --runs. The last line is one JSON object.
+
+Run: python scripts/bench.py [--runs 3] [--seconds 5] [--producers 8] [--bootstrap URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import lmdb
+
+from kraftlite.protocol import batch as fmt
+
+BATCH = "application/vnd.kraftlite.batch"
+TOPIC = "bench"
+PARTITIONS = 3
+
+
+# ------------------------------------------------------------------------------ the cluster
+
+
+def free_base_port() -> int:
+    for base in range(21_000, 40_000, 997):
+        ports = [base + i for i in range(3)] + [base + o + i for o in (209, 309) for i in range(3)]
+        sockets = []
+        try:
+            for port in ports:
+                s = socket.socket()
+                sockets.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    raise SystemExit("no free port range")
+
+
+def start_cluster(root: Path) -> tuple[subprocess.Popen[str], str]:
+    base = free_base_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kraftlite",
+            "dev",
+            "--data-dir",
+            str(root),
+            "--base-port",
+            str(base),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith("Ctrl-C"):
+            return process, f"http://127.0.0.1:{base}"
+    raise SystemExit("the cluster did not start")
+
+
+def call(method: str, url: str, body: Any = None) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def prepare_topic(bootstrap: str) -> dict[int, str]:
+    """Create the topic (fresh) and return partition -> leader URL once all have leaders."""
+    call("DELETE", f"{bootstrap}/v1/topics/{TOPIC}")
+    time.sleep(1)
+    status, body = call(
+        "POST",
+        f"{bootstrap}/v1/topics",
+        {"name": TOPIC, "partitions": PARTITIONS, "replication_factor": 3,
+         "configs": {"min.insync.replicas": 2}},
+    )  # fmt: skip
+    if status != 201:
+        raise SystemExit(f"topic creation failed: {status} {body}")
+    brokers = {b["id"]: b["url"] for b in call("GET", f"{bootstrap}/v1/cluster")[1]["brokers"]}
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status, topic = call("GET", f"{bootstrap}/v1/topics/{TOPIC}")
+        parts = topic.get("partitions", []) if status == 200 else []
+        if parts and all(p["high_watermark"] is not None for p in parts):
+            return {p["partition"]: brokers[p["leader"]] for p in parts}
+        time.sleep(0.2)
+    raise SystemExit("partitions got no leaders")
+
+
+# ------------------------------------------------------------------------------ load
+
+
+async def run_for(seconds: float, workers: int, step: Callable[[int], Awaitable[int]]) -> float:
+    """Items per second over `seconds`, with `workers` concurrent loops of `step`."""
+    done = 0
+    deadline = time.monotonic() + seconds
+
+    async def loop(worker: int) -> None:
+        nonlocal done
+        i = worker
+        while time.monotonic() < deadline:
+            finished = await step(i)  # not `done += await ...`: that reads `done` before awaiting
+            done += finished
+            i += workers
+
+    started = time.monotonic()
+    await asyncio.gather(*(loop(w) for w in range(workers)))
+    return done / (time.monotonic() - started)
+
+
+async def produce_binary(
+    session: aiohttp.ClientSession, leaders: dict[int, str], batch: bytes, count: int,
+    acks: str, seconds: float, producers: int,
+) -> float:  # fmt: skip
+    async def step(i: int) -> int:
+        partition = i % PARTITIONS
+        async with session.post(
+            f"{leaders[partition]}/v1/topics/{TOPIC}/partitions/{partition}/records?acks={acks}",
+            data=batch,
+            headers={"Content-Type": BATCH, "X-Kraftlite-No-Forward": "1"},
+        ) as response:
+            await response.read()
+            if response.status != 200:
+                raise SystemExit(f"produce failed: {response.status}")
+        return count
+
+    return await run_for(seconds, producers, step)
+
+
+async def produce_json(
+    session: aiohttp.ClientSession, bootstrap: str, body: bytes, count: int, seconds: float,
+    producers: int,
+) -> float:  # fmt: skip
+    async def step(i: int) -> int:
+        async with session.post(
+            f"{bootstrap}/v1/topics/{TOPIC}/records?acks=all",
+            data=body,
+            headers={"Content-Type": "application/json"},
+        ) as response:
+            await response.read()
+            if response.status != 200:
+                raise SystemExit(f"JSON produce failed: {response.status}")
+        return count
+
+    return await run_for(seconds, producers, step)
+
+
+async def latency(
+    session: aiohttp.ClientSession, leaders: dict[int, str], seconds: float
+) -> tuple[float, float]:
+    record = fmt.encode_records([fmt.Record(value=b"x" * 100, key=b"k")], now_ms=0)
+    samples = []
+    deadline = time.monotonic() + seconds
+    url = f"{leaders[0]}/v1/topics/{TOPIC}/partitions/0/records?acks=all"
+    headers = {"Content-Type": BATCH, "X-Kraftlite-No-Forward": "1"}
+    while time.monotonic() < deadline:
+        started = time.perf_counter()
+        async with session.post(url, data=record, headers=headers) as response:
+            await response.read()
+        samples.append((time.perf_counter() - started) * 1000)
+    samples.sort()
+    return statistics.median(samples), samples[int(len(samples) * 0.99)]
+
+
+async def consume(session: aiohttp.ClientSession, leaders: dict[int, str]) -> tuple[float, int]:
+    """Read every partition from offset 0 to its high watermark; (records/s, records)."""
+    total = 0
+
+    async def read_partition(partition: int) -> None:
+        nonlocal total
+        offset = 0
+        url = f"{leaders[partition]}/v1/topics/{TOPIC}/partitions/{partition}/records"
+        while True:
+            async with session.get(
+                url,
+                params={"offset": str(offset), "max_bytes": str(8 << 20)},
+                headers={"Accept": BATCH, "X-Kraftlite-No-Forward": "1"},
+            ) as response:
+                data = await response.read()
+                hw = int(response.headers["X-Kraftlite-High-Watermark"])
+            for view in fmt.split_batches(data):
+                header = fmt.read_header(view)
+                total += header.base_offset + header.record_count - max(offset, header.base_offset)
+                offset = header.next_offset
+            if offset >= hw:
+                return
+
+    started = time.monotonic()
+    await asyncio.gather(*(read_partition(p) for p in range(PARTITIONS)))
+    return total / (time.monotonic() - started), total
+
+
+# ------------------------------------------------------------------------------ baselines
+
+BARE_SERVER = """
+import sys
+from aiohttp import web
+async def handler(request):
+    await request.read()
+    return web.json_response({"offsets": []})
+app = web.Application(client_max_size=64 << 20)
+app.router.add_post("/x", handler)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
+"""
+
+
+async def bare_aiohttp(
+    session: aiohttp.ClientSession, batch: bytes, count: int, seconds: float, producers: int
+) -> float:
+    port = free_base_port() + 500
+    server = subprocess.Popen([sys.executable, "-c", BARE_SERVER, str(port)])
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                await asyncio.sleep(0.05)
+
+        async def step(i: int) -> int:
+            async with session.post(f"http://127.0.0.1:{port}/x", data=batch) as response:
+                await response.read()
+            return count
+
+        return await run_for(seconds, producers, step)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait()
+
+
+def raw_lmdb(batch: bytes, count: int, seconds: float) -> float:
+    root = Path(tempfile.mkdtemp(prefix="kl-bench-lmdb-"))
+    env = lmdb.open(str(root), map_size=1 << 36, sync=False, metasync=False, max_dbs=4)
+    db = env.open_db(b"batches")
+    done, i = 0, 0
+    started = time.monotonic()
+    try:
+        while time.monotonic() - started < seconds:
+            with env.begin(write=True) as txn:
+                txn.put(b"\x00\x00\x00\x01" + (i * count).to_bytes(8, "big"), batch, db=db)
+            done += count
+            i += 1
+        return done / (time.monotonic() - started)
+    finally:
+        env.close()
+        shutil.rmtree(root)
+
+
+# ------------------------------------------------------------------------------ main
+
+
+async def one_run(args: argparse.Namespace, bootstrap: str) -> dict[str, float]:
+    leaders = prepare_topic(bootstrap)
+    records = [fmt.Record(value=b"v" * args.size, key=None) for _ in range(args.batch)]
+    batch = fmt.encode_records(records, now_ms=int(time.time() * 1000))
+    json_body = json.dumps({"records": [{"value": "v" * args.size} for _ in range(args.batch)]})
+    connector = aiohttp.TCPConnector(limit=64)
+    result: dict[str, float] = {}
+    async with aiohttp.ClientSession(connector=connector) as session:
+        s, c, n = args.seconds, args.batch, args.producers
+        result["produce_records_per_s"] = await produce_binary(
+            session, leaders, batch, c, "1", s, n
+        )
+        result["produce_acks_all_records_per_s"] = await produce_binary(
+            session, leaders, batch, c, "all", s, n
+        )
+        result["produce_json_acks_all_records_per_s"] = await produce_json(
+            session, bootstrap, json_body.encode(), c, s, n
+        )
+        result["p50_ms"], result["p99_ms"] = await latency(session, leaders, s)
+        result["consume_records_per_s"], result["consumed_records"] = await consume(
+            session, leaders
+        )
+        result["baseline_bare_aiohttp_records_per_s"] = await bare_aiohttp(session, batch, c, s, n)
+    result["baseline_raw_lmdb_records_per_s"] = raw_lmdb(batch, c, s)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--producers", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=1000, help="records per batch")
+    parser.add_argument("--size", type=int, default=100, help="bytes per record value")
+    parser.add_argument("--bootstrap", help="a running cluster's broker URL (else start one)")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="kl-bench-"))
+    cluster = None
+    try:
+        if args.bootstrap:
+            bootstrap = args.bootstrap
+        else:
+            cluster, bootstrap = start_cluster(root)
+        runs = []
+        for run in range(args.runs):
+            figures = asyncio.run(one_run(args, bootstrap))
+            runs.append(figures)
+            print(f"run {run + 1}: " + ", ".join(f"{k}={v:,.1f}" for k, v in figures.items()))
+        median = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        print("\nmedian of", args.runs, "runs")
+        for key, value in median.items():
+            print(f"  {key:<40} {value:>14,.1f}")
+        ratio = (
+            median["produce_acks_all_records_per_s"] / median["baseline_bare_aiohttp_records_per_s"]
+        )
+        print(f"  acks=all produce / bare aiohttp endpoint  {ratio:>14.2f}")
+        print(json.dumps({"bench": "e2e", **{k: round(v, 2) for k, v in median.items()},
+                          "runs": args.runs, "producers": args.producers,
+                          "batch_records": args.batch, "record_bytes": args.size}))  # fmt: skip
+    finally:
+        if cluster is not None:
+            cluster.send_signal(signal.SIGTERM)
+            cluster.wait(timeout=60)
+            if cluster.stdout is not None:
+                cluster.stdout.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
