@@ -248,7 +248,7 @@ async def bare_aiohttp(
     session: aiohttp.ClientSession, batch: bytes, count: int, seconds: float, producers: int
 ) -> float:
     port = free_base_port() + 500
-    server = subprocess.Popen([sys.executable, "-c", BARE_SERVER, str(port)])
+    server = subprocess.Popen([sys.executable, "-c", BARE_SERVER, str(port)])  # noqa: ASYNC220
     try:
         for _ in range(100):
             try:
