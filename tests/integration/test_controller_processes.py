@@ -16,7 +16,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 @pytest.fixture
 def quorum(tmp_path: Path) -> Iterator[ControllerQuorum]:
-    controllers = ControllerQuorum(tmp_path)
+    # a short broker session: the test waits for a silent broker to be fenced
+    controllers = ControllerQuorum(tmp_path, config={"broker.session.timeout.ms": 3000})
     controllers.start()
     try:
         yield controllers
