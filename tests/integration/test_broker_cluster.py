@@ -295,3 +295,62 @@ def test_bad_input_gets_the_contracts_error_and_changes_nothing(cluster: Cluster
         assert [r["value"] for r in fetch_all(url, "bad", 0)] == ["ok"]
         status, _ = http("GET", url + "/healthz")
         assert status == 200
+
+
+def test_operations_endpoints_on_every_broker(cluster: Cluster) -> None:
+    create_topic(cluster, "ops", partitions=2, replication_factor=3)
+    http("POST", cluster.urls[1] + "/v1/topics/ops/records", {"records": [{"value": "m"}]})
+    for broker_id, url in cluster.urls.items():
+        assert http("GET", url + "/healthz") == (200, {"status": "ok"})
+        status, ready = http("GET", url + "/readyz")
+        assert status == 200 and ready["ready"] and ready["broker_id"] == broker_id
+        status, described = http("GET", url + "/v1/cluster")
+        assert status == 200 and described["cluster_id"]
+        assert sorted(b["id"] for b in described["brokers"]) == [1, 2, 3]
+        assert not any(b["fenced"] for b in described["brokers"])
+        status, spec = http("GET", url + "/v1/openapi.json")
+        assert status == 200 and "/v1/topics/{topic}/records" in spec["paths"]
+        status, text, _ = raw("GET", url + "/metrics", b"", {})
+        metrics = text.decode()
+        assert status == 200 and "kraftlite_under_replicated_partitions 0.0" in metrics
+        assert 'kraftlite_high_watermark{partition="0",topic="ops"}' in metrics
+
+
+@pytest.fixture(scope="module")
+def small_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    running = Cluster(
+        tmp_path_factory.mktemp("small"),
+        brokers=1,
+        broker_config={"log.retention.check.interval.ms": 200},
+    )
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_retention_by_size_runs_in_the_background(small_cluster: Cluster) -> None:
+    create_topic(
+        small_cluster, "short", partitions=1, replication_factor=1,
+        configs={"retention.bytes": 20_000},
+    )  # fmt: skip
+    url = small_cluster.urls[1]
+    for i in range(20):  # 20 batches of ~2.6 KB
+        records = [{"value": f"{i}-{j}-" + "x" * 80} for j in range(30)]
+        status, _ = http("POST", url + "/v1/topics/short/records", {"records": records})
+        assert status == 200
+    deadline = time.monotonic() + 20
+    while True:
+        status, body = http("GET", url + "/v1/topics/short")
+        start = body["partitions"][0]["log_start_offset"]
+        if start > 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert start > 0 and start % 30 == 0  # whole batches from the head
+    assert body["partitions"][0]["high_watermark"] == 600
+    status, problem = http("GET", url + "/v1/topics/short/partitions/0/records?offset=0")
+    assert (status, problem["error_code"]) == (416, "OFFSET_OUT_OF_RANGE")
+    assert problem["log_start_offset"] == start
+    status, body = http("GET", url + f"/v1/topics/short/partitions/0/records?offset={start}")
+    assert status == 200 and body["records"][0]["offset"] == start
