@@ -103,8 +103,10 @@ async def run_broker(config: BrokerConfig) -> None:
     )
     storage.start_flusher()
     host, port = config.listen.rsplit(":", 1)
-    connector = aiohttp.TCPConnector(limit=256, limit_per_host=64)
-    async with aiohttp.ClientSession(connector=connector) as session:
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as session,
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=512)) as forwarding,
+    ):
         broker = Broker(
             BrokerSettings(
                 broker_id=config.broker_id,
@@ -122,6 +124,7 @@ async def run_broker(config: BrokerConfig) -> None:
             storage,
             session,
             SystemClock(),
+            forward_session=forwarding,
         )
         runner = web.AppRunner(
             make_broker_app(broker), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S

@@ -76,7 +76,7 @@ async def _forward(request: web.Request, leader_url: str | None, body: bytes) ->
     headers = {k: v for k, v in request.headers.items() if k.lower() in {"content-type", "accept"}}
     headers[FORWARDED] = "1"
     try:
-        async with broker.session.request(
+        async with broker.forward_session.request(
             request.method,
             leader_url + request.path_qs,
             data=body,
@@ -412,7 +412,7 @@ async def _forward_batch(
     if leader_url is None:
         raise KraftliteError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition has no leader now")
     try:
-        async with broker.session.post(
+        async with broker.forward_session.post(
             f"{leader_url}/v1/topics/{topic}/partitions/{index}/records",
             params=dict(request.query),
             data=batch,
@@ -423,6 +423,10 @@ async def _forward_batch(
             if upstream.status >= 400:
                 raise decode_problem(upstream.status, answer)
             return list(answer["offsets"])
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        raise KraftliteError(
+            ErrorCode.UNKNOWN_SERVER_ERROR, f"the leader at {leader_url} sent a bad answer"
+        ) from None
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise KraftliteError(
             ErrorCode.NOT_LEADER_OR_FOLLOWER, f"the leader at {leader_url} did not answer: {exc!r}"
@@ -517,7 +521,7 @@ async def replica_fetch(request: web.Request) -> web.Response:
     body = await read_json_object(request)
     try:
         answers, segments = await request.app[BROKER].replicas.serve_replica_fetch(body)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, f"bad replica fetch: {exc!r}") from None
     metrics.record_replica_fetch(any(segments))
     return web.Response(

@@ -50,13 +50,17 @@ class Broker:
         storage: LogStorage,
         session: aiohttp.ClientSession,
         clock: Clock,
+        forward_session: aiohttp.ClientSession | None = None,
     ) -> None:
         self.settings = settings
         self.incarnation_id = uuid.uuid4().hex
         self.broker_epoch = -1
         self.fenced = True
         self.cluster_id = ""
-        self.session = session
+        self.session = session  # replication and the controllers
+        # Requests forwarded to partition leaders use their own pool: a burst of long-polls
+        # or acks=all produces must not queue replication or heartbeats behind it.
+        self.forward_session = forward_session or session
         self.clock = clock
         self.controllers = ControllerClient(settings.controllers, session)
         self.replicas = ReplicaManager(
@@ -94,18 +98,41 @@ class Broker:
         ]
 
     async def stop(self) -> None:
-        """Controlled shutdown: fenced first so leadership moves, then stop everything."""
+        """Controlled shutdown (Kafka's): stop heartbeating, ask to be fenced (the controller
+        moves our leaderships to other ISR members in the same batch), wait until metadata
+        shows we lead nothing, then stop. Partitions still led at the deadline go offline
+        here first, so no write is acknowledged by a leader on its way out.
+        """
+        heartbeat, others = self._tasks[:1], self._tasks[1:]
+        for task in heartbeat:
+            task.cancel()  # a late periodic heartbeat would unfence us again
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
         if self.broker_epoch >= 0:
-            with contextlib.suppress(KraftliteError):
+            try:
                 await asyncio.wait_for(
                     self._heartbeat(want_shutdown=True), self.settings.shutdown_timeout_s
                 )
-        for task in self._tasks:
+                await self._wait_until_leading_nothing(self.settings.shutdown_timeout_s)
+            except (KraftliteError, TimeoutError) as exc:
+                log.warning("controlled_shutdown_incomplete", error=str(exc))
+        for partition in self.replicas.partitions.values():
+            if partition.state is not None:
+                partition.go_offline()
+        for task in others:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
+        for task in others:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await self.replicas.stop()
+
+    async def _wait_until_leading_nothing(self, timeout_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while any(p.state is not None for p in self.replicas.partitions.values()):
+            if loop.time() >= deadline:
+                return
+            await asyncio.sleep(0.05)
 
     async def _register(self) -> None:
         _, answer = await self.controllers.call(
@@ -159,17 +186,20 @@ class Broker:
         await self._registered.wait()
         while True:
             version = self.replicas.image.version
+            # Nothing older than our own registration is applied: a controller still catching
+            # up could otherwise make us lead at old epochs, or delete logs as orphans.
+            after = max(version, self.broker_epoch - 1)
             try:
                 _, answer = await self.controllers.call(
                     "GET",
                     "/v1/internal/metadata",
-                    params={
-                        "after_version": str(version),
-                        "max_wait_ms": str(METADATA_WAIT_MS),
-                    },
+                    params={"after_version": str(after), "max_wait_ms": str(METADATA_WAIT_MS)},
                     timeout_s=METADATA_WAIT_MS / 1000 + 10,
                 )
                 image = image_from_json(answer)
+                if image.version <= after:
+                    self.controllers.rotate()  # this one lags (or nothing changed): try another
+                    continue
                 if image.version > version:
                     self.replicas.apply_image(image)
                     if version < self.broker_epoch <= image.version:

@@ -24,6 +24,10 @@ class ControllerClient:
         self._session = session
         self._preferred = 0
 
+    def rotate(self) -> None:
+        """Prefer the next controller from now on (the current one seems to lag)."""
+        self._preferred = (self._preferred + 1) % len(self.urls)
+
     async def call(
         self,
         method: str,
@@ -57,7 +61,10 @@ class ControllerClient:
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 last = KraftliteError(ErrorCode.NOT_CONTROLLER, f"{url}: {exc!r}")
             else:
-                payload = orjson.loads(raw) if raw else None
+                try:
+                    payload = orjson.loads(raw) if raw else None
+                except orjson.JSONDecodeError:
+                    payload = raw[:200].decode("utf-8", "replace")
                 if status < 400:
                     self._preferred = index
                     return status, payload

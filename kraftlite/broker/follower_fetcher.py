@@ -23,6 +23,7 @@ from kraftlite.protocol import framing
 log = structlog.get_logger(__name__)
 PartitionKey = tuple[str, int]
 REPLICA_FETCH_PATH = "/v1/internal/replica-fetch"
+ERROR_BACKOFF_S = 0.2  # Kafka's replica.fetch.backoff.ms is 1000; metadata moves faster here
 
 
 class FollowerFetcher:
@@ -47,9 +48,14 @@ class FollowerFetcher:
         self._max_bytes = max_bytes
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # A partition whose last answer was an error sits out until then (loop time), so one
+        # partition waiting for metadata does not turn the long-poll into a busy loop.
+        self._backoff_until: dict[PartitionKey, float] = {}
 
     def add(self, partition: Partition) -> None:
-        self.partitions[(partition.topic_id, partition.index)] = partition
+        key = (partition.topic_id, partition.index)
+        self.partitions[key] = partition
+        self._backoff_until.pop(key, None)  # new metadata: try at once
         self._changed.set()
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(
@@ -58,6 +64,7 @@ class FollowerFetcher:
 
     def remove(self, key: PartitionKey) -> None:
         self.partitions.pop(key, None)
+        self._backoff_until.pop(key, None)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -67,10 +74,15 @@ class FollowerFetcher:
 
     async def _run(self) -> None:
         backoff = 0.05
+        loop = asyncio.get_running_loop()
         while True:
             if not self.partitions:
                 self._changed.clear()
                 await self._changed.wait()
+                continue
+            now = loop.time()
+            if all(self._backoff_until.get(key, 0) > now for key in self.partitions):
+                await asyncio.sleep(min(self._backoff_until[key] for key in self.partitions) - now)
                 continue
             try:
                 await self._fetch_once()
@@ -86,10 +98,13 @@ class FollowerFetcher:
         url = self._leader_url(self.leader_id)
         if url is None:
             raise KraftliteError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leader URL unknown")
+        now = asyncio.get_running_loop().time()
         asked = {
             key: (p, p.leader_epoch)
             for key, p in self.partitions.items()
-            if p.role is Role.FOLLOWER and p.leader_id == self.leader_id
+            if p.role is Role.FOLLOWER
+            and p.leader_id == self.leader_id
+            and self._backoff_until.get(key, 0) <= now
         }
         body = {
             "replica_id": self._broker_id,
@@ -125,17 +140,28 @@ class FollowerFetcher:
             if entry is None:
                 continue
             partition, epoch = entry
-            self._apply(partition, epoch, answer, data)
+            key = (partition.topic_id, partition.index)
+            try:  # one partition's failure must not stop the others
+                failed = self._apply(partition, epoch, answer, data)
+            except Exception as exc:  # noqa: BLE001 - logged; the partition backs off
+                log.warning("replica_apply_failed", partition=partition.name, error=repr(exc))
+                failed = True
+            if failed:
+                self._backoff_until[key] = asyncio.get_running_loop().time() + ERROR_BACKOFF_S
+            else:
+                self._backoff_until.pop(key, None)
 
-    def _apply(self, partition: Partition, epoch: int, answer: dict, data: memoryview) -> None:  # type: ignore[type-arg]
+    def _apply(self, partition: Partition, epoch: int, answer: dict, data: memoryview) -> bool:  # type: ignore[type-arg]
+        """Apply one partition's answer; True if it was an error (back off)."""
         code = answer.get("error_code")
         if code == ErrorCode.OFFSET_OUT_OF_RANGE.name:
             start = int(answer.get("log_start_offset", 0))
             if partition.log.log_end_offset < start:
-                partition.reset_to_leader_start(start)
-            return
+                partition.reset_to_leader_start(start, epoch)
+                return False
+            return True
         if code is not None:
-            return  # NOT_LEADER / FENCED_LEADER_EPOCH: wait for metadata to move
+            return True  # NOT_LEADER / FENCED_LEADER_EPOCH: wait for metadata to move
         partition.append_from_leader(
             ReplicaFetchResult(
                 answer["high_watermark"],
@@ -146,3 +172,4 @@ class FollowerFetcher:
             ),
             epoch,
         )
+        return False

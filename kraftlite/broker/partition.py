@@ -42,6 +42,15 @@ class Acks(Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class IsrProposal:
+    """An AlterPartition this leader sent, with the epochs it was decided against."""
+
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicaFetchResult:
     high_watermark: int
     log_start_offset: int
@@ -202,13 +211,17 @@ class Partition:
         """Batches from `offset`, below the high watermark (leader only)."""
         self._leader_state()
         log = self.log
-        if offset > log.high_watermark:
+        if offset > log.log_end_offset or offset < log.log_start_offset:
             raise KraftliteError(
                 ErrorCode.OFFSET_OUT_OF_RANGE,
-                f"offset {offset} is above the high watermark {log.high_watermark}",
+                f"offset {offset} is outside [{log.log_start_offset}, {log.log_end_offset}]",
                 log_start_offset=log.log_start_offset,
                 high_watermark=log.high_watermark,
             )
+        if offset >= log.high_watermark:
+            # Not committed yet (or a new leader still learning the HW, which can be below
+            # the old leader's for a moment): nothing yet, not an error (Kafka does the same).
+            return b""
         return log.read(offset, max_bytes, max_offset=log.high_watermark)
 
     async def wait_for_records(self, offset: int, timeout_s: float) -> None:
@@ -241,7 +254,9 @@ class Partition:
         if leader_epoch > state.leader_epoch:
             raise self.not_leader()  # our metadata is behind: the follower retries
         log = self.log
-        if last_fetched_epoch >= 0:
+        # A leader with no epoch cache (its log was emptied by retention or reset) cannot
+        # judge lineage: the log start and end checks below decide instead.
+        if last_fetched_epoch >= 0 and log.latest_epoch >= 0:
             epoch, end = log.end_offset_for(last_fetched_epoch)
             if epoch != last_fetched_epoch or end < fetch_offset:
                 if epoch < 0:
@@ -271,31 +286,52 @@ class Partition:
             log.high_watermark, log.log_start_offset, log.read(fetch_offset, max_bytes)
         )
 
-    def maybe_change_isr(self, max_lag_ms: int) -> tuple[int, ...] | None:
-        """The ISR to propose to the controller now, marked pending; None if none."""
-        if self.state is None:
+    def maybe_change_isr(self, max_lag_ms: int) -> IsrProposal | None:
+        """The ISR to propose to the controller now (marked pending), with the epochs it was
+        decided against; None if no change is due.
+        """
+        state = self.state
+        if state is None:
             return None
         change = rs.isr_change(
-            self.state, self.log.log_end_offset, self._clock.monotonic_ms(), max_lag_ms
+            state, self.log.log_end_offset, self._clock.monotonic_ms(), max_lag_ms
         )
-        if change is not None:
-            self.state = rs.propose_isr(self.state, change)
-            self._advance_high_watermark()  # an expansion may hold the HW; never lowers it
-        return change
+        if change is None:
+            return None
+        self.state = rs.propose_isr(state, change)
+        self._advance_high_watermark()  # an expansion may hold the HW; never lowers it
+        return IsrProposal(state.leader_epoch, state.partition_epoch, change)
 
-    def isr_change_done(self, committed: PartitionRegistration | None) -> None:
-        """The controller's answer: the committed registration, or None if it refused."""
-        if self.state is None:
-            return
-        if committed is None or committed.leader_epoch != self.state.leader_epoch:
-            self.state = rs.isr_change_failed(self.state)
-            return
+    def is_pending(self, proposal: IsrProposal) -> bool:
+        """Whether `proposal` is still the change this leader waits on (not superseded by a
+        newer metadata image, another proposal or a leadership change).
+        """
+        state = self.state
+        return (
+            state is not None
+            and state.leader_epoch == proposal.leader_epoch
+            and state.partition_epoch == proposal.partition_epoch
+            and state.pending_isr == proposal.isr
+        )
+
+    def isr_change_committed(self, proposal: IsrProposal, committed: PartitionRegistration) -> None:
+        """The controller committed `proposal` (its answer carries the committed state)."""
+        if not self.is_pending(proposal) or self.state is None:
+            return  # superseded meanwhile: the metadata image already says what holds
+        if committed.leader_epoch != self.state.leader_epoch:
+            return  # leadership moved: the next image makes us follower
         self.state = rs.with_registration(
             self.state, committed.partition_epoch, committed.replicas, committed.isr
         )
-        if self.state.pending_isr is not None:  # an older answer: try again later
-            self.state = rs.isr_change_failed(self.state)
         self._advance_high_watermark()
+
+    def isr_change_refused(self, proposal: IsrProposal) -> None:
+        """The controller definitely did not commit `proposal`: propose again later. Only for
+        a definite refusal: while the outcome is unknown the proposal stays pending, so a
+        member it may have added keeps counting for the high watermark.
+        """
+        if self.is_pending(proposal) and self.state is not None:
+            self.state = rs.isr_change_failed(self.state)
 
     # -- the follower's side ------------------------------------------------------------
 
@@ -317,10 +353,24 @@ class Partition:
         elif result.data:
             log.append_replicated(result.data)
         log.set_high_watermark(min(result.high_watermark, log.log_end_offset))
+        self._follow_log_start(result.log_start_offset)
 
-    def reset_to_leader_start(self, log_start_offset: int) -> None:
+    def _follow_log_start(self, leader_log_start: int) -> None:
+        """Drop what lies below the leader's log start (Kafka's maybeIncrementLogStartOffset):
+        the leader can no longer vouch for it, so it may be a divergent suffix of an old epoch
+        that the epoch check, which only sees the leader's remaining epochs, cannot catch.
+        """
+        log = self.log
+        if leader_log_start <= log.log_start_offset:
+            return
+        if log.log_end_offset <= leader_log_start:
+            log.truncate_fully_and_start_at(leader_log_start)
+        else:
+            log.delete_before(leader_log_start)
+
+    def reset_to_leader_start(self, log_start_offset: int, leader_epoch: int) -> None:
         """The leader no longer has what we would fetch next (retention): start over there."""
-        if self.role is Role.FOLLOWER:
+        if self.role is Role.FOLLOWER and self.leader_epoch == leader_epoch:
             self.log.truncate_fully_and_start_at(log_start_offset)
 
 

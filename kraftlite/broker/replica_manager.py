@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ import structlog
 from kraftlite.broker.controller_client import ControllerClient
 from kraftlite.broker.follower_fetcher import FollowerFetcher, PartitionKey
 from kraftlite.broker.notifier import wait_any
-from kraftlite.broker.partition import Partition, Role
+from kraftlite.broker.partition import IsrProposal, Partition, Role
 from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import MetadataImage, PartitionRegistration, TopicImage
@@ -70,13 +70,18 @@ class ReplicaManager:
         self._tasks: list[asyncio.Task[None]] = []
         self._alters: set[asyncio.Task[None]] = set()
         self._first_image = True
+        self._newest_image = MetadataImage.EMPTY
 
     # -- metadata -------------------------------------------------------------------------
 
     def apply_image(self, image: MetadataImage) -> None:
-        old, self.image = self.image, image
+        """Take every change `image` brings for this broker. The image becomes current only
+        once all are applied: if one fails, the next image brings them all again.
+        """
+        old = self.image
         me = self.settings.broker_id
         changes = local_changes(old, image, me)
+        self._newest_image = image  # broker_url() resolves leaders against it meanwhile
         for local in (*changes.leaders, *changes.followers):
             partition = self._hosted(local.topic_id, local.topic, local.partition)
             partition.apply_registration(local.registration)
@@ -88,8 +93,9 @@ class ReplicaManager:
             if topic is not None:
                 partition.configs = topic.configs
         if self._first_image:
-            self._first_image = False
             self._delete_orphans(image)
+            self._first_image = False
+        self.image = image
 
     def _hosted(self, topic_id: str, topic: str, index: int) -> Partition:
         key = (topic_id, index)
@@ -147,7 +153,7 @@ class ReplicaManager:
                 log.info("orphan_replica_deleted", name=name)
 
     def broker_url(self, broker_id: int) -> str | None:
-        broker = self.image.brokers.get(broker_id)
+        broker = self._newest_image.brokers.get(broker_id)
         return None if broker is None else broker.url
 
     # -- lookups for the API --------------------------------------------------------------
@@ -194,6 +200,15 @@ class ReplicaManager:
         deadline = loop.time() + min(int(request.get("max_wait_ms", 0)), 30_000) / 1000
         max_bytes = int(request.get("max_bytes", 8 << 20))
         follower = int(request["replica_id"])
+        registration = self.image.brokers.get(follower)
+        if registration is None or registration.broker_epoch != int(request["broker_epoch"]):
+            # A previous incarnation's fetch (or a stranger's) must not count as the
+            # follower's log end offset: the HW would move on data it may not hold.
+            raise KraftliteError(
+                ErrorCode.STALE_BROKER_EPOCH,
+                f"replica {follower} with broker epoch {request['broker_epoch']} is not the "
+                "registered one",
+            )
         while True:
             answers, segments, waits = [], [], []
             news = False  # data, an error or a divergence: answer now
@@ -240,10 +255,17 @@ class ReplicaManager:
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
+        interval_ms = min(self.settings.replica_lag_time_max_ms / 4, 500)
         self._tasks = [
-            loop.create_task(self._isr_loop(), name="isr"),
-            loop.create_task(self._checkpoint_loop(), name="hw-checkpoint"),
-            loop.create_task(self._retention_loop(), name="retention"),
+            loop.create_task(self._every(interval_ms, self._check_isrs), name="isr"),
+            loop.create_task(
+                self._every(self.settings.hw_checkpoint_interval_ms, self._checkpoint),
+                name="hw-checkpoint",
+            ),
+            loop.create_task(
+                self._every(self.settings.retention_check_interval_ms, self._retention),
+                name="retention",
+            ),
         ]
 
     async def stop(self) -> None:
@@ -252,75 +274,110 @@ class ReplicaManager:
         for fetcher in self._fetchers.values():
             await fetcher.stop()
         for task in [*self._tasks, *self._alters]:
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         for partition in self.partitions.values():
             with contextlib.suppress(Exception):
                 partition.log.checkpoint_high_watermark()
 
-    async def _isr_loop(self) -> None:
-        interval = min(self.settings.replica_lag_time_max_ms / 4, 500) / 1000
+    async def _every(self, interval_ms: float, work: Callable[[], Awaitable[None]]) -> None:
+        """Run `work` every `interval_ms`; an error is logged and the next round still runs."""
         while True:
-            await asyncio.sleep(interval)
-            for partition in list(self.partitions.values()):
-                change = partition.maybe_change_isr(self.settings.replica_lag_time_max_ms)
-                if change is not None:
-                    task = asyncio.get_running_loop().create_task(
-                        self._alter_partition(partition, change)
-                    )
-                    self._alters.add(task)
-                    task.add_done_callback(self._alters.discard)
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await work()
+            except Exception:  # background work must outlive one bad round
+                log.exception("background_work_failed", work=getattr(work, "__name__", "?"))
 
-    async def _alter_partition(self, partition: Partition, isr: tuple[int, ...]) -> None:
-        state = partition.state
-        if state is None:
-            return
+    async def _check_isrs(self) -> None:
+        for partition in list(self.partitions.values()):
+            proposal = partition.maybe_change_isr(self.settings.replica_lag_time_max_ms)
+            if proposal is not None:
+                task = asyncio.get_running_loop().create_task(
+                    self._alter_partition(partition, proposal)
+                )
+                self._alters.add(task)
+                task.add_done_callback(self._alters.discard)
+
+    async def _alter_partition(self, partition: Partition, proposal: IsrProposal) -> None:
+        """Send `proposal` until its outcome is known. While unknown (timeouts, no active
+        controller) it stays pending and is sent again as is: the controller answers a retry
+        of a committed change with the committed state.
+        """
         body = {
             "broker_id": self.settings.broker_id,
             "broker_epoch": self._broker_epoch(),
             "topic_id": partition.topic_id,
             "partition": partition.index,
-            "leader_epoch": state.leader_epoch,
-            "partition_epoch": state.partition_epoch,
-            "new_isr": list(isr),
+            "leader_epoch": proposal.leader_epoch,
+            "partition_epoch": proposal.partition_epoch,
+            "new_isr": list(proposal.isr),
         }
-        try:
-            _, answer = await self._controllers.call(
-                "POST", "/v1/internal/alter-partition", body, timeout_s=10
-            )
-        except KraftliteError as exc:
-            log.info("isr_change_refused", partition=partition.name, isr=isr, error=str(exc))
-            partition.isr_change_done(None)
-            return
-        committed = PartitionRegistration(
-            tuple(answer["replicas"]),
-            tuple(answer["isr"]),
-            answer["leader"],
-            answer["leader_epoch"],
-            answer["partition_epoch"],
-        )
-        log.info("isr_changed", partition=partition.name, isr=list(committed.isr))
-        partition.isr_change_done(committed)
+        backoff = 0.1
+        while partition.is_pending(proposal):
+            try:
+                _, answer = await self._controllers.call(
+                    "POST", "/v1/internal/alter-partition", body, timeout_s=10
+                )
+                committed = PartitionRegistration(
+                    tuple(answer["replicas"]),
+                    tuple(answer["isr"]),
+                    answer["leader"],
+                    answer["leader_epoch"],
+                    answer["partition_epoch"],
+                )
+            except KraftliteError as exc:
+                if exc.code in _NOT_COMMITTED:
+                    log.info("isr_change_refused", partition=partition.name, error=str(exc))
+                    partition.isr_change_refused(proposal)
+                    return
+                if exc.code in _SUPERSEDED:
+                    return  # the partition moved on: the next metadata image clears it
+                log.info("isr_change_unknown", partition=partition.name, error=str(exc))
+            except (KeyError, TypeError, ValueError) as exc:
+                log.warning("isr_change_bad_answer", partition=partition.name, error=repr(exc))
+            else:
+                log.info("isr_changed", partition=partition.name, isr=list(committed.isr))
+                partition.isr_change_committed(proposal, committed)
+                return
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)
 
-    async def _checkpoint_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.hw_checkpoint_interval_ms / 1000)
-            for partition in list(self.partitions.values()):
-                with contextlib.suppress(KraftliteError):
-                    await asyncio.to_thread(partition.log.checkpoint_high_watermark)
+    async def _checkpoint(self) -> None:
+        for partition in list(self.partitions.values()):
+            with contextlib.suppress(KraftliteError):
+                await asyncio.to_thread(partition.log.checkpoint_high_watermark)
 
-    async def _retention_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.retention_check_interval_ms / 1000)
-            for partition in list(self.partitions.values()):
-                try:
-                    deleted = await asyncio.to_thread(
-                        partition.log.apply_retention,
-                        self._clock.now_ms(),
-                        partition.config_int("retention.ms"),
-                        partition.config_int("retention.bytes"),
-                    )
-                except KraftliteError:
-                    continue  # deleted meanwhile
-                if deleted:
-                    log.info("retention", partition=partition.name, deleted_records=deleted)
+    async def _retention(self) -> None:
+        for partition in list(self.partitions.values()):
+            try:
+                deleted = await asyncio.to_thread(
+                    partition.log.apply_retention,
+                    self._clock.now_ms(),
+                    partition.config_int("retention.ms"),
+                    partition.config_int("retention.bytes"),
+                )
+            except KraftliteError:
+                continue  # deleted meanwhile
+            if deleted:
+                log.info("retention", partition=partition.name, deleted_records=deleted)
+
+
+# AlterPartition answers that mean the proposal was not committed (propose again later), and
+# those that mean the partition moved on (a newer metadata image will say how).
+_NOT_COMMITTED = frozenset(
+    {
+        ErrorCode.INELIGIBLE_REPLICA,
+        ErrorCode.INVALID_REQUEST,
+        ErrorCode.STALE_BROKER_EPOCH,
+        ErrorCode.BROKER_ID_NOT_REGISTERED,
+    }
+)
+_SUPERSEDED = frozenset(
+    {
+        ErrorCode.INVALID_UPDATE_VERSION,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+)

@@ -782,13 +782,25 @@ class PartitionLog:
         self._publish_epoch_state()
         self._running_max = None
 
+    def delete_before(self, offset: int) -> int:
+        """Delete the whole batches that end at or below `offset` (a follower adopting its
+        leader's log start; Kafka's DeleteRecords). A batch holding `offset` stays. Bounded by
+        the high watermark like retention. Returns the number of records deleted.
+        """
+        return self.apply_retention(0, -1, -1, max_offset=offset, before_offset=offset)
+
     def apply_retention(
-        self, now_ms: int, retention_ms: int, retention_bytes: int, max_offset: int | None = None
+        self,
+        now_ms: int,
+        retention_ms: int,
+        retention_bytes: int,
+        max_offset: int | None = None,
+        before_offset: int | None = None,
     ) -> int:
         """Delete whole batches from the head while they are older than `retention_ms` (by their
-        largest timestamp) or the log is larger than `retention_bytes` without them; -1
-        disables either rule. Never deletes a batch that ends above `max_offset` (default:
-        the high watermark). Returns the number of records deleted.
+        largest timestamp), or the log is larger than `retention_bytes` without them, or they
+        end at or below `before_offset`; -1 / None disables a rule. Never deletes a batch that
+        ends above `max_offset` (default: the high watermark). Returns the records deleted.
         """
         deleted_records = 0
         while True:
@@ -805,6 +817,7 @@ class PartitionLog:
                     now_ms=now_ms,
                     retention_ms=retention_ms,
                     retention_bytes=retention_bytes,
+                    before_offset=-1 if before_offset is None else before_offset,
                     limit=limit,
                 )
                 removed = self.storage.write(chunk, frees_space=True)
@@ -820,7 +833,14 @@ class PartitionLog:
                 self._reload_running_max()
 
     def _retention_chunk(
-        self, txn: Any, *, now_ms: int, retention_ms: int, retention_bytes: int, limit: int
+        self,
+        txn: Any,
+        *,
+        now_ms: int,
+        retention_ms: int,
+        retention_bytes: int,
+        before_offset: int,
+        limit: int,
     ) -> tuple[int, int] | None:
         cursor = txn.cursor(db=self._batches)
         if not cursor.set_range(self._uid):
@@ -832,7 +852,8 @@ class PartitionLog:
             peek = _peek(cursor.value())
             expired = retention_ms >= 0 and now_ms - peek.max_timestamp > retention_ms
             oversized = retention_bytes >= 0 and size - peek.batch_length >= retention_bytes
-            if peek.next_offset > limit or not (expired or oversized):
+            below = peek.next_offset <= before_offset
+            if peek.next_offset > limit or not (expired or oversized or below):
                 break
             size -= peek.batch_length
             new_start = peek.next_offset

@@ -70,6 +70,7 @@ class Process:
     args: list[str]
     log_path: Path
     popen: subprocess.Popen[bytes] | None = None
+    paused: bool = False
 
     def start(self) -> None:
         env = {**os.environ, "KRAFTLITE_RAFT_PASSWORD": PASSWORD, "PYTHONUNBUFFERED": "1"}
@@ -86,15 +87,18 @@ class Process:
             self.popen.send_signal(sig)
             self.popen.wait(timeout=20)
         self.popen = None
+        self.paused = False
 
     def pause(self) -> None:
         """SIGSTOP: a hung node (its sockets stay open, it answers nothing)."""
         assert self.popen is not None
         self.popen.send_signal(signal.SIGSTOP)
+        self.paused = True
 
     def resume(self) -> None:
         assert self.popen is not None
         self.popen.send_signal(signal.SIGCONT)
+        self.paused = False
 
     def terminate(self) -> int | None:
         if self.popen is None:
@@ -111,6 +115,11 @@ class Process:
     @property
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
+
+    @property
+    def serving(self) -> bool:
+        """Alive and not paused: it can answer."""
+        return self.alive and not self.paused
 
 
 def toml_lines(settings: dict[str, Any]) -> str:

@@ -35,13 +35,13 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 
 def live_url(cluster: Cluster) -> str:
-    return next(cluster.urls[b] for b, p in cluster.processes.items() if p.alive)
+    return next(cluster.urls[b] for b, p in cluster.processes.items() if p.serving)
 
 
 def describe(cluster: Cluster, topic: str) -> dict[str, Any]:
     """The topic as the first live broker that answers describes it."""
     for broker_id, process in cluster.processes.items():
-        if not process.alive:
+        if not process.serving:
             continue
         try:
             status, body = http("GET", cluster.urls[broker_id] + f"/v1/topics/{topic}", timeout=5)
@@ -95,7 +95,7 @@ class Producer(threading.Thread):
                     {"records": [{"value": v, "partition": 0} for v in values]},
                     timeout=10,
                 )
-            except OSError:
+            except (OSError, StopIteration):  # a node down, or none serving right now
                 status, body = 0, None
             if status == 200 and all("offset" in o for o in body["offsets"]):
                 for value, answer in zip(values, body["offsets"], strict=True):
