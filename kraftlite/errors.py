@@ -98,3 +98,15 @@ def error_for_code(name: str, message: str | None = None, **details: Any) -> Kra
     """Rebuild an exception from an error name received over the wire."""
     code = ErrorCode.__members__.get(name, ErrorCode.UNKNOWN_SERVER_ERROR)
     return KraftliteError(code, message, **details)
+
+
+def error_from_problem(status: int, payload: Any) -> KraftliteError:
+    """A problem+json answer (already parsed) back into a KraftliteError, details kept."""
+    if isinstance(payload, dict) and isinstance(payload.get("error_code"), str):
+        details = {
+            k: v
+            for k, v in payload.items()
+            if k not in {"error_code", "message", "status", "retriable"}
+        }
+        return error_for_code(payload["error_code"], str(payload.get("message", "")), **details)
+    return KraftliteError(ErrorCode.UNKNOWN_SERVER_ERROR, f"HTTP {status}: {payload!r}")

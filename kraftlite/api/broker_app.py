@@ -27,9 +27,8 @@ from kraftlite.api.errors import (
 )
 from kraftlite.api.openapi import OPENAPI
 from kraftlite.broker.broker import Broker
-from kraftlite.broker.controller_client import decode_problem
 from kraftlite.broker.partition import Acks, Partition
-from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 from kraftlite.metadata.views import topic_summary, topic_view
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import framing, json_records
@@ -421,7 +420,7 @@ async def _forward_batch(
         ) as upstream:
             answer = orjson.loads(await upstream.read())
             if upstream.status >= 400:
-                raise decode_problem(upstream.status, answer)
+                raise error_from_problem(upstream.status, answer)
             return list(answer["offsets"])
     except (orjson.JSONDecodeError, KeyError, TypeError):
         raise KraftliteError(

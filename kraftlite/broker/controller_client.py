@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from kraftlite.errors import ErrorCode, KraftliteError, error_for_code
+from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 
 _RETRY_CODES = {ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT}
 
@@ -68,7 +68,7 @@ class ControllerClient:
                 if status < 400:
                     self._preferred = index
                     return status, payload
-                error = decode_problem(status, payload)
+                error = error_from_problem(status, payload)
                 if error.code not in _RETRY_CODES:
                     self._preferred = index
                     raise error
@@ -77,15 +77,3 @@ class ControllerClient:
             if attempt % len(self.urls) == 0:
                 await asyncio.sleep(0.1)
         raise last or KraftliteError(ErrorCode.NOT_CONTROLLER, "no controller answered")
-
-
-def decode_problem(status: int, payload: Any) -> KraftliteError:
-    """A problem+json body back into a KraftliteError (details kept)."""
-    if isinstance(payload, dict) and isinstance(payload.get("error_code"), str):
-        details = {
-            k: v
-            for k, v in payload.items()
-            if k not in {"error_code", "message", "status", "retriable"}
-        }
-        return error_for_code(payload["error_code"], str(payload.get("message", "")), **details)
-    return KraftliteError(ErrorCode.UNKNOWN_SERVER_ERROR, f"HTTP {status}: {payload!r}")

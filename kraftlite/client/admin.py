@@ -1,0 +1,66 @@
+"""Admin: topics, configs and the cluster, through any broker."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kraftlite.client.transport import Transport
+
+
+class Admin:
+    def __init__(self, bootstrap: str | list[str], *, transport: Transport | None = None) -> None:
+        self._transport = transport or Transport(bootstrap)
+
+    async def __aenter__(self) -> Admin:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._transport.close()
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int | None = None,
+        configs: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"name": name, "partitions": partitions}
+        if replication_factor is not None:
+            body["replication_factor"] = replication_factor
+        if configs:
+            body["configs"] = dict(configs)
+        created: dict[str, Any] = await self._transport.call("POST", "/v1/topics", body)
+        return created
+
+    async def list_topics(self) -> list[dict[str, Any]]:
+        answer = await self._transport.call("GET", "/v1/topics")
+        return list(answer["topics"])
+
+    async def describe_topic(self, name: str) -> dict[str, Any]:
+        described: dict[str, Any] = await self._transport.call("GET", f"/v1/topics/{name}")
+        return described
+
+    async def delete_topic(self, name: str) -> None:
+        await self._transport.call("DELETE", f"/v1/topics/{name}")
+        self._transport.invalidate(name)
+
+    async def create_partitions(self, name: str, count: int) -> dict[str, Any]:
+        grown: dict[str, Any] = await self._transport.call(
+            "POST", f"/v1/topics/{name}/partitions", {"count": count}
+        )
+        self._transport.invalidate(name)
+        return grown
+
+    async def alter_configs(self, name: str, configs: Mapping[str, Any]) -> dict[str, Any]:
+        altered: dict[str, Any] = await self._transport.call(
+            "PUT", f"/v1/topics/{name}/configs", {"configs": dict(configs)}
+        )
+        return altered
+
+    async def cluster(self) -> dict[str, Any]:
+        described: dict[str, Any] = await self._transport.call("GET", "/v1/cluster")
+        return described

@@ -1,0 +1,200 @@
+"""Producer: records batched per partition, sent as binary batches straight to leaders.
+
+Rules (Kafka's producer, in small):
+1. Partition: the record's own, else murmur2 of the key (bit for bit Kafka's), else a sticky
+   partition per topic that moves on with each batch.
+2. A partition's records wait up to `linger_ms` or until `max_batch_bytes`, then go as one
+   batch. One batch per partition is in flight at a time, so order holds across retries.
+3. Retriable errors (leader moved, timeouts, not enough replicas) are retried with backoff,
+   refreshing metadata on NOT_LEADER_OR_FOLLOWER; others fail the batch's futures.
+4. `send` returns a future of the record's (topic, partition, offset); `flush` waits for
+   everything sent so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from dataclasses import dataclass, field
+
+from kraftlite.client.transport import BATCH_TYPE, NO_FORWARD, Transport
+from kraftlite.clock import SystemClock
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol.partitioner import partition_for_key
+
+_PER_RECORD_OVERHEAD = 24  # lengths and a timestamp in the columnar body
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    topic: str
+    partition: int
+    offset: int  # -1 with acks=0
+
+
+@dataclass
+class _Pending:
+    records: list[batch_format.Record] = field(default_factory=list)
+    futures: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
+    size: int = 0
+    timer: asyncio.TimerHandle | None = None
+
+
+class Producer:
+    def __init__(
+        self,
+        bootstrap: str | list[str],
+        *,
+        acks: str = "all",
+        linger_ms: int = 5,
+        max_batch_bytes: int = 1 << 20,
+        retries: int = 10,
+        retry_backoff_ms: int = 100,
+        request_timeout_ms: int = 30_000,
+        transport: Transport | None = None,
+    ) -> None:
+        if acks not in {"all", "-1", "1", "0"}:
+            raise ValueError("acks must be all, -1, 1 or 0")
+        self.acks = acks
+        self.linger_s = linger_ms / 1000
+        self.max_batch_bytes = max_batch_bytes
+        self.retries = retries
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.request_timeout_ms = request_timeout_ms
+        self._transport = transport or Transport(bootstrap)
+        self._clock = SystemClock()
+        self._pending: dict[tuple[str, int], _Pending] = {}
+        self._locks: dict[tuple[str, int], asyncio.Lock] = {}
+        self._sticky: dict[str, int] = {}
+        self._round_robin = itertools.count()
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    async def __aenter__(self) -> Producer:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    # -- sending --------------------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        *,
+        headers: tuple[tuple[str, bytes], ...] = (),
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue one record; the future resolves once the cluster acknowledged it."""
+        if self._closed:
+            raise RuntimeError("the producer is closed")
+        infos = await self._transport.partitions(topic)
+        count = len(infos)
+        if partition is None:
+            if key is not None:
+                partition = partition_for_key(key, count)
+            else:
+                partition = self._sticky.setdefault(topic, next(self._round_robin) % count)
+        elif not 0 <= partition < count:
+            raise KraftliteError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has {count} partitions"
+            )
+        record = batch_format.Record(
+            value=value,
+            key=key,
+            headers=headers,
+            timestamp=self._clock.now_ms() if timestamp is None else timestamp,
+        )
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        pending = self._pending.setdefault((topic, partition), _Pending())
+        pending.records.append(record)
+        pending.futures.append(future)
+        pending.size += (
+            len(value or b"")
+            + len(key or b"")
+            + sum(len(n) + len(v) for n, v in headers)
+            + _PER_RECORD_OVERHEAD
+        )
+        if pending.size >= self.max_batch_bytes:
+            self._ship(topic, partition)
+        elif pending.timer is None:
+            pending.timer = asyncio.get_running_loop().call_later(
+                self.linger_s, self._ship, topic, partition
+            )
+        return future
+
+    def _ship(self, topic: str, partition: int) -> None:
+        pending = self._pending.pop((topic, partition), None)
+        if pending is None or not pending.records:
+            return
+        if pending.timer is not None:
+            pending.timer.cancel()
+        if self._sticky.get(topic) == partition:  # the next records go elsewhere
+            count = max(self._transport.known_partition_count(topic), 1)
+            self._sticky[topic] = next(self._round_robin) % count
+        task = asyncio.get_running_loop().create_task(self._send_batch(topic, partition, pending))
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+
+    async def _send_batch(self, topic: str, partition: int, pending: _Pending) -> None:
+        lock = self._locks.setdefault((topic, partition), asyncio.Lock())
+        async with lock:  # one batch per partition in flight: order holds across retries
+            try:
+                offsets = await self._produce_with_retries(topic, partition, pending.records)
+            except Exception as exc:  # noqa: BLE001 - every waiting future learns why
+                for future in pending.futures:
+                    if not future.done():
+                        future.set_exception(exc)
+                return
+            for future, offset in zip(pending.futures, offsets, strict=True):
+                if not future.done():
+                    future.set_result(RecordMetadata(topic, partition, offset))
+
+    async def _produce_with_retries(
+        self, topic: str, partition: int, records: list[batch_format.Record]
+    ) -> list[int]:
+        body = batch_format.encode_records(records, now_ms=self._clock.now_ms())
+        path = f"/v1/topics/{topic}/partitions/{partition}/records"
+        params = {"acks": self.acks, "timeout_ms": str(self.request_timeout_ms)}
+        for attempt in itertools.count():
+            try:
+                url = await self._transport.leader_url(topic, partition)
+                answer = await self._transport.request(
+                    url,
+                    "POST",
+                    path,
+                    params=params,
+                    data=body,
+                    headers={"Content-Type": BATCH_TYPE, **NO_FORWARD},
+                )
+            except KraftliteError as exc:
+                if not exc.retriable or attempt >= self.retries:
+                    raise
+            except (OSError, TimeoutError) as exc:  # the leader is down: ask again who leads
+                self._transport.invalidate(topic)
+                if attempt >= self.retries:
+                    raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, repr(exc)) from exc
+            else:
+                return [-1 if o.get("offset") is None else o["offset"] for o in answer["offsets"]]
+            await asyncio.sleep(min(self.retry_backoff_s * 2**attempt, 2.0))
+        raise AssertionError("unreachable")
+
+    async def flush(self) -> None:
+        """Send everything queued now and wait until it is acknowledged (or failed)."""
+        for topic, partition in list(self._pending):
+            self._ship(topic, partition)
+        while self._in_flight:
+            await asyncio.gather(*self._in_flight, return_exceptions=True)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        with contextlib.suppress(Exception):
+            await self.flush()
+        self._closed = True
+        await self._transport.close()
