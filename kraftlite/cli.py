@@ -248,3 +248,13 @@ def _summary(storage: LogStorage, name: str, with_records: bool) -> dict[str, An
 
 def _text(data: bytes | None) -> str | None:
     return None if data is None else data.decode("utf-8", errors="backslashreplace")
+
+
+def _add_client_commands() -> None:
+    from kraftlite.commands import COMMANDS  # noqa: PLC0415 - after main exists
+
+    for command in COMMANDS:
+        main.add_command(command)
+
+
+_add_client_commands()

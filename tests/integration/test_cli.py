@@ -137,6 +137,7 @@ def test_dev_runs_a_cluster_stops_cleanly_and_comes_back_with_its_data(tmp_path:
             "POST", broker + "/v1/topics/kept/records", {"records": [{"value": "v"}]}
         )
         assert status == 200, body
+        _client_tools(broker)
     finally:
         _stop_dev(process)
     process, _ = _start_dev(tmp_path / "dev", base)
@@ -150,3 +151,34 @@ def test_dev_runs_a_cluster_stops_cleanly_and_comes_back_with_its_data(tmp_path:
         assert status == 200 and [r["value"] for r in body["records"]] == ["v"], body
     finally:
         _stop_dev(process)
+
+
+def _client_tools(broker: str) -> None:
+    """The admin and data tools against the running `kraftlite dev` cluster."""
+
+    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "kraftlite", *args, "--bootstrap", broker],
+            input=stdin, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+
+    created = run("topics", "create", "tools", "--partitions", "2", "--output", "json")
+    assert created.returncode == 0, created.stderr
+    assert len(json.loads(created.stdout)["partitions"]) == 2
+    produced = run("produce", "tools", "--key-separator", ":", stdin="a:one\nb:two\na:three\n")
+    assert produced.returncode == 0 and "produced 3 records" in produced.stderr, produced.stderr
+    consumed = run(
+        "consume", "tools", "--from-beginning", "--max-messages", "3", "--output", "json"
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    records = [json.loads(line) for line in consumed.stdout.splitlines()]
+    a_values = [r["value"] for r in records if r["key"] == "a"]
+    assert sorted(r["value"] for r in records) == ["one", "three", "two"]
+    assert a_values == ["one", "three"]  # one key, one partition, in order
+    listed = run("topics", "list", "--output", "json")
+    assert {t["name"] for t in json.loads(listed.stdout)} == {"kept", "tools"}
+    status = run("cluster", "status", "--output", "json")
+    assert len(json.loads(status.stdout)["brokers"]) == 3
+    missing = run("topics", "describe", "nope")
+    assert missing.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
+    assert run("topics", "delete", "tools").returncode == 0

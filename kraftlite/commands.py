@@ -1,0 +1,270 @@
+"""The admin and data tools of the command line, built on the client: `kraftlite topics`,
+`produce`, `consume`, `cluster status`.
+
+Readable tables on a terminal, JSON with `--output json`. Exit codes: 0 success, 1 an
+error answer from the cluster (its error code printed), 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import orjson
+from rich.console import Console
+from rich.table import Table
+
+from kraftlite.client import KraftliteError, SyncAdmin, SyncConsumer, SyncProducer
+
+DEFAULT_BOOTSTRAP = "http://127.0.0.1:9092"
+EXIT_API_ERROR = 1
+F = TypeVar("F", bound=Callable[..., Any])
+
+bootstrap_option = click.option(
+    "--bootstrap",
+    default=DEFAULT_BOOTSTRAP,
+    show_default=True,
+    envvar="KRAFTLITE_BOOTSTRAP",
+    help="Broker URL(s), comma-separated.",
+)
+output_option = click.option(
+    "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
+
+
+def api_errors(command: F) -> F:
+    """An error answer from the cluster becomes one line on stderr and exit code 1."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except KraftliteError as exc:
+            click.echo(f"kraftlite: {exc.code.name}: {exc.message}", err=True)
+            sys.exit(EXIT_API_ERROR)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _json(value: Any) -> None:
+    click.echo(orjson.dumps(value).decode())
+
+
+# ---------------------------------------------------------------------------- topics
+
+
+@click.group()
+def topics() -> None:
+    """Create, list, describe and delete topics."""
+
+
+@topics.command("create")
+@click.argument("name")
+@click.option("--partitions", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--replication-factor", type=click.IntRange(1), default=None)
+@click.option("--config", "configs", multiple=True, help="KEY=VALUE, repeatable.")
+@bootstrap_option
+@output_option
+@api_errors
+def topics_create(  # noqa: PLR0917 - click passes every option positionally
+    name: str,
+    partitions: int,
+    replication_factor: int | None,
+    configs: tuple[str, ...],
+    bootstrap: str,
+    output: str,
+) -> None:
+    parsed = {}
+    for item in configs:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--config")
+        parsed[key] = value
+    with SyncAdmin(bootstrap) as admin:
+        created = admin.create_topic(name, partitions, replication_factor, parsed)
+    _show_topic(created, output)
+
+
+@topics.command("list")
+@bootstrap_option
+@output_option
+@api_errors
+def topics_list(bootstrap: str, output: str) -> None:
+    with SyncAdmin(bootstrap) as admin:
+        listed = admin.list_topics()
+    if output == "json":
+        _json(listed)
+        return
+    table = Table("topic", "partitions", "replication factor")
+    for topic in listed:
+        table.add_row(topic["name"], str(topic["partitions"]), str(topic["replication_factor"]))
+    Console().print(table)
+
+
+@topics.command("describe")
+@click.argument("name")
+@bootstrap_option
+@output_option
+@api_errors
+def topics_describe(name: str, bootstrap: str, output: str) -> None:
+    with SyncAdmin(bootstrap) as admin:
+        _show_topic(admin.describe_topic(name), output)
+
+
+@topics.command("delete")
+@click.argument("name")
+@bootstrap_option
+@api_errors
+def topics_delete(name: str, bootstrap: str) -> None:
+    with SyncAdmin(bootstrap) as admin:
+        admin.delete_topic(name)
+    click.echo(f"deleted {name}", err=True)
+
+
+def _show_topic(topic: dict[str, Any], output: str) -> None:
+    if output == "json":
+        _json(topic)
+        return
+    configs = ", ".join(f"{k}={v}" for k, v in topic["configs"].items()) or "defaults"
+    table = Table(
+        "partition", "leader", "epoch", "replicas", "isr", "log start", "high watermark",
+        title=f"{topic['name']} ({configs})",
+    )  # fmt: skip
+    for p in topic["partitions"]:
+        table.add_row(
+            str(p["partition"]),
+            str(p["leader"]),
+            str(p["leader_epoch"]),
+            ",".join(map(str, p["replicas"])),
+            ",".join(map(str, p["isr"])),
+            str(p.get("log_start_offset", "")),
+            str(p.get("high_watermark", "")),
+        )
+    Console().print(table)
+
+
+# ---------------------------------------------------------------------------- produce
+
+
+@click.command()
+@click.argument("topic")
+@click.option("--file", "source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--key-separator", help="Split each line into KEY<sep>VALUE.")
+@click.option("--acks", type=click.Choice(["all", "1", "0"]), default="all", show_default=True)
+@bootstrap_option
+@api_errors
+def produce(
+    topic: str, source: Path | None, key_separator: str | None, acks: str, bootstrap: str
+) -> None:
+    """Produce one record per line of stdin (or --file)."""
+    lines = source.open("rb") if source else sys.stdin.buffer
+    sent = 0
+    with SyncProducer(bootstrap, acks=acks) as producer:
+        futures = []
+        for raw in lines:
+            line = raw.rstrip(b"\r\n")
+            key = None
+            if key_separator is not None:
+                head, sep, tail = line.partition(key_separator.encode())
+                if sep:
+                    key, line = head, tail
+            futures.append(producer.send(topic, line, key))
+            sent += 1
+        producer.flush()
+        for future in futures:
+            future.result()  # raises the first failure
+    click.echo(f"produced {sent} records to {topic}", err=True)
+
+
+# ---------------------------------------------------------------------------- consume
+
+
+@click.command()
+@click.argument("topic")
+@click.option("--from-beginning", is_flag=True, help="Start at the earliest offset.")
+@click.option("--max-messages", type=click.IntRange(1), help="Stop after this many records.")
+@click.option("--timeout-ms", type=click.IntRange(1), help="Stop after this long without one.")
+@click.option("--partition", "partitions", type=int, multiple=True, help="Only these.")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@bootstrap_option
+@api_errors
+def consume(  # noqa: PLR0917 - click passes every option positionally
+    topic: str,
+    from_beginning: bool,
+    max_messages: int | None,
+    timeout_ms: int | None,
+    partitions: tuple[int, ...],
+    output: str,
+    bootstrap: str,
+) -> None:
+    """Print a topic's records (value per line; JSON lines with --output json)."""
+    reset = "earliest" if from_beginning else "latest"
+    seen = 0
+    with SyncConsumer(bootstrap, auto_offset_reset=reset) as consumer:
+        if partitions:
+            consumer.assign([(topic, p) for p in partitions])
+        else:
+            consumer.assign_topic(topic)
+        idle_ms = 0
+        while max_messages is None or seen < max_messages:
+            records = consumer.poll(500)
+            idle_ms = 0 if records else idle_ms + 500
+            for record in records[: None if max_messages is None else max_messages - seen]:
+                _print_record(record, output)
+                seen += 1
+            if timeout_ms is not None and idle_ms >= timeout_ms:
+                break
+    click.echo(f"consumed {seen} records", err=True)
+
+
+def _print_record(record: Any, output: str) -> None:
+    if output == "json":
+        _json(
+            {
+                "partition": record.partition,
+                "offset": record.offset,
+                "timestamp": record.timestamp,
+                "key": None if record.key is None else record.key.decode("utf-8", "replace"),
+                "value": None if record.value is None else record.value.decode("utf-8", "replace"),
+            }
+        )
+    else:
+        click.echo((record.value or b"").decode("utf-8", "replace"))
+
+
+# ---------------------------------------------------------------------------- cluster
+
+
+@click.group()
+def cluster() -> None:
+    """The cluster's brokers and controllers."""
+
+
+@cluster.command("status")
+@bootstrap_option
+@output_option
+@api_errors
+def cluster_status(bootstrap: str, output: str) -> None:
+    with SyncAdmin(bootstrap) as admin:
+        described = admin.cluster()
+    if output == "json":
+        _json(described)
+        return
+    controller = described["controller"]
+    table = Table(
+        "broker", "url", "rack", "fenced",
+        title=f"cluster {described['cluster_id']} - active controller "
+        f"{controller['leader_id']} (term {controller['term']})",
+    )  # fmt: skip
+    for broker in described["brokers"]:
+        table.add_row(
+            str(broker["id"]), broker["url"], broker["rack"] or "-", str(broker["fenced"])
+        )
+    Console().print(table)
+
+
+COMMANDS = (topics, produce, consume, cluster)
