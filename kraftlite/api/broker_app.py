@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -25,6 +26,7 @@ from kraftlite.api.errors import (
     problem_middleware,
     read_json_object,
 )
+from kraftlite.api.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
 from kraftlite.api.openapi import OPENAPI
 from kraftlite.broker.broker import Broker
 from kraftlite.broker.partition import Acks, Partition
@@ -35,8 +37,7 @@ from kraftlite.protocol import framing, json_records
 from kraftlite.protocol.partitioner import partition_for_key
 
 BROKER = web.AppKey("broker", Broker)
-NO_FORWARD = "X-Kraftlite-No-Forward"
-FORWARDED = "X-Kraftlite-Forwarded"
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 BATCH_TYPE = "application/vnd.kraftlite.batch"
 MAX_WAIT_MS = 30_000
 DEFAULT_MAX_BYTES = 1 << 20
@@ -74,6 +75,7 @@ async def _forward(request: web.Request, leader_url: str | None, body: bytes) ->
         raise KraftliteError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition has no leader now")
     headers = {k: v for k, v in request.headers.items() if k.lower() in {"content-type", "accept"}}
     headers[FORWARDED] = "1"
+    headers[METADATA_VERSION] = str(broker.replicas.image.version)
     try:
         async with broker.forward_session.request(
             request.method,
@@ -111,7 +113,13 @@ async def _leader_or_forward(
 async def _controller_call(request: web.Request, body: Any = None) -> web.Response:
     """Pass an admin call through to the controller quorum and relay the answer."""
     broker = request.app[BROKER]
-    status, answer = await broker.controllers.call(request.method, request.path, body)
+    status, answer, headers = await broker.controllers.call_with_headers(
+        request.method, request.path, body
+    )
+    version = headers.get(METADATA_VERSION)
+    if version is not None and version.isdigit():
+        # read your writes: answer once this broker's metadata has the change too
+        await broker.wait_for_metadata(int(version), timeout_s=5.0)
     if status == 204:
         return web.Response(status=204)
     return json_response(answer, status=status)
@@ -415,7 +423,11 @@ async def _forward_batch(
             f"{leader_url}/v1/topics/{topic}/partitions/{index}/records",
             params=dict(request.query),
             data=batch,
-            headers={"Content-Type": BATCH_TYPE, FORWARDED: "1"},
+            headers={
+                "Content-Type": BATCH_TYPE,
+                FORWARDED: "1",
+                METADATA_VERSION: str(broker.replicas.image.version),
+            },
             timeout=aiohttp.ClientTimeout(total=330),
         ) as upstream:
             answer = orjson.loads(await upstream.read())
@@ -532,9 +544,21 @@ async def replica_fetch(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------------------- the app
 
 
+@web.middleware
+async def metadata_at_least(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A request forwarded by a broker that knows metadata up to version V is handled once
+    this broker knows V too (bounded), so a topic created a moment ago is not unknown here.
+    """
+    version = request.headers.get(METADATA_VERSION)
+    if version is not None and version.isdigit():
+        await request.app[BROKER].wait_for_metadata(int(version), timeout_s=5.0)
+    return await handler(request)
+
+
 def make_broker_app(broker: Broker) -> web.Application:
     app = web.Application(
-        middlewares=[problem_middleware], client_max_size=broker.settings.max_request_bytes
+        middlewares=[problem_middleware, metadata_at_least],
+        client_max_size=broker.settings.max_request_bytes,
     )
     app[BROKER] = broker
     r = app.router

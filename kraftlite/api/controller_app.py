@@ -22,6 +22,7 @@ from kraftlite.api.errors import (
     read_json_object,
     str_field,
 )
+from kraftlite.api.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
 from kraftlite.controller import decisions
 from kraftlite.controller.quorum_controller import QuorumController
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -29,8 +30,6 @@ from kraftlite.metadata.views import broker_view, image_to_json, topic_summary, 
 
 CONTROLLER = web.AppKey("controller", QuorumController)
 HTTP = web.AppKey("http", aiohttp.ClientSession)
-NO_FORWARD = "X-Kraftlite-No-Forward"
-FORWARDED = "X-Kraftlite-Forwarded"
 MAX_METADATA_WAIT_MS = 30_000
 
 
@@ -53,11 +52,12 @@ async def _forward_or_refuse(request: web.Request) -> web.StreamResponse | None:
             headers=headers,
             timeout=aiohttp.ClientTimeout(total=controller.settings.request_timeout_s + 5),
         ) as upstream:
-            return web.Response(
-                status=upstream.status,
-                body=await upstream.read(),
-                content_type=upstream.content_type,
-            )
+            relayed = {
+                k: v
+                for k, v in upstream.headers.items()
+                if k.lower() == "content-type" or k.lower().startswith("x-kraftlite-")
+            }
+            return web.Response(status=upstream.status, body=await upstream.read(), headers=relayed)
     except TimeoutError:  # it may have been applied: the caller must not assume either way
         raise KraftliteError(
             ErrorCode.REQUEST_TIMED_OUT, "the active controller did not answer in time"
@@ -81,10 +81,13 @@ def needs_active_controller(handler: Handler) -> Handler:
 
 
 def _topic_or_404(controller: QuorumController, name: str) -> web.Response:
-    topic = controller.image.topic(name)
+    image = controller.image
+    topic = image.topic(name)
     if topic is None:
         raise KraftliteError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-    return json_response(topic_view(topic))
+    response = json_response(topic_view(topic))
+    response.headers[METADATA_VERSION] = str(image.version)
+    return response
 
 
 # ---------------------------------------------------------------------------- operations
@@ -187,8 +190,9 @@ async def create_topic(request: web.Request) -> web.StreamResponse:
 @needs_active_controller
 async def delete_topic(request: web.Request) -> web.StreamResponse:
     name = request.match_info["topic"]
-    await request.app[CONTROLLER].submit(lambda image: decisions.delete_topic(image, name))
-    return web.Response(status=204)
+    controller = request.app[CONTROLLER]
+    await controller.submit(lambda image: decisions.delete_topic(image, name))
+    return web.Response(status=204, headers={METADATA_VERSION: str(controller.image.version)})
 
 
 @needs_active_controller

@@ -87,6 +87,17 @@ class Broker:
             and self.replicas.image.version >= self.broker_epoch
         )
 
+    async def wait_for_metadata(self, version: int, timeout_s: float) -> bool:
+        """Wait until this broker applied metadata `version`; False at the timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self.replicas.image.version < version:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            await self.replicas.image_changed.wait(remaining)
+        return True
+
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:

@@ -40,6 +40,21 @@ class ControllerClient:
         """(status, JSON body) of the first controller that answers; KraftliteError for an
         error answer that retrying elsewhere would not change, or when time runs out.
         """
+        status, payload, _ = await self.call_with_headers(
+            method, path, body, timeout_s=timeout_s, params=params
+        )
+        return status, payload
+
+    async def call_with_headers(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout_s: float = 15.0,
+        params: dict[str, str] | None = None,
+    ) -> tuple[int, Any, dict[str, str]]:
+        """`call`, with the answer's headers."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         last: KraftliteError | None = None
@@ -58,6 +73,7 @@ class ControllerClient:
                 ) as response:
                     raw = await response.read()
                     status = response.status
+                    headers = dict(response.headers)
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 last = KraftliteError(ErrorCode.NOT_CONTROLLER, f"{url}: {exc!r}")
             else:
@@ -67,7 +83,7 @@ class ControllerClient:
                     payload = raw[:200].decode("utf-8", "replace")
                 if status < 400:
                     self._preferred = index
-                    return status, payload
+                    return status, payload, headers
                 error = error_from_problem(status, payload)
                 if error.code not in _RETRY_CODES:
                     self._preferred = index

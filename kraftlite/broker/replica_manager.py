@@ -23,7 +23,7 @@ import structlog
 
 from kraftlite.broker.controller_client import ControllerClient
 from kraftlite.broker.follower_fetcher import FollowerFetcher, PartitionKey
-from kraftlite.broker.notifier import wait_any
+from kraftlite.broker.notifier import Notifier, wait_any
 from kraftlite.broker.partition import IsrProposal, Partition, Role
 from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -71,6 +71,7 @@ class ReplicaManager:
         self._alters: set[asyncio.Task[None]] = set()
         self._first_image = True
         self._newest_image = MetadataImage.EMPTY
+        self.image_changed = Notifier()
 
     # -- metadata -------------------------------------------------------------------------
 
@@ -96,6 +97,7 @@ class ReplicaManager:
             self._delete_orphans(image)
             self._first_image = False
         self.image = image
+        self.image_changed.notify()
 
     def _hosted(self, topic_id: str, topic: str, index: int) -> Partition:
         key = (topic_id, index)

@@ -19,9 +19,10 @@ from typing import Any
 import aiohttp
 import orjson
 
+from kraftlite.api import headers
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 
-NO_FORWARD = {"X-Kraftlite-No-Forward": "1"}
+NO_FORWARD = {headers.NO_FORWARD: "1"}
 BATCH_TYPE = "application/vnd.kraftlite.batch"
 METADATA_ATTEMPTS = 20  # about 10 s in all
 

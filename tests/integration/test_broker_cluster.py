@@ -354,3 +354,18 @@ def test_retention_by_size_runs_in_the_background(small_cluster: Cluster) -> Non
     assert problem["log_start_offset"] == start
     status, body = http("GET", url + f"/v1/topics/short/partitions/0/records?offset={start}")
     assert status == 200 and body["records"][0]["offset"] == start
+
+
+def test_a_broker_that_created_a_topic_serves_it_at_once(cluster: Cluster) -> None:
+    """Read-your-writes: the admin answer waits until that broker's metadata has the change."""
+    url = cluster.urls[2]
+    for i in range(5):
+        name = f"fresh-{i}"
+        status, _ = http("POST", url + "/v1/topics", {"name": name, "replication_factor": 1})
+        assert status == 201
+        status, body = http(
+            "POST", url + f"/v1/topics/{name}/records", {"records": [{"value": "x"}]}
+        )
+        assert status == 200, body
+        assert http("DELETE", url + f"/v1/topics/{name}")[0] == 204
+        assert http("GET", url + f"/v1/topics/{name}")[0] == 404
