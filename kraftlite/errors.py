@@ -23,7 +23,9 @@ class ErrorCode(IntEnum):
     REQUEST_TIMED_OUT = 7
     MESSAGE_TOO_LARGE = 10
     COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
     INVALID_TOPIC_EXCEPTION = 17
+    UNKNOWN_MEMBER_ID = 25
     RECORD_LIST_TOO_LARGE = 18
     NOT_ENOUGH_REPLICAS = 19
     INVALID_REPLICATION_FACTOR = 38
@@ -38,6 +40,7 @@ class ErrorCode(IntEnum):
     INVALID_UPDATE_VERSION = 95
     BROKER_ID_NOT_REGISTERED = 102
     INELIGIBLE_REPLICA = 107
+    FENCED_MEMBER_EPOCH = 110
     UNSUPPORTED_MEDIA_TYPE = 1001  # HTTP-only: no Kafka equivalent
 
 
@@ -57,6 +60,9 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.REQUEST_TIMED_OUT: ErrorInfo(504, True, "request timed out"),
     ErrorCode.MESSAGE_TOO_LARGE: ErrorInfo(413, False, "record batch too large"),
     ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorInfo(503, True, "coordinator not available"),
+    ErrorCode.NOT_COORDINATOR: ErrorInfo(421, True, "not the group's coordinator"),
+    ErrorCode.UNKNOWN_MEMBER_ID: ErrorInfo(404, False, "unknown member: join again"),
+    ErrorCode.FENCED_MEMBER_EPOCH: ErrorInfo(409, False, "member epoch is stale: join again"),
     ErrorCode.INVALID_TOPIC_EXCEPTION: ErrorInfo(400, False, "invalid topic name"),
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorInfo(413, False, "request too large"),
     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorInfo(503, True, "not enough in-sync replicas"),

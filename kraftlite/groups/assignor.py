@@ -1,0 +1,73 @@
+"""The uniform sticky assignor: which member should own which partition. Pure.
+
+Rules (the spirit of Kafka's UniformAssignor, KIP-848):
+1. Every partition of a subscribed topic goes to exactly one member subscribed to its topic.
+2. Sticky: a member keeps what it owns while that is still valid and fair.
+3. Uniform: partitions then move from the most to the least loaded member that may take
+   them, until no such move would reduce the gap (for identical subscriptions the loads
+   differ by at most one).
+Deterministic: the same inputs give the same answer (sorted iteration everywhere).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+TopicPartition = tuple[str, int]
+
+
+def assign(
+    subscriptions: Mapping[str, frozenset[str]],
+    partition_counts: Mapping[str, int],
+    current: Mapping[str, frozenset[TopicPartition]],
+) -> dict[str, frozenset[TopicPartition]]:
+    """member id -> the partitions it should own.
+
+    `subscriptions`: member id -> subscribed topic names; `partition_counts`: topic ->
+    partitions (unknown topics are skipped); `current`: what members own now.
+    """
+    members = sorted(subscriptions)
+    owners: dict[str, set[TopicPartition]] = {m: set() for m in members}
+    if not members:
+        return {}
+    valid = {
+        (topic, p)
+        for topic in sorted({t for topics in subscriptions.values() for t in topics})
+        for p in range(partition_counts.get(topic, 0))
+    }
+    taken: set[TopicPartition] = set()
+    for member in members:  # rule 2: keep what is still valid (once)
+        for tp in sorted(current.get(member, frozenset())):
+            if tp in valid and tp[0] in subscriptions[member] and tp not in taken:
+                owners[member].add(tp)
+                taken.add(tp)
+    for tp in sorted(valid - taken):  # rule 1: the rest to the least loaded eligible member
+        eligible = [m for m in members if tp[0] in subscriptions[m]]
+        chosen = min(eligible, key=lambda m: (len(owners[m]), m))
+        owners[chosen].add(tp)
+    _balance(owners, subscriptions)
+    return {m: frozenset(owned) for m, owned in owners.items()}
+
+
+def _balance(
+    owners: dict[str, set[TopicPartition]], subscriptions: Mapping[str, frozenset[str]]
+) -> None:
+    """Rule 3: move one partition at a time from a heavier to a lighter eligible member."""
+    while True:
+        moved = False
+        by_load = sorted(owners, key=lambda m: (-len(owners[m]), m))
+        for heavy in by_load:
+            for light in reversed(by_load):
+                if len(owners[heavy]) - len(owners[light]) <= 1:
+                    continue
+                movable = sorted(tp for tp in owners[heavy] if tp[0] in subscriptions[light])
+                if movable:
+                    tp = movable[-1]
+                    owners[heavy].remove(tp)
+                    owners[light].add(tp)
+                    moved = True
+                    break
+            if moved:
+                break
+        if not moved:
+            return
