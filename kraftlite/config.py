@@ -203,6 +203,16 @@ class BrokerConfig(StorageSettings):
         "log.retention.check.interval.ms", _positive, default=300_000
     )
     max_request_bytes: int = _key("max.request.bytes", _positive, default=64 << 20)
+    offsets_topic_partitions: int = _key("offsets.topic.num.partitions", _positive, default=10)
+    group_heartbeat_interval_ms: int = _key(
+        "group.consumer.heartbeat.interval.ms", _positive, default=1000
+    )
+    group_min_session_timeout_ms: int = _key(
+        "group.consumer.min.session.timeout.ms", _positive, default=1000
+    )
+    group_max_session_timeout_ms: int = _key(
+        "group.consumer.max.session.timeout.ms", _positive, default=30_000
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

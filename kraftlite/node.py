@@ -19,6 +19,7 @@ from kraftlite.broker.replica_manager import ReplicationSettings
 from kraftlite.clock import SystemClock
 from kraftlite.config import BrokerConfig, ControllerConfig
 from kraftlite.controller.quorum_controller import ControllerSettings, QuorumController
+from kraftlite.groups.coordinator import GroupSettings
 from kraftlite.raft.pysyncobj_log import RaftMetadataLog, RaftSettings
 from kraftlite.storage.log import LogStorage, StorageConfig
 
@@ -127,7 +128,17 @@ async def run_broker(config: BrokerConfig) -> None:
             forward_session=forwarding,
         )
         runner = web.AppRunner(
-            make_broker_app(broker), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S
+            make_broker_app(
+                broker,
+                GroupSettings(
+                    offsets_partitions=config.offsets_topic_partitions,
+                    heartbeat_interval_ms=config.group_heartbeat_interval_ms,
+                    min_session_timeout_ms=config.group_min_session_timeout_ms,
+                    max_session_timeout_ms=config.group_max_session_timeout_ms,
+                ),
+            ),
+            access_log=None,
+            shutdown_timeout=SHUTDOWN_GRACE_S,
         )
         await runner.setup()
         try:

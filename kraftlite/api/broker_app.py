@@ -18,6 +18,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
+from kraftlite.api import group_handlers as groups
 from kraftlite.api import metrics
 from kraftlite.api.errors import (
     PROBLEM_JSON,
@@ -31,6 +32,7 @@ from kraftlite.api.openapi import OPENAPI
 from kraftlite.broker.broker import Broker
 from kraftlite.broker.partition import Acks, Partition
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
+from kraftlite.groups.coordinator import GroupCoordinator, GroupSettings
 from kraftlite.metadata.views import topic_summary, topic_view
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import framing, json_records
@@ -555,12 +557,13 @@ async def metadata_at_least(request: web.Request, handler: Handler) -> web.Strea
     return await handler(request)
 
 
-def make_broker_app(broker: Broker) -> web.Application:
+def make_broker_app(broker: Broker, group_settings: GroupSettings | None = None) -> web.Application:
     app = web.Application(
         middlewares=[problem_middleware, metadata_at_least],
         client_max_size=broker.settings.max_request_bytes,
     )
     app[BROKER] = broker
+    app[groups.COORDINATOR] = GroupCoordinator(broker, group_settings)
     r = app.router
     r.add_get("/healthz", healthz)
     r.add_get("/readyz", readyz)
@@ -577,6 +580,13 @@ def make_broker_app(broker: Broker) -> web.Application:
     r.add_post("/v1/topics/{topic}/partitions/{partition}/records", produce_to_partition)
     r.add_get("/v1/topics/{topic}/partitions/{partition}/records", fetch)
     r.add_get("/v1/topics/{topic}/partitions/{partition}/offsets", list_offsets)
+    r.add_get("/v1/groups", groups.list_groups)
+    r.add_get("/v1/groups/{group}", groups.describe)
+    r.add_post("/v1/groups/{group}/members", groups.join)
+    r.add_post("/v1/groups/{group}/members/{member_id}/heartbeat", groups.heartbeat)
+    r.add_delete("/v1/groups/{group}/members/{member_id}", groups.leave)
+    r.add_post("/v1/groups/{group}/offsets", groups.commit)
+    r.add_get("/v1/groups/{group}/offsets", groups.fetch_offsets)
     r.add_post("/v1/internal/replica-fetch", replica_fetch)
     r.add_get("/v1/internal/offsets", internal_offsets)
     return app

@@ -26,6 +26,7 @@ from kraftlite.api.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
 from kraftlite.controller import decisions
 from kraftlite.controller.quorum_controller import QuorumController
 from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.metadata.topics import INTERNAL_TOPICS
 from kraftlite.metadata.views import broker_view, image_to_json, topic_summary, topic_view
 
 CONTROLLER = web.AppKey("controller", QuorumController)
@@ -180,6 +181,8 @@ async def create_topic(request: web.Request) -> web.StreamResponse:
             body.get("replication_factor"),
             body.get("configs"),
             rng=controller.rng,
+            # the brokers' own topics (the group coordinator's); no other "__" name
+            internal=body.get("internal") is True and name in INTERNAL_TOPICS,
         )
     )
     response = _topic_or_404(controller, str(name))

@@ -305,7 +305,7 @@ SCHEMAS: Final[Json] = {
         },
         required=["offset"],
     ),
-    # Consumer groups (planned).
+    # Consumer groups.
     "TopicPartitions": _object(
         {"topic": _ref("TopicName"), "partitions": _array(_PARTITION_INDEX)},
         required=["topic", "partitions"],
@@ -467,7 +467,13 @@ _BODY = (ErrorCode.INVALID_REQUEST, ErrorCode.RECORD_LIST_TOO_LARGE)
 _UNKNOWN = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,)
 _CONTROLLER = (ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT)
 _LEADER = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-_COORDINATOR = (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT)
+_COORDINATOR = (
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.UNKNOWN_MEMBER_ID,
+    ErrorCode.FENCED_MEMBER_EPOCH,
+    ErrorCode.REQUEST_TIMED_OUT,
+)
 
 # ---------------------------------------------------------------------------- parameters
 
@@ -807,7 +813,7 @@ PATHS: Final[Json] = {
             errors=[ErrorCode.INVALID_REQUEST, *_LEADER],
         ),
     },
-    # Consumer groups: in the contract, not served yet.
+    # Consumer groups: any broker, forwarded to the group's coordinator.
     "/v1/groups": {
         "get": _operation(
             "list_groups",
@@ -815,7 +821,6 @@ PATHS: Final[Json] = {
             "List consumer groups",
             {"200": _answer("the groups", _ref("GroupList"))},
             errors=_COORDINATOR,
-            planned=True,
         )
     },
     "/v1/groups/{group}": {
@@ -826,7 +831,6 @@ PATHS: Final[Json] = {
             "Describe a group: its state, members and their assignments",
             {"200": _answer("the group", _ref("Group"))},
             errors=_COORDINATOR,
-            planned=True,
         ),
     },
     "/v1/groups/{group}/members": {
@@ -839,7 +843,6 @@ PATHS: Final[Json] = {
             description="Forwarded to the group's coordinator.",
             body=_json_body("JoinGroupRequest"),
             errors=[*_BODY, *_COORDINATOR],
-            planned=True,
         ),
     },
     "/v1/groups/{group}/members/{member_id}/heartbeat": {
@@ -854,7 +857,6 @@ PATHS: Final[Json] = {
             "past its session timeout is removed and its partitions reassigned.",
             body=_json_body("HeartbeatRequest"),
             errors=[*_BODY, *_COORDINATOR],
-            planned=True,
         ),
     },
     "/v1/groups/{group}/members/{member_id}": {
@@ -865,7 +867,6 @@ PATHS: Final[Json] = {
             "Leave a group; its partitions are reassigned",
             {"204": _answer("left")},
             errors=_COORDINATOR,
-            planned=True,
         ),
     },
     "/v1/groups/{group}/offsets": {
@@ -879,7 +880,6 @@ PATHS: Final[Json] = {
             "longer owns is refused.",
             body=_json_body("CommitOffsetsRequest"),
             errors=[*_BODY, *_UNKNOWN, *_COORDINATOR],
-            planned=True,
         ),
         "get": _operation(
             "group_offsets",
@@ -887,7 +887,6 @@ PATHS: Final[Json] = {
             "The group's committed offsets and lag",
             {"200": _answer("the offsets", _ref("GroupOffsets"))},
             errors=_COORDINATOR,
-            planned=True,
         ),
     },
 }
@@ -925,7 +924,7 @@ OPENAPI: dict[str, Any] = {
         {"name": "topics", "description": "Topic admin; writes go to the active controller"},
         {"name": "produce", "description": "Write records"},
         {"name": "fetch", "description": "Read records and look up offsets"},
-        {"name": "groups", "description": "Consumer groups (planned)"},
+        {"name": "groups", "description": "Consumer groups, forwarded to the coordinator"},
     ],
     "paths": PATHS,
     "components": {"schemas": SCHEMAS, "parameters": PARAMETERS},

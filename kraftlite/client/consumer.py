@@ -1,14 +1,21 @@
-"""Consumer (assign-only for now; group membership arrives with the group coordinator).
+"""Consumer: in a group (`subscribe`), or on partitions it picks itself (`assign`).
 
 Fetches the assigned partitions from their leaders in the binary format, all at once, with
-long-poll, and keeps a position per partition. A partition without a position starts at
-`auto_offset_reset` (earliest or latest, Kafka's setting), and so does one whose position
-fell out of the log (retention), as Kafka's consumer does.
+long-poll, and keeps a position per partition. A partition without a position starts at the
+group's committed offset, else at `auto_offset_reset` (earliest or latest, Kafka's setting),
+and so does one whose position fell out of the log (retention), as Kafka's consumer does.
+
+In a group the coordinator assigns partitions (server-side, KIP-848 style). A background task
+heartbeats; each answer is applied at once: partitions taken away are committed (with
+auto-commit) and dropped, new ones start at their committed offsets, and the next heartbeat
+confirms the answer's epoch, which is what lets the coordinator give the dropped partitions
+to another member. A member told it is unknown or fenced drops everything and joins again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -39,16 +46,32 @@ class Consumer:
         self,
         bootstrap: str | list[str],
         *,
+        group_id: str | None = None,
         auto_offset_reset: str = "latest",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        session_timeout_ms: int | None = None,
+        client_id: str = "kraftlite-python",
         max_bytes_per_partition: int = 1 << 20,
         transport: Transport | None = None,
     ) -> None:
         if auto_offset_reset not in {"earliest", "latest"}:
             raise ValueError("auto_offset_reset must be earliest or latest")
+        self.group_id = group_id
         self.auto_offset_reset = auto_offset_reset
+        self.enable_auto_commit = enable_auto_commit
+        self.auto_commit_interval_s = auto_commit_interval_ms / 1000
+        self.session_timeout_ms = session_timeout_ms
+        self.client_id = client_id
         self.max_bytes = max_bytes_per_partition
         self._transport = transport or Transport(bootstrap)
         self._positions: dict[TopicPartition, int | None] = {}
+        self._topics: list[str] = []
+        self.member_id: str | None = None
+        self.member_epoch = 0
+        self._heartbeat_interval_s = 1.0
+        self._membership: asyncio.Task[None] | None = None
+        self._committed_positions: dict[TopicPartition, int] = {}
 
     async def __aenter__(self) -> Consumer:
         return self
@@ -57,7 +80,120 @@ class Consumer:
         await self.close()
 
     async def close(self) -> None:
+        """Commit (with auto-commit), leave the group, close connections."""
+        if self._membership is not None:
+            self._membership.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._membership
+            self._membership = None
+        if self.member_id is not None and self.group_id is not None:
+            with contextlib.suppress(KraftliteError, OSError, TimeoutError):
+                if self.enable_auto_commit:
+                    await self.commit()
+                self._positions = {}  # holds nothing from here on: then it may leave
+                await self._transport.call(
+                    "DELETE", f"/v1/groups/{self.group_id}/members/{self.member_id}"
+                )
+            self.member_id = None
         await self._transport.close()
+
+    # -- the group ------------------------------------------------------------------------
+
+    async def subscribe(self, topics: list[str]) -> None:
+        """Join the group (`group_id`) for `topics`; partitions arrive with heartbeats."""
+        if self.group_id is None:
+            raise ValueError("subscribe needs a group_id")
+        self._topics = list(topics)
+        self._positions = {}
+        await self._join()
+        self._membership = asyncio.get_running_loop().create_task(self._membership_loop())
+
+    async def _join(self) -> None:
+        body: dict[str, Any] = {"topics": self._topics, "client_id": self.client_id}
+        if self.session_timeout_ms is not None:
+            body["session_timeout_ms"] = self.session_timeout_ms
+        answer = await self._transport.call("POST", f"/v1/groups/{self.group_id}/members", body)
+        self.member_id = answer["member_id"]
+        await self._apply(answer)
+
+    async def _membership_loop(self) -> None:
+        last_commit = asyncio.get_running_loop().time()
+        while True:
+            await asyncio.sleep(self._heartbeat_interval_s)
+            try:
+                answer = await self._transport.call(
+                    "POST",
+                    f"/v1/groups/{self.group_id}/members/{self.member_id}/heartbeat",
+                    {"member_epoch": self.member_epoch},
+                )
+                await self._apply(answer)
+                now = asyncio.get_running_loop().time()
+                if self.enable_auto_commit and now - last_commit >= self.auto_commit_interval_s:
+                    await self.commit()
+                    last_commit = now
+            except KraftliteError as exc:
+                if exc.code in {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH}:
+                    log.warning("group_membership_lost", group=self.group_id, error=str(exc))
+                    self._positions = {}  # release everything before joining again
+                    with contextlib.suppress(KraftliteError, OSError, TimeoutError):
+                        await self._join()
+                else:
+                    log.debug("heartbeat_failed", group=self.group_id, error=str(exc))
+            except (OSError, TimeoutError) as exc:
+                log.debug("heartbeat_failed", group=self.group_id, error=repr(exc))
+
+    async def _apply(self, answer: dict[str, Any]) -> None:
+        """Take the assignment of a join or heartbeat answer."""
+        self._heartbeat_interval_s = int(answer["heartbeat_interval_ms"]) / 1000
+        assigned = {
+            (entry["topic"], p) for entry in answer["assignment"] for p in entry["partitions"]
+        }
+        revoked = [tp for tp in self._positions if tp not in assigned]
+        if revoked and self.enable_auto_commit:
+            with contextlib.suppress(KraftliteError, OSError, TimeoutError):
+                await self.commit(partitions=revoked)  # we still own them: not confirmed yet
+        for tp in revoked:
+            del self._positions[tp]
+        added = [tp for tp in sorted(assigned) if tp not in self._positions]
+        if added:
+            committed = await self.committed()
+            for tp in added:
+                self._positions[tp] = committed.get(tp)  # None: auto_offset_reset
+        self.member_epoch = int(answer["member_epoch"])
+
+    async def committed(self) -> dict[TopicPartition, int]:
+        """The group's committed offsets."""
+        answer = await self._transport.call("GET", f"/v1/groups/{self.group_id}/offsets")
+        return {(o["topic"], o["partition"]): o["offset"] for o in answer["offsets"]}
+
+    async def commit(
+        self,
+        offsets: dict[TopicPartition, int] | None = None,
+        *,
+        partitions: list[TopicPartition] | None = None,
+    ) -> None:
+        """Commit `offsets` (default: the current positions of the assigned partitions)."""
+        if self.group_id is None:
+            raise ValueError("commit needs a group_id")
+        if offsets is None:
+            chosen = partitions if partitions is not None else list(self._positions)
+            offsets = {
+                tp: pos
+                for tp in chosen
+                if (pos := self._positions.get(tp)) is not None
+                and self._committed_positions.get(tp) != pos
+            }
+        if not offsets:
+            return
+        body: dict[str, Any] = {
+            "offsets": [
+                {"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(offsets.items())
+            ]
+        }
+        if self.member_id is not None:
+            body |= {"member_id": self.member_id, "member_epoch": self.member_epoch}
+        await self._transport.call("POST", f"/v1/groups/{self.group_id}/offsets", body)
+        self._committed_positions.update(offsets)
 
     # -- assignment and positions ---------------------------------------------------------
 
@@ -87,7 +223,8 @@ class Consumer:
         current = self._positions.get(partition)
         if current is None:
             current = await self._offset_at(partition, self.auto_offset_reset)
-            self._positions[partition] = current
+            if partition in self._positions:  # still ours after the wait
+                self._positions[partition] = current
         return current
 
     async def offsets_for_times(
@@ -129,17 +266,22 @@ class Consumer:
 
     async def poll(self, timeout_ms: int = 1000) -> list[ConsumerRecord]:
         """Records from every assigned partition, waiting up to `timeout_ms` for some."""
+        if not self._positions:  # nothing assigned (yet): wait, as a poll would
+            await asyncio.sleep(timeout_ms / 1000)
+            return []
+        fetched = list(self._positions)  # the group may change the assignment meanwhile
         results = await asyncio.gather(
-            *(self._fetch(tp, timeout_ms) for tp in self._positions), return_exceptions=True
+            *(self._fetch(tp, timeout_ms) for tp in fetched), return_exceptions=True
         )
         records: list[ConsumerRecord] = []
-        for tp, result in zip(list(self._positions), results, strict=True):
+        for tp, result in zip(fetched, results, strict=True):
             if isinstance(result, BaseException):
                 if not isinstance(result, KraftliteError | OSError | TimeoutError):
                     raise result
                 log.debug("fetch_failed", partition=tp, error=repr(result))
                 continue
-            records.extend(result)
+            if tp in self._positions:  # not taken away by the group while we fetched
+                records.extend(result)
         return records
 
     async def _fetch(self, tp: TopicPartition, timeout_ms: int) -> list[ConsumerRecord]:
@@ -161,7 +303,8 @@ class Consumer:
             if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE:
                 reset = await self._offset_at(tp, self.auto_offset_reset)
                 log.warning("offset_out_of_range", partition=tp, offset=offset, reset_to=reset)
-                self._positions[tp] = reset
+                if tp in self._positions:
+                    self._positions[tp] = reset
                 return []
             raise
         records = [

@@ -14,6 +14,7 @@ from kraftlite.errors import ErrorCode, KraftliteError
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _DECIMAL = re.compile(r"-?[0-9]{1,19}")  # as Java's Long.parseLong: no "1_0", " 1", "+1"
 MAX_PARTITIONS: Final = 10_000
+INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets"})  # created by brokers, not users
 
 
 def validate_topic_name(name: object, *, internal: bool = False) -> str:

@@ -1,0 +1,214 @@
+"""Consumer groups on a real cluster: rebalances without two owners, session expiry, commit
+fencing, and committed offsets surviving the loss of the coordinator's broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from kraftlite.client import Admin, Consumer, Producer
+from kraftlite.groups.coordinator import OFFSETS_TOPIC
+from kraftlite.protocol.partitioner import partition_for_key
+from tests.harness.processes import Cluster, http
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+FAST = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
+GROUPS = {
+    "group.consumer.max.session.timeout.ms": 4000,
+    "group.consumer.heartbeat.interval.ms": 200,
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    running = Cluster(
+        tmp_path_factory.mktemp("groups"), broker_config=GROUPS, controller_config=FAST
+    )
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def bootstrap(cluster: Cluster) -> str:
+    return ",".join(url for b, url in cluster.urls.items() if cluster.processes[b].serving)
+
+
+async def topic_with_records(cluster: Cluster, name: str, partitions: int, count: int) -> None:
+    async with Admin(bootstrap(cluster)) as admin:
+        await admin.create_topic(name, partitions=partitions, replication_factor=3)
+    async with Producer(bootstrap(cluster)) as producer:
+        for i in range(count):
+            await producer.send(name, f"{name}-{i}".encode(), partition=i % partitions)
+        await producer.flush()
+
+
+def consumer(cluster: Cluster, group: str) -> Consumer:
+    return Consumer(
+        bootstrap(cluster),
+        group_id=group,
+        auto_offset_reset="earliest",
+        session_timeout_ms=2000,
+        auto_commit_interval_ms=200,
+    )
+
+
+async def until(condition, timeout_s: float = 30, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def test_two_members_split_partitions_and_never_share_one(cluster: Cluster) -> None:
+    await topic_with_records(cluster, "work", 6, 600)
+    seen: set[tuple[int, int]] = set()
+    one, two = consumer(cluster, "g1"), consumer(cluster, "g1")
+    overlaps = []
+
+    async def drive(member: Consumer, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            for record in await member.poll(timeout_ms=100):
+                seen.add((record.partition, record.offset))
+            mine, theirs = set(one.assignment()), set(two.assignment())
+            if mine & theirs:
+                overlaps.append(mine & theirs)
+
+    stop = asyncio.Event()
+    try:
+        await one.subscribe(["work"])
+        task_one = asyncio.create_task(drive(one, stop))
+        await until(lambda: len(one.assignment()) == 6, what="the first member to own all six")
+        await two.subscribe(["work"])
+        task_two = asyncio.create_task(drive(two, stop))
+        await until(
+            lambda: len(one.assignment()) == 3 and len(two.assignment()) == 3,
+            what="an even split",
+        )
+        await until(lambda: len(seen) == 600, what="every record consumed")
+        await two.close()  # leaves: its partitions go back to the first member
+        await until(lambda: len(one.assignment()) == 6, what="the partitions back")
+        stop.set()
+        await asyncio.gather(task_one, task_two)
+        assert not overlaps
+        await one.commit()
+        committed = await one.committed()
+        assert committed == {("work", p): 100 for p in range(6)}
+        status, body = http("GET", cluster.urls[2] + "/v1/groups/g1/offsets")
+        assert status == 200 and all(o["lag"] == 0 for o in body["offsets"])
+        status, described = http("GET", cluster.urls[3] + "/v1/groups/g1")
+        assert status == 200 and len(described["members"]) == 1
+        status, listed = http("GET", cluster.urls[1] + "/v1/groups")
+        assert "g1" in [g["group"] for g in listed["groups"]]
+    finally:
+        stop.set()
+        await one.close()
+        await two.close()
+
+
+async def test_a_silent_member_expires_and_its_partitions_move(cluster: Cluster) -> None:
+    await topic_with_records(cluster, "expiry", 4, 40)
+    one, two = consumer(cluster, "g2"), consumer(cluster, "g2")
+    try:
+        await one.subscribe(["expiry"])
+        await two.subscribe(["expiry"])
+        for _ in range(200):
+            await asyncio.gather(one.poll(50), two.poll(50))
+            if len(one.assignment()) == 2 and len(two.assignment()) == 2:
+                break
+        assert len(two.assignment()) == 2
+        assert two._membership is not None
+        two._membership.cancel()  # it crashes: no heartbeat, no leave
+        started = time.monotonic()
+        await until(lambda: len(one.assignment()) == 4, what="the dead member's partitions")
+        assert time.monotonic() - started >= 1.5  # only after its 2 s session
+    finally:
+        await one.close()
+        two.member_id = None  # it is gone; do not leave on its behalf
+        await two.close()
+
+
+async def test_commits_are_fenced_by_member_epoch(cluster: Cluster) -> None:
+    await topic_with_records(cluster, "fence", 2, 2)
+    one, two = consumer(cluster, "g3"), consumer(cluster, "g3")
+    try:
+        await one.subscribe(["fence"])
+        await until(lambda: len(one.assignment()) == 2, what="both partitions")
+        stale_epoch = one.member_epoch
+        await two.subscribe(["fence"])
+        for _ in range(200):
+            await asyncio.gather(one.poll(50), two.poll(50))
+            if len(one.assignment()) == 1 and len(two.assignment()) == 1:
+                break
+        await asyncio.sleep(0.5)  # the first member confirms its release
+        (lost,) = set(two.assignment())
+        status, body = http(
+            "POST",
+            cluster.urls[1] + "/v1/groups/g3/offsets",
+            {
+                "member_id": one.member_id,
+                "member_epoch": stale_epoch,
+                "offsets": [{"topic": lost[0], "partition": lost[1], "offset": 1}],
+            },
+        )
+        assert (status, body["error_code"]) == (409, "FENCED_MEMBER_EPOCH")
+        status, body = http(
+            "POST", cluster.urls[1] + "/v1/groups/g3/offsets",
+            {"member_id": "nobody", "offsets": [{"topic": "fence", "partition": 0, "offset": 1}]},
+        )  # fmt: skip
+        assert (status, body["error_code"]) == (404, "UNKNOWN_MEMBER_ID")
+        status, body = http("POST", cluster.urls[1] + "/v1/groups/g3/members", {"topics": []})
+        assert (status, body["error_code"]) == (400, "INVALID_REQUEST")
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_committed_offsets_survive_the_coordinators_broker(cluster: Cluster) -> None:
+    await topic_with_records(cluster, "durable-offsets", 3, 30)
+    status, _ = http(
+        "POST",
+        cluster.urls[1] + "/v1/groups/g4/offsets",
+        {
+            "offsets": [
+                {"topic": "durable-offsets", "partition": p, "offset": 7 + p} for p in range(3)
+            ]
+        },
+    )
+    assert status == 204
+    index = partition_for_key(b"g4", 10)
+    status, offsets_topic = http("GET", cluster.urls[1] + f"/v1/topics/{OFFSETS_TOPIC}")
+    coordinator = offsets_topic["partitions"][index]["leader"]
+    cluster.processes[coordinator].kill()
+    try:
+        other = next(b for b in cluster.urls if b != coordinator)
+        deadline = time.monotonic() + 30
+        while True:
+            status, body = http("GET", cluster.urls[other] + "/v1/groups/g4/offsets")
+            if status == 200 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.2)
+        assert status == 200, body
+        assert {(o["partition"], o["offset"]) for o in body["offsets"]} == {(0, 7), (1, 8), (2, 9)}
+        member = consumer(cluster, "g4")
+        try:  # a member of the new coordinator starts where the commits say
+            await member.subscribe(["durable-offsets"])
+            got = []
+            for _ in range(200):
+                got += await member.poll(100)
+                if len(got) >= 3 * 10 - (7 + 8 + 9):
+                    break
+            assert sorted((r.partition, r.offset) for r in got)[0] == (0, 7)
+            assert len(got) == 30 - 24
+        finally:
+            await member.close()
+    finally:
+        cluster.processes[coordinator].start()
+        cluster.wait_ready()
