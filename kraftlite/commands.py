@@ -7,20 +7,33 @@ error answer from the cluster (its error code printed), 2 a usage error.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 import orjson
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
+from rich.text import Text
 
 from kraftlite.client import KraftliteError, SyncAdmin, SyncConsumer, SyncProducer
+from kraftlite.clock import SystemClock
 
 DEFAULT_BOOTSTRAP = "http://127.0.0.1:9092"
+COMMIT_INTERVAL_MS = 5000
 EXIT_API_ERROR = 1
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -155,15 +168,24 @@ def _show_topic(topic: dict[str, Any], output: str) -> None:
 @click.option("--file", "source", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--key-separator", help="Split each line into KEY<sep>VALUE.")
 @click.option("--acks", type=click.Choice(["all", "1", "0"]), default="all", show_default=True)
+@click.option("--progress", is_flag=True, help="A progress bar with the rate on stderr.")
 @bootstrap_option
 @api_errors
-def produce(
-    topic: str, source: Path | None, key_separator: str | None, acks: str, bootstrap: str
+def produce(  # noqa: PLR0917 - click passes every option positionally
+    topic: str,
+    source: Path | None,
+    key_separator: str | None,
+    acks: str,
+    progress: bool,
+    bootstrap: str,
 ) -> None:
     """Produce one record per line of stdin (or --file)."""
     lines = source.open("rb") if source else sys.stdin.buffer
     sent = 0
-    with SyncProducer(bootstrap, acks=acks) as producer:
+    with (
+        SyncProducer(bootstrap, acks=acks) as producer,
+        _rate_bar("produced", total=None, enabled=progress) as advance,
+    ):
         futures = []
         for raw in lines:
             line = raw.rstrip(b"\r\n")
@@ -174,6 +196,7 @@ def produce(
                     key, line = head, tail
             futures.append(producer.send(topic, line, key))
             sent += 1
+            advance(1)
         producer.flush()
         for future in futures:
             future.result()  # raises the first failure
@@ -189,7 +212,9 @@ def produce(
 @click.option("--max-messages", type=click.IntRange(1), help="Stop after this many records.")
 @click.option("--timeout-ms", type=click.IntRange(1), help="Stop after this long without one.")
 @click.option("--partition", "partitions", type=int, multiple=True, help="Only these.")
+@click.option("--group", help="Consume as a member of this group (offsets are committed).")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--progress", is_flag=True, help="A progress bar with the rate on stderr.")
 @bootstrap_option
 @api_errors
 def consume(  # noqa: PLR0917 - click passes every option positionally
@@ -198,14 +223,29 @@ def consume(  # noqa: PLR0917 - click passes every option positionally
     max_messages: int | None,
     timeout_ms: int | None,
     partitions: tuple[int, ...],
+    group: str | None,
     output: str,
+    progress: bool,
     bootstrap: str,
 ) -> None:
     """Print a topic's records (value per line; JSON lines with --output json)."""
+    if group and partitions:
+        raise click.UsageError("--group and --partition do not go together")
     reset = "earliest" if from_beginning else "latest"
     seen = 0
-    with SyncConsumer(bootstrap, auto_offset_reset=reset) as consumer:
-        if partitions:
+    # With a group, commit exactly what was printed (a poll may return more than we print).
+    printed: dict[tuple[str, int], int] = {}
+    clock = SystemClock()
+    last_commit = clock.monotonic_ms()
+    with (
+        SyncConsumer(
+            bootstrap, auto_offset_reset=reset, group_id=group, enable_auto_commit=False
+        ) as consumer,
+        _rate_bar("consumed", total=max_messages, enabled=progress) as advance,
+    ):
+        if group:
+            consumer.subscribe([topic])
+        elif partitions:
             consumer.assign([(topic, p) for p in partitions])
         else:
             consumer.assign_topic(topic)
@@ -213,12 +253,46 @@ def consume(  # noqa: PLR0917 - click passes every option positionally
         while max_messages is None or seen < max_messages:
             records = consumer.poll(500)
             idle_ms = 0 if records else idle_ms + 500
-            for record in records[: None if max_messages is None else max_messages - seen]:
+            shown = records[: None if max_messages is None else max_messages - seen]
+            for record in shown:
                 _print_record(record, output)
-                seen += 1
+                printed[(record.topic, record.partition)] = record.offset + 1
+            seen += len(shown)
+            advance(len(shown))
+            if group and printed and clock.monotonic_ms() - last_commit > COMMIT_INTERVAL_MS:
+                consumer.commit(dict(printed))
+                last_commit = clock.monotonic_ms()
             if timeout_ms is not None and idle_ms >= timeout_ms:
                 break
+        if group and printed:
+            consumer.commit(dict(printed))
     click.echo(f"consumed {seen} records", err=True)
+
+
+class RateColumn(ProgressColumn):
+    """Records per second (rich's own speed columns speak bytes)."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{speed:,.0f} records/s")
+
+
+@contextlib.contextmanager
+def _rate_bar(what: str, *, total: int | None, enabled: bool) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar with records/s on stderr, or a no-op."""
+    if not enabled:
+        yield lambda _: None
+        return
+    columns = (
+        TextColumn(f"{what}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        RateColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda n: bar.advance(task, n)
 
 
 def _print_record(record: Any, output: str) -> None:
@@ -267,4 +341,62 @@ def cluster_status(bootstrap: str, output: str) -> None:
     Console().print(table)
 
 
-COMMANDS = (topics, produce, consume, cluster)
+# ---------------------------------------------------------------------------- groups
+
+
+@click.group()
+def groups() -> None:
+    """Consumer groups: list, describe (members, assignments, offsets and lag)."""
+
+
+@groups.command("list")
+@bootstrap_option
+@output_option
+@api_errors
+def groups_list(bootstrap: str, output: str) -> None:
+    with SyncAdmin(bootstrap) as admin:
+        listed = admin.list_groups()
+    if output == "json":
+        _json(listed)
+        return
+    table = Table("group", "state", "members")
+    for group in listed:
+        table.add_row(group["group"], group["state"], str(group["members"]))
+    Console().print(table)
+
+
+@groups.command("describe")
+@click.argument("group")
+@bootstrap_option
+@output_option
+@api_errors
+def groups_describe(group: str, bootstrap: str, output: str) -> None:
+    with SyncAdmin(bootstrap) as admin:
+        described = admin.describe_group(group)
+        offsets = admin.group_offsets(group)
+    if output == "json":
+        _json({**described, "offsets": offsets})
+        return
+    members = Table(
+        "member", "client", "epoch", "assignment", title=f"{group} ({described['state']})"
+    )
+    for m in described["members"]:
+        owned = "; ".join(
+            f"{a['topic']}:{','.join(map(str, a['partitions']))}" for a in m["assignment"]
+        )
+        members.add_row(m["member_id"], m["client_id"], str(m["member_epoch"]), owned or "-")
+    lag = Table("topic", "partition", "committed", "high watermark", "lag")
+    for o in offsets:
+        lag.add_row(
+            o["topic"],
+            str(o["partition"]),
+            str(o["offset"]),
+            str(o["high_watermark"]),
+            str(o["lag"]),
+        )
+    console = Console()
+    console.print(members)
+    console.print(lag)
+
+
+COMMANDS = (topics, produce, consume, cluster, groups)

@@ -61,6 +61,19 @@ class Admin:
         )
         return altered
 
+    async def list_groups(self) -> list[dict[str, Any]]:
+        answer = await self._transport.call("GET", "/v1/groups")
+        return list(answer["groups"])
+
+    async def describe_group(self, group: str) -> dict[str, Any]:
+        described: dict[str, Any] = await self._transport.call("GET", f"/v1/groups/{group}")
+        return described
+
+    async def group_offsets(self, group: str) -> list[dict[str, Any]]:
+        """Committed offsets with each partition's high watermark and lag."""
+        answer = await self._transport.call("GET", f"/v1/groups/{group}/offsets")
+        return list(answer["offsets"])
+
     async def cluster(self) -> dict[str, Any]:
         described: dict[str, Any] = await self._transport.call("GET", "/v1/cluster")
         return described

@@ -179,6 +179,14 @@ def _client_tools(broker: str) -> None:
     assert {t["name"] for t in json.loads(listed.stdout)} == {"kept", "tools"}
     status = run("cluster", "status", "--output", "json")
     assert len(json.loads(status.stdout)["brokers"]) == 3
+    grouped = run("consume", "tools", "--group", "cli", "--from-beginning", "--max-messages", "2")
+    assert grouped.returncode == 0 and len(grouped.stdout.splitlines()) == 2, grouped.stderr
+    described = json.loads(run("groups", "describe", "cli", "--output", "json").stdout)
+    assert sum(o["offset"] for o in described["offsets"]) == 2  # exactly what was printed
+    assert sum(o["lag"] for o in described["offsets"]) == 1
+    rest = run("consume", "tools", "--group", "cli", "--timeout-ms", "1000")
+    assert len(rest.stdout.splitlines()) == 1  # the group goes on where it stopped
+    assert "cli" in run("groups", "list").stdout
     missing = run("topics", "describe", "nope")
     assert missing.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
     assert run("topics", "delete", "tools").returncode == 0
