@@ -10,6 +10,8 @@ a temporary directory unless --bootstrap points at a running one, creates a topi
   produce JSON     the same records as a JSON body to the topic endpoint (acks=all)
   latency          one producer, one record per request, acks=all: p50 and p99
   consume          binary fetches of everything produced, from every partition's leader
+  client produce   kraftlite.client.Producer, one record per send(), acks=all (issue 5)
+  group consume    three kraftlite.client.Consumers in one group over 6 partitions
 Baselines, same run, same client and concurrency:
   bare aiohttp     a bare aiohttp endpoint (own process) that reads the same batch bodies and
                    discards them: the ceiling of HTTP in Python on this machine
@@ -40,6 +42,7 @@ from typing import Any
 import aiohttp
 import lmdb
 
+from kraftlite.client import Admin, Consumer, Producer
 from kraftlite.protocol import batch as fmt
 
 BATCH = "application/vnd.kraftlite.batch"
@@ -230,6 +233,64 @@ async def consume(session: aiohttp.ClientSession, leaders: dict[int, str]) -> tu
     return total / (time.monotonic() - started), total
 
 
+# ------------------------------------------------------------------------------ the client
+
+
+async def client_produce(bootstrap: str, size: int, seconds: float) -> float:
+    """Records/s through kraftlite.client.Producer (batching, acks=all), one process."""
+    value = b"v" * size
+    async with Producer(bootstrap, acks="all", linger_ms=5) as producer:
+        sent = 0
+        started = time.monotonic()
+        while time.monotonic() - started < seconds:
+            for _ in range(1000):
+                await producer.send(TOPIC, value)
+            sent += 1000
+        await producer.flush()
+        return sent / (time.monotonic() - started)
+
+
+async def group_consume(bootstrap: str, members: int, topic: str, records: int) -> float:
+    """Records/s for `members` Consumers of one group reading `topic` from the start."""
+    group = f"bench-{time.monotonic_ns()}"
+    consumers = [
+        Consumer(bootstrap, group_id=group, auto_offset_reset="earliest") for _ in range(members)
+    ]
+    got = 0
+    try:
+        for consumer in consumers:
+            await consumer.subscribe([topic])
+        started = time.monotonic()
+
+        async def run(consumer: Consumer) -> None:
+            nonlocal got
+            while got < records and time.monotonic() - started < 120:
+                batch = await consumer.poll(timeout_ms=200)
+                got += len(batch)
+
+        await asyncio.gather(*(run(c) for c in consumers))
+        return got / (time.monotonic() - started)
+    finally:
+        for consumer in consumers:
+            await consumer.close()
+
+
+async def prepare_group_topic(bootstrap: str, size: int, records: int) -> str:
+    name = f"bench-group-{time.monotonic_ns()}"
+    async with Admin(bootstrap) as admin:
+        await admin.create_topic(name, partitions=6, replication_factor=3)
+    batch = fmt.encode_records([fmt.Record(value=b"v" * size)] * 1000, now_ms=0)
+    async with Producer(bootstrap) as producer:  # metadata lookups only
+        for partition in range(6):
+            url = await producer._transport.leader_url(name, partition)
+            for _ in range(records // 6000):
+                await producer._transport.request(
+                    url, "POST", f"/v1/topics/{name}/partitions/{partition}/records",
+                    params={"acks": "1"}, data=batch, headers={"Content-Type": BATCH},
+                )  # fmt: skip
+    return name
+
+
 # ------------------------------------------------------------------------------ baselines
 
 BARE_SERVER = """
@@ -312,6 +373,9 @@ async def one_run(args: argparse.Namespace, bootstrap: str) -> dict[str, float]:
             session, leaders
         )
         result["baseline_bare_aiohttp_records_per_s"] = await bare_aiohttp(session, batch, c, s, n)
+    result["client_produce_acks_all_records_per_s"] = await client_produce(bootstrap, args.size, s)
+    topic = await prepare_group_topic(bootstrap, args.size, 600_000)
+    result["group_of_3_consume_records_per_s"] = await group_consume(bootstrap, 3, topic, 600_000)
     result["baseline_raw_lmdb_records_per_s"] = raw_lmdb(batch, c, s)
     return result
 

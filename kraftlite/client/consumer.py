@@ -148,12 +148,15 @@ class Consumer:
         assigned = {
             (entry["topic"], p) for entry in answer["assignment"] for p in entry["partitions"]
         }
-        revoked = [tp for tp in self._positions if tp not in assigned]
-        if revoked and self.enable_auto_commit:
+        # Stop consuming what is taken away first (a fetch in flight now returns nothing for
+        # it), then commit where we stopped: we still own it until the next heartbeat.
+        revoked = {
+            tp: self._positions.pop(tp) for tp in list(self._positions) if tp not in assigned
+        }
+        final = {tp: pos for tp, pos in revoked.items() if pos is not None}
+        if final and self.enable_auto_commit:
             with contextlib.suppress(KraftliteError, OSError, TimeoutError):
-                await self.commit(partitions=revoked)  # we still own them: not confirmed yet
-        for tp in revoked:
-            del self._positions[tp]
+                await self.commit(final)
         added = [tp for tp in sorted(assigned) if tp not in self._positions]
         if added:
             committed = await self.committed()
@@ -280,11 +283,16 @@ class Consumer:
                     raise result
                 log.debug("fetch_failed", partition=tp, error=repr(result))
                 continue
-            if tp in self._positions:  # not taken away by the group while we fetched
-                records.extend(result)
+            offset, fetched_records = result
+            # Deliver and advance together, and only if the partition is still ours at the
+            # position fetched from: a position (and so a commit) never runs ahead of what
+            # the application was given.
+            if fetched_records and self._positions.get(tp) == offset:
+                records.extend(fetched_records)
+                self._positions[tp] = fetched_records[-1].offset + 1
         return records
 
-    async def _fetch(self, tp: TopicPartition, timeout_ms: int) -> list[ConsumerRecord]:
+    async def _fetch(self, tp: TopicPartition, timeout_ms: int) -> tuple[int, list[ConsumerRecord]]:
         topic, index = tp
         offset = await self.position(tp)
         try:
@@ -305,7 +313,7 @@ class Consumer:
                 log.warning("offset_out_of_range", partition=tp, offset=offset, reset_to=reset)
                 if tp in self._positions:
                     self._positions[tp] = reset
-                return []
+                return offset, []
             raise
         records = [
             ConsumerRecord(topic, index, r.offset, r.timestamp, r.key, r.value, r.headers)
@@ -313,9 +321,7 @@ class Consumer:
             for r in decoded.records()
             if r.offset >= offset
         ]
-        if records and self._positions.get(tp) == offset:  # not moved by a seek meanwhile
-            self._positions[tp] = records[-1].offset + 1
-        return records
+        return offset, records
 
     async def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
         while True:

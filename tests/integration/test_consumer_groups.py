@@ -212,3 +212,41 @@ async def test_committed_offsets_survive_the_coordinators_broker(cluster: Cluste
     finally:
         cluster.processes[coordinator].start()
         cluster.wait_ready()
+
+
+async def test_records_fetched_while_a_partition_is_taken_away_are_neither_lost_nor_committed(
+    cluster: Cluster,
+) -> None:
+    """The group takes partition 0 away while a poll is in flight (its fetch done, another
+    partition's long-poll still waiting): those records are not delivered, and the offset
+    committed on the way out is where the application really stopped, so the next owner
+    reads them. (Before the fix the position ran ahead: at-most-once for those records.)
+    """
+    await topic_with_records(cluster, "inflight", 2, 0)
+    async with Producer(bootstrap(cluster)) as producer:
+        for i in range(50):
+            await producer.send("inflight", f"r{i}".encode(), partition=0)
+        await producer.flush()
+    member = consumer(cluster, "g5")
+    try:
+        await member.subscribe(["inflight"])
+        await until(lambda: len(member.assignment()) == 2, what="both partitions")
+        assert member._membership is not None
+        member._membership.cancel()  # drive the membership by hand from here
+        member.seek(("inflight", 0), 0)
+        member.seek(("inflight", 1), 0)
+        polling = asyncio.create_task(member.poll(timeout_ms=1500))  # partition 1 waits
+        await asyncio.sleep(0.5)  # partition 0's fetch has answered by now
+        await member._apply(
+            {
+                "member_epoch": member.member_epoch + 1,
+                "heartbeat_interval_ms": 200,
+                "assignment": [{"topic": "inflight", "partitions": [1]}],
+            }
+        )
+        assert await polling == []
+        committed = await member.committed()
+        assert committed.get(("inflight", 0), 0) == 0
+    finally:
+        member.member_id = None  # its membership was cancelled; it just goes
+        await member.close()
