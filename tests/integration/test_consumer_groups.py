@@ -250,3 +250,71 @@ async def test_records_fetched_while_a_partition_is_taken_away_are_neither_lost_
     finally:
         member.member_id = None  # its membership was cancelled; it just goes
         await member.close()
+
+
+class MemberProcess:
+    """tests/harness/group_member.py in a subprocess; its assignment read from its stdout."""
+
+    def __init__(self, cluster: Cluster, group: str, topic: str) -> None:
+        import subprocess  # noqa: PLC0415
+        import sys  # noqa: PLC0415
+
+        self.assignment: list[int] = []
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.harness.group_member", bootstrap(cluster), group, topic],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._reader = asyncio.get_running_loop().run_in_executor(None, self._read)
+
+    def _read(self) -> None:
+        import json  # noqa: PLC0415
+
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.assignment = json.loads(line)["assignment"]
+
+    async def stop(self, sig: int) -> None:
+        self.process.send_signal(sig)
+        self.process.wait(timeout=30)
+        await self._reader
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+
+
+@pytest.mark.parametrize("how", ["leaves", "dies"])
+async def test_a_member_in_another_process_hands_over_when_it_leaves_or_dies(
+    cluster: Cluster, how: str
+) -> None:
+    import signal  # noqa: PLC0415
+
+    topic = f"handover-{how}"
+    await topic_with_records(cluster, topic, 6, 60)
+    other = MemberProcess(cluster, f"g6-{how}", topic)
+    here = consumer(cluster, f"g6-{how}")
+    try:
+        await until(lambda: len(other.assignment) == 6, what="the other process to own all")
+        await here.subscribe([topic])
+        overlaps = []
+        for _ in range(400):
+            await here.poll(50)
+            mine = {p for _, p in here.assignment()}
+            if mine & set(other.assignment):
+                overlaps.append(mine & set(other.assignment))
+            if len(mine) == 3 and len(other.assignment) == 3:
+                break
+        assert len(here.assignment()) == 3 and not overlaps
+        started = time.monotonic()
+        await other.stop(signal.SIGTERM if how == "leaves" else signal.SIGKILL)
+        while len(here.assignment()) < 6:
+            await here.poll(50)
+            assert time.monotonic() - started < 20
+        took = time.monotonic() - started
+        if how == "dies":
+            assert took >= 1.5  # only once its 2 s session ran out
+        else:
+            assert took < 1.5  # a clean leave hands over at once
+    finally:
+        if other.process.poll() is None:
+            await other.stop(signal.SIGKILL)
+        await here.close()
