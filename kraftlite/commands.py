@@ -260,13 +260,23 @@ def consume(  # noqa: PLR0917 - click passes every option positionally
             seen += len(shown)
             advance(len(shown))
             if group and printed and clock.monotonic_ms() - last_commit > COMMIT_INTERVAL_MS:
-                consumer.commit(dict(printed))
+                _commit_owned(consumer, printed)
                 last_commit = clock.monotonic_ms()
             if timeout_ms is not None and idle_ms >= timeout_ms:
                 break
         if group and printed:
-            consumer.commit(dict(printed))
+            _commit_owned(consumer, printed)
     click.echo(f"consumed {seen} records", err=True)
+
+
+def _commit_owned(consumer: SyncConsumer, printed: dict[tuple[str, int], int]) -> None:
+    """Commit what was printed, for the partitions this member still owns only (a
+    partition the group moved away is another member's to commit now)."""
+    owned = set(consumer.assignment())
+    for tp in [tp for tp in printed if tp not in owned]:
+        del printed[tp]
+    if printed:
+        consumer.commit(dict(printed))
 
 
 class RateColumn(ProgressColumn):

@@ -33,6 +33,7 @@ from kraftlite.broker.broker import Broker
 from kraftlite.broker.partition import Acks, Partition
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 from kraftlite.groups.coordinator import GroupCoordinator, GroupSettings
+from kraftlite.metadata.topics import INTERNAL_TOPICS
 from kraftlite.metadata.views import topic_summary, topic_view
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import framing, json_records
@@ -277,9 +278,18 @@ def _check_size(broker: Broker, partition: Partition, size: int) -> None:
         )
 
 
+def _refuse_internal(topic: str) -> None:
+    """Only the brokers write their own topics (a forged commit would bypass fencing)."""
+    if topic in INTERNAL_TOPICS:
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, f"{topic} is internal: clients cannot write to it"
+        )
+
+
 async def produce_to_partition(request: web.Request) -> web.StreamResponse:
     broker = request.app[BROKER]
     topic, index = request.match_info["topic"], _partition_index(request)
+    _refuse_internal(topic)
     acks, timeout_s = _acks(request), _timeout_s(request)
     body = await request.read()
     target = await _leader_or_forward(request, topic, index, body)
@@ -340,6 +350,7 @@ async def produce_to_topic(request: web.Request) -> web.StreamResponse:
     """
     broker = request.app[BROKER]
     name = request.match_info["topic"]
+    _refuse_internal(name)
     acks, timeout_s = _acks(request), _timeout_s(request)
     if request.content_type not in {"application/json", ""}:
         raise KraftliteError(

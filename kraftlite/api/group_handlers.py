@@ -21,12 +21,15 @@ from kraftlite.metadata.topics import validate_topic_name
 
 COORDINATOR = web.AppKey("coordinator", GroupCoordinator)
 _MAX_GROUP_NAME = 249
+_MAX_MEMBER_ID = 64  # chosen by the client (a UUID), so a retried join is the same member
 
 
 def _group_name(request: web.Request) -> str:
     name = request.match_info["group"]
-    if not 0 < len(name) <= _MAX_GROUP_NAME:
-        raise KraftliteError(ErrorCode.INVALID_REQUEST, "group names are 1-249 characters")
+    if not 0 < len(name) <= _MAX_GROUP_NAME or not name.isprintable():
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, "group names are 1-249 printable characters"
+        )
     return name
 
 
@@ -94,9 +97,12 @@ async def join(request: web.Request) -> web.Response:
     client_id = body.get("client_id", "")
     if not isinstance(client_id, str):
         raise KraftliteError(ErrorCode.INVALID_REQUEST, "client_id must be a string")
+    member_id = body.get("member_id", uuid.uuid4().hex)
+    if not isinstance(member_id, str) or not 0 < len(member_id) <= _MAX_MEMBER_ID:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "member_id must be 1-64 characters")
     answer = request.app[COORDINATOR].join(
         group,
-        uuid.uuid4().hex,
+        member_id,
         client_id,
         sorted(set(topics)),
         _int(body, "session_timeout_ms", optional=True),
@@ -138,6 +144,7 @@ async def commit(request: web.Request) -> web.Response:
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
             raise KraftliteError(ErrorCode.INVALID_REQUEST, f"offsets[{i}] needs a topic")
+        validate_topic_name(entry["topic"])
         partition, offset = _int(entry, "partition"), _int(entry, "offset")
         assert partition is not None and offset is not None
         if partition < 0 or offset < 0:

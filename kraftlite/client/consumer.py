@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from aiohttp import ClientError
 
 from kraftlite.client.transport import BATCH_TYPE, NO_FORWARD, Transport
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -28,6 +30,7 @@ from kraftlite.protocol import batch as batch_format
 
 log = structlog.get_logger(__name__)
 TopicPartition = tuple[str, int]
+SESSION_SAFETY = 0.8  # stop consuming after this share of the session without contact
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,8 @@ class Consumer:
         self.member_epoch = 0
         self._heartbeat_interval_s = 1.0
         self._membership: asyncio.Task[None] | None = None
+        self._session_s = (session_timeout_ms or 10_000) / 1000
+        self._last_contact = 0.0
         self._committed_positions: dict[TopicPartition, int] = {}
 
     async def __aenter__(self) -> Consumer:
@@ -81,16 +86,17 @@ class Consumer:
 
     async def close(self) -> None:
         """Commit (with auto-commit), leave the group, close connections."""
-        if self._membership is not None:
+        if self._membership is not None:  # (not awaited as a task result: never raises)
             self._membership.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._membership
             self._membership = None
         if self.member_id is not None and self.group_id is not None:
-            with contextlib.suppress(KraftliteError, OSError, TimeoutError):
-                if self.enable_auto_commit:
+            if self.enable_auto_commit:
+                with contextlib.suppress(KraftliteError, OSError, TimeoutError, ClientError):
                     await self.commit()
-                self._positions = {}  # holds nothing from here on: then it may leave
+            self._positions = {}  # holds nothing from here on: then it may leave
+            with contextlib.suppress(KraftliteError, OSError, TimeoutError, ClientError):
                 await self._transport.call(
                     "DELETE", f"/v1/groups/{self.group_id}/members/{self.member_id}"
                 )
@@ -109,37 +115,67 @@ class Consumer:
         self._membership = asyncio.get_running_loop().create_task(self._membership_loop())
 
     async def _join(self) -> None:
-        body: dict[str, Any] = {"topics": self._topics, "client_id": self.client_id}
+        # The member id is ours (KIP-1082): a join retried after a lost answer is the same
+        # member, not a second one holding partitions until it expires.
+        member_id = uuid.uuid4().hex
+        body: dict[str, Any] = {
+            "topics": self._topics,
+            "client_id": self.client_id,
+            "member_id": member_id,
+        }
         if self.session_timeout_ms is not None:
             body["session_timeout_ms"] = self.session_timeout_ms
+        started = asyncio.get_running_loop().time()
         answer = await self._transport.call("POST", f"/v1/groups/{self.group_id}/members", body)
         self.member_id = answer["member_id"]
+        self.member_epoch = 0
+        self._session_s = int(answer.get("session_timeout_ms", 10_000)) / 1000
+        self._last_contact = started
         await self._apply(answer)
 
+    def _session_lapsed(self) -> bool:
+        """Rule: a member that has not reached its coordinator for most of its session
+        stops consuming on its own: the coordinator may already have expired it and handed
+        its partitions on (the client-side half of "never two owners").
+        """
+        elapsed = asyncio.get_running_loop().time() - self._last_contact
+        return self.member_id is not None and elapsed > self._session_s * SESSION_SAFETY
+
+    def _release_all(self, why: str) -> None:
+        if self._positions:
+            log.warning("group_partitions_released", group=self.group_id, reason=why)
+        self._positions = {}
+
     async def _membership_loop(self) -> None:
-        last_commit = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        last_commit = loop.time()
         while True:
             await asyncio.sleep(self._heartbeat_interval_s)
             try:
+                if self.member_id is None or self._session_lapsed():
+                    self._release_all("no contact with the coordinator for the session")
+                    await self._join()
+                    continue
+                sent = loop.time()
                 answer = await self._transport.call(
                     "POST",
                     f"/v1/groups/{self.group_id}/members/{self.member_id}/heartbeat",
                     {"member_epoch": self.member_epoch},
+                    timeout_s=self._session_s / 3,
                 )
+                self._last_contact = sent
                 await self._apply(answer)
-                now = asyncio.get_running_loop().time()
+                now = loop.time()
                 if self.enable_auto_commit and now - last_commit >= self.auto_commit_interval_s:
                     await self.commit()
                     last_commit = now
             except KraftliteError as exc:
                 if exc.code in {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH}:
-                    log.warning("group_membership_lost", group=self.group_id, error=str(exc))
-                    self._positions = {}  # release everything before joining again
-                    with contextlib.suppress(KraftliteError, OSError, TimeoutError):
-                        await self._join()
+                    self._release_all(str(exc))  # before joining again
+                    self.member_id = None
                 else:
                     log.debug("heartbeat_failed", group=self.group_id, error=str(exc))
-            except (OSError, TimeoutError) as exc:
+            except Exception as exc:  # noqa: BLE001 - the loop must outlive any one failure
                 log.debug("heartbeat_failed", group=self.group_id, error=repr(exc))
 
     async def _apply(self, answer: dict[str, Any]) -> None:
@@ -216,18 +252,24 @@ class Consumer:
 
     async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         for tp in partitions or tuple(self._positions):
-            self._positions[tp] = await self._offset_at(tp, "earliest")
+            self._set_if_assigned(tp, await self._offset_at(tp, "earliest"))
 
     async def seek_to_end(self, *partitions: TopicPartition) -> None:
         for tp in partitions or tuple(self._positions):
-            self._positions[tp] = await self._offset_at(tp, "latest")
+            self._set_if_assigned(tp, await self._offset_at(tp, "latest"))
+
+    def _set_if_assigned(self, tp: TopicPartition, offset: int) -> None:
+        """A position found after an await lands only if the partition is still ours (the
+        group may have taken it away meanwhile)."""
+        if tp in self._positions:
+            self._positions[tp] = offset
 
     async def position(self, partition: TopicPartition) -> int:
         current = self._positions.get(partition)
         if current is None:
             current = await self._offset_at(partition, self.auto_offset_reset)
-            if partition in self._positions:  # still ours after the wait
-                self._positions[partition] = current
+            if partition in self._positions and self._positions[partition] is None:
+                self._positions[partition] = current  # still ours, and not set meanwhile
         return current
 
     async def offsets_for_times(
@@ -258,7 +300,7 @@ class Consumer:
             except KraftliteError as exc:
                 if not exc.retriable or attempt == 9:
                     raise
-            except (OSError, TimeoutError):
+            except (OSError, TimeoutError, ClientError):
                 self._transport.invalidate(topic)
                 if attempt == 9:
                     raise
@@ -269,6 +311,8 @@ class Consumer:
 
     async def poll(self, timeout_ms: int = 1000) -> list[ConsumerRecord]:
         """Records from every assigned partition, waiting up to `timeout_ms` for some."""
+        if self.group_id is not None and self._session_lapsed():
+            self._release_all("no contact with the coordinator for the session")
         if not self._positions:  # nothing assigned (yet): wait, as a poll would
             await asyncio.sleep(timeout_ms / 1000)
             return []
@@ -279,7 +323,7 @@ class Consumer:
         records: list[ConsumerRecord] = []
         for tp, result in zip(fetched, results, strict=True):
             if isinstance(result, BaseException):
-                if not isinstance(result, KraftliteError | OSError | TimeoutError):
+                if not isinstance(result, KraftliteError | OSError | TimeoutError | ClientError):
                     raise result
                 log.debug("fetch_failed", partition=tp, error=repr(result))
                 continue

@@ -18,6 +18,8 @@ import contextlib
 import itertools
 from dataclasses import dataclass, field
 
+from aiohttp import ClientError
+
 from kraftlite.client.transport import BATCH_TYPE, NO_FORWARD, Transport
 from kraftlite.clock import SystemClock
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -175,7 +177,7 @@ class Producer:
             except KraftliteError as exc:
                 if not exc.retriable or attempt >= self.retries:
                     raise
-            except (OSError, TimeoutError) as exc:  # the leader is down: ask again who leads
+            except (OSError, TimeoutError, ClientError) as exc:  # leader down: who leads now?
                 self._transport.invalidate(topic)
                 if attempt >= self.retries:
                     raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, repr(exc)) from exc

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from kraftlite.client.admin import Admin
-from kraftlite.client.consumer import Consumer, ConsumerRecord, TopicPartition
+from kraftlite.client.consumer import Consumer, ConsumerRecord
 from kraftlite.client.producer import Producer, RecordMetadata
 
 T = TypeVar("T")
@@ -32,6 +33,19 @@ class _LoopThread:
         self.loop.close()
 
 
+def _on_loop(loop: _LoopThread, method: Any) -> Any:
+    """`method` called on the facade's loop thread; coroutines run to their result."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        async def run() -> Any:
+            result = method(*args, **kwargs)
+            return await result if inspect.isawaitable(result) else result
+
+        return loop.run(run())
+
+    return call
+
+
 class SyncAdmin:
     def __init__(self, bootstrap: str | list[str]) -> None:
         self._loop = _LoopThread()
@@ -44,8 +58,7 @@ class SyncAdmin:
         self.close()
 
     def __getattr__(self, name: str) -> Any:
-        method = getattr(self._admin, name)
-        return lambda *args, **kwargs: self._loop.run(method(*args, **kwargs))
+        return _on_loop(self._loop, getattr(self._admin, name))
 
     def close(self) -> None:
         self._loop.run(self._admin.close())
@@ -93,18 +106,11 @@ class SyncConsumer:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def assign(self, partitions: list[TopicPartition]) -> None:
-        self._consumer.assign(partitions)
-
-    def seek(self, partition: TopicPartition, offset: int) -> None:
-        self._consumer.seek(partition, offset)
-
     def poll(self, timeout_ms: int = 1000) -> list[ConsumerRecord]:
         return self._loop.run(self._consumer.poll(timeout_ms))
 
     def __getattr__(self, name: str) -> Any:
-        method = getattr(self._consumer, name)
-        return lambda *args, **kwargs: self._loop.run(method(*args, **kwargs))
+        return _on_loop(self._loop, getattr(self._consumer, name))
 
     def close(self) -> None:
         self._loop.run(self._consumer.close())

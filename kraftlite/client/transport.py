@@ -60,13 +60,23 @@ class Transport:
 
     # -- any broker -----------------------------------------------------------------------
 
-    async def call(self, method: str, path: str, body: Any = None, **params: str) -> Any:
+    async def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout_s: float | None = None,
+        **params: str,
+    ) -> Any:
         """JSON call on any broker (the next one when one does not answer)."""
         last: Exception | None = None
         for attempt in range(len(self.bootstrap)):
             index = (self._preferred + attempt) % len(self.bootstrap)
             try:
-                result = await self.request(self.bootstrap[index], method, path, body, params)
+                result = await self.request(
+                    self.bootstrap[index], method, path, body, params, timeout_s=timeout_s
+                )
             except (aiohttp.ClientConnectionError, TimeoutError) as exc:
                 last = exc
                 continue
@@ -84,12 +94,19 @@ class Transport:
         *,
         data: bytes | None = None,
         headers: dict[str, str] | None = None,
+        timeout_s: float | None = None,
     ) -> Any:
         """One call; a JSON answer parsed, or raw bytes for a binary answer."""
         payload = data if data is not None else None if body is None else orjson.dumps(body)
         all_headers = {"Content-Type": "application/json", **(headers or {})}
+        timeout = None if timeout_s is None else aiohttp.ClientTimeout(total=timeout_s)
         async with self.session.request(
-            method, base_url + path, data=payload, params=params, headers=all_headers
+            method,
+            base_url + path,
+            data=payload,
+            params=params,
+            headers=all_headers,
+            timeout=timeout,
         ) as response:
             raw = await response.read()
             if response.status >= 400:

@@ -40,6 +40,7 @@ from kraftlite.metadata.records import (
     UnfenceBrokerRecord,
 )
 from kraftlite.metadata.topics import (
+    INTERNAL_TOPICS,
     MAX_PARTITIONS,
     effective_config,
     validate_topic_configs,
@@ -338,6 +339,8 @@ def _existing_topic(image: MetadataImage, name: str) -> TopicImage:
 
 
 def delete_topic(image: MetadataImage, name: str) -> ControllerResult[str]:
+    if name in INTERNAL_TOPICS:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"{name} is internal: it cannot be deleted")
     topic = _existing_topic(image, name)
     return ControllerResult((RemoveTopicRecord(topic_id=topic.topic_id),), topic.topic_id)
 

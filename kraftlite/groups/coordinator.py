@@ -68,20 +68,31 @@ class Shard:
 
 
 def offset_key(group: str, topic: str, partition: int) -> bytes:
-    return _KEY_PREFIX + b"\x00".join([group.encode(), topic.encode(), str(partition).encode()])
+    """The record key of a commit: a JSON array, so no name can break its parsing."""
+    return _KEY_PREFIX + orjson.dumps([group, topic, partition])
+
+
+class BadOffsetRecordError(ValueError):
+    pass
 
 
 def parse_offset_record(
     key: bytes | None, value: bytes | None
 ) -> tuple[str, TopicPartition, CommittedOffset | None] | None:
+    """(group, partition, committed offset or None for a deletion); None for records that
+    are not commits; BadOffsetRecordError for a commit record that cannot be read.
+    """
     if key is None or not key.startswith(_KEY_PREFIX):
         return None
-    group, topic, partition = key[len(_KEY_PREFIX) :].split(b"\x00")
-    tp = (topic.decode(), int(partition))
-    if value is None:
-        return group.decode(), tp, None
-    data = orjson.loads(value)
-    return group.decode(), tp, CommittedOffset(int(data["offset"]), str(data.get("metadata", "")))
+    try:
+        group, topic, partition = orjson.loads(key[len(_KEY_PREFIX) :])
+        tp = (str(topic), int(partition))
+        if value is None:
+            return str(group), tp, None
+        data = orjson.loads(value)
+        return str(group), tp, CommittedOffset(int(data["offset"]), str(data.get("metadata", "")))
+    except (ValueError, TypeError, KeyError) as exc:  # orjson.JSONDecodeError is a ValueError
+        raise BadOffsetRecordError(f"unreadable offset commit record: {exc!r}") from None
 
 
 class GroupCoordinator:
@@ -166,8 +177,12 @@ class GroupCoordinator:
                 break
             for decoded in batch_format.decode_stream(data):
                 for record in decoded.records():
-                    parsed = parse_offset_record(record.key, record.value)
                     records += 1
+                    try:
+                        parsed = parse_offset_record(record.key, record.value)
+                    except BadOffsetRecordError as exc:  # one bad record must not take
+                        log.warning("offset_record_skipped", offset=record.offset, error=str(exc))
+                        continue  # every group of this partition down
                     if parsed is None:
                         continue
                     group, tp, committed = parsed
@@ -223,7 +238,7 @@ class GroupCoordinator:
         answer = shard.group(group).join(
             member_id, client_id, topics, timeout, self._now(), self._counts(topics)
         )
-        return self._answer(answer)
+        return {**self._answer(answer), "session_timeout_ms": timeout}
 
     def heartbeat(self, group: str, member_id: str, member_epoch: int) -> dict[str, Any]:
         _, shard = self._shard(group)

@@ -76,6 +76,10 @@ class Group:
         partition_counts: Mapping[str, int],
     ) -> MemberAnswer:
         self.expire(now_ms)
+        existing = self.members.get(member_id)
+        if existing is not None:  # a retried join (its answer was lost): the same member
+            existing.last_seen_ms = now_ms
+            return MemberAnswer(member_id, existing.epoch, existing.assignment)
         self.members[member_id] = Member(
             member_id, client_id, frozenset(topics), session_timeout_ms, now_ms
         )

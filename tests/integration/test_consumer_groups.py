@@ -318,3 +318,50 @@ async def test_a_member_in_another_process_hands_over_when_it_leaves_or_dies(
         if other.process.poll() is None:
             await other.stop(signal.SIGKILL)
         await here.close()
+
+
+async def test_bad_group_requests_change_nothing(cluster: Cluster) -> None:
+    """No request can plant a record that breaks the offsets replay (review finding)."""
+    url = cluster.urls[1]
+    await topic_with_records(cluster, "plain", 1, 1)
+
+    def commit(topic: str, partition: int) -> dict:
+        return {"offsets": [{"topic": topic, "partition": partition, "offset": 1}]}
+
+    offsets = f"/v1/topics/{OFFSETS_TOPIC}"
+    cases = [
+        ("POST", "/v1/groups/a%00b/offsets", commit("plain", 0), 400),
+        ("POST", "/v1/groups/g7/offsets", commit("a\x00b", 0), 400),
+        ("POST", "/v1/groups/g7/offsets", commit("plain", -1), 400),
+        ("POST", "/v1/groups/g7/offsets", {"offsets": []}, 400),
+        ("POST", "/v1/groups/g7/members", {"topics": ["plain"], "member_id": "x" * 65}, 400),
+        ("POST", f"{offsets}/records", {"records": [{"value": "x"}]}, 400),
+        ("POST", f"{offsets}/partitions/0/records", {"records": [{"value": "x"}]}, 400),
+        ("DELETE", offsets, None, 400),
+    ]  # fmt: skip
+    for method, path, body, code in cases:
+        status, answer = http(method, url + path, body)
+        assert status == code, (path, answer)
+    status, _ = http("GET", url + f"/v1/topics/{OFFSETS_TOPIC}")
+    assert status == 200
+
+
+async def test_a_member_that_cannot_reach_its_coordinator_stops_consuming(
+    cluster: Cluster,
+) -> None:
+    """The client-side half of "never two owners": without contact for most of its session,
+    a member drops its partitions before the coordinator could give them to someone else.
+    """
+    await topic_with_records(cluster, "lapse", 2, 10)
+    member = consumer(cluster, "g8")
+    try:
+        await member.subscribe(["lapse"])
+        await until(lambda: len(member.assignment()) == 2, what="both partitions")
+        assert member._membership is not None
+        member._membership.cancel()  # its heartbeats stop getting through
+        member._last_contact -= 2.0  # ...for as long as its whole session
+        assert await member.poll(timeout_ms=50) == []
+        assert member.assignment() == []
+    finally:
+        member.member_id = None
+        await member.close()

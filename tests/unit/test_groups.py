@@ -184,3 +184,28 @@ def test_never_two_owners(history: list[tuple]) -> None:
         assert len({tp for _, tp in owned}) == len(owned), owned
         for member, held in holds.items():
             assert held <= group.members[member].owned
+
+
+def test_a_retried_join_is_the_same_member() -> None:
+    group = Group("g")
+    first = group.join("m1", "c", ["a"], 10_000, 0, COUNTS)
+    again = group.join("m1", "c", ["a"], 10_000, 5, COUNTS)  # its answer was lost
+    assert again == first and list(group.members) == ["m1"]
+
+
+def test_offset_records_round_trip_and_bad_ones_are_reported() -> None:
+    from kraftlite.groups.coordinator import (  # noqa: PLC0415
+        BadOffsetRecordError,
+        CommittedOffset,
+        offset_key,
+        parse_offset_record,
+    )
+
+    key = offset_key("g\x00odd", "t", 3)  # any name: the key is a JSON array
+    value = b'{"offset": 7, "metadata": "m"}'
+    assert parse_offset_record(key, value) == ("g\x00odd", ("t", 3), CommittedOffset(7, "m"))
+    assert parse_offset_record(key, None) == ("g\x00odd", ("t", 3), None)
+    assert parse_offset_record(b"other", value) is None
+    for bad_key, bad_value in [(b"offset\x00[1,2]", value), (key, b"{}"), (key, b"not json")]:
+        with pytest.raises(BadOffsetRecordError):
+            parse_offset_record(bad_key, bad_value)
