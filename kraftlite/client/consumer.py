@@ -6,10 +6,14 @@ group's committed offset, else at `auto_offset_reset` (earliest or latest, Kafka
 and so does one whose position fell out of the log (retention), as Kafka's consumer does.
 
 In a group the coordinator assigns partitions (server-side, KIP-848 style). A background task
-heartbeats; each answer is applied at once: partitions taken away are committed (with
+heartbeats; a new assignment is taken at the start of the application's next `poll()` (as
+Kafka's consumer rebalances inside poll): by then the application has finished the records of
+the previous poll, so partitions taken away are committed where it really stopped (with
 auto-commit) and dropped, new ones start at their committed offsets, and the next heartbeat
 confirms the answer's epoch, which is what lets the coordinator give the dropped partitions
-to another member. A member told it is unknown or fenced drops everything and joins again.
+to another member. Auto-commit also runs inside poll, for the same reason. A member told it
+is unknown or fenced, or out of contact for most of its session, drops everything at once
+and joins again.
 """
 
 from __future__ import annotations
@@ -74,6 +78,8 @@ class Consumer:
         self.member_epoch = 0
         self._heartbeat_interval_s = 1.0
         self._membership: asyncio.Task[None] | None = None
+        self._pending_answer: dict[str, Any] | None = None
+        self._last_auto_commit = 0.0
         self._session_s = (session_timeout_ms or 10_000) / 1000
         self._last_contact = 0.0
         self._committed_positions: dict[TopicPartition, int] = {}
@@ -145,10 +151,14 @@ class Consumer:
         if self._positions:
             log.warning("group_partitions_released", group=self.group_id, reason=why)
         self._positions = {}
+        self._pending_answer = None
+
+    def _answer_changes_assignment(self, answer: dict[str, Any]) -> bool:
+        assigned = {(e["topic"], p) for e in answer["assignment"] for p in e["partitions"]}
+        return assigned != set(self._positions)
 
     async def _membership_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        last_commit = loop.time()
         while True:
             await asyncio.sleep(self._heartbeat_interval_s)
             try:
@@ -164,11 +174,12 @@ class Consumer:
                     timeout_s=self._session_s / 3,
                 )
                 self._last_contact = sent
-                await self._apply(answer)
-                now = loop.time()
-                if self.enable_auto_commit and now - last_commit >= self.auto_commit_interval_s:
-                    await self.commit()
-                    last_commit = now
+                self._heartbeat_interval_s = int(answer["heartbeat_interval_ms"]) / 1000
+                if self._answer_changes_assignment(answer):
+                    self._pending_answer = answer  # taken at the next poll()
+                else:
+                    self._pending_answer = None  # (a newer answer undid an unapplied one)
+                    self.member_epoch = int(answer["member_epoch"])
             except KraftliteError as exc:
                 if exc.code in {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_MEMBER_EPOCH}:
                     self._release_all(str(exc))  # before joining again
@@ -177,6 +188,22 @@ class Consumer:
                     log.debug("heartbeat_failed", group=self.group_id, error=str(exc))
             except Exception as exc:  # noqa: BLE001 - the loop must outlive any one failure
                 log.debug("heartbeat_failed", group=self.group_id, error=repr(exc))
+
+    async def _between_polls(self) -> None:
+        """Group work that must happen while the application holds no records: it called
+        poll() again, so it is done with the previous ones.
+        """
+        if self._session_lapsed():
+            self._release_all("no contact with the coordinator for the session")
+            return
+        answer, self._pending_answer = self._pending_answer, None
+        if answer is not None:
+            await self._apply(answer)
+        now = asyncio.get_running_loop().time()
+        if self.enable_auto_commit and now - self._last_auto_commit >= self.auto_commit_interval_s:
+            self._last_auto_commit = now
+            with contextlib.suppress(KraftliteError, OSError, TimeoutError, ClientError):
+                await self.commit()
 
     async def _apply(self, answer: dict[str, Any]) -> None:
         """Take the assignment of a join or heartbeat answer."""
@@ -311,8 +338,8 @@ class Consumer:
 
     async def poll(self, timeout_ms: int = 1000) -> list[ConsumerRecord]:
         """Records from every assigned partition, waiting up to `timeout_ms` for some."""
-        if self.group_id is not None and self._session_lapsed():
-            self._release_all("no contact with the coordinator for the session")
+        if self.group_id is not None:
+            await self._between_polls()
         if not self._positions:  # nothing assigned (yet): wait, as a poll would
             await asyncio.sleep(timeout_ms / 1000)
             return []

@@ -127,7 +127,9 @@ async def test_a_silent_member_expires_and_its_partitions_move(cluster: Cluster)
         assert two._membership is not None
         two._membership.cancel()  # it crashes: no heartbeat, no leave
         started = time.monotonic()
-        await until(lambda: len(one.assignment()) == 4, what="the dead member's partitions")
+        while len(one.assignment()) < 4:  # a new assignment is taken inside poll()
+            await one.poll(50)
+            assert time.monotonic() - started < 30, "the dead member's partitions never came"
         assert time.monotonic() - started >= 1.5  # only after its 2 s session
     finally:
         await one.close()
@@ -365,3 +367,28 @@ async def test_a_member_that_cannot_reach_its_coordinator_stops_consuming(
     finally:
         member.member_id = None
         await member.close()
+
+
+async def test_partitions_are_taken_away_only_when_the_application_polls_again(
+    cluster: Cluster,
+) -> None:
+    """Kafka's contract: while the application works on what poll() gave it, its partitions
+    stay its own; the rebalance completes at its next poll (then it commits and releases).
+    """
+    await topic_with_records(cluster, "busy", 2, 20)
+    one, two = consumer(cluster, "g9"), consumer(cluster, "g9")
+    try:
+        await one.subscribe(["busy"])
+        assert len(await one.poll(1000)) > 0 and len(one.assignment()) == 2
+        await two.subscribe(["busy"])
+        for _ in range(20):  # one is "busy": no poll for two seconds
+            await two.poll(100)
+        assert len(one.assignment()) == 2 and two.assignment() == []
+        started = time.monotonic()
+        while not (len(one.assignment()) == 1 and len(two.assignment()) == 1):
+            await asyncio.gather(one.poll(50), two.poll(50))
+            assert time.monotonic() - started < 15, "the rebalance never completed"
+        assert not set(one.assignment()) & set(two.assignment())
+    finally:
+        await one.close()
+        await two.close()
