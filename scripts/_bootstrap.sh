@@ -15,7 +15,9 @@ find_python() {
     return 1
 }
 
-ensure_venv() {  # ensure_venv EXTRAS  (e.g. "dev" or "" for the runtime only)
+# editable_mode=compat: the checkout itself goes on sys.path (a .pth), so Spark's workers find
+# the top-level pyspark_kraftlite module by scanning sys.path, as they do for a normal install.
+ensure_venv() {  # ensure_venv EXTRAS  (e.g. "dev,spark" or "" for the runtime only)
     local extras="$1" python stamp wanted
     if [ ! -x .venv/bin/python ]; then
         python="$(find_python)" || die "Python 3.11 or newer is required (set PYTHON=/path/to/python3.11)"
@@ -29,11 +31,16 @@ ensure_venv() {  # ensure_venv EXTRAS  (e.g. "dev" or "" for the runtime only)
         echo "kraftlite: installing kraftlite${extras:+[$extras]} into .venv" >&2
         local log=.venv/pip-install.log
         if ! { .venv/bin/python -m pip install --disable-pip-version-check --upgrade pip &&
-               .venv/bin/python -m pip install --disable-pip-version-check -e ".${extras:+[$extras]}"; } \
+               .venv/bin/python -m pip install --disable-pip-version-check \
+                   --config-settings editable_mode=compat -e ".${extras:+[$extras]}"; } \
                >"$log" 2>&1; then
             tail -n 30 "$log" >&2
             die "installing into .venv failed (full log: $log)"
         fi
         echo "$wanted" >> "$stamp"
     fi
+}
+
+require_java() {  # Spark (the spark extra) runs on a JVM: Java 17 or newer
+    command -v java >/dev/null 2>&1 || die "Java 17 or newer is required for the Spark tests (Debian: apt-get install openjdk-17-jre-headless)"
 }

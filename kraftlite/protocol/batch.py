@@ -477,3 +477,24 @@ def decode_stream(buf: bytes | bytearray | memoryview) -> Iterator[DecodedBatch]
     """Decode every batch of a stream of concatenated batches (a binary fetch response)."""
     for view in split_batches(buf):
         yield decode(view)
+
+
+class BatchColumns(NamedTuple):
+    """One checked batch as its raw column buffers (zero-copy views), for readers that build
+    columnar arrays (Arrow) without touching each record. Lengths are uint32, timestamps
+    int64, validity bitmaps Arrow's (bit i of byte i // 8, least significant first).
+    """
+
+    header: BatchHeader
+    timestamps: memoryview
+    keys: _Column
+    values: _Column
+    header_counts: memoryview | None
+    header_names: _Column | None
+    header_values: _Column | None
+
+
+def columns(buf: bytes | bytearray | memoryview) -> BatchColumns:
+    """One whole batch's column buffers, checked as `validate` does."""
+    header, layout = _check(memoryview(buf))
+    return BatchColumns(header, *layout)

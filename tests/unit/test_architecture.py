@@ -47,3 +47,13 @@ def test_only_the_storage_adapter_imports_lmdb() -> None:
         if "import lmdb" in path.read_text()
     )
     assert users == ["storage/log.py"]
+
+
+def test_only_the_spark_package_imports_pyspark() -> None:
+    """The core installs and runs without the spark extra."""
+    users = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if "import pyspark" in path.read_text() or "from pyspark" in path.read_text()
+    )
+    assert users and all(user.startswith("spark/") for user in users), users

@@ -1,0 +1,144 @@
+"""The Spark source's calls to a kraftlite cluster: blocking, stateless, stdlib HTTP (each
+executor task is a plain Python worker; an event loop per task buys nothing for sequential
+paging). Metadata from any broker; fetches straight from each partition's leader, following
+it when leadership moves (421 names the new one).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
+
+BATCH_TYPE = "application/vnd.kraftlite.batch"
+NO_FORWARD = "X-Kraftlite-No-Forward"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    partition: int
+    leader_url: str | None
+    log_start_offset: int
+    high_watermark: int
+
+
+class Cluster:
+    def __init__(self, bootstrap: tuple[str, ...], timeout_s: float = 30.0) -> None:
+        if not bootstrap:
+            raise ValueError("kraftlite.bootstrap is required (broker URLs, comma-separated)")
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+
+    def _get(self, url: str, headers: dict[str, str] | None = None) -> tuple[bytes, Any]:
+        # S310: the URLs are the brokers' (http), from the options and the cluster
+        request = urllib.request.Request(url, headers=headers or {})  # noqa: S310
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
+                return response.read(), response.headers
+        except urllib.error.HTTPError as error:
+            raw = error.read()
+            error.close()
+            try:
+                payload = json.loads(raw)
+            except ValueError:
+                payload = raw[:200].decode("utf-8", "replace")
+            raise error_from_problem(error.code, payload) from None
+
+    def _fetch_page(
+        self, leader: str | None, topic: str, partition: int, offset: int, max_bytes: int
+    ) -> bytes:
+        if leader is None:
+            raise KraftliteError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition has no leader now"
+            )
+        query = urllib.parse.urlencode({"offset": offset, "max_bytes": max_bytes})
+        path = f"/v1/topics/{urllib.parse.quote(topic)}/partitions/{partition}/records?{query}"
+        body, _ = self._get(leader + path, {"Accept": BATCH_TYPE, NO_FORWARD: "1"})
+        return body
+
+    def call(self, path: str) -> Any:
+        """JSON from the first bootstrap broker that answers."""
+        last: Exception | None = None
+        for base in self.bootstrap:
+            try:
+                return json.loads(self._get(base + path)[0])
+            except (urllib.error.URLError, OSError) as exc:
+                last = exc
+        raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, f"no broker answered: {last!r}")
+
+    def topics(self) -> list[str]:
+        return [t["name"] for t in self.call("/v1/topics")["topics"]]
+
+    def partitions(self, topic: str) -> list[PartitionState]:
+        described = self.call(f"/v1/topics/{urllib.parse.quote(topic)}")
+        urls = {b["id"]: b["url"] for b in self.call("/v1/cluster")["brokers"]}
+        return [
+            PartitionState(
+                p["partition"],
+                urls.get(p["leader"]),
+                p["log_start_offset"] if p["log_start_offset"] is not None else 0,
+                p["high_watermark"] if p["high_watermark"] is not None else 0,
+            )
+            for p in described["partitions"]
+        ]
+
+    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int:
+        path = f"/v1/topics/{urllib.parse.quote(topic)}/partitions/{partition}/offsets"
+        return int(self.call(f"{path}?at={timestamp_ms}")["offset"])
+
+    def fetch(
+        self, topic: str, partition: int, start: int, end: int, max_bytes: int = 4 << 20
+    ) -> Iterator[tuple[bytes, int]]:
+        """The stored batches covering [start, end), page by page, from the leader:
+        (body of concatenated batches, the next offset to ask for).
+        """
+        offset, leader, attempts = start, None, 0
+        while offset < end:
+            if leader is None:
+                leader = next(
+                    (p.leader_url for p in self.partitions(topic) if p.partition == partition),
+                    None,
+                )
+            try:
+                body = self._fetch_page(leader, topic, partition, offset, max_bytes)
+            except KraftliteError as exc:
+                if not exc.retriable or attempts >= FETCH_ATTEMPTS:
+                    raise
+                leader = exc.details.get("leader_url")  # 421 names the new leader
+            except (urllib.error.URLError, OSError):
+                if attempts >= FETCH_ATTEMPTS:
+                    raise
+                leader = None
+            else:
+                attempts = 0
+                next_offset = _next_offset(body, offset)
+                if next_offset == offset:  # the records are not below the HW yet
+                    raise KraftliteError(
+                        ErrorCode.OFFSET_OUT_OF_RANGE,
+                        f"{topic}-{partition}: nothing at {offset} although the plan reads up to"
+                        f" {end}",
+                    )
+                yield body, next_offset
+                offset = next_offset
+                continue
+            attempts += 1
+            time.sleep(min(0.05 * 2**attempts, 2.0))
+
+
+FETCH_ATTEMPTS = 8
+
+
+def _next_offset(body: bytes, offset: int) -> int:
+    from kraftlite.protocol import batch as batch_format  # noqa: PLC0415
+
+    last = offset
+    for view in batch_format.split_batches(body):
+        last = batch_format.read_header(view).next_offset
+    return last

@@ -1,0 +1,159 @@
+"""`spark.read.format("kraftlite")` against a real cluster: exact rows, Kafka's options,
+offset ranges, splitting, and data lost to retention.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from kraftlite.client import Admin, Producer
+from tests.harness.processes import Cluster, http
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(600)]
+# Recent enough that time-based retention (7 days) keeps them; fixed within a run.
+BASE_MS = int(time.time() * 1000) - 3_600_000
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    running = Cluster(
+        tmp_path_factory.mktemp("spark"),
+        broker_config={"log.retention.check.interval.ms": 200},
+    )
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def bootstrap(cluster: Cluster) -> str:
+    return ",".join(cluster.urls.values())
+
+
+def produce(cluster: Cluster, topic: str, partitions: int, count: int, **configs: Any) -> list:
+    async def go() -> list:
+        async with Admin(bootstrap(cluster)) as admin:
+            await admin.create_topic(topic, partitions=partitions, configs=configs)
+        async with Producer(bootstrap(cluster), linger_ms=1, max_batch_bytes=2048) as producer:
+            futures = [
+                await producer.send(
+                    topic,
+                    f"value-{i}".encode() if i % 7 else None,
+                    key=f"k{i}".encode() if i % 3 else None,
+                    headers=(("n", str(i).encode()), ("bin", b"\x00\xff")) if i % 2 else (),
+                    partition=i % partitions,
+                    timestamp=BASE_MS + i,
+                )
+                for i in range(count)
+            ]
+            await producer.flush()
+            return [f.result() for f in futures]
+
+    return asyncio.run(go())
+
+
+def reader(spark: Any, cluster: Cluster, **options: str) -> Any:
+    read = spark.read.format("kraftlite").option("kraftlite.bootstrap", bootstrap(cluster))
+    for name, value in options.items():
+        read = read.option(name, value)
+    return read.load()
+
+
+def test_a_batch_read_returns_exactly_the_records_in_kafkas_schema(
+    spark: Any, cluster: Cluster
+) -> None:
+    acked = produce(cluster, "events", 3, 120)
+    df = reader(spark, cluster, subscribe="events", includeHeaders="true")
+    assert [f.name for f in df.schema.fields] == [
+        "key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers",
+    ]  # fmt: skip
+    rows = {(r.partition, r.offset): r for r in df.collect()}
+    assert len(rows) == 120
+    for i, meta in enumerate(acked):
+        row = rows[(meta.partition, meta.offset)]
+        assert row.topic == "events"
+        assert row.key == (f"k{i}".encode() if i % 3 else None)
+        assert row.value == (f"value-{i}".encode() if i % 7 else None)
+        stamp = datetime.fromtimestamp((BASE_MS + i) / 1000, UTC)
+        assert row.timestamp.astimezone(UTC) == stamp and row.timestampType == 0
+        expected = [("n", str(i).encode()), ("bin", b"\x00\xff")] if i % 2 else []
+        assert [(h.key, bytes(h.value)) for h in row.headers] == expected
+    strings = df.selectExpr("CAST(value AS STRING) AS v").where("v IS NOT NULL").count()
+    assert strings == sum(1 for i in range(120) if i % 7)  # a Kafka recipe carries over
+
+
+def test_assign_offsets_and_min_partitions(spark: Any, cluster: Cluster) -> None:
+    produce(cluster, "ranges", 2, 100)  # 50 per partition
+    df = reader(
+        spark,
+        cluster,
+        assign='{"ranges": [1]}',
+        startingOffsets='{"ranges": {"1": 10}}',
+        endingOffsets='{"ranges": {"1": 40}}',
+        minPartitions="4",
+    )
+    assert df.rdd.getNumPartitions() == 4
+    offsets = sorted(r.offset for r in df.select("offset", "partition").collect())
+    assert offsets == list(range(10, 40))
+    everything = reader(spark, cluster, subscribePattern="rang.*", startingOffsets="earliest")
+    assert everything.count() == 100
+    latest = reader(spark, cluster, subscribe="ranges", startingOffsets="latest")
+    assert latest.count() == 0
+    by_time = reader(
+        spark,
+        cluster,
+        subscribe="ranges",
+        startingOffsetsByTimestamp=f'{{"ranges": {{"0": {BASE_MS + 90}, "1": 0}}}}',
+    )
+    assert sorted(r.offset for r in by_time.where("partition = 0").collect()) == [
+        45,
+        46,
+        47,
+        48,
+        49,
+    ]
+
+
+def test_records_lost_to_retention_fail_the_read_unless_told_otherwise(
+    spark: Any, cluster: Cluster
+) -> None:
+    produce(cluster, "short", 1, 200, **{"retention.bytes": 4000})
+    deadline = time.monotonic() + 20
+    while True:
+        start = http("GET", cluster.urls[1] + "/v1/topics/short")[1]["partitions"][0][
+            "log_start_offset"
+        ]
+        if start > 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert start > 0
+    lost = reader(spark, cluster, subscribe="short", startingOffsets='{"short": {"0": 0}}')
+    with pytest.raises(Exception, match="deleted by retention"):
+        lost.count()
+    skipped = reader(
+        spark,
+        cluster,
+        subscribe="short",
+        startingOffsets='{"short": {"0": 0}}',
+        failOnDataLoss="false",
+    )
+    assert skipped.count() == 200 - start
+
+
+def test_bad_options_say_what_is_wrong(spark: Any, cluster: Cluster) -> None:
+    for options, message in [
+        ({}, "exactly one of subscribe"),
+        ({"subscribe": "a", "assign": '{"a": [0]}'}, "exactly one of subscribe"),
+        ({"assign": "[1"}, "assign is not valid JSON"),
+        ({"subscribe": "events", "startingOffsets": "soon"}, "startingOffsets"),
+        ({"subscribe": "events", "includeHeaders": "yes"}, "includeHeaders must be true"),
+    ]:
+        with pytest.raises(Exception, match=message):
+            reader(spark, cluster, **options).count()
