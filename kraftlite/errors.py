@@ -20,6 +20,7 @@ class ErrorCode(IntEnum):
     CORRUPT_MESSAGE = 2
     UNKNOWN_TOPIC_OR_PARTITION = 3
     NOT_LEADER_OR_FOLLOWER = 6
+    BROKER_NOT_AVAILABLE = 8
     REQUEST_TIMED_OUT = 7
     MESSAGE_TOO_LARGE = 10
     COORDINATOR_NOT_AVAILABLE = 15
@@ -57,6 +58,7 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.CORRUPT_MESSAGE: ErrorInfo(400, False, "batch failed its checks"),
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorInfo(404, True, "unknown topic or partition"),
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorInfo(421, True, "not the leader"),
+    ErrorCode.BROKER_NOT_AVAILABLE: ErrorInfo(503, True, "the broker is not ready yet"),
     ErrorCode.REQUEST_TIMED_OUT: ErrorInfo(504, True, "request timed out"),
     ErrorCode.MESSAGE_TOO_LARGE: ErrorInfo(413, False, "record batch too large"),
     ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorInfo(503, True, "coordinator not available"),

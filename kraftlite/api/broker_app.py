@@ -558,6 +558,22 @@ async def replica_fetch(request: web.Request) -> web.Response:
 
 
 @web.middleware
+async def caught_up(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A broker answers API calls only once its metadata reaches its own registration: a
+    broker that just (re)started would otherwise call every topic unknown.
+    """
+    broker = request.app[BROKER]
+    if request.path.startswith("/v1/") and request.path != "/v1/openapi.json":
+        image_version = broker.replicas.image.version
+        if broker.broker_epoch < 0 or image_version < broker.broker_epoch:
+            raise KraftliteError(
+                ErrorCode.BROKER_NOT_AVAILABLE,
+                f"broker {broker.broker_id} is starting: its metadata is not current yet",
+            )
+    return await handler(request)
+
+
+@web.middleware
 async def metadata_at_least(request: web.Request, handler: Handler) -> web.StreamResponse:
     """A request forwarded by a broker that knows metadata up to version V is handled once
     this broker knows V too (bounded), so a topic created a moment ago is not unknown here.
@@ -570,7 +586,7 @@ async def metadata_at_least(request: web.Request, handler: Handler) -> web.Strea
 
 def make_broker_app(broker: Broker, group_settings: GroupSettings | None = None) -> web.Application:
     app = web.Application(
-        middlewares=[problem_middleware, metadata_at_least],
+        middlewares=[problem_middleware, caught_up, metadata_at_least],
         client_max_size=broker.settings.max_request_bytes,
     )
     app[BROKER] = broker

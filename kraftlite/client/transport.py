@@ -80,6 +80,11 @@ class Transport:
             except (aiohttp.ClientConnectionError, TimeoutError) as exc:
                 last = exc
                 continue
+            except KraftliteError as exc:
+                if exc.code is not ErrorCode.BROKER_NOT_AVAILABLE:  # starting: ask another
+                    raise
+                last = exc
+                continue
             self._preferred = index
             return result
         raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, f"no bootstrap broker answered: {last!r}")

@@ -47,6 +47,8 @@ def describe(cluster: Cluster, topic: str) -> dict[str, Any]:
             status, body = http("GET", cluster.urls[broker_id] + f"/v1/topics/{topic}", timeout=5)
         except OSError:
             continue  # starting up
+        if status == 503 and body["error_code"] == "BROKER_NOT_AVAILABLE":
+            continue  # up, but not caught up with metadata yet
         assert status == 200, body
         return body
     raise AssertionError("no broker answered")
