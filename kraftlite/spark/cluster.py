@@ -94,10 +94,21 @@ class Cluster:
         return int(self.call(f"{path}?at={timestamp_ms}")["offset"])
 
     def fetch(
-        self, topic: str, partition: int, start: int, end: int, max_bytes: int = 4 << 20
+        self,
+        topic: str,
+        partition: int,
+        start: int,
+        end: int,
+        *,
+        skip_lost: bool = False,
+        max_bytes: int = 4 << 20,
     ) -> Iterator[tuple[bytes, int]]:
         """The stored batches covering [start, end), page by page, from the leader:
         (body of concatenated batches, the next offset to ask for).
+
+        Records deleted by retention since planning raise DataLossError, or are skipped with
+        `skip_lost`. Records not yet below the high watermark (a new leader still learning
+        it) are waited for, a few times, like any other retriable answer.
         """
         offset, leader, attempts = start, None, 0
         while offset < end:
@@ -109,6 +120,17 @@ class Cluster:
             try:
                 body = self._fetch_page(leader, topic, partition, offset, max_bytes)
             except KraftliteError as exc:
+                log_start = exc.details.get("log_start_offset")
+                out_of_range = exc.code is ErrorCode.OFFSET_OUT_OF_RANGE
+                if out_of_range and isinstance(log_start, int) and log_start > offset:
+                    if not skip_lost:
+                        raise DataLossError(
+                            f"{topic}-{partition}: offsets {offset}-{min(log_start, end) - 1}"
+                            " were deleted by retention before this read reached them (set "
+                            "failOnDataLoss=false to skip them)"
+                        ) from None
+                    offset = log_start
+                    continue
                 if not exc.retriable or attempts >= FETCH_ATTEMPTS:
                     raise
                 leader = exc.details.get("leader_url")  # 421 names the new leader
@@ -117,19 +139,24 @@ class Cluster:
                     raise
                 leader = None
             else:
-                attempts = 0
                 next_offset = _next_offset(body, offset)
-                if next_offset == offset:  # the records are not below the HW yet
+                if next_offset > offset:
+                    attempts = 0
+                    yield body, next_offset
+                    offset = next_offset
+                    continue
+                if attempts >= FETCH_ATTEMPTS:  # planned below the HW, but not there (yet)
                     raise KraftliteError(
                         ErrorCode.OFFSET_OUT_OF_RANGE,
-                        f"{topic}-{partition}: nothing at {offset} although the plan reads up to"
-                        f" {end}",
+                        f"{topic}-{partition}: nothing at {offset} although the plan reads "
+                        f"up to {end}",
                     )
-                yield body, next_offset
-                offset = next_offset
-                continue
             attempts += 1
             time.sleep(min(0.05 * 2**attempts, 2.0))
+
+
+class DataLossError(RuntimeError):
+    """Planned records are gone (retention) and failOnDataLoss is on."""
 
 
 FETCH_ATTEMPTS = 8

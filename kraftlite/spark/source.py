@@ -232,7 +232,10 @@ def _with(r: OffsetRange, **changes: int) -> OffsetRange:
 def read_range(part: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Rules 2 and 3: the records of [start, end), as Arrow record batches."""
     cluster = Cluster(part.bootstrap)
-    for body, _ in cluster.fetch(part.topic, part.partition, part.start, part.end):
+    pages = cluster.fetch(
+        part.topic, part.partition, part.start, part.end, skip_lost=not part.fail_on_data_loss
+    )
+    for body, _ in pages:
         from kraftlite.protocol.batch import split_batches  # noqa: PLC0415
 
         for view in split_batches(body):

@@ -157,3 +157,25 @@ def test_bad_options_say_what_is_wrong(spark: Any, cluster: Cluster) -> None:
     ]:
         with pytest.raises(Exception, match=message):
             reader(spark, cluster, **options).count()
+
+
+def test_a_range_deleted_after_planning_fails_or_is_skipped(cluster: Cluster) -> None:
+    """failOnDataLoss inside read(): retention ran between planning and reading."""
+    from kraftlite.spark.cluster import Cluster as SparkCluster  # noqa: PLC0415
+    from kraftlite.spark.cluster import DataLossError  # noqa: PLC0415
+
+    produce(cluster, "shrinking", 1, 200, **{"retention.bytes": 4000})
+    reader_side = SparkCluster(tuple(cluster.urls.values()))
+    deadline = time.monotonic() + 20
+    while reader_side.partitions("shrinking")[0].log_start_offset == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    start = reader_side.partitions("shrinking")[0].log_start_offset
+    with pytest.raises(DataLossError, match="deleted by retention"):
+        list(reader_side.fetch("shrinking", 0, 0, 200))
+    pages = list(reader_side.fetch("shrinking", 0, 0, 200, skip_lost=True))
+    assert pages and pages[-1][1] == 200
+    from kraftlite.protocol import batch as fmt  # noqa: PLC0415
+
+    first = fmt.read_header(next(fmt.split_batches(pages[0][0]))).base_offset
+    assert first == start
