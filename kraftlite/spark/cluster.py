@@ -64,27 +64,48 @@ class Cluster:
         return body
 
     def call(self, path: str) -> Any:
-        """JSON from the first bootstrap broker that answers."""
+        """JSON from the first bootstrap broker that answers (a broker that is starting or
+        cannot answer now passes the question on to the next one).
+        """
         last: Exception | None = None
-        for base in self.bootstrap:
-            try:
-                return json.loads(self._get(base + path)[0])
-            except (urllib.error.URLError, OSError) as exc:
-                last = exc
+        for attempt in range(METADATA_ATTEMPTS):
+            for base in self.bootstrap:
+                try:
+                    return json.loads(self._get(base + path)[0])
+                except (urllib.error.URLError, OSError) as exc:
+                    last = exc
+                except KraftliteError as exc:
+                    if not exc.retriable:
+                        raise
+                    last = exc
+            time.sleep(min(0.1 * 2**attempt, 2.0))
         raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, f"no broker answered: {last!r}")
 
     def topics(self) -> list[str]:
         return [t["name"] for t in self.call("/v1/topics")["topics"]]
 
     def partitions(self, topic: str) -> list[PartitionState]:
-        described = self.call(f"/v1/topics/{urllib.parse.quote(topic)}")
+        """Every partition with its leader and offsets. A partition whose offsets are unknown
+        right now (no leader, a leader just elected) is asked again, never taken as empty.
+        """
+        unknown: list[int] = []
+        for attempt in range(METADATA_ATTEMPTS):
+            described = self.call(f"/v1/topics/{urllib.parse.quote(topic)}")
+            unknown = [
+                p["partition"] for p in described["partitions"] if p["high_watermark"] is None
+            ]
+            if not unknown:
+                break
+            time.sleep(min(0.1 * 2**attempt, 2.0))
+        else:
+            raise KraftliteError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"{topic}: partitions {unknown} have no leader to give their offsets",
+            )
         urls = {b["id"]: b["url"] for b in self.call("/v1/cluster")["brokers"]}
         return [
             PartitionState(
-                p["partition"],
-                urls.get(p["leader"]),
-                p["log_start_offset"] if p["log_start_offset"] is not None else 0,
-                p["high_watermark"] if p["high_watermark"] is not None else 0,
+                p["partition"], urls.get(p["leader"]), p["log_start_offset"], p["high_watermark"]
             )
             for p in described["partitions"]
         ]
@@ -112,12 +133,10 @@ class Cluster:
         """
         offset, leader, attempts = start, None, 0
         while offset < end:
-            if leader is None:
-                leader = next(
-                    (p.leader_url for p in self.partitions(topic) if p.partition == partition),
-                    None,
-                )
             try:
+                if leader is None:
+                    states = self.partitions(topic)
+                    leader = next((p.leader_url for p in states if p.partition == partition), None)
                 body = self._fetch_page(leader, topic, partition, offset, max_bytes)
             except KraftliteError as exc:
                 log_start = exc.details.get("log_start_offset")
@@ -160,6 +179,7 @@ class DataLossError(RuntimeError):
 
 
 FETCH_ATTEMPTS = 8
+METADATA_ATTEMPTS = 6
 
 
 def _next_offset(body: bytes, offset: int) -> int:

@@ -126,10 +126,19 @@ def _offsets_option(
     if raw in {"earliest", "latest"}:
         return raw
     parsed = _json(options, name)
+    allowed = {LATEST} if name == "endingOffsets" else {EARLIEST, LATEST}
     if not isinstance(parsed, dict) or not all(
-        isinstance(v, dict) and all(isinstance(o, int) for o in v.values()) for v in parsed.values()
+        isinstance(v, dict)
+        and all(
+            isinstance(o, int) and not isinstance(o, bool) and (o >= 0 or o in allowed)
+            for o in v.values()
+        )
+        for v in parsed.values()
     ):
-        raise OptionError(f'{name} must be earliest, latest or JSON like {{"t": {{"0": 5}}}}')
+        special = "-1 latest" if name == "endingOffsets" else "-2 earliest, -1 latest"
+        raise OptionError(
+            f'{name} must be JSON like {{"t": {{"0": 5}}}} with offsets >= 0 or {special}'
+        )
     return parsed
 
 
@@ -185,6 +194,8 @@ def plan(raw_options: Mapping[str, str]) -> list[OffsetRange]:
                     f"endingOffsets {end} for {topic}-{state.partition} is past its high "
                     f"watermark {state.high_watermark}"
                 )
+            if not fail_on_data_loss and end <= state.log_start_offset:
+                continue  # all of it was lost to retention, and we were told to skip that
             if start < state.log_start_offset:
                 if fail_on_data_loss:  # rule 4
                     raise OptionError(
@@ -205,7 +216,10 @@ def plan(raw_options: Mapping[str, str]) -> list[OffsetRange]:
                         fail_on_data_loss,
                     )
                 )  # fmt: skip
-    return split(ranges, int(options.get("minPartitions", "0") or 0))
+    minimum = options.get("minPartitions", "0") or "0"
+    if not minimum.isdigit():
+        raise OptionError(f"minPartitions must be a positive integer, not {minimum!r}")
+    return split(ranges, int(minimum))
 
 
 def split(ranges: list[OffsetRange], min_partitions: int) -> list[OffsetRange]:

@@ -154,6 +154,10 @@ def test_bad_options_say_what_is_wrong(spark: Any, cluster: Cluster) -> None:
         ({"assign": "[1"}, "assign is not valid JSON"),
         ({"subscribe": "events", "startingOffsets": "soon"}, "startingOffsets"),
         ({"subscribe": "events", "includeHeaders": "yes"}, "includeHeaders must be true"),
+        ({"subscribe": "events", "startingOffsets": '{"events": {"0": -5}}'}, "offsets >= 0"),
+        ({"subscribe": "events", "endingOffsets": '{"events": {"0": -2}}'}, "-1 latest"),
+        ({"subscribe": "events", "startingOffsets": '{"events": {"0": true}}'}, "offsets >= 0"),
+        ({"subscribe": "events", "minPartitions": "many"}, "minPartitions must be"),
     ]:
         with pytest.raises(Exception, match=message):
             reader(spark, cluster, **options).count()
