@@ -15,6 +15,7 @@ import contextlib
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -88,6 +89,31 @@ def plan(data_dir: Path, controllers: int, brokers: int, base_port: int) -> list
             )
         )
     return nodes
+
+
+def free_base_port(first: int = 20_000, last: int = 40_000) -> int:
+    """A base port for which every port `plan` uses (brokers, controller HTTP and Raft, for
+    3 + 3 nodes) is free on 127.0.0.1 right now; for tests and benchmarks.
+    """
+    for base in range(first, last, 997):
+        ports = [base + i for i in range(3)] + [
+            base + offset + i
+            for offset in (CONTROLLER_RAFT_OFFSET, CONTROLLER_HTTP_OFFSET)
+            for i in range(3)
+        ]
+        sockets: list[socket.socket] = []
+        try:
+            for port in ports:
+                sockets.append(socket.socket())
+                sockets[-1].bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        else:
+            return base
+        finally:
+            for s in sockets:
+                s.close()
+    raise RuntimeError(f"no free port range in {first}-{last}")
 
 
 def _password(data_dir: Path) -> str:

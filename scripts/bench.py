@@ -43,6 +43,7 @@ import aiohttp
 import lmdb
 
 from kraftlite.client import Admin, Consumer, Producer
+from kraftlite.dev import free_base_port
 from kraftlite.protocol import batch as fmt
 
 BATCH = "application/vnd.kraftlite.batch"
@@ -51,24 +52,6 @@ PARTITIONS = 3
 
 
 # ------------------------------------------------------------------------------ the cluster
-
-
-def free_base_port() -> int:
-    for base in range(21_000, 40_000, 997):
-        ports = [base + i for i in range(3)] + [base + o + i for o in (209, 309) for i in range(3)]
-        sockets = []
-        try:
-            for port in ports:
-                s = socket.socket()
-                sockets.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise SystemExit("no free port range")
 
 
 def start_cluster(root: Path) -> tuple[subprocess.Popen[str], str]:

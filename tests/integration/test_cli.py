@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kraftlite import __version__
+from kraftlite.dev import free_base_port
 from kraftlite.protocol import batch as fmt
 from kraftlite.storage.log import LogStorage, StorageConfig
 from tests.harness.processes import http
@@ -102,30 +102,9 @@ def _stop_dev(process: subprocess.Popen[str]) -> None:
         process.stdout.close()
 
 
-def _dev_port() -> int:
-    """A base port whose broker (P..P+2), controller HTTP (P+309..) and Raft (P+209..)
-    ports are all free.
-    """
-    for base in range(20_000, 40_000, 997):
-        ports = [base + i for i in range(3)] + [base + o + i for o in (209, 309) for i in range(3)]
-        try:
-            sockets = []
-            for port in ports:
-                s = socket.socket()
-                sockets.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise AssertionError("no free port range")
-
-
 @pytest.mark.timeout(120)
 def test_dev_runs_a_cluster_stops_cleanly_and_comes_back_with_its_data(tmp_path: Path) -> None:
-    base = _dev_port()
+    base = free_base_port()
     broker = f"http://127.0.0.1:{base}"
     process, lines = _start_dev(tmp_path / "dev", base)
     try:
