@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import structlog
 
+from kraftlite.api.headers import METADATA_VERSION
 from kraftlite.broker.partition import Acks, Partition, Role
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.assignor import TopicPartition
@@ -123,7 +124,7 @@ class GroupCoordinator:
             _, _, headers = await self.broker.controllers.call_with_headers(
                 "POST", "/v1/topics", body
             )
-            version = int(headers.get("X-Kraftlite-Metadata-Version", "0"))
+            version = int(headers.get(METADATA_VERSION, "0"))
         except KraftliteError as exc:
             if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise

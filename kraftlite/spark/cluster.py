@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kraftlite.api.headers import NO_FORWARD
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 
 BATCH_TYPE = "application/vnd.kraftlite.batch"
-NO_FORWARD = "X-Kraftlite-No-Forward"
 
 
 @dataclass(frozen=True, slots=True)
