@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kraftlite.spark.source import KraftliteDataSource
+from kraftlite.spark.datasource import KraftliteDataSource
 
 
 def register(spark: Any) -> None:

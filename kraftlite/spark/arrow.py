@@ -4,9 +4,15 @@ Python), in the row schema of Spark's Kafka source.
 The Arrow schema is built here, not with pyspark's helpers (their signatures changed between
 4.0 and 4.3): binary/string (not large_*), int32 for int, timestamp[us, UTC], and a list
 child named "element", exactly what Spark's Python data source expects.
+
+A user schema may name a subset of the columns, in any order (Spark's Python sources have no
+column pruning, so this is how a job skips building columns it does not use).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -15,26 +21,61 @@ from kraftlite.protocol import batch as batch_format
 
 HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
 HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))
-SPARK_DDL = (
-    "key binary, value binary, topic string, partition int, offset long, "
-    "timestamp timestamp, timestampType int"
-)
-HEADERS_DDL = ", headers array<struct<key:string,value:binary>>"
+# Spark's simpleString of each column's type, in the order of Kafka's source.
+COLUMN_TYPES: dict[str, str] = {
+    "key": "binary",
+    "value": "binary",
+    "topic": "string",
+    "partition": "int",
+    "offset": "bigint",
+    "timestamp": "timestamp",
+    "timestampType": "int",
+    "headers": "array<struct<key:string,value:binary>>",
+}
+ARROW_TYPES: dict[str, pa.DataType] = {
+    "key": pa.binary(),
+    "value": pa.binary(),
+    "topic": pa.string(),
+    "partition": pa.int32(),
+    "offset": pa.int64(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestampType": pa.int32(),
+    "headers": HEADERS_TYPE,
+}
+KAFKA_COLUMNS = tuple(name for name in COLUMN_TYPES if name != "headers")
+
+# (name, nullable) of each column a reader yields, in order
+Columns = tuple[tuple[str, bool], ...]
 
 
-def arrow_schema(include_headers: bool) -> pa.Schema:
-    fields = [
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-        pa.field("timestampType", pa.int32()),
-    ]
-    if include_headers:
-        fields.append(pa.field("headers", HEADERS_TYPE))
-    return pa.schema(fields)
+def default_columns(include_headers: bool) -> Columns:
+    names = (*KAFKA_COLUMNS, "headers") if include_headers else KAFKA_COLUMNS
+    return tuple((name, True) for name in names)
+
+
+def ddl(columns: Columns) -> str:
+    return ", ".join(f"{name} {COLUMN_TYPES[name]}" for name, _ in columns)
+
+
+def columns_of(fields: Sequence[tuple[str, str, bool]]) -> Columns:
+    """Check a user schema, given as (name, simpleString type, nullable) triples."""
+    result = []
+    for name, kind, nullable in fields:
+        expected = COLUMN_TYPES.get(name)
+        if expected is None:
+            raise ValueError(
+                f"the schema names column {name!r}; kraftlite rows have {', '.join(COLUMN_TYPES)}"
+            )
+        if kind != expected:
+            raise ValueError(f"column {name} must be {expected}, not {kind}")
+        result.append((name, nullable))
+    if not result:
+        raise ValueError("the schema names no column")
+    return tuple(result)
+
+
+def arrow_schema(columns: Columns) -> pa.Schema:
+    return pa.schema([pa.field(name, ARROW_TYPES[name], nullable) for name, nullable in columns])
 
 
 def _offsets(lengths: memoryview, count: int) -> pa.Buffer:
@@ -57,7 +98,7 @@ def to_record_batch(
     partition: int,
     start: int,
     end: int,
-    include_headers: bool,
+    columns: Columns,
 ) -> pa.RecordBatch | None:
     """The records of one stored batch with offsets in [start, end), or None if none."""
     cols = batch_format.columns(data)
@@ -67,31 +108,32 @@ def to_record_batch(
     high = min(end, header.base_offset + count) - header.base_offset
     if high <= low:
         return None
-    timestamps = pa.Array.from_buffers(
-        pa.timestamp("us", tz="UTC"),
-        count,
-        [None, pa.py_buffer(np.frombuffer(cols.timestamps, "<i8") * 1000)],
-    )
-    arrays = [
-        _binary(cols.keys, count, pa.binary()),
-        _binary(cols.values, count, pa.binary()),
-        pa.array([topic] * count, pa.string()),
-        pa.array(np.full(count, partition, dtype=np.int32)),
-        pa.array(np.arange(header.base_offset, header.base_offset + count, dtype=np.int64)),
-        timestamps,
-        pa.array(np.zeros(count, dtype=np.int32)),  # 0 = CreateTime, as Kafka's source
-    ]
-    if include_headers:
-        arrays.append(_headers(cols, count))
-    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(include_headers)).slice(
-        low, high - low
-    )
+    builders: dict[str, Callable[[], Any]] = {
+        "key": lambda: _binary(cols.keys, count, pa.binary()),
+        "value": lambda: _binary(cols.values, count, pa.binary()),
+        "topic": lambda: pa.array([topic] * count, pa.string()),
+        "partition": lambda: pa.array(np.full(count, partition, dtype=np.int32)),
+        "offset": lambda: pa.array(
+            np.arange(header.base_offset, header.base_offset + count, dtype=np.int64)
+        ),
+        "timestamp": lambda: pa.Array.from_buffers(
+            ARROW_TYPES["timestamp"],
+            count,
+            [None, pa.py_buffer(np.frombuffer(cols.timestamps, "<i8") * 1000)],
+        ),
+        "timestampType": lambda: pa.array(np.zeros(count, dtype=np.int32)),  # 0 = CreateTime
+        "headers": lambda: _headers(cols, count),
+    }
+    arrays = [builders[name]() for name, _ in columns]
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(columns)).slice(low, high - low)
 
 
 def _headers(cols: batch_format.BatchColumns, count: int) -> pa.Array:
+    """Null for a record without headers, as Kafka's source gives."""
     if cols.header_counts is None or cols.header_names is None or cols.header_values is None:
-        return pa.array([[] for _ in range(count)], HEADERS_TYPE)
-    total = int(np.frombuffer(cols.header_counts, "<u4").sum())
+        return pa.nulls(count, HEADERS_TYPE)
+    counts = np.frombuffer(cols.header_counts, "<u4")
+    total = int(counts.sum())
     pairs = pa.StructArray.from_arrays(
         [
             _binary(cols.header_names, total, pa.string()),
@@ -103,4 +145,5 @@ def _headers(cols: batch_format.BatchColumns, count: int) -> pa.Array:
         pa.Array.from_buffers(pa.int32(), count + 1, [None, _offsets(cols.header_counts, count)]),
         pairs,
         type=HEADERS_TYPE,
+        mask=pa.array(counts == 0),
     )

@@ -36,9 +36,18 @@ class Cluster:
         self.bootstrap = bootstrap
         self.timeout_s = timeout_s
 
-    def _get(self, url: str, headers: dict[str, str] | None = None) -> tuple[bytes, Any]:
+    def _request(
+        self,
+        url: str,
+        headers: dict[str, str] | None = None,
+        *,
+        method: str = "GET",
+        data: bytes | None = None,
+    ) -> tuple[bytes, Any]:
         # S310: the URLs are the brokers' (http), from the options and the cluster
-        request = urllib.request.Request(url, headers=headers or {})  # noqa: S310
+        request = urllib.request.Request(  # noqa: S310
+            url, data=data, headers=headers or {}, method=method
+        )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
                 return response.read(), response.headers
@@ -51,27 +60,42 @@ class Cluster:
                 payload = raw[:200].decode("utf-8", "replace")
             raise error_from_problem(error.code, payload) from None
 
-    def _fetch_page(
-        self, leader: str | None, topic: str, partition: int, offset: int, max_bytes: int
-    ) -> bytes:
+    def _leader(self, topic: str, partition: int) -> str:
+        leader = next(
+            (p.leader_url for p in self.partitions(topic) if p.partition == partition), None
+        )
         if leader is None:
             raise KraftliteError(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition has no leader now"
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} has no leader now"
             )
+        return leader
+
+    def _fetch_page(
+        self, leader: str, topic: str, partition: int, offset: int, max_bytes: int
+    ) -> bytes:
         query = urllib.parse.urlencode({"offset": offset, "max_bytes": max_bytes})
         path = f"/v1/topics/{urllib.parse.quote(topic)}/partitions/{partition}/records?{query}"
-        body, _ = self._get(leader + path, {"Accept": BATCH_TYPE, NO_FORWARD: "1"})
+        body, _ = self._request(leader + path, {"Accept": BATCH_TYPE, NO_FORWARD: "1"})
         return body
 
-    def call(self, path: str) -> Any:
+    def call(self, path: str, body: Any = None) -> Any:
         """JSON from the first bootstrap broker that answers (a broker that is starting or
-        cannot answer now passes the question on to the next one).
+        cannot answer now passes the question on to the next one). With a `body`, a POST:
+        only for idempotent calls (an offset commit), since it may be sent more than once.
         """
         last: Exception | None = None
+        post: dict[str, Any] = {}
+        if body is not None:
+            post = {
+                "method": "POST",
+                "data": json.dumps(body).encode(),
+                "headers": {"Content-Type": "application/json"},
+            }
         for attempt in range(METADATA_ATTEMPTS):
             for base in self.bootstrap:
                 try:
-                    return json.loads(self._get(base + path)[0])
+                    answer = self._request(base + path, **post)[0]
+                    return json.loads(answer) if answer else None
                 except (urllib.error.URLError, OSError) as exc:
                     last = exc
                 except KraftliteError as exc:
@@ -84,9 +108,10 @@ class Cluster:
     def topics(self) -> list[str]:
         return [t["name"] for t in self.call("/v1/topics")["topics"]]
 
-    def partitions(self, topic: str) -> list[PartitionState]:
+    def partitions(self, topic: str, *, wait: bool = True) -> list[PartitionState]:
         """Every partition with its leader and offsets. A partition whose offsets are unknown
-        right now (no leader, a leader just elected) is asked again, never taken as empty.
+        right now (no leader, a leader just elected) is asked again, never taken as empty;
+        without `wait` it is left out of the answer instead (a stream asks again next time).
         """
         unknown: list[int] = []
         for attempt in range(METADATA_ATTEMPTS):
@@ -94,6 +119,11 @@ class Cluster:
             unknown = [
                 p["partition"] for p in described["partitions"] if p["high_watermark"] is None
             ]
+            if not wait:
+                described["partitions"] = [
+                    p for p in described["partitions"] if p["high_watermark"] is not None
+                ]
+                break
             if not unknown:
                 break
             time.sleep(min(0.1 * 2**attempt, 2.0))
@@ -135,8 +165,7 @@ class Cluster:
         while offset < end:
             try:
                 if leader is None:
-                    states = self.partitions(topic)
-                    leader = next((p.leader_url for p in states if p.partition == partition), None)
+                    leader = self._leader(topic, partition)
                 body = self._fetch_page(leader, topic, partition, offset, max_bytes)
             except KraftliteError as exc:
                 log_start = exc.details.get("log_start_offset")
@@ -172,6 +201,34 @@ class Cluster:
                     )
             attempts += 1
             time.sleep(min(0.05 * 2**attempts, 2.0))
+
+    def produce(self, topic: str, partition: int, batch: bytes, timeout_ms: int = 30_000) -> int:
+        """Append one encoded batch to a partition with acks=all, through leadership changes;
+        the base offset it got. A retry after a lost answer may append the batch twice
+        (at-least-once, as Kafka's producer without idempotence).
+        """
+        path = f"/v1/topics/{urllib.parse.quote(topic)}/partitions/{partition}/records"
+        query = urllib.parse.urlencode({"acks": "all", "timeout_ms": timeout_ms})
+        headers = {"Content-Type": BATCH_TYPE, NO_FORWARD: "1"}
+        leader: str | None = None
+        for attempt in range(FETCH_ATTEMPTS + 1):
+            try:
+                if leader is None:
+                    leader = self._leader(topic, partition)
+                body, _ = self._request(
+                    f"{leader}{path}?{query}", headers, method="POST", data=batch
+                )
+                return int(json.loads(body)["offsets"][0]["offset"])
+            except KraftliteError as exc:
+                if not exc.retriable or attempt >= FETCH_ATTEMPTS:
+                    raise
+                leader = exc.details.get("leader_url")  # 421 names the new leader
+            except (urllib.error.URLError, OSError):
+                if attempt >= FETCH_ATTEMPTS:
+                    raise
+                leader = None
+            time.sleep(min(0.05 * 2**attempt, 2.0))
+        raise AssertionError("unreachable")
 
 
 class DataLossError(RuntimeError):

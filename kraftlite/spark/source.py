@@ -1,5 +1,6 @@
-"""The `kraftlite` PySpark data source: batch reads (`spark.read.format("kraftlite")`),
-options and rows as Spark's own Kafka source, so a Kafka job ports by changing the format.
+"""Reading kraftlite from Spark: options and rows as Spark's own Kafka source (so a Kafka job
+ports by changing the format), batch planning, and the executor-side read shared with
+streaming (`stream.py`).
 
 Rules:
 1. The driver plans exact offset ranges from the cluster's metadata; each Spark partition is
@@ -16,25 +17,27 @@ Options: `kraftlite.bootstrap` (broker URLs, comma-separated), one of `subscribe
 `{"topic": [0, 1]}`); `startingOffsets` / `endingOffsets` (`earliest`, `latest`, or JSON
 `{"topic": {"0": 23, "1": -2}}` with -2 earliest and -1 latest); `startingTimestamp` or
 `startingOffsetsByTimestamp` (JSON `{"topic": {"0": ms}}`); `minPartitions`;
-`failOnDataLoss`; `includeHeaders`.
+`failOnDataLoss`; `includeHeaders`; `fetchMaxBytes` (bytes per fetch, default 4 MiB).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.types import StructType
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from kraftlite.spark.arrow import HEADERS_DDL, SPARK_DDL, to_record_batch
-from kraftlite.spark.cluster import Cluster, PartitionState
+from kraftlite.protocol.batch import split_batches
+from kraftlite.spark.arrow import Columns, to_record_batch
+from kraftlite.spark.cluster import Cluster, DataLossError, PartitionState
 
 EARLIEST, LATEST = -2, -1
+LOG = logging.getLogger("kraftlite.spark")
 
 
 class OptionError(ValueError):
@@ -66,8 +69,9 @@ class OffsetRange(InputPartition):
     partition: int
     start: int
     end: int
-    include_headers: bool
+    columns: Columns
     fail_on_data_loss: bool
+    fetch_max_bytes: int
 
 
 def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
@@ -87,9 +91,11 @@ def _json(options: Mapping[str, str], name: str) -> Any:
 
 
 def topic_partitions(
-    options: Mapping[str, str], cluster: Cluster
+    options: Mapping[str, str], cluster: Cluster, *, wait: bool = True
 ) -> dict[str, list[PartitionState]]:
-    """The topic partitions the options select, with their current offsets."""
+    """The topic partitions the options select, with their current offsets (without `wait`,
+    partitions whose offsets are unknown right now are left out).
+    """
     chosen = [k for k in ("subscribe", "subscribePattern", "assign") if options.get(k)]
     if len(chosen) != 1:
         raise OptionError("set exactly one of subscribe, subscribePattern, assign")
@@ -98,7 +104,10 @@ def topic_partitions(
             t.strip(): None for t in options["subscribe"].split(",") if t.strip()
         }
     elif chosen[0] == "subscribePattern":
-        pattern = re.compile(options["subscribePattern"])
+        try:
+            pattern = re.compile(options["subscribePattern"])
+        except re.error as exc:
+            raise OptionError(f"subscribePattern is not a valid regex: {exc}") from None
         wanted = {t: None for t in cluster.topics() if pattern.fullmatch(t)}
     else:
         assigned = _json(options, "assign")
@@ -109,10 +118,10 @@ def topic_partitions(
         wanted = {t: set(ps) for t, ps in assigned.items()}
     result = {}
     for topic, subset in sorted(wanted.items()):
-        states = cluster.partitions(topic)
+        states = cluster.partitions(topic, wait=wait)
         if subset is not None:
             missing = subset - {s.partition for s in states}
-            if missing:
+            if missing and wait:
                 raise OptionError(f"assign: {topic} has no partitions {sorted(missing)}")
             states = [s for s in states if s.partition in subset]
         result[topic] = states
@@ -156,70 +165,127 @@ def _resolve(
     return {EARLIEST: state.log_start_offset, LATEST: state.high_watermark}.get(value, value)
 
 
-def plan(raw_options: Mapping[str, str]) -> list[OffsetRange]:
-    """Rule 1: the offset ranges of a batch read."""
-    options = Options(raw_options)
-    bootstrap = tuple(
-        u.strip().rstrip("/")
-        for u in options.get("kraftlite.bootstrap", "").split(",")
-        if u.strip()
-    )
-    cluster = Cluster(bootstrap)
-    include_headers = _flag(options, "includeHeaders", False)
-    fail_on_data_loss = _flag(options, "failOnDataLoss", True)
-    starting = _offsets_option(options, "startingOffsets", "earliest")
-    ending = _offsets_option(options, "endingOffsets", "latest")
+@dataclass(frozen=True)
+class ReadSettings:
+    """The options every read uses, checked once on the driver."""
+
+    bootstrap: tuple[str, ...]
+    columns: Columns
+    fail_on_data_loss: bool
+    fetch_max_bytes: int
+    min_partitions: int
+
+    @classmethod
+    def of(cls, options: Options, columns: Columns) -> ReadSettings:
+        bootstrap = tuple(
+            u.strip().rstrip("/")
+            for u in options.get("kraftlite.bootstrap", "").split(",")
+            if u.strip()
+        )
+        if not bootstrap:
+            raise OptionError("kraftlite.bootstrap is required (broker URLs, comma-separated)")
+        return cls(
+            bootstrap,
+            columns,
+            _flag(options, "failOnDataLoss", True),
+            _positive(options, "fetchMaxBytes", 4 << 20),
+            _positive(options, "minPartitions", 0),
+        )
+
+    def cluster(self) -> Cluster:
+        return Cluster(self.bootstrap)
+
+    def offset_range(self, topic: str, partition: int, start: int, end: int) -> OffsetRange:
+        return OffsetRange(
+            self.bootstrap, topic, partition, start, end, self.columns,
+            self.fail_on_data_loss, self.fetch_max_bytes,
+        )  # fmt: skip
+
+
+def _positive(options: Mapping[str, str], name: str, default: int) -> int:
+    raw = options.get(name)
+    if raw is None:
+        return default
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise OptionError(f"{name} must be a positive integer, not {raw!r}")
+    return int(raw)
+
+
+def starting_positions(
+    options: Mapping[str, str],
+    cluster: Cluster,
+    selected: dict[str, list[PartitionState]],
+    default: str,
+) -> dict[tuple[str, int], int]:
+    """Where a read begins in each selected partition: startingOffsetsByTimestamp,
+    startingTimestamp or startingOffsets (`default` when none is given).
+    """
+    starting = _offsets_option(options, "startingOffsets", default)
     by_time = options.get("startingOffsetsByTimestamp")
+    stamps = _json(options, "startingOffsetsByTimestamp") if by_time is not None else None
     at_time = options.get("startingTimestamp")
-    ranges = []
-    for topic, states in topic_partitions(options, cluster).items():
+    if at_time is not None and not at_time.isdigit():
+        raise OptionError("startingTimestamp must be unix milliseconds")
+    positions = {}
+    for topic, states in selected.items():
         for state in states:
-            if by_time is not None:
-                stamps = _json(options, "startingOffsetsByTimestamp")
+            if stamps is not None:
                 stamp = stamps.get(topic, {}).get(str(state.partition))
-                if not isinstance(stamp, int):
+                if not isinstance(stamp, int) or isinstance(stamp, bool):
                     raise OptionError(
                         f"startingOffsetsByTimestamp misses {topic} {state.partition}"
                     )
                 start = cluster.offset_for_time(topic, state.partition, stamp)
             elif at_time is not None:
-                if not at_time.isdigit():
-                    raise OptionError("startingTimestamp must be unix milliseconds")
                 start = cluster.offset_for_time(topic, state.partition, int(at_time))
             else:
                 start = _resolve(starting, topic, state, "startingOffsets")
+            positions[(topic, state.partition)] = start
+    return positions
+
+
+def lost_to_retention(
+    topic: str, partition: int, start: int, log_start: int, fail_on_data_loss: bool
+) -> int:
+    """Rule 4: where reading from `start` can really begin, or DataLossError."""
+    if start >= log_start:
+        return start
+    lost = f"{topic}-{partition}: offsets {start}-{log_start - 1} were deleted by retention"
+    if fail_on_data_loss:
+        raise DataLossError(f"{lost} before they were read (set failOnDataLoss=false to skip them)")
+    LOG.warning("%s before they were read; skipping them (failOnDataLoss=false)", lost)
+    return log_start
+
+
+def plan(options: Options, settings: ReadSettings) -> list[OffsetRange]:
+    """Rule 1: the offset ranges of a batch read."""
+    cluster = settings.cluster()
+    ending = _offsets_option(options, "endingOffsets", "latest")
+    selected = topic_partitions(options, cluster)
+    starts = starting_positions(options, cluster, selected, "earliest")
+    ranges = []
+    for topic, states in selected.items():
+        for state in states:
+            start = starts[(topic, state.partition)]
             end = _resolve(ending, topic, state, "endingOffsets")
             if end > state.high_watermark:
                 raise OptionError(
                     f"endingOffsets {end} for {topic}-{state.partition} is past its high "
                     f"watermark {state.high_watermark}"
                 )
-            if not fail_on_data_loss and end <= state.log_start_offset:
+            if not settings.fail_on_data_loss and end <= state.log_start_offset:
                 continue  # all of it was lost to retention, and we were told to skip that
-            if start < state.log_start_offset:
-                if fail_on_data_loss:  # rule 4
-                    raise OptionError(
-                        f"{topic}-{state.partition}: offsets {start}-{state.log_start_offset - 1}"
-                        " were deleted by retention before they were read (set failOnDataLoss="
-                        "false to skip them)"
-                    )
-                start = state.log_start_offset
+            start = lost_to_retention(
+                topic, state.partition, start, state.log_start_offset, settings.fail_on_data_loss
+            )
             if start > end:
                 raise OptionError(
                     f"{topic}-{state.partition}: starting offset {start} is after the ending "
                     f"offset {end}"
                 )
             if end > start:
-                ranges.append(
-                    OffsetRange(
-                        bootstrap, topic, state.partition, start, end, include_headers,
-                        fail_on_data_loss,
-                    )
-                )  # fmt: skip
-    minimum = options.get("minPartitions", "0") or "0"
-    if not minimum.isdigit():
-        raise OptionError(f"minPartitions must be a positive integer, not {minimum!r}")
-    return split(ranges, int(minimum))
+                ranges.append(settings.offset_range(topic, state.partition, start, end))
+    return split(ranges, settings.min_partitions)
 
 
 def split(ranges: list[OffsetRange], min_partitions: int) -> list[OffsetRange]:
@@ -232,26 +298,24 @@ def split(ranges: list[OffsetRange], min_partitions: int) -> list[OffsetRange]:
         middle = biggest.start + (biggest.end - biggest.start) // 2
         index = result.index(biggest)
         result[index : index + 1] = [
-            _with(biggest, end=middle),
-            _with(biggest, start=middle),
+            replace(biggest, end=middle),
+            replace(biggest, start=middle),
         ]
     return result
-
-
-def _with(r: OffsetRange, **changes: int) -> OffsetRange:
-    values = {f: getattr(r, f) for f in r.__dataclass_fields__}
-    return OffsetRange(**{**values, **changes})
 
 
 def read_range(part: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Rules 2 and 3: the records of [start, end), as Arrow record batches."""
     cluster = Cluster(part.bootstrap)
     pages = cluster.fetch(
-        part.topic, part.partition, part.start, part.end, skip_lost=not part.fail_on_data_loss
+        part.topic,
+        part.partition,
+        part.start,
+        part.end,
+        skip_lost=not part.fail_on_data_loss,
+        max_bytes=part.fetch_max_bytes,
     )
     for body, _ in pages:
-        from kraftlite.protocol.batch import split_batches  # noqa: PLC0415
-
         for view in split_batches(body):
             batch = to_record_batch(
                 view,
@@ -259,34 +323,20 @@ def read_range(part: OffsetRange) -> Iterator[pa.RecordBatch]:
                 partition=part.partition,
                 start=part.start,
                 end=part.end,
-                include_headers=part.include_headers,
+                columns=part.columns,
             )
             if batch is not None:
                 yield batch
 
 
 class KraftliteBatchReader(DataSourceReader):
-    def __init__(self, options: Mapping[str, str]) -> None:
-        self.options = dict(options)
+    def __init__(self, options: Options, settings: ReadSettings) -> None:
+        self.options = options
+        self.settings = settings
 
     def partitions(self) -> list[OffsetRange]:
-        return plan(self.options)
+        return plan(self.options, self.settings)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, OffsetRange):  # with nothing planned Spark still reads once,
             yield from read_range(partition)  # from a bare InputPartition: no rows
-
-
-class KraftliteDataSource(DataSource):
-    """`format("kraftlite")`."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "kraftlite"
-
-    def schema(self) -> str:
-        headers = _flag(Options(self.options), "includeHeaders", False)
-        return SPARK_DDL + (HEADERS_DDL if headers else "")
-
-    def reader(self, schema: StructType) -> KraftliteBatchReader:
-        return KraftliteBatchReader(self.options)

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from tests.harness.processes import Cluster
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
@@ -32,3 +34,17 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One cluster for the Spark tests that do not break it (each uses its own topics)."""
+    running = Cluster(
+        tmp_path_factory.mktemp("spark"),
+        broker_config={"log.retention.check.interval.ms": 200},
+    )
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()

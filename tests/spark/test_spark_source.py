@@ -4,66 +4,16 @@ offset ranges, splitting, and data lost to retention.
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from kraftlite.client import Admin, Producer
 from tests.harness.processes import Cluster, http
+from tests.spark.support import BASE_MS, produce, reader
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(600)]
-# Recent enough that time-based retention (7 days) keeps them; fixed within a run.
-BASE_MS = int(time.time() * 1000) - 3_600_000
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    running = Cluster(
-        tmp_path_factory.mktemp("spark"),
-        broker_config={"log.retention.check.interval.ms": 200},
-    )
-    running.start()
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
-def bootstrap(cluster: Cluster) -> str:
-    return ",".join(cluster.urls.values())
-
-
-def produce(cluster: Cluster, topic: str, partitions: int, count: int, **configs: Any) -> list:
-    async def go() -> list:
-        async with Admin(bootstrap(cluster)) as admin:
-            await admin.create_topic(topic, partitions=partitions, configs=configs)
-        async with Producer(bootstrap(cluster), linger_ms=1, max_batch_bytes=2048) as producer:
-            futures = [
-                await producer.send(
-                    topic,
-                    f"value-{i}".encode() if i % 7 else None,
-                    key=f"k{i}".encode() if i % 3 else None,
-                    headers=(("n", str(i).encode()), ("bin", b"\x00\xff")) if i % 2 else (),
-                    partition=i % partitions,
-                    timestamp=BASE_MS + i,
-                )
-                for i in range(count)
-            ]
-            await producer.flush()
-            return [f.result() for f in futures]
-
-    return asyncio.run(go())
-
-
-def reader(spark: Any, cluster: Cluster, **options: str) -> Any:
-    read = spark.read.format("kraftlite").option("kraftlite.bootstrap", bootstrap(cluster))
-    for name, value in options.items():
-        read = read.option(name, value)
-    return read.load()
 
 
 def test_a_batch_read_returns_exactly_the_records_in_kafkas_schema(
@@ -83,8 +33,11 @@ def test_a_batch_read_returns_exactly_the_records_in_kafkas_schema(
         assert row.value == (f"value-{i}".encode() if i % 7 else None)
         stamp = datetime.fromtimestamp((BASE_MS + i) / 1000, UTC)
         assert row.timestamp.astimezone(UTC) == stamp and row.timestampType == 0
-        expected = [("n", str(i).encode()), ("bin", b"\x00\xff")] if i % 2 else []
-        assert [(h.key, bytes(h.value)) for h in row.headers] == expected
+        if i % 2:
+            expected = [("n", str(i).encode()), ("bin", b"\x00\xff")]
+            assert [(h.key, bytes(h.value)) for h in row.headers] == expected
+        else:
+            assert row.headers is None  # as Kafka's source: no headers, null
     strings = df.selectExpr("CAST(value AS STRING) AS v").where("v IS NOT NULL").count()
     assert strings == sum(1 for i in range(120) if i % 7)  # a Kafka recipe carries over
 

@@ -1,0 +1,54 @@
+"""`format("kraftlite")`: the one DataSource Spark sees, for batch and streaming reads and
+writes. It checks the options and schema on the driver and hands the work to `source.py`
+(batch reads), `stream.py` (streaming reads) and `sink.py` (writes).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import StructType
+
+from kraftlite.spark.arrow import Columns, columns_of, ddl, default_columns
+from kraftlite.spark.sink import KraftliteStreamWriter, KraftliteWriter, SinkSettings
+from kraftlite.spark.source import KraftliteBatchReader, OptionError, Options, ReadSettings, _flag
+from kraftlite.spark.stream import KraftliteStreamReader
+
+
+class KraftliteDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "kraftlite"
+
+    def schema(self) -> str:
+        return ddl(default_columns(_flag(Options(self.options), "includeHeaders", False)))
+
+    def _read_settings(self, schema: StructType) -> tuple[Options, ReadSettings]:
+        options = Options(self.options)
+        columns: Columns
+        try:
+            columns = columns_of(
+                [(f.name, f.dataType.simpleString(), f.nullable) for f in schema.fields]
+            )
+        except ValueError as exc:
+            raise OptionError(str(exc)) from None
+        return options, ReadSettings.of(options, columns)
+
+    def reader(self, schema: StructType) -> KraftliteBatchReader:
+        return KraftliteBatchReader(*self._read_settings(schema))
+
+    def streamReader(self, schema: StructType) -> KraftliteStreamReader:
+        return KraftliteStreamReader(*self._read_settings(schema))
+
+    def _sink_settings(self, schema: StructType) -> SinkSettings:
+        fields = [(f.name, f.dataType.simpleString()) for f in schema.fields]
+        return SinkSettings.of(Options(self.options), fields)
+
+    def writer(self, schema: StructType, overwrite: bool) -> KraftliteWriter:
+        if overwrite:
+            raise OptionError("a kraftlite topic is append-only: use mode('append')")
+        return KraftliteWriter(self._sink_settings(schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> KraftliteStreamWriter:
+        if overwrite:
+            raise OptionError("a kraftlite topic is append-only: use outputMode('append')")
+        return KraftliteStreamWriter(self._sink_settings(schema))
