@@ -103,6 +103,8 @@ class Cluster:
                         raise
                     last = exc
             time.sleep(min(0.1 * 2**attempt, 2.0))
+        if isinstance(last, KraftliteError):
+            raise last  # every broker kept saying so: that is the answer
         raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, f"no broker answered: {last!r}")
 
     def topics(self) -> list[str]:

@@ -1,9 +1,10 @@
-"""A local Spark session for the data source tests (real Spark, local mode, on loopback)."""
+"""A local Spark session for the data source tests (real Spark, local mode, on loopback), and
+one cluster for the tests that do not break it.
+"""
 
 from __future__ import annotations
 
-import os
-import sys
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,30 +16,18 @@ from tests.harness.processes import Cluster
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     pytest.importorskip("pyspark", reason="the spark extra is not installed")
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers: this venv's Python
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # loopback only
-    from pyspark.sql import SparkSession  # noqa: PLC0415
+    if shutil.which("java") is None:
+        pytest.skip("Spark needs Java 17 or newer, and there is no java on PATH")
+    from kraftlite.spark.local import local_spark  # noqa: PLC0415
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("kraftlite-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_spark("kraftlite-tests", shuffle_partitions=2)
     yield session
     session.stop()
 
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """One cluster for the Spark tests that do not break it (each uses its own topics)."""
+    """Each test uses topics of its own."""
     running = Cluster(
         tmp_path_factory.mktemp("spark"),
         broker_config={"log.retention.check.interval.ms": 200},

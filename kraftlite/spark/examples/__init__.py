@@ -1,0 +1,1 @@
+"""Runnable examples of Spark jobs on kraftlite."""

@@ -1,0 +1,32 @@
+"""A local SparkSession for examples, benchmarks and tests: Spark in this process's venv, on
+loopback only, sized for a small machine.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+
+def local_spark(app_name: str, cores: int = 2, shuffle_partitions: int = 4) -> Any:
+    # Workers must run this venv's Python (they import kraftlite and pyarrow), and Spark
+    # otherwise binds to the machine's outside address.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    from pyspark.sql import SparkSession  # noqa: PLC0415 - after the environment is set
+
+    session = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.driver.memory", "1g")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
