@@ -16,8 +16,9 @@ Rules:
    kraftlite consumer group, so lag tools show the job's progress. Spark says so through
    `commit(end)` only when it starts the next batch; but the `start` it hands
    `latestOffset` is always the end of a batch already in its commit log, so that is
-   committed too (else the last batch of an AvailableNow run would never show). Best
-   effort: Spark's checkpoint stays the truth, and a failed group commit logs a warning.
+   committed too (else the last batch of an AvailableNow run would never show; before 4.2
+   there is no start, and the group stays one micro-batch behind). Best effort: Spark's
+   checkpoint stays the truth, and a failed group commit logs a warning.
 """
 
 from __future__ import annotations
@@ -135,10 +136,10 @@ class KraftliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if not wanted:
             return []
         cluster = self.settings.cluster()
-        log_starts = {
+        log_starts = {  # a partition without a leader now: read() checks it instead
             (topic, state.partition): state.log_start_offset
             for topic in sorted({t for t, _ in wanted})
-            for state in cluster.partitions(topic)
+            for state in cluster.partitions(topic, wait=False)
         }
         ranges = []
         for (topic, partition), (planned, stop) in sorted(wanted.items()):
