@@ -34,8 +34,9 @@ from bench import call, start_cluster
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from kraftlite.protocol import batch as fmt
-from kraftlite.spark.arrow import ddl, default_columns, to_record_batch
+from kraftlite.spark.arrow import default_columns, to_record_batch
 from kraftlite.spark.cluster import Cluster
+from kraftlite.spark.datasource import spark_schema
 from kraftlite.spark.local import local_spark
 
 TOPIC = "bench-spark"
@@ -83,8 +84,8 @@ class InMemorySource(DataSource):  # pickled by value from __main__: workers nee
     def name(cls) -> str:
         return "kraftlite-bench-memory"
 
-    def schema(self) -> str:
-        return ddl(default_columns(include_headers=False))
+    def schema(self) -> Any:
+        return spark_schema(default_columns(include_headers=False))
 
     def reader(self, schema: Any) -> InMemoryReader:
         return InMemoryReader(self.options)

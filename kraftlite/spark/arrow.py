@@ -42,6 +42,7 @@ ARROW_TYPES: dict[str, pa.DataType] = {
     "timestampType": pa.int32(),
     "headers": HEADERS_TYPE,
 }
+NULLABLE = {"key", "value", "headers"}  # the others always have a value
 KAFKA_COLUMNS = tuple(name for name in COLUMN_TYPES if name != "headers")
 
 # (name, nullable) of each column a reader yields, in order
@@ -51,10 +52,6 @@ Columns = tuple[tuple[str, bool], ...]
 def default_columns(include_headers: bool) -> Columns:
     names = (*KAFKA_COLUMNS, "headers") if include_headers else KAFKA_COLUMNS
     return tuple((name, True) for name in names)
-
-
-def ddl(columns: Columns) -> str:
-    return ", ".join(f"{name} {COLUMN_TYPES[name]}" for name, _ in columns)
 
 
 def columns_of(fields: Sequence[tuple[str, str, bool]]) -> Columns:
@@ -68,6 +65,8 @@ def columns_of(fields: Sequence[tuple[str, str, bool]]) -> Columns:
             )
         if kind != expected:
             raise ValueError(f"column {name} must be {expected}, not {kind}")
+        if not nullable and name in NULLABLE:
+            raise ValueError(f"column {name} can be null: it cannot be declared NOT NULL")
         result.append((name, nullable))
     if not result:
         raise ValueError("the schema names no column")

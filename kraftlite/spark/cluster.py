@@ -7,6 +7,7 @@ it when leadership moves (421 names the new one).
 from __future__ import annotations
 
 import json
+import logging
 import time
 import urllib.error
 import urllib.parse
@@ -19,6 +20,7 @@ from kraftlite.api.headers import NO_FORWARD
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 
 BATCH_TYPE = "application/vnd.kraftlite.batch"
+LOG = logging.getLogger("kraftlite.spark")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,13 @@ class PartitionState:
     leader_url: str | None
     log_start_offset: int
     high_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicState:
+    topic_id: str  # changes when a topic is deleted and created again under its name
+    partition_count: int
+    partitions: list[PartitionState]
 
 
 class Cluster:
@@ -61,9 +70,8 @@ class Cluster:
             raise error_from_problem(error.code, payload) from None
 
     def _leader(self, topic: str, partition: int) -> str:
-        leader = next(
-            (p.leader_url for p in self.partitions(topic) if p.partition == partition), None
-        )
+        states = self.partitions(topic, wait=False)  # only this partition matters
+        leader = next((p.leader_url for p in states if p.partition == partition), None)
         if leader is None:
             raise KraftliteError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} has no leader now"
@@ -78,10 +86,11 @@ class Cluster:
         body, _ = self._request(leader + path, {"Accept": BATCH_TYPE, NO_FORWARD: "1"})
         return body
 
-    def call(self, path: str, body: Any = None) -> Any:
+    def call(self, path: str, body: Any = None, attempts: int = 0) -> Any:
         """JSON from the first bootstrap broker that answers (a broker that is starting or
         cannot answer now passes the question on to the next one). With a `body`, a POST:
         only for idempotent calls (an offset commit), since it may be sent more than once.
+        `attempts` rounds over the brokers (default METADATA_ATTEMPTS), with backoff between.
         """
         last: Exception | None = None
         post: dict[str, Any] = {}
@@ -91,7 +100,9 @@ class Cluster:
                 "data": json.dumps(body).encode(),
                 "headers": {"Content-Type": "application/json"},
             }
-        for attempt in range(METADATA_ATTEMPTS):
+        for attempt in range(attempts or METADATA_ATTEMPTS):
+            if attempt:
+                time.sleep(min(0.1 * 2 ** (attempt - 1), 2.0))
             for base in self.bootstrap:
                 try:
                     answer = self._request(base + path, **post)[0]
@@ -102,7 +113,6 @@ class Cluster:
                     if not exc.retriable:
                         raise
                     last = exc
-            time.sleep(min(0.1 * 2**attempt, 2.0))
         if isinstance(last, KraftliteError):
             raise last  # every broker kept saying so: that is the answer
         raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, f"no broker answered: {last!r}")
@@ -110,10 +120,11 @@ class Cluster:
     def topics(self) -> list[str]:
         return [t["name"] for t in self.call("/v1/topics")["topics"]]
 
-    def partitions(self, topic: str, *, wait: bool = True) -> list[PartitionState]:
-        """Every partition with its leader and offsets. A partition whose offsets are unknown
-        right now (no leader, a leader just elected) is asked again, never taken as empty;
-        without `wait` it is left out of the answer instead (a stream asks again next time).
+    def topic(self, topic: str, *, wait: bool = True) -> TopicState:
+        """The topic with its partitions' leaders and offsets. A partition whose offsets are
+        unknown right now (no leader, a leader just elected) is asked again, never taken as
+        empty; without `wait` it is left out of `partitions` instead (a stream asks again
+        next time, a producer or reader looking for one leader tries again).
         """
         unknown: list[int] = []
         for attempt in range(METADATA_ATTEMPTS):
@@ -121,12 +132,7 @@ class Cluster:
             unknown = [
                 p["partition"] for p in described["partitions"] if p["high_watermark"] is None
             ]
-            if not wait:
-                described["partitions"] = [
-                    p for p in described["partitions"] if p["high_watermark"] is not None
-                ]
-                break
-            if not unknown:
+            if not wait or not unknown:
                 break
             time.sleep(min(0.1 * 2**attempt, 2.0))
         else:
@@ -135,12 +141,23 @@ class Cluster:
                 f"{topic}: partitions {unknown} have no leader to give their offsets",
             )
         urls = {b["id"]: b["url"] for b in self.call("/v1/cluster")["brokers"]}
-        return [
-            PartitionState(
-                p["partition"], urls.get(p["leader"]), p["log_start_offset"], p["high_watermark"]
-            )
-            for p in described["partitions"]
-        ]
+        return TopicState(
+            described["topic_id"],
+            len(described["partitions"]),
+            [
+                PartitionState(
+                    p["partition"],
+                    urls.get(p["leader"]),
+                    p["log_start_offset"],
+                    p["high_watermark"],
+                )
+                for p in described["partitions"]
+                if p["high_watermark"] is not None
+            ],
+        )
+
+    def partitions(self, topic: str, *, wait: bool = True) -> list[PartitionState]:
+        return self.topic(topic, wait=wait).partitions
 
     def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int:
         path = f"/v1/topics/{urllib.parse.quote(topic)}/partitions/{partition}/offsets"
@@ -179,6 +196,11 @@ class Cluster:
                             " were deleted by retention before this read reached them (set "
                             "failOnDataLoss=false to skip them)"
                         ) from None
+                    LOG.warning(
+                        "%s-%s: offsets %s-%s were deleted by retention before this read "
+                        "reached them; skipping them (failOnDataLoss=false)",
+                        topic, partition, offset, min(log_start, end) - 1,
+                    )  # fmt: skip
                     offset = log_start
                     continue
                 if not exc.retriable or attempts >= FETCH_ATTEMPTS:

@@ -6,12 +6,42 @@ writes. It checks the options and schema on the driver and hands the work to `so
 from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource
-from pyspark.sql.types import StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
-from kraftlite.spark.arrow import Columns, columns_of, ddl, default_columns
+from kraftlite.spark.arrow import Columns, columns_of, default_columns
 from kraftlite.spark.sink import KraftliteStreamWriter, KraftliteWriter, SinkSettings
 from kraftlite.spark.source import KraftliteBatchReader, OptionError, Options, ReadSettings, _flag
 from kraftlite.spark.stream import KraftliteStreamReader
+
+# Spark types, not a DDL string: in DDL a bare `timestamp` follows spark.sql.timestampType
+SPARK_TYPES: dict[str, DataType] = {
+    "key": BinaryType(),
+    "value": BinaryType(),
+    "topic": StringType(),
+    "partition": IntegerType(),
+    "offset": LongType(),
+    "timestamp": TimestampType(),
+    "timestampType": IntegerType(),
+    "headers": ArrayType(
+        StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    ),
+}
+
+
+def spark_schema(columns: Columns) -> StructType:
+    return StructType(
+        [StructField(name, SPARK_TYPES[name], nullable) for name, nullable in columns]
+    )
 
 
 class KraftliteDataSource(DataSource):
@@ -19,8 +49,8 @@ class KraftliteDataSource(DataSource):
     def name(cls) -> str:
         return "kraftlite"
 
-    def schema(self) -> str:
-        return ddl(default_columns(_flag(Options(self.options), "includeHeaders", False)))
+    def schema(self) -> StructType:
+        return spark_schema(default_columns(_flag(Options(self.options), "includeHeaders", False)))
 
     def _read_settings(self, schema: StructType) -> tuple[Options, ReadSettings]:
         options = Options(self.options)

@@ -17,6 +17,7 @@ Never change the layout: existing checkpoints must keep working.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,7 +41,12 @@ def parse(offset: Mapping[str, Any] | None) -> Positions:
     for topic, partitions in offset.items():
         items = partitions.items() if isinstance(partitions, Mapping) else [("?", None)]
         for partition, position in items:
-            if not str(partition).isdigit() or not isinstance(position, int):
+            if (
+                not re.fullmatch("[0-9]+", str(partition))
+                or not isinstance(position, int)
+                or isinstance(position, bool)
+                or position < 0
+            ):
                 raise ValueError(f"not a kraftlite source offset: {dict(offset)!r}")
             positions[(topic, int(partition))] = position
     return positions

@@ -8,9 +8,10 @@ Rules:
    before any task runs.
 2. The partition: the row's `partition` if set; else Kafka's murmur2 of the key; else one
    partition per batch, moving on with each batch (Kafka's sticky partitioner).
-3. Records go in binary batches (at most `batchMaxBytes`, default 512 KiB) to the
-   partition's leader with acks=all, in row order per partition; a task returns only once
-   everything it wrote is acknowledged.
+3. Records go in binary batches (at most `batchMaxBytes` encoded, default 512 KiB; split
+   further if the topic's max.message.bytes is smaller) to the partition's leader with
+   acks=all, in row order per partition; a task returns only once everything it wrote is
+   acknowledged.
 4. Any failure fails the task and Spark retries it: at-least-once. A retried task, or a batch
    sent again after a lost answer, can write records twice; nothing is ever lost.
 """
@@ -30,6 +31,7 @@ from pyspark.sql.datasource import (
 )
 
 from kraftlite.clock import SystemClock
+from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol.partitioner import partition_for_key
 from kraftlite.spark.arrow import COLUMN_TYPES
@@ -43,6 +45,7 @@ else:  # Spark 4.1+ hands a stream writer Arrow batches, as the batch writer; 4.
 
     StreamWriterBase = getattr(_datasource, "DataSourceStreamArrowWriter", DataSourceStreamWriter)
 
+BATCH_OVERHEAD = 48 + 13 * 7 + 8  # header, the most padding 13 sections can take, slack
 SINK_TYPES: dict[str, set[str]] = {
     "value": {"binary", "string"},
     "key": {"binary", "string"},
@@ -120,7 +123,8 @@ class RecordSender:
 
     def __init__(self, settings: SinkSettings) -> None:
         self.settings = settings
-        self.cluster = Cluster(settings.bootstrap, timeout_s=settings.request_timeout_ms / 1000)
+        # a margin over the broker's own acks=all wait, so its answer (even a timeout) arrives
+        self.cluster = Cluster(settings.bootstrap, timeout_s=settings.request_timeout_ms / 1000 + 5)
         self.counts: dict[str, int] = {}  # partitions per topic
         self.sticky: dict[str, int] = {}
         self.pending: dict[tuple[str, int], _Pending] = {}
@@ -129,8 +133,8 @@ class RecordSender:
         self.clock = SystemClock()
 
     def _partition_count(self, topic: str) -> int:
-        if topic not in self.counts:
-            self.counts[topic] = len(self.cluster.partitions(topic))
+        if topic not in self.counts:  # every partition counts, with a leader now or not
+            self.counts[topic] = self.cluster.topic(topic, wait=False).partition_count
         return self.counts[topic]
 
     def add(self, row: Mapping[str, Any]) -> None:
@@ -139,7 +143,7 @@ class RecordSender:
             raise ValueError("a row has no topic (null topic column and no topic option)")
         key = _bytes(row.get("key"), "key")
         value = _bytes(row["value"], "value")
-        headers = tuple((h["key"], _header_value(h["value"])) for h in row.get("headers") or ())
+        headers = tuple(_header(h) for h in row.get("headers") or ())
         count = self._partition_count(topic)
         partition = row.get("partition")
         if partition is None:
@@ -149,9 +153,9 @@ class RecordSender:
                 partition = self.sticky.setdefault(topic, self.rng.randrange(count))
         elif not 0 <= partition < count:
             raise ValueError(f"{topic} has partitions 0-{count - 1}, a row asks for {partition}")
+        size = encoded_size(key, value, headers)
         pending = self.pending.setdefault((topic, partition), _Pending())
-        size = 16 + len(key or b"") + len(value or b"") + sum(len(h[1]) + 16 for h in headers)
-        if pending.values and pending.size + size > self.settings.batch_max_bytes:
+        if pending.values and BATCH_OVERHEAD + pending.size + size > self.settings.batch_max_bytes:
             self._send(topic, partition)
             pending = self.pending.setdefault((topic, partition), _Pending())
         pending.keys.append(key)
@@ -161,17 +165,36 @@ class RecordSender:
 
     def _send(self, topic: str, partition: int) -> None:
         pending = self.pending.pop((topic, partition))
-        now = self.clock.now_ms()
-        body = batch_format.encode_batch(
-            pending.values,
-            keys=pending.keys,
-            timestamps=[now] * len(pending.values),
-            headers=pending.headers,
-        )
-        self.cluster.produce(topic, partition, body, self.settings.request_timeout_ms)
+        self._produce(topic, partition, pending, 0, len(pending.values))
         self.written[topic] = self.written.get(topic, 0) + len(pending.values)
         if self.sticky.get(topic) == partition:  # rule 2: the next batch goes elsewhere
             self.sticky[topic] = (partition + 1) % self._partition_count(topic)
+
+    def _produce(self, topic: str, partition: int, pending: _Pending, low: int, high: int) -> None:
+        """Records [low, high) of `pending` in one batch, or in halves if the topic's
+        max.message.bytes is below batchMaxBytes, in order either way.
+        """
+        now = self.clock.now_ms()
+        body = batch_format.encode_batch(
+            pending.values[low:high],
+            keys=pending.keys[low:high],
+            timestamps=[now] * (high - low),
+            headers=pending.headers[low:high],
+        )
+        try:
+            self.cluster.produce(topic, partition, body, self.settings.request_timeout_ms)
+        except KraftliteError as exc:
+            if exc.code is not ErrorCode.MESSAGE_TOO_LARGE:
+                raise
+            if high - low == 1:
+                raise KraftliteError(
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                    f"a record of {len(body)} bytes encoded is more than {topic} takes "
+                    f"({exc.message})",
+                ) from None
+            middle = (low + high) // 2
+            self._produce(topic, partition, pending, low, middle)
+            self._produce(topic, partition, pending, middle, high)
 
     def flush(self) -> SinkCommit:
         for topic, partition in list(self.pending):
@@ -179,12 +202,25 @@ class RecordSender:
         return SinkCommit(dict(self.written))
 
 
-def _header_value(value: Any) -> bytes:
-    if value is None:
-        raise ValueError("header values must not be null")
-    result = _bytes(value, "a header value")
-    assert result is not None
-    return result
+def encoded_size(
+    key: bytes | None, value: bytes | None, headers: tuple[tuple[str, bytes], ...]
+) -> int:
+    """An upper bound of what one record adds to an encoded batch: a timestamp, a length and
+    a validity bit for key and value, a header count (every record has one once any record
+    of the batch has headers) and two lengths per header (docs/batch-format.md). With
+    `BATCH_OVERHEAD` it bounds the whole batch.
+    """
+    size = 8 + 4 + 4 + 1 + 4 + len(key or b"") + len(value or b"")  # a header count always:
+    return size + sum(8 + len(name.encode()) + len(data) for name, data in headers)  # if any
+
+
+def _header(pair: Mapping[str, Any]) -> tuple[str, bytes]:
+    name, value = pair["key"], pair["value"]
+    if name is None or value is None:
+        raise ValueError("header keys and values must not be null")
+    data = _bytes(value, "a header value")
+    assert data is not None
+    return name, data
 
 
 def _rows(items: Iterator[Any]) -> Iterator[Mapping[str, Any]]:

@@ -23,7 +23,6 @@ Options: `kraftlite.bootstrap` (broker URLs, comma-separated), one of `subscribe
 from __future__ import annotations
 
 import json
-import logging
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -32,12 +31,12 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol.batch import split_batches
 from kraftlite.spark.arrow import Columns, to_record_batch
-from kraftlite.spark.cluster import Cluster, DataLossError, PartitionState
+from kraftlite.spark.cluster import LOG, Cluster, DataLossError, PartitionState, TopicState
 
 EARLIEST, LATEST = -2, -1
-LOG = logging.getLogger("kraftlite.spark")
 
 
 class OptionError(ValueError):
@@ -90,11 +89,12 @@ def _json(options: Mapping[str, str], name: str) -> Any:
         raise OptionError(f"{name} is not valid JSON: {exc}") from None
 
 
-def topic_partitions(
+def selected_topics(
     options: Mapping[str, str], cluster: Cluster, *, wait: bool = True
-) -> dict[str, list[PartitionState]]:
-    """The topic partitions the options select, with their current offsets (without `wait`,
-    partitions whose offsets are unknown right now are left out).
+) -> dict[str, TopicState]:
+    """The topics the options select, with their partitions' current offsets (only those
+    partitions the options assign). Without `wait`, partitions whose offsets are unknown right
+    now are left out, and so are topics that do not exist (a stream decides what that means).
     """
     chosen = [k for k in ("subscribe", "subscribePattern", "assign") if options.get(k)]
     if len(chosen) != 1:
@@ -118,14 +118,28 @@ def topic_partitions(
         wanted = {t: set(ps) for t, ps in assigned.items()}
     result = {}
     for topic, subset in sorted(wanted.items()):
-        states = cluster.partitions(topic, wait=wait)
+        try:
+            state = cluster.topic(topic, wait=wait)
+        except KraftliteError as exc:
+            if wait or exc.code is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise
+            continue
         if subset is not None:
-            missing = subset - {s.partition for s in states}
-            if missing and wait:
+            missing = {p for p in subset if not 0 <= p < state.partition_count}
+            if missing:
                 raise OptionError(f"assign: {topic} has no partitions {sorted(missing)}")
-            states = [s for s in states if s.partition in subset]
-        result[topic] = states
+            state = replace(
+                state, partitions=[s for s in state.partitions if s.partition in subset]
+            )
+        result[topic] = state
     return result
+
+
+def topic_partitions(
+    options: Mapping[str, str], cluster: Cluster
+) -> dict[str, list[PartitionState]]:
+    """The partitions the options select, all with their current offsets."""
+    return {t: state.partitions for t, state in selected_topics(options, cluster).items()}
 
 
 def _offsets_option(

@@ -31,11 +31,12 @@ import pyarrow as pa
 import pyspark
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from kraftlite.errors import KraftliteError
+from kraftlite.clock import SystemClock
+from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.spark import offsets
+from kraftlite.spark.cluster import LOG, Cluster, DataLossError
 from kraftlite.spark.offsets import Positions, SourceOffset
 from kraftlite.spark.source import (
-    LOG,
     OffsetRange,
     OptionError,
     Options,
@@ -43,9 +44,9 @@ from kraftlite.spark.source import (
     _positive,
     lost_to_retention,
     read_range,
+    selected_topics,
     split,
     starting_positions,
-    topic_partitions,
 )
 
 if TYPE_CHECKING:
@@ -93,18 +94,58 @@ class KraftliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if "endingOffsets" in options:
             raise OptionError("endingOffsets is for batch reads only")
         self.group = options.get("commitToGroup")
+        self.initial: Positions | None = None  # Spark may ask twice: one answer
+        self.known: Positions = {}  # the furthest positions Spark has shown this reader
+        self.topic_ids: dict[str, str] = {}  # to notice a topic deleted and created again
         self.target: Positions | None = None  # rule 5: AvailableNow's end
         self.in_group: Positions = {}  # rule 6: what the group holds already
+        self.group_retry_ms = 0  # rule 6: no retry storm after a failed commit
+        self.recreated: set[str] = set()  # topics created again, seen by this trigger
+        self.gone: set[str] = set()  # deleted topics already reported
+        self.clock = SystemClock()
+
+    def _learn(self, *seen: Positions) -> None:
+        for positions in seen:
+            for tp, offset in positions.items():
+                self.known[tp] = max(self.known.get(tp, offset), offset)
 
     def _available(self, *, wait: bool) -> Positions:
-        """Each selected partition's high watermark (rule 2)."""
-        selected = topic_partitions(self.options, self.settings.cluster(), wait=wait)
-        return {(t, s.partition): s.high_watermark for t, ss in selected.items() for s in ss}
+        """Each selected partition's high watermark (rule 2); topics that vanished or were
+        created again under their name are data loss (rule 4).
+        """
+        selected = selected_topics(self.options, self.settings.cluster(), wait=wait)
+        for topic, state in selected.items():
+            if self.topic_ids.setdefault(topic, state.topic_id) != state.topic_id:
+                self._lost(f"topic {topic} was deleted and created again")
+                self.topic_ids[topic] = state.topic_id
+                self.known = {tp: o for tp, o in self.known.items() if tp[0] != topic}
+                self.recreated.add(topic)
+        for topic in {t for t, _ in self.known} - set(selected) - self.gone:
+            self._lost(f"topic {topic} was deleted")
+            self.gone.add(topic)
+        return {
+            (topic, s.partition): s.high_watermark
+            for topic, state in selected.items()
+            for s in state.partitions
+        }
+
+    def _lost(self, what: str) -> None:
+        if self.settings.fail_on_data_loss:
+            raise DataLossError(
+                f"{what} while this query read it: records it had not read are gone "
+                "(set failOnDataLoss=false to go on without them)"
+            )
+        LOG.warning("%s; going on without what was not read (failOnDataLoss=false)", what)
 
     def initialOffset(self) -> SourceOffset:
-        cluster = self.settings.cluster()
-        selected = topic_partitions(self.options, cluster)
-        return offsets.canonical(starting_positions(self.options, cluster, selected, "latest"))
+        if self.initial is None:
+            cluster = self.settings.cluster()
+            selected = selected_topics(self.options, cluster)
+            self.topic_ids = {t: state.topic_id for t, state in selected.items()}
+            partitions = {t: state.partitions for t, state in selected.items()}
+            self.initial = starting_positions(self.options, cluster, partitions, "latest")
+            self._learn(self.initial)
+        return offsets.canonical(self.initial)
 
     def getDefaultReadLimit(self) -> Any:
         return ReadAllAvailable() if self.max_rows is None else ReadMaxRows(self.max_rows)
@@ -113,34 +154,48 @@ class KraftliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.target = self._available(wait=True)
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> SourceOffset:
-        """Rules 2, 3 and 5. Spark before 4.2 calls this with no arguments."""
-        # Before 4.2 there is no start to keep a partition's place while its offsets are
-        # unknown, so wait for them rather than leave it out (it would restart from 0).
-        available = self.target
-        if available is None:
-            available = self._available(wait=start is None)
-        begin = offsets.parse(start)
-        self._commit_to_group(begin)
+        """Rules 2-5. Spark before 4.2 calls this with no arguments: then the furthest
+        positions it has shown this reader stand in for the start.
+        """
+        if start is not None:
+            begin = offsets.parse(start)
+            self._learn(begin)
+            if begin != self.initial:  # the end of a batch in Spark's commit log (rule 6)
+                self._commit_to_group(begin)
+        else:
+            begin = dict(self.known)
+        self.recreated = set()
+        # Without any position known yet, wait for unknown offsets rather than leave a
+        # partition out (it would later count as new and start again from 0).
+        available = self.target if self.target is not None else self._available(wait=not begin)
         end = offsets.advance(begin, available)
+        for tp in end:
+            if tp[0] in self.recreated:  # rule 4: the new topic, from its beginning
+                end[tp] = available.get(tp, 0) if tp not in begin else 0
         if HAS_READ_LIMITS and isinstance(limit, ReadMaxRows):
             end = offsets.cap(begin, end, limit.max_rows)
         return offsets.canonical(end)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[OffsetRange]:
         begin, finish = offsets.parse(start), offsets.parse(end)
+        self._learn(finish)
         wanted = {
             tp: (offsets.start_of(begin, tp), stop)
             for tp, stop in finish.items()
             if stop > offsets.start_of(begin, tp)
         }
-        if not wanted:
-            return []
         cluster = self.settings.cluster()
-        log_starts = {  # a partition without a leader now: read() checks it instead
-            (topic, state.partition): state.log_start_offset
-            for topic in sorted({t for t, _ in wanted})
-            for state in cluster.partitions(topic, wait=False)
-        }
+        log_starts: dict[tuple[str, int], int] = {}
+        for topic in sorted({t for t, _ in wanted}):
+            try:  # a partition without a leader now: read() checks it instead
+                state = cluster.topic(topic, wait=False)
+            except KraftliteError as exc:
+                if exc.code is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    raise
+                self._lost(f"topic {topic} was deleted")
+                wanted = {tp: r for tp, r in wanted.items() if tp[0] != topic}
+                continue
+            log_starts.update({(topic, s.partition): s.log_start_offset for s in state.partitions})
         ranges = []
         for (topic, partition), (planned, stop) in sorted(wanted.items()):
             log_start = log_starts.get((topic, partition), 0)
@@ -158,12 +213,15 @@ class KraftliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         yield from read_range(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        self._commit_to_group(offsets.parse(end))
+        done = offsets.parse(end)
+        self._learn(done)
+        self._commit_to_group(done)
 
     def _commit_to_group(self, done: Positions) -> None:
-        """Rule 6."""
+        """Rule 6: one short try; after a failure, none for a while."""
         changed = {tp: o for tp, o in done.items() if self.in_group.get(tp) != o}
-        if not self.group or not changed:
+        now = self.clock.monotonic_ms()
+        if not self.group or not changed or now < self.group_retry_ms:
             return
         body = {
             "offsets": [
@@ -173,8 +231,12 @@ class KraftliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         }
         path = f"/v1/groups/{urllib.parse.quote(self.group, safe='')}/offsets"
         try:
-            self.settings.cluster().call(path, body)
+            Cluster(self.settings.bootstrap, timeout_s=5).call(path, body, attempts=1)
         except (KraftliteError, OSError) as exc:
+            self.group_retry_ms = now + GROUP_RETRY_MS
             LOG.warning("could not commit offsets to group %s: %s", self.group, exc)
         else:
             self.in_group.update(changed)
+
+
+GROUP_RETRY_MS = 10_000

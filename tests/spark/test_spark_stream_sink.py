@@ -232,3 +232,51 @@ def _sortable(value: bytes | bytearray | None) -> tuple[bool, bytes]:
 async def _create(cluster: Cluster, topic: str, partitions: int) -> None:
     async with Admin(bootstrap(cluster)) as admin:
         await admin.create_topic(topic, partitions=partitions)
+
+
+def test_the_sink_fits_batches_to_the_topics_max_message_bytes(
+    spark: Any, cluster: Cluster
+) -> None:
+    async def create() -> None:
+        async with Admin(bootstrap(cluster)) as admin:
+            await admin.create_topic("small", partitions=1, configs={"max.message.bytes": 3000})
+
+    asyncio.run(create())
+    rows = [(f"v{i:03d}" * 25, [("trace", b"t" * 40)]) for i in range(200)]  # ~150 B each
+    frame = spark.createDataFrame(
+        rows, "value string, headers array<struct<key:string,value:binary>>"
+    ).coalesce(1)  # one task: order is row order
+    frame.write.format("kraftlite").option("kraftlite.bootstrap", bootstrap(cluster)).option(
+        "topic", "small"
+    ).mode("append").save()  # batchMaxBytes 512 KiB: batches are halved until they fit
+    back = reader(spark, cluster, subscribe="small").orderBy("offset").collect()
+    assert [r.value.decode() for r in back] == [v for v, _ in rows]
+
+    too_big = spark.createDataFrame([("x" * 5000,)], "value string")
+    with pytest.raises(Exception, match=r"a record of \d+ bytes encoded is more than small takes"):
+        too_big.write.format("kraftlite").option("kraftlite.bootstrap", bootstrap(cluster)).option(
+            "topic", "small"
+        ).mode("append").save()
+
+
+def test_a_running_stream_fails_when_its_topic_is_deleted(
+    spark: Any, cluster: Cluster, tmp_path: Path
+) -> None:
+    produce(cluster, "fleeting", 1, 10)
+    query = (
+        stream(spark, cluster, subscribe="fleeting", startingOffsets="earliest")
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while sum(p["numInputRows"] for p in query.recentProgress) < 10:
+            assert time.monotonic() < deadline and query.isActive
+            time.sleep(0.2)
+        assert http("DELETE", cluster.urls[1] + "/v1/topics/fleeting")[0] == 204
+        with pytest.raises(Exception, match="topic fleeting was deleted"):
+            query.awaitTermination(120)
+    finally:
+        query.stop()

@@ -31,7 +31,17 @@ def test_a_checkpointed_offset_parses_back_to_the_same_positions(pos: offsets.Po
 
 
 @pytest.mark.parametrize(
-    "bad", [{"t": 5}, {"t": {"x": 1}}, {"t": {"0": "1"}}, {"t": {"-1": 3}}, {"t": [1]}]
+    "bad",
+    [
+        {"t": 5},
+        {"t": {"x": 1}},
+        {"t": {"0": "1"}},
+        {"t": {"-1": 3}},
+        {"t": [1]},
+        {"t": {"0": True}},
+        {"t": {"0": -4}},
+        {"t": {"²": 1}},
+    ],
 )
 def test_anything_else_is_refused(bad: dict) -> None:
     with pytest.raises(ValueError, match="not a kraftlite source offset"):

@@ -29,12 +29,14 @@ USERS = [f"user-{n:03d}" for n in range(200)]
 ITEMS = {"book": 12.5, "lamp": 30.0, "tea": 4.2, "mug": 9.0, "pen": 1.99, "chair": 89.0}
 # An event's user, item and amount, or nulls: strict JSON types (from_json would turn
 # "amount": "3" into 3.00 and "item": 5 into "5"), so the rule is easy to state and to check.
+# Amounts written with an exponent are refused: Spark keeps them as doubles, whose rounding
+# to cents need not match the decimal written.
 EVENT_SQL = [
     "CAST(key AS STRING) AS user",
     "CASE WHEN schema_of_variant(variant_get(event, '$.item')) = 'STRING' "
     "THEN variant_get(event, '$.item', 'string') END AS item",
     "CASE WHEN schema_of_variant(variant_get(event, '$.amount')) "
-    "RLIKE '^(TINYINT|SMALLINT|INT|BIGINT|FLOAT|DOUBLE|DECIMAL.*)$' "
+    "RLIKE '^(TINYINT|SMALLINT|INT|BIGINT|DECIMAL.*)$' "
     "THEN try_variant_get(event, '$.amount', 'decimal(12,2)') END AS amount",
 ]
 Totals = dict[str, tuple[int, Decimal]]  # name -> (purchases, total amount)
@@ -69,14 +71,15 @@ async def generate(bootstrap: str, topic: str, count: int, seed: int) -> None:
 def parse(key: bytes | None, value: bytes | None) -> tuple[str, str, Decimal] | None:
     """(user, item, amount) of an event, or None, by the rules of the Spark job (`EVENT_SQL`):
     a key, and a JSON object (no duplicate names) whose item is a string and whose amount is
-    a number that fits decimal(12,2) once rounded half up to cents.
+    a number written without an exponent that fits decimal(12,2) once rounded half up to
+    cents.
     """
     if key is None:
         return None
     try:
         event = json.loads(
-            value or b"",
-            parse_float=Decimal,
+            (value or b"").decode("utf-8", "replace"),
+            parse_float=_decimal,
             parse_constant=_refuse,
             object_pairs_hook=_unique_names,
         )
@@ -96,6 +99,10 @@ def parse(key: bytes | None, value: bytes | None) -> tuple[str, str, Decimal] | 
     return key.decode("utf-8", "replace"), event["item"], cents
 
 
+def _decimal(literal: str) -> Decimal | None:
+    return None if "e" in literal.lower() else Decimal(literal)
+
+
 def _refuse(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
@@ -106,18 +113,27 @@ def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
-async def totals_without_spark(bootstrap: str, topic: str) -> tuple[Totals, Totals]:
-    """Step 3's reference: every record of the topic, read with the Python client."""
+async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """Where the topic ends now: both sides total exactly these records, whatever comes after."""
+    async with Consumer(bootstrap, enable_auto_commit=False) as consumer:
+        await consumer.assign_topic(topic)
+        ends = await consumer.end_offsets(consumer.assignment())
+    return {partition: offset for (_, partition), offset in ends.items()}
+
+
+async def totals_without_spark(
+    bootstrap: str, topic: str, ends: dict[int, int]
+) -> tuple[Totals, Totals]:
+    """Step 3's reference: the topic up to `ends`, read with the Python client."""
     users: Totals = {}
     items: Totals = {}
     async with Consumer(bootstrap, enable_auto_commit=False) as consumer:
-        await consumer.assign_topic(topic)
+        consumer.assign([(topic, partition) for partition in ends])
         await consumer.seek_to_beginning()
-        ends = await consumer.end_offsets(consumer.assignment())
-        while any([await consumer.position(tp) < end for tp, end in ends.items()]):
+        while any([await consumer.position((topic, p)) < end for p, end in ends.items()]):
             for record in await consumer.poll(1000):
                 event = parse(record.key, record.value)
-                if event is not None:
+                if record.offset < ends[record.partition] and event is not None:
                     user, item, amount = event
                     for table, name in ((users, user), (items, item)):
                         count, total = table.get(name, (0, Decimal(0)))
@@ -126,15 +142,16 @@ async def totals_without_spark(bootstrap: str, topic: str) -> tuple[Totals, Tota
 
 
 def spark_totals(
-    spark: Any, bootstrap: str, topic: str, out_topic: str, parquet: Path
+    spark: Any, bootstrap: str, topic: str, ends: dict[int, int], *, out_topic: str, parquet: Path
 ) -> tuple[Totals, Totals]:
-    """Step 2."""
+    """Step 2: the topic up to `ends`."""
     from pyspark.sql import functions as F  # noqa: PLC0415 - Spark's own idiom
 
     events = (
         spark.read.format("kraftlite")
         .option("kraftlite.bootstrap", bootstrap)
         .option("subscribe", topic)
+        .option("endingOffsets", json.dumps({topic: {str(p): o for p, o in ends.items()}}))
         .load()
         .selectExpr("key", "try_parse_json(CAST(value AS STRING)) AS event")
         .selectExpr(*EVENT_SQL)
@@ -198,13 +215,16 @@ def main(
 
     asyncio.run(create_topics(bootstrap, topic, out_topic))
     asyncio.run(generate(bootstrap, topic, events, seed))
+    ends = asyncio.run(end_offsets(bootstrap, topic))
     click.echo(f"produced {events} purchase events to {topic} (acks=all)")
     spark = local_spark("kraftlite-purchases")
     try:
-        users, items = spark_totals(spark, bootstrap, topic, out_topic, parquet)
+        users, items = spark_totals(
+            spark, bootstrap, topic, ends, out_topic=out_topic, parquet=parquet
+        )
     finally:
         spark.stop()
-    ref_users, ref_items = asyncio.run(totals_without_spark(bootstrap, topic))
+    ref_users, ref_items = asyncio.run(totals_without_spark(bootstrap, topic, ends))
     wrong = compare("user", users, ref_users) + compare("item", items, ref_items)
     if wrong:
         click.echo("\n".join(["check FAILED:", *wrong[:20]]), err=True)
