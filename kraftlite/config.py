@@ -42,7 +42,7 @@ def _non_negative(value: Any) -> str | None:
     return "must be >= 0" if value < 0 else None
 
 
-def _positive(value: Any) -> str | None:
+def positive_option(value: Any) -> str | None:
     return "must be > 0" if value <= 0 else None
 
 
@@ -185,8 +185,8 @@ class StorageSettings(_Config):
 
     log_dir: Path = _key("log.dir")
     log_flush_interval_ms: int = _key("log.flush.interval.ms", _non_negative, default=1000)
-    log_map_size_bytes: int = _key("log.map.size.bytes", _positive, default=1 << 30)
-    log_map_max_bytes: int = _key("log.map.max.bytes", _positive, default=1 << 40)
+    log_map_size_bytes: int = _key("log.map.size.bytes", positive_option, default=1 << 30)
+    log_map_max_bytes: int = _key("log.map.max.bytes", positive_option, default=1 << 40)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,21 +197,23 @@ class BrokerConfig(StorageSettings):
     listen: str = _key("listen", _port_address, default="127.0.0.1:9092")
     controllers: tuple[str, ...] = _key("controllers", _http_urls)
     rack: str | None = _key("broker.rack", default=None)
-    replica_lag_time_max_ms: int = _key("replica.lag.time.max.ms", _positive, default=30_000)
-    replica_fetch_wait_max_ms: int = _key("replica.fetch.wait.max.ms", _positive, default=500)
+    replica_lag_time_max_ms: int = _key("replica.lag.time.max.ms", positive_option, default=30_000)
+    replica_fetch_wait_max_ms: int = _key("replica.fetch.wait.max.ms", positive_option, default=500)
     retention_check_interval_ms: int = _key(
-        "log.retention.check.interval.ms", _positive, default=300_000
+        "log.retention.check.interval.ms", positive_option, default=300_000
     )
-    max_request_bytes: int = _key("max.request.bytes", _positive, default=64 << 20)
-    offsets_topic_partitions: int = _key("offsets.topic.num.partitions", _positive, default=10)
+    max_request_bytes: int = _key("max.request.bytes", positive_option, default=64 << 20)
+    offsets_topic_partitions: int = _key(
+        "offsets.topic.num.partitions", positive_option, default=10
+    )
     group_heartbeat_interval_ms: int = _key(
-        "group.consumer.heartbeat.interval.ms", _positive, default=1000
+        "group.consumer.heartbeat.interval.ms", positive_option, default=1000
     )
     group_min_session_timeout_ms: int = _key(
-        "group.consumer.min.session.timeout.ms", _positive, default=1000
+        "group.consumer.min.session.timeout.ms", positive_option, default=1000
     )
     group_max_session_timeout_ms: int = _key(
-        "group.consumer.max.session.timeout.ms", _positive, default=30_000
+        "group.consumer.max.session.timeout.ms", positive_option, default=30_000
     )
 
 
@@ -227,12 +229,14 @@ class ControllerConfig(_Config):
     # Shared by every voter: pysyncobj's transport is otherwise unauthenticated pickle. Also
     # read from the KRAFTLITE_RAFT_PASSWORD environment variable.
     raft_password: str | None = _key("raft.password", default=None)
-    broker_session_timeout_ms: int = _key("broker.session.timeout.ms", _positive, default=9000)
+    broker_session_timeout_ms: int = _key(
+        "broker.session.timeout.ms", positive_option, default=9000
+    )
     broker_heartbeat_interval_ms: int = _key(
-        "broker.heartbeat.interval.ms", _positive, default=2000
+        "broker.heartbeat.interval.ms", positive_option, default=2000
     )
     leader_imbalance_check_interval_ms: int = _key(
-        "leader.imbalance.check.interval.ms", _positive, default=30_000
+        "leader.imbalance.check.interval.ms", positive_option, default=30_000
     )
 
     def voters(self) -> dict[str, int]:

@@ -20,7 +20,13 @@ from pyspark.sql.types import (
 
 from kraftlite.spark.arrow import Columns, columns_of, default_columns
 from kraftlite.spark.sink import KraftliteStreamWriter, KraftliteWriter, SinkSettings
-from kraftlite.spark.source import KraftliteBatchReader, OptionError, Options, ReadSettings, _flag
+from kraftlite.spark.source import (
+    KraftliteBatchReader,
+    OptionError,
+    Options,
+    ReadSettings,
+    flag_option,
+)
 from kraftlite.spark.stream import KraftliteStreamReader
 
 # Spark types, not a DDL string: in DDL a bare `timestamp` follows spark.sql.timestampType
@@ -50,7 +56,9 @@ class KraftliteDataSource(DataSource):
         return "kraftlite"
 
     def schema(self) -> StructType:
-        return spark_schema(default_columns(_flag(Options(self.options), "includeHeaders", False)))
+        return spark_schema(
+            default_columns(flag_option(Options(self.options), "includeHeaders", False))
+        )
 
     def _read_settings(self, schema: StructType) -> tuple[Options, ReadSettings]:
         options = Options(self.options)

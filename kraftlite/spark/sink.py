@@ -36,7 +36,7 @@ from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol.partitioner import partition_for_key
 from kraftlite.spark.arrow import COLUMN_TYPES
 from kraftlite.spark.cluster import Cluster
-from kraftlite.spark.source import OptionError, Options, _positive
+from kraftlite.spark.source import OptionError, Options, bootstrap_urls, positive_option
 
 if TYPE_CHECKING:
     StreamWriterBase = DataSourceStreamWriter
@@ -78,18 +78,11 @@ class SinkSettings:
         topic = options.get("topic")
         if topic is None and "topic" not in types:
             raise OptionError("set the topic option or give the rows a topic column")
-        bootstrap = tuple(
-            u.strip().rstrip("/")
-            for u in options.get("kraftlite.bootstrap", "").split(",")
-            if u.strip()
-        )
-        if not bootstrap:
-            raise OptionError("kraftlite.bootstrap is required (broker URLs, comma-separated)")
         return cls(
-            bootstrap,
+            bootstrap_urls(options),
             topic,
-            _positive(options, "batchMaxBytes", 512 << 10),
-            _positive(options, "requestTimeoutMs", 30_000),
+            positive_option(options, "batchMaxBytes", 512 << 10),
+            positive_option(options, "requestTimeoutMs", 30_000),
         )
 
 

@@ -73,7 +73,7 @@ class OffsetRange(InputPartition):
     fetch_max_bytes: int
 
 
-def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
+def flag_option(options: Mapping[str, str], name: str, default: bool) -> bool:
     value = options.get(name)
     if value is None:
         return default
@@ -191,19 +191,12 @@ class ReadSettings:
 
     @classmethod
     def of(cls, options: Options, columns: Columns) -> ReadSettings:
-        bootstrap = tuple(
-            u.strip().rstrip("/")
-            for u in options.get("kraftlite.bootstrap", "").split(",")
-            if u.strip()
-        )
-        if not bootstrap:
-            raise OptionError("kraftlite.bootstrap is required (broker URLs, comma-separated)")
         return cls(
-            bootstrap,
+            bootstrap_urls(options),
             columns,
-            _flag(options, "failOnDataLoss", True),
-            _positive(options, "fetchMaxBytes", 4 << 20),
-            _positive(options, "minPartitions", 0),
+            flag_option(options, "failOnDataLoss", True),
+            positive_option(options, "fetchMaxBytes", 4 << 20),
+            positive_option(options, "minPartitions", 0),
         )
 
     def cluster(self) -> Cluster:
@@ -216,7 +209,18 @@ class ReadSettings:
         )  # fmt: skip
 
 
-def _positive(options: Mapping[str, str], name: str, default: int) -> int:
+def bootstrap_urls(options: Mapping[str, str]) -> tuple[str, ...]:
+    urls = tuple(
+        u.strip().rstrip("/")
+        for u in options.get("kraftlite.bootstrap", "").split(",")
+        if u.strip()
+    )
+    if not urls:
+        raise OptionError("kraftlite.bootstrap is required (broker URLs, comma-separated)")
+    return urls
+
+
+def positive_option(options: Mapping[str, str], name: str, default: int) -> int:
     raw = options.get(name)
     if raw is None:
         return default

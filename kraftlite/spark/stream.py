@@ -41,8 +41,8 @@ from kraftlite.spark.source import (
     OptionError,
     Options,
     ReadSettings,
-    _positive,
     lost_to_retention,
+    positive_option,
     read_range,
     selected_topics,
     split,
@@ -85,7 +85,7 @@ class KraftliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def __init__(self, options: Options, settings: ReadSettings) -> None:
         self.options = options
         self.settings = settings
-        self.max_rows = _positive(options, "maxOffsetsPerTrigger", 0) or None
+        self.max_rows = positive_option(options, "maxOffsetsPerTrigger", 0) or None
         if self.max_rows is not None and not HAS_READ_LIMITS:
             raise OptionError(
                 f"maxOffsetsPerTrigger needs pyspark 4.2 or newer (read limits for Python "
