@@ -280,3 +280,49 @@ def test_a_running_stream_fails_when_its_topic_is_deleted(
             query.awaitTermination(120)
     finally:
         query.stop()
+
+
+def test_a_micro_batch_that_failed_is_read_again_exactly(
+    spark: Any, cluster: Cluster, tmp_path: Path
+) -> None:
+    """Spark replays a planned but uncommitted micro-batch with the same offsets: it must
+    get the same records, so the output holds each record once.
+    """
+    produce(cluster, "replayed", 2, 40)
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    failures: list[int] = []
+
+    def write(frame: Any, batch_id: int, fail: bool) -> None:
+        if fail and batch_id == 0:
+            failures.append(batch_id)
+            raise RuntimeError("injected failure before the batch's output")
+        frame.select("partition", "offset").write.mode("append").parquet(str(out / str(batch_id)))
+
+    for fail in (True, False):
+        query = (
+            stream(spark, cluster, subscribe="replayed", startingOffsets="earliest")
+            .writeStream.foreachBatch(
+                lambda frame, batch_id, fail=fail: write(frame, batch_id, fail)
+            )
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            if fail:
+                with pytest.raises(Exception, match="injected failure"):
+                    query.awaitTermination(120)
+                send(cluster, "replayed", 2, 10, first=40)  # while the query is down
+            else:
+                assert query.awaitTermination(120)
+        finally:
+            query.stop()
+    assert failures == [0]
+    replayed = spark.read.parquet(str(out / "0")).collect()
+    assert sorted((r.partition, r.offset) for r in replayed) == [
+        (p, o) for p in (0, 1) for o in range(20)
+    ]  # batch 0 again, exactly as planned before the failure: not the 10 records added since
+    rows = spark.read.parquet(str(out / "*")).collect()
+    assert sorted((r.partition, r.offset) for r in rows) == [
+        (p, o) for p in (0, 1) for o in range(25)
+    ]
