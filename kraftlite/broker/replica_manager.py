@@ -246,6 +246,8 @@ class ReplicaManager:
         except KraftliteError as exc:
             answer.update(error_code=exc.code.name, message=exc.message, **exc.details)
             return answer, b""
+        if result.isr_proposal is not None:
+            self._send_alter_partition(partition, result.isr_proposal)
         answer["high_watermark"] = result.high_watermark
         answer["log_start_offset"] = result.log_start_offset
         if result.diverging_epoch is not None:
@@ -295,11 +297,12 @@ class ReplicaManager:
         for partition in list(self.partitions.values()):
             proposal = partition.maybe_change_isr(self.settings.replica_lag_time_max_ms)
             if proposal is not None:
-                task = asyncio.get_running_loop().create_task(
-                    self._alter_partition(partition, proposal)
-                )
-                self._alters.add(task)
-                task.add_done_callback(self._alters.discard)
+                self._send_alter_partition(partition, proposal)
+
+    def _send_alter_partition(self, partition: Partition, proposal: IsrProposal) -> None:
+        task = asyncio.get_running_loop().create_task(self._alter_partition(partition, proposal))
+        self._alters.add(task)
+        task.add_done_callback(self._alters.discard)
 
     async def _alter_partition(self, partition: Partition, proposal: IsrProposal) -> None:
         """Send `proposal` until its outcome is known. While unknown (timeouts, no active
