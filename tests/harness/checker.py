@@ -8,7 +8,8 @@ through the API, and every replica's log read from its data dir after shutdown.
 
 The invariants (docs/design/fault-injection.md lists which scenario relies on which):
 1. lost = 0: every acknowledged record is readable at the offset it was acknowledged with,
-   with the content that was sent.
+   with the content that was sent; and a record refused "before the append" (acks=all,
+   NOT_ENOUGH_REPLICAS with appended=false) is nowhere in the log.
 2. Offsets in a partition are dense and ordered from the log start offset.
 3. Replicas in the ISR hold identical logs below the high watermark.
 4. One writer per leader epoch: a leader epoch belongs to one leader, which writes each
@@ -59,6 +60,19 @@ def lost_acknowledged(
                 )
             )
     return found
+
+
+def refused_not_appended(
+    refused: Iterable[bytes], readable: Iterable[tuple[int, bytes]]
+) -> list[Violation]:
+    """Invariant 1, its other half. Values must be unique per request for this to mean
+    anything (the producers in observe.py make them so)."""
+    stored = {value: offset for offset, value in readable}
+    return [
+        Violation("refused-appended", f"{value!r} was refused, yet is at offset {stored[value]}")
+        for value in sorted(set(refused))
+        if value in stored
+    ]
 
 
 def dense_offsets(offsets: Sequence[int], log_start_offset: int = 0) -> list[Violation]:

@@ -4,6 +4,7 @@ replicas' data dirs. The checks themselves are pure, in tests/harness/checker.py
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from tests.harness.checker import (
     isr_logs_agree,
     lost_acknowledged,
     one_writer_per_epoch,
+    refused_not_appended,
 )
 from tests.harness.processes import Cluster, http
 
@@ -32,6 +34,21 @@ def wait_until(condition: Callable[[], Any], timeout_s: float = 30, what: str = 
             return value
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def wait_for_full_isr(cluster: Cluster, topic: str, timeout_s: float = 30) -> None:
+    """Until every broker is in partition 0's ISR; on timeout, say how it looked last."""
+    seen: list[Any] = []
+
+    def full() -> bool:
+        state = partition_0(cluster, topic)
+        seen[:] = [state]
+        return sorted(state["isr"]) == sorted(cluster.processes)
+
+    try:
+        wait_until(full, timeout_s, what="a full ISR")
+    except AssertionError:
+        raise AssertionError(f"no full ISR for {topic} in {timeout_s} s; last: {seen}") from None
 
 
 def serving_urls(cluster: Cluster) -> list[str]:
@@ -70,11 +87,15 @@ def create(cluster: Cluster, topic: str, **configs: Any) -> dict[str, Any]:
     return describe(cluster, topic)
 
 
+_producer_ids = itertools.count()
+
+
 @dataclass
 class Answer:
     """One produce request as the producer saw it."""
 
     sent_at: float
+    done_at: float
     target: str
     status: int
     error_code: str | None
@@ -100,11 +121,12 @@ class Producer(threading.Thread):
 
     def __post_init__(self) -> None:
         threading.Thread.__init__(self, daemon=True)
+        self.prefix = f"{self.topic}-p{next(_producer_ids)}"  # values unique across producers
 
     def run(self) -> None:
         n = 0
         while not self.stop_flag.is_set():
-            values = [f"{self.topic}-{n}-{i}" for i in range(5)]
+            values = [f"{self.prefix}-{n}-{i}" for i in range(5)]
             n += 1
             sent_at = time.monotonic()
             try:
@@ -128,7 +150,7 @@ class Producer(threading.Thread):
                 if isinstance(body, dict) and body.get("appended") is False:
                     self.refused.update(v.encode() for v in values)
                 time.sleep(0.05)
-            self.answers.append(Answer(sent_at, target, status, error))
+            self.answers.append(Answer(sent_at, time.monotonic(), target, status, error))
 
     def stop(self) -> None:
         self.stop_flag.set()
@@ -188,23 +210,21 @@ def replica_logs(cluster: Cluster, topic_id: str) -> dict[int, list[StoredRecord
 
 
 def check_partition(
-    cluster: Cluster, topic: str, acked: dict[int, bytes], refused: set[bytes] | None = None
+    cluster: Cluster, topic: str, *acked_by: dict[int, bytes], refused: set[bytes] | None = None
 ) -> list[Violation]:
     """Every invariant on partition 0 of `topic`; stops the cluster to read its data dirs.
-    Waits first for the HW to pass every acknowledged offset (a new leader's HW can lag)."""
+    `acked_by`: each producer's acknowledgements (offset -> value), checked one by one (after
+    an unclean election two may hold different values at one offset). Waits first for the
+    HW to pass every acknowledged offset (a new leader's HW can lag)."""
     refused = refused or set()
-    if acked:
-        wait_until(
-            lambda: (partition_0(cluster, topic)["high_watermark"] or 0) > max(acked),
-            what="the high watermark above every acknowledged offset",
-        )
+    highest = max((max(acked) for acked in acked_by if acked), default=-1)
+    wait_until(
+        lambda: (partition_0(cluster, topic)["high_watermark"] or 0) > highest,
+        what="the high watermark above every acknowledged offset",
+    )
     log_start, readable = read_partition(cluster, topic)
-    violations = lost_acknowledged(acked, readable)
-    stored_values = {value for _, value in readable}
-    violations += [
-        Violation("refused-appended", f"{value!r} was refused yet is in the log")
-        for value in sorted(refused & stored_values)
-    ]
+    violations = [v for acked in acked_by for v in lost_acknowledged(acked, readable)]
+    violations += refused_not_appended(refused, readable)
     violations += dense_offsets([offset for offset, _ in readable], log_start)
     state = describe(cluster, topic)
     isr, hw = state["partitions"][0]["isr"], state["partitions"][0]["high_watermark"]

@@ -15,12 +15,14 @@ from typing import Any
 import pytest
 
 from tests.harness.checker import assert_no_violations
+from tests.harness.nemesis import chaos_run
 from tests.harness.observe import (
     Producer,
     check_partition,
     create,
     describe,
     partition_0,
+    wait_for_full_isr,
     wait_until,
 )
 from tests.harness.processes import Cluster, http, http_retry
@@ -78,14 +80,11 @@ def test_a_leader_cut_off_from_the_controllers_stops_acknowledging(cluster: Clus
     )
     assert not direct.acks_after(settled), "the cut-off leader acknowledged after the failover"
     cluster.heal()
-    wait_until(
-        lambda: sorted(partition_0(cluster, "cutoff")["isr"]) == [1, 2, 3],
-        what="the old leader back in the ISR",
-    )
+    wait_for_full_isr(cluster, "cutoff")
     direct.stop()
     routed.stop()
     assert partition_0(cluster, "cutoff")["leader_epoch"] >= new["leader_epoch"]
-    assert_no_violations(check_partition(cluster, "cutoff", {**direct.acked, **routed.acked}))
+    assert_no_violations(check_partition(cluster, "cutoff", direct.acked, routed.acked))
 
 
 def test_a_follower_cut_off_from_the_leader_leaves_the_isr_and_rejoins(cluster: Cluster) -> None:
@@ -146,11 +145,7 @@ def test_two_brokers_down_with_min_isr_2_refuses_writes_and_recovers(cluster: Cl
     back = time.monotonic()
     wait_until(lambda: len(producer.acks_after(back)) >= 20, what="writes accepted again")
     cluster.processes[leader].start()
-    wait_until(
-        lambda: sorted(partition_0(cluster, "minisr")["isr"]) == [1, 2, 3],
-        timeout_s=60,
-        what="every broker back in the ISR",
-    )
+    wait_for_full_isr(cluster, "minisr", timeout_s=60)
     producer.stop()
     assert_no_violations(
         check_partition(cluster, "minisr", producer.acked, refused=producer.refused)
@@ -239,3 +234,80 @@ def test_the_active_controller_killed_during_topic_creation(cluster: Cluster) ->
 
 def _all_urls(cluster: Cluster) -> list[str]:
     return [*cluster.quorum.urls.values(), *cluster.urls.values()]
+
+
+@pytest.mark.parametrize("unclean", [False, True], ids=["unclean-off", "unclean-on"])
+def test_the_last_isr_member_dies_with_unclean_election_off_and_on(
+    cluster: Cluster, unclean: bool
+) -> None:
+    """Followers cut off from the leader leave the ISR; the leader alone acknowledges
+    acks=all writes (min.insync.replicas=1) and then dies. Off: the partition stays offline
+    until it returns, and nothing is lost. On: a live follower outside the ISR takes over and
+    exactly the writes acknowledged by the lone leader are lost (Kafka's trade, stated)."""
+    created = create(
+        cluster, "unclean", **{"unclean.leader.election.enable": str(unclean).lower()}
+    )["partitions"][0]
+    leader = created["leader"]
+    followers = others(cluster, leader)
+    producer = Producer(cluster, "unclean", target=lambda: cluster.urls[leader], no_forward=True)
+    producer.start()
+    wait_until(lambda: len(producer.acked) >= 50, what="acks with the full ISR")
+    replicated_below = max(producer.acked) + 1  # acknowledged by an ISR of 3
+    for follower in followers:
+        cluster.cut_between_brokers(leader, follower)
+    wait_until(lambda: partition_0(cluster, "unclean")["isr"] == [leader], what="the ISR down to 1")
+    alone = len(producer.acked)
+    wait_until(lambda: len(producer.acked) >= alone + 50, what="acks by the lone leader")
+    cluster.processes[leader].kill()
+    producer.stop()
+    cluster.heal()
+    if not unclean:
+        wait_until(
+            lambda: partition_0(cluster, "unclean", among=followers)["leader"] == -1,
+            what="the partition offline",
+        )
+        status, body = http(
+            "POST",
+            cluster.urls[followers[0]] + "/v1/topics/unclean/partitions/0/records",
+            {"records": [{"value": "refused"}]},
+        )
+        assert status >= 400, body
+        cluster.processes[leader].start()
+        wait_until(
+            lambda: partition_0(cluster, "unclean")["leader"] == leader,
+            what="the old leader back as leader",
+        )
+        wait_for_full_isr(cluster, "unclean")
+        assert_no_violations(check_partition(cluster, "unclean", producer.acked))
+        return
+    wait_until(
+        lambda: partition_0(cluster, "unclean", among=followers)["leader"] in followers,
+        what="an unclean leader",
+    )
+    after = Producer(cluster, "unclean", target=lambda: cluster.urls[followers[0]])
+    after.start()
+    cluster.processes[leader].start()
+    wait_for_full_isr(cluster, "unclean")
+    wait_until(
+        lambda: (partition_0(cluster, "unclean")["high_watermark"] or 0) > max(producer.acked),
+        what="new writes past the old leader's acknowledgements",
+    )
+    after.stop()
+    violations = check_partition(cluster, "unclean", producer.acked, after.acked)
+    lost = [v for v in violations if v.invariant == "lost"]
+    assert lost, "unclean election lost nothing: the lone leader's acks were not exercised"
+    assert [v for v in violations if v.invariant != "lost"] == []
+    lost_offsets = [int(v.detail.split()[1]) for v in lost]
+    assert min(lost_offsets) >= replicated_below, "lost a write acknowledged by an ISR of 3"
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("seed", [7])
+def test_random_faults_under_acks_all_load_lose_nothing(tmp_path: Path, seed: int) -> None:
+    """The short randomized run (scripts/chaos.py runs long ones): one random fault at a
+    time for 30 s (kill -9, pause, cuts of every kind, controller kill and pause), then
+    heal, wait for the full ISR, and check every invariant."""
+    result = chaos_run(tmp_path, seconds=30, seed=seed, log=lambda _: None)
+    assert result.faults, "no fault was injected"
+    assert result.acked > 0
+    assert_no_violations(result.violations)

@@ -12,6 +12,7 @@ from tests.harness.checker import (
     isr_logs_agree,
     lost_acknowledged,
     one_writer_per_epoch,
+    refused_not_appended,
 )
 
 
@@ -30,6 +31,14 @@ def test_lost_acknowledged_finds_missing_and_changed_records() -> None:
     ]
     assert lost_acknowledged({1: b"x"}, readable) == [
         Violation("lost", "offset 1 acknowledged b'x', reads b'b'")
+    ]
+
+
+def test_refused_not_appended_finds_a_refused_record_in_the_log() -> None:
+    readable = [(0, b"a"), (1, b"b")]
+    assert refused_not_appended([b"x"], readable) == []
+    assert refused_not_appended([b"b", b"x"], readable) == [
+        Violation("refused-appended", "b'b' was refused, yet is at offset 1")
     ]
 
 
