@@ -6,6 +6,7 @@ one writer per leader epoch. Network faults go through the fault-injecting proxy
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.harness.checker import assert_no_violations
+from kraftlite.groups.coordinator import OFFSETS_TOPIC
+from kraftlite.protocol.partitioner import partition_for_key
+from tests.harness.checker import assert_no_violations, group_offsets_monotone
 from tests.harness.nemesis import chaos_run
 from tests.harness.observe import (
     Producer,
@@ -299,6 +302,94 @@ def test_the_last_isr_member_dies_with_unclean_election_off_and_on(
     assert [v for v in violations if v.invariant != "lost"] == []
     lost_offsets = [int(v.detail.split()[1]) for v in lost]
     assert min(lost_offsets) >= replicated_below, "lost a write acknowledged by an ISR of 3"
+
+
+class Committer(threading.Thread):
+    """Commits offsets 1, 2, 3, ... for one partition through random serving brokers and,
+    after each acknowledged commit, reads the group's offsets back: the observations."""
+
+    def __init__(self, cluster: Cluster, group: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.group, self.topic = cluster, group, topic
+        self.acked = 0
+        self.observed: list[tuple[tuple[str, str, int], int]] = []
+        self.stop_flag = threading.Event()
+        self.rng = random.Random(3)
+
+    def url(self) -> str:
+        serving = [u for b, u in self.cluster.urls.items() if self.cluster.processes[b].serving]
+        return self.rng.choice(serving)
+
+    def run(self) -> None:
+        offset = self.acked + 1
+        while not self.stop_flag.is_set():
+            try:
+                status, _ = http(
+                    "POST",
+                    self.url() + f"/v1/groups/{self.group}/offsets",
+                    {"offsets": [{"topic": self.topic, "partition": 0, "offset": offset}]},
+                    timeout=10,
+                )
+                if status == 204:
+                    self.acked, offset = offset, offset + 1
+                status, body = http("GET", self.url() + f"/v1/groups/{self.group}/offsets")
+            except (OSError, IndexError):
+                status, body = 0, None
+            if status == 200:
+                self.observed += [
+                    ((self.group, o["topic"], o["partition"]), o["offset"]) for o in body["offsets"]
+                ]
+            else:
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+        self.join()
+
+
+def test_committed_group_offsets_survive_the_coordinator_and_never_go_back(
+    cluster: Cluster,
+) -> None:
+    """Commits and reads under kill -9 of the coordinator's broker, then the new
+    coordinator cut off from the controllers: no acknowledged commit is lost, and the
+    committed offset as read never goes backwards."""
+    create(cluster, "grp")
+    committer = Committer(cluster, "g", "grp")
+    committer.start()
+    wait_until(lambda: committer.acked >= 30, what="commits")
+    index = partition_for_key(b"g", 10)
+    coordinator = describe(cluster, OFFSETS_TOPIC)["partitions"][index]["leader"]
+    cluster.processes[coordinator].kill()
+    acked = committer.acked
+    wait_until(lambda: committer.acked >= acked + 30, what="commits to a new coordinator")
+    cluster.processes[coordinator].start()
+    cluster.wait_ready()
+    successor = wait_until(
+        lambda: describe(cluster, OFFSETS_TOPIC)["partitions"][index]["leader"],
+        what="a coordinator",
+    )
+    cluster.cut_from_controllers(successor)
+    rest = others(cluster, successor)
+    wait_until(
+        lambda: (
+            describe(cluster, OFFSETS_TOPIC, among=rest)["partitions"][index]["leader"]
+            not in (successor, -1)
+        ),
+        what="the coordinator to move away from the cut-off broker",
+    )
+    acked = committer.acked
+    wait_until(
+        lambda: committer.acked >= acked + 30, timeout_s=90, what="commits to the third coordinator"
+    )
+    cluster.heal()
+    acked = committer.acked
+    wait_until(lambda: committer.acked >= acked + 30, what="commits after the heal")
+    committer.stop()
+    status, body = http("GET", cluster.urls[1] + "/v1/groups/g/offsets")
+    assert status == 200, body
+    assert body["offsets"][0]["offset"] >= committer.acked, "an acknowledged commit was lost"
+    assert committer.observed
+    assert_no_violations(group_offsets_monotone(committer.observed))
 
 
 @pytest.mark.timeout(240)
