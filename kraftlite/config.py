@@ -54,6 +54,13 @@ def _http_urls(value: Any) -> str | None:
     return None
 
 
+def _http_url(value: Any) -> str | None:
+    text = str(value)
+    if not text.startswith("http://") or _port_address(text.removeprefix("http://").rstrip("/")):
+        return "must be an http://HOST:PORT URL"
+    return None
+
+
 def _quorum(value: Any) -> str | None:
     if not value:
         return "must list the voters as ID@HOST:PORT"
@@ -195,6 +202,9 @@ class BrokerConfig(StorageSettings):
 
     broker_id: int = _key("broker.id", _non_negative)
     listen: str = _key("listen", _port_address, default="127.0.0.1:9092")
+    # What this broker registers for others to reach it by (Kafka's advertised.listeners):
+    # differs from `listen` behind a proxy or NAT; the fault-injection tests route through one.
+    advertised_url: str | None = _key("advertised.url", _http_url, default=None)
     controllers: tuple[str, ...] = _key("controllers", _http_urls)
     rack: str | None = _key("broker.rack", default=None)
     replica_lag_time_max_ms: int = _key("replica.lag.time.max.ms", positive_option, default=30_000)
@@ -215,6 +225,11 @@ class BrokerConfig(StorageSettings):
     group_max_session_timeout_ms: int = _key(
         "group.consumer.max.session.timeout.ms", positive_option, default=30_000
     )
+
+    @property
+    def url(self) -> str:
+        """The URL registered with the controllers: `advertised.url`, else `listen`'s."""
+        return (self.advertised_url or f"http://{self.listen}").rstrip("/")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

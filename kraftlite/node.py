@@ -111,7 +111,7 @@ async def run_broker(config: BrokerConfig) -> None:
         broker = Broker(
             BrokerSettings(
                 broker_id=config.broker_id,
-                url=f"http://{config.listen}",
+                url=config.url,
                 controllers=config.controllers,
                 rack=config.rack,
                 replication=ReplicationSettings(
@@ -144,7 +144,9 @@ async def run_broker(config: BrokerConfig) -> None:
         try:
             await web.TCPSite(runner, host, int(port)).start()
             await broker.start()  # register, heartbeats, metadata
-            log.info("broker_started", listen=config.listen, log_dir=str(config.log_dir))
+            log.info(
+                "broker_started", listen=config.listen, url=config.url, log_dir=str(config.log_dir)
+            )
             await _wait_for_signal()
             log.info("broker_stopping")
         finally:

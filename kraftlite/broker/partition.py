@@ -57,6 +57,8 @@ class ReplicaFetchResult:
     data: bytes = b""
     diverging_epoch: int | None = None  # set: truncate to `diverging_end_offset` first
     diverging_end_offset: int = -1
+    # An ISR expansion this fetch qualified the follower for, already pending: send it.
+    isr_proposal: IsrProposal | None = None
 
 
 class Partition:
@@ -282,8 +284,16 @@ class Partition:
         now = self._clock.monotonic_ms()
         self.state = rs.record_fetch(state, follower_id, fetch_offset, log.log_end_offset, now)
         self._advance_high_watermark()
+        proposal = None
+        expansion = rs.expansion_at_fetch(self.state, follower_id)
+        if expansion is not None:  # now, before an append moves the HW past this fetch
+            proposal = IsrProposal(state.leader_epoch, state.partition_epoch, expansion)
+            self.state = rs.propose_isr(self.state, expansion)
         return ReplicaFetchResult(
-            log.high_watermark, log.log_start_offset, log.read(fetch_offset, max_bytes)
+            log.high_watermark,
+            log.log_start_offset,
+            log.read(fetch_offset, max_bytes),
+            isr_proposal=proposal,
         )
 
     def maybe_change_isr(self, max_lag_ms: int) -> IsrProposal | None:

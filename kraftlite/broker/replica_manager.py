@@ -99,6 +99,28 @@ class ReplicaManager:
         self.image = image
         self.image_changed.notify()
 
+    def stop_leading(self) -> None:
+        """Our lease lapsed (lease.py): the controllers may have moved our leaderships, so
+        serve none of them, reads included, until `lead_again`."""
+        for partition in self.partitions.values():
+            if partition.role is Role.LEADER:
+                partition.go_offline()
+
+    def lead_again(self) -> None:
+        """The controllers answer again: become what the current image says for every
+        partition we stopped leading (the image may have moved them meanwhile)."""
+        me = self.settings.broker_id
+        for partition in self.partitions.values():
+            topic = self.image.topics.get(partition.topic_id)
+            registration = None if topic is None else topic.partitions.get(partition.index)
+            if (
+                registration is not None
+                and partition.role is Role.OFFLINE
+                and (me in registration.replicas)
+            ):
+                partition.apply_registration(registration)
+                self._route(partition)
+
     def _hosted(self, topic_id: str, topic: str, index: int) -> Partition:
         key = (topic_id, index)
         partition = self.partitions.get(key)
@@ -246,6 +268,8 @@ class ReplicaManager:
         except KraftliteError as exc:
             answer.update(error_code=exc.code.name, message=exc.message, **exc.details)
             return answer, b""
+        if result.isr_proposal is not None:
+            self._send_alter_partition(partition, result.isr_proposal)
         answer["high_watermark"] = result.high_watermark
         answer["log_start_offset"] = result.log_start_offset
         if result.diverging_epoch is not None:
@@ -295,11 +319,12 @@ class ReplicaManager:
         for partition in list(self.partitions.values()):
             proposal = partition.maybe_change_isr(self.settings.replica_lag_time_max_ms)
             if proposal is not None:
-                task = asyncio.get_running_loop().create_task(
-                    self._alter_partition(partition, proposal)
-                )
-                self._alters.add(task)
-                task.add_done_callback(self._alters.discard)
+                self._send_alter_partition(partition, proposal)
+
+    def _send_alter_partition(self, partition: Partition, proposal: IsrProposal) -> None:
+        task = asyncio.get_running_loop().create_task(self._alter_partition(partition, proposal))
+        self._alters.add(task)
+        task.add_done_callback(self._alters.discard)
 
     async def _alter_partition(self, partition: Partition, proposal: IsrProposal) -> None:
         """Send `proposal` until its outcome is known. While unknown (timeouts, no active

@@ -12,7 +12,10 @@ Pure: time and the leader's log end offset are arguments. Kafka's rules (Partiti
 3. One ISR change in flight at a time, through the controller (AlterPartition); the leader
    acts on the new ISR only once committed. Shrink: members not caught up within
    `replica.lag.time.max.ms`. Expand: a replica whose LEO has reached both the HW and the
-   start of this leader epoch (so it holds everything this leader acknowledged).
+   start of this leader epoch (so it holds everything this leader acknowledged), decided at
+   the fetch that reports that LEO (`expansion_at_fetch`, as Kafka's maybeExpandIsr), in the
+   same step as the fetch is recorded: decided later, against an HW that appends have moved
+   meanwhile, a follower can chase the HW forever under steady load and never rejoin.
 4. acks=all needs the committed ISR to have at least `min.insync.replicas` members, both
    before the append and when the HW passes the records.
 """
@@ -157,17 +160,27 @@ def isr_change(
     }
     if lagging:
         return tuple(b for b in state.isr if b not in lagging)
-    threshold = max(state.high_watermark, state.epoch_start_offset)
-    joining = [
-        b
-        for b in state.replicas
-        if b not in state.isr
-        and b in state.followers
-        and state.followers[b].log_end_offset >= threshold
-    ]
+    joining = [b for b in state.replicas if _may_join(state, b)]
     if joining:
         return tuple(b for b in state.replicas if b in state.isr or b in joining)
     return None
+
+
+def expansion_at_fetch(state: LeaderState, follower_id: int) -> tuple[int, ...] | None:
+    """Rule 3's expansion, for the follower whose fetch was just recorded (and the HW
+    advanced): the ISR to propose with it added, or None."""
+    if state.pending_isr is not None or not _may_join(state, follower_id):
+        return None
+    return tuple(b for b in state.replicas if b in state.isr or b == follower_id)
+
+
+def _may_join(state: LeaderState, replica: int) -> bool:
+    progress = state.followers.get(replica)
+    return (
+        replica not in state.isr
+        and progress is not None
+        and progress.log_end_offset >= max(state.high_watermark, state.epoch_start_offset)
+    )
 
 
 def propose_isr(state: LeaderState, isr: tuple[int, ...]) -> LeaderState:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.harness.network import FaultProxy
+
 PASSWORD = "harness-secret"
 
 
@@ -202,24 +204,42 @@ class ControllerQuorum:
 
 @dataclass
 class Cluster:
-    """A controller quorum and `brokers` brokers, each its own process."""
+    """A controller quorum and `brokers` brokers, each its own process.
+
+    With `faults=True` brokers reach the controllers and each other only through a
+    FaultProxy (`self.network`; nodes are named like their processes: "broker-1",
+    "controller-2"), which can cut those links. `urls` stay direct: the test's own requests
+    are never cut. Raft traffic between controllers is not proxied.
+    """
 
     root: Path
     brokers: int = 3
     broker_config: dict[str, Any] = field(default_factory=dict)  # extra TOML keys
     controller_config: dict[str, Any] = field(default_factory=dict)
+    faults: bool = False
     quorum: ControllerQuorum = field(init=False)
+    network: FaultProxy | None = field(init=False, default=None)
     processes: dict[int, Process] = field(default_factory=dict)
     urls: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.quorum = ControllerQuorum(self.root, config=self.controller_config)
-        controllers = ",".join(self.quorum.urls.values())
+        controller_urls = list(self.quorum.urls.values())
+        if self.faults:
+            self.network = FaultProxy(self.pids)
+            controller_urls = [
+                self._proxied(f"controller-{node_id}", url)
+                for node_id, url in self.quorum.urls.items()
+            ]
+        controllers = ",".join(controller_urls)
         for broker_id, port in enumerate(free_ports(self.brokers), start=1):
             listen = f"127.0.0.1:{port}"
             self.urls[broker_id] = f"http://{listen}"
             config = self.root / f"broker-{broker_id}.toml"
-            config.write_text(toml_lines(self.broker_config))
+            settings = dict(self.broker_config)
+            if self.faults:
+                settings["advertised.url"] = self._proxied(f"broker-{broker_id}", listen)
+            config.write_text(toml_lines(settings))
             self.processes[broker_id] = Process(
                 f"broker-{broker_id}",
                 [
@@ -237,6 +257,39 @@ class Cluster:
                 ],
                 self.root / f"broker-{broker_id}.log",
             )
+
+    def _proxied(self, name: str, address: str) -> str:
+        assert self.network is not None
+        port = self.network.add_route(name, int(address.rsplit(":", 1)[1]))
+        return f"http://127.0.0.1:{port}"
+
+    def pids(self) -> dict[int, str]:
+        """Live node processes by pid, for the proxy to name connections."""
+        every = [*self.processes.values(), *self.quorum.processes.values()]
+        return {p.popen.pid: p.name for p in every if p.popen is not None}
+
+    def cut_from_controllers(self, broker_id: int, mode: str = "reset") -> None:
+        """The broker can no longer reach any controller (controllers never call brokers)."""
+        assert self.network is not None
+        for node_id in self.quorum.processes:
+            self.network.cut(f"broker-{broker_id}", f"controller-{node_id}", mode)
+
+    def cut_between_brokers(self, a: int, b: int, mode: str = "reset") -> None:
+        """Neither broker can reach the other (fetches, forwarded requests)."""
+        assert self.network is not None
+        self.network.cut(f"broker-{a}", f"broker-{b}", mode)
+        self.network.cut(f"broker-{b}", f"broker-{a}", mode)
+
+    def heal(self) -> None:
+        assert self.network is not None
+        self.network.heal()
+
+    def close(self) -> None:
+        """Stop everything, the proxy too."""
+        self.stop()
+        if self.network is not None:
+            self.network.close()
+            self.network = None
 
     def start(self) -> None:
         self.quorum.start()

@@ -60,8 +60,9 @@ def values(partition: Partition) -> list[bytes | None]:
     return [r.value for b in fmt.decode_stream(data) for r in b.records()]
 
 
-def sync(follower: Partition, leader: Partition, follower_id: int) -> None:
-    """One follower fetch round trip, handled as FollowerFetcher does."""
+def sync(follower: Partition, leader: Partition, follower_id: int) -> IsrProposal | None:
+    """One follower fetch round trip, handled as FollowerFetcher does; the ISR expansion
+    the fetch qualified the follower for, if any."""
     try:
         result = leader.replica_fetch(
             follower_id,
@@ -73,8 +74,9 @@ def sync(follower: Partition, leader: Partition, follower_id: int) -> None:
     except KraftliteError as exc:
         assert exc.code is ErrorCode.OFFSET_OUT_OF_RANGE, exc
         follower.reset_to_leader_start(exc.details["log_start_offset"], follower.leader_epoch)
-        return
+        return None
     follower.append_from_leader(result, follower.leader_epoch)
+    return result.isr_proposal
 
 
 async def test_an_isr_expansion_with_an_unknown_outcome_keeps_counting_the_new_member(
@@ -90,10 +92,10 @@ async def test_an_isr_expansion_with_an_unknown_outcome_keeps_counting_the_new_m
     two.apply_registration(registration(1, 0, (1, 2)))
     three.apply_registration(registration(1, 0, (1, 2)))
     await leader.produce(batch("a", "b"), Acks.LEADER, 1)
-    for _ in range(2):
-        sync(two, leader, 2)
-        sync(three, leader, 3)
-    proposal = leader.maybe_change_isr(30_000)
+    sync(two, leader, 2)
+    sync(two, leader, 2)  # the HW is 2
+    assert sync(three, leader, 3) is None  # 3 asks for 0, below the HW
+    proposal = sync(three, leader, 3)  # 3 asks for the leader's end: it may join
     assert proposal == IsrProposal(0, 0, (1, 3, 2))
     # the AlterPartition answer never comes; the leader takes more writes
     await leader.produce(batch("c"), Acks.LEADER, 1)
@@ -151,6 +153,54 @@ async def test_the_replica_manager_resends_a_proposal_until_its_outcome_is_known
     assert len(sent) == 3 and all(body == sent[0] for body in sent)  # the same proposal
     assert sent[0]["partition_epoch"] == 0 and sent[0]["new_isr"] == [1]
     assert leader.state is not None and leader.state.isr == (1,)
+
+
+async def test_a_follower_rejoins_an_isr_of_the_leader_alone_under_steady_writes(
+    storages: dict[int, LogStorage],
+) -> None:
+    """Found by the chaos suite: with the ISR the leader alone (HW = its LEO) and writes
+    landing between every fetch and the periodic ISR check, the check never saw the
+    follower at the HW and it stayed out of the ISR. The fetch that reaches the HW must
+    propose the expansion itself."""
+    clock = ManualClock()
+    leader, two = replica(storages, 1, clock), replica(storages, 2, clock)
+    leader.apply_registration(registration(1, 0, (1,)))
+    two.apply_registration(registration(1, 0, (1,)))
+    await leader.produce(batch("v"), Acks.ALL, 1)  # ISR of 1: acknowledged at once
+    sync(two, leader, 2)  # fetches what there is
+    proposal = sync(two, leader, 2)  # asks for the leader's end: it reached the HW
+    await leader.produce(batch("w"), Acks.LEADER, 1)  # the next write, before any check
+    assert leader.maybe_change_isr(30_000) is None  # a later check would not qualify it
+    assert proposal == IsrProposal(0, 0, (1, 2))
+    assert leader.state is not None and leader.state.pending_isr == (1, 2)
+    assert leader.log.high_watermark == 1  # the pending member holds the HW: w waits for 2
+
+
+async def test_a_leader_whose_lease_lapsed_serves_nothing_until_it_leads_again(
+    storages: dict[int, LogStorage],
+) -> None:
+    """Found by the chaos suite: a group coordinator cut off from the controllers kept
+    answering reads from its stale state next to its successor. Once its lease lapses a
+    broker leads nothing, reads included, until the controllers answer again."""
+    clock = ManualClock()
+    manager = ReplicaManager(
+        ReplicationSettings(broker_id=1),
+        storages[1],
+        controllers=None,  # type: ignore[arg-type]
+        session=None,  # type: ignore[arg-type]
+        clock=clock,
+        broker_epoch=lambda: 7,
+    )
+    partition = manager._hosted("T", "t", 0)
+    partition.apply_registration(registration(1, 3, (1, 2, 3)))
+    await partition.produce(batch("a"), Acks.LEADER, 1)
+    manager.stop_leading()
+    assert partition.role is Role.OFFLINE
+    with pytest.raises(KraftliteError) as refused:
+        await partition.produce(batch("b"), Acks.LEADER, 1)
+    assert refused.value.code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    manager.lead_again()  # the image (still empty here) gives it nothing back
+    assert partition.role is Role.OFFLINE
 
 
 async def test_a_follower_drops_a_divergent_suffix_below_the_leaders_log_start(

@@ -21,6 +21,7 @@ PURE = [
     "controller/decisions.py",
     "controller/heartbeats.py",
     "broker/replica_state.py",
+    "broker/lease.py",
     "groups/assignor.py",
     "groups/group.py",
     "protocol/partitioner.py",

@@ -42,6 +42,15 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
         BrokerConfig.load(path, {"broker.id": -3})
 
 
+def test_advertised_url_defaults_to_the_listen_address(tmp_path: Path) -> None:
+    path = tmp_path / "b.toml"
+    path.write_text('"broker.id" = 1\ncontrollers = ["http://a:1"]\n"log.dir" = "/d"\n')
+    assert BrokerConfig.load(path, {"listen": "127.0.0.1:9100"}).url == "http://127.0.0.1:9100"
+    path.write_text(path.read_text() + '"advertised.url" = "http://127.0.0.1:9200/"\n')
+    config = BrokerConfig.load(path, {"listen": "127.0.0.1:9100"})
+    assert (config.listen, config.url) == ("127.0.0.1:9100", "http://127.0.0.1:9200")
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
@@ -51,6 +60,8 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
         ('"broker.id" = 1\ncontrollers = ["x"]', "controllers = ['x'] must be a non-empty"),
         ('"broker.id" = 1\nlisten = "localhost"', "listen = 'localhost' must be HOST:PORT"),
         ('"broker.id" = 1\n"log.flush.interval.ms" = -1', "must be >= 0"),
+        ('"broker.id" = 1\n"advertised.url" = "127.0.0.1:9"', "must be an http://HOST:PORT URL"),
+        ('"broker.id" = 1\n"advertised.url" = "http://h"', "must be an http://HOST:PORT URL"),
         ('"broker.id" = 1\n[logging]\nlevel = "loud"', "logging.level = 'loud' must be one of"),
         ('"broker.id" = 1', "missing required key 'log.dir'"),
         ("broker.id = = 1", "not valid TOML"),

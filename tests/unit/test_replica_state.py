@@ -76,6 +76,32 @@ def test_expand_needs_the_hw_and_the_epoch_start() -> None:
     assert rs.isr_change(state, 50, 4, LAG) == (1, 2, 3)
 
 
+def test_expansion_is_decided_at_the_fetch_that_reaches_the_hw() -> None:
+    """Found by the chaos suite (unclean election, then steady acks=all load on an ISR of
+    the leader alone, whose HW is its LEO): decided later, against an HW the next append
+    has already moved, the follower never qualified and never rejoined."""
+    state = rs.become_leader(1, 5, 7, (1, 2, 3), (1,), 50, 50, now_ms=0)
+    state = rs.record_fetch(state, 2, 49, 50, now_ms=1)
+    assert rs.expansion_at_fetch(state, 2) is None  # below the HW
+    state = rs.record_fetch(state, 2, 50, 50, now_ms=2)
+    state = rs.advance_high_watermark(state, 50)
+    assert rs.expansion_at_fetch(state, 2) == (1, 2)
+    assert rs.expansion_at_fetch(rs.propose_isr(state, (1, 3)), 2) is None  # one at a time
+    # Once the leader appends, the same fetch no longer qualifies: hence decide at the fetch.
+    assert rs.isr_change(rs.advance_high_watermark(state, 55), 55, 3, LAG) is None
+
+
+def test_expansion_at_fetch_needs_the_epoch_start_and_a_replica_outside_the_isr() -> None:
+    state = rs.become_leader(1, 5, 7, (1, 2, 3), (1, 2), 50, 40, now_ms=0)
+    state = rs.record_fetch(state, 3, 45, 50, now_ms=1)
+    assert rs.expansion_at_fetch(state, 3) is None  # above the HW, below the epoch start
+    state = rs.record_fetch(state, 3, 50, 50, now_ms=2)
+    assert rs.expansion_at_fetch(state, 3) == (1, 2, 3)
+    state = rs.record_fetch(state, 2, 50, 50, now_ms=2)
+    assert rs.expansion_at_fetch(state, 2) is None  # already in the ISR
+    assert rs.expansion_at_fetch(state, 4) is None  # not a replica
+
+
 def test_one_change_in_flight_and_a_refusal_clears_it() -> None:
     state = leader(isr=(1, 2), leo=10, hw=10)
     state = rs.record_fetch(state, 3, 10, 10, now_ms=1)
@@ -130,6 +156,9 @@ def test_invariants_under_random_histories(history: list[tuple]) -> None:
             case ("fetch", follower, ask):
                 held[follower] = max(held[follower], min(ask, leo))
                 state = rs.record_fetch(state, follower, held[follower], leo, now)
+                state = rs.advance_high_watermark(state, leo)
+                if expansion := rs.expansion_at_fetch(state, follower):
+                    state = rs.propose_isr(state, expansion)
             case ("tick", dt):
                 now += dt
                 if state.pending_isr is None and (change := rs.isr_change(state, leo, now, LAG)):
@@ -143,6 +172,6 @@ def test_invariants_under_random_histories(history: list[tuple]) -> None:
         state = rs.advance_high_watermark(state, leo)
         assert before <= state.high_watermark <= leo
         assert 1 in state.isr
-        for member in state.isr:
+        for member in state.maximal_isr:  # a pending member too: it may be elected
             if member != 1:
                 assert held[member] >= state.high_watermark, (member, held, state)

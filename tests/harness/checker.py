@@ -1,0 +1,175 @@
+"""What must hold after any fault scenario, checked on plain values (no I/O here).
+
+Each check takes what was observed and returns the violations it found, as values, so a
+scenario can report all of them at once and the checks themselves can be tested on hand-made
+histories (tests/unit/test_checker.py shows each one failing). The observations are gathered
+by tests/harness/observe.py: acknowledgements recorded by the producers, the log read back
+through the API, and every replica's log read from its data dir after shutdown.
+
+The invariants (docs/design/fault-injection.md lists which scenario relies on which):
+1. lost = 0: every acknowledged record is readable at the offset it was acknowledged with,
+   with the content that was sent; and a record refused "before the append" (acks=all,
+   NOT_ENOUGH_REPLICAS with appended=false) is nowhere in the log.
+2. Offsets in a partition are dense and ordered from the log start offset.
+3. Replicas in the ISR hold identical logs below the high watermark.
+4. One writer per leader epoch: a leader epoch belongs to one leader, which writes each
+   offset once, so any two stored copies of (leader epoch, offset) anywhere hold the same
+   record; and within one replica, leader epochs never decrease along the log (KIP-101
+   lineage). Two brokers accepting writes in one epoch break the first half.
+5. Committed group offsets never go backwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """One record as a replica stores it: its offset, the epoch of its batch, its value."""
+
+    offset: int
+    leader_epoch: int
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    invariant: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.invariant}: {self.detail}"
+
+
+def lost_acknowledged(
+    acked: Mapping[int, bytes], readable: Iterable[tuple[int, bytes]]
+) -> list[Violation]:
+    """Invariant 1. `acked`: offset -> value acknowledged there; `readable`: the log read back."""
+    stored = dict(readable)
+    found = []
+    for offset in sorted(acked):
+        if offset not in stored:
+            found.append(Violation("lost", f"offset {offset} acknowledged, not readable"))
+        elif stored[offset] != acked[offset]:
+            found.append(
+                Violation(
+                    "lost",
+                    f"offset {offset} acknowledged {acked[offset]!r}, reads {stored[offset]!r}",
+                )
+            )
+    return found
+
+
+def refused_not_appended(
+    refused: Iterable[bytes], readable: Iterable[tuple[int, bytes]]
+) -> list[Violation]:
+    """Invariant 1, its other half. Values must be unique per request for this to mean
+    anything (the producers in observe.py make them so)."""
+    stored = {value: offset for offset, value in readable}
+    return [
+        Violation("refused-appended", f"{value!r} was refused, yet is at offset {stored[value]}")
+        for value in sorted(set(refused))
+        if value in stored
+    ]
+
+
+def dense_offsets(offsets: Sequence[int], log_start_offset: int = 0) -> list[Violation]:
+    """Invariant 2: the offsets read are exactly log_start_offset, +1, +2, ..."""
+    expected = list(range(log_start_offset, log_start_offset + len(offsets)))
+    if list(offsets) == expected:
+        return []
+    first = next(i for i, (a, b) in enumerate(zip(offsets, expected, strict=True)) if a != b)
+    return [
+        Violation(
+            "dense",
+            f"position {first}: offset {offsets[first]}, expected {expected[first]}",
+        )
+    ]
+
+
+def isr_logs_agree(
+    logs: Mapping[int, Sequence[StoredRecord]], isr: Iterable[int], high_watermark: int
+) -> list[Violation]:
+    """Invariant 3: every ISR member holds the same records at every offset below the HW
+    (from the highest log start among them, since retention runs per replica)."""
+    members = sorted(isr)
+    missing = [b for b in members if b not in logs]
+    if missing:
+        return [Violation("isr-agree", f"no log for ISR members {missing}")]
+    below = {b: {r.offset: r for r in logs[b] if r.offset < high_watermark} for b in members}
+    start = max((min(records, default=high_watermark) for records in below.values()), default=0)
+    found = []
+    reference_id = members[0] if members else None
+    for broker_id in members:
+        for offset in range(start, high_watermark):
+            mine = below[broker_id].get(offset)
+            if mine is None:
+                found.append(Violation("isr-agree", f"broker {broker_id} lacks offset {offset}"))
+                break
+            assert reference_id is not None
+            theirs = below[reference_id].get(offset)
+            if theirs is not None and theirs != mine:
+                found.append(
+                    Violation(
+                        "isr-agree",
+                        f"offset {offset}: broker {reference_id} has {theirs}, "
+                        f"broker {broker_id} has {mine}",
+                    )
+                )
+                break
+    return found
+
+
+def one_writer_per_epoch(logs: Mapping[int, Sequence[StoredRecord]]) -> list[Violation]:
+    """Invariant 4, over every replica (in the ISR or not)."""
+    found = []
+    seen: dict[tuple[int, int], tuple[int, bytes]] = {}
+    for broker_id in sorted(logs):
+        last_epoch, last_offset = -1, -1
+        for record in logs[broker_id]:
+            if record.offset <= last_offset:
+                found.append(
+                    Violation("lineage", f"broker {broker_id}: offset {record.offset} repeats")
+                )
+            if record.leader_epoch < last_epoch:
+                found.append(
+                    Violation(
+                        "lineage",
+                        f"broker {broker_id}: epoch {record.leader_epoch} at offset "
+                        f"{record.offset} after epoch {last_epoch}",
+                    )
+                )
+            last_epoch, last_offset = max(last_epoch, record.leader_epoch), record.offset
+            key = (record.leader_epoch, record.offset)
+            other = seen.setdefault(key, (broker_id, record.value))
+            if other[1] != record.value:
+                found.append(
+                    Violation(
+                        "one-writer",
+                        f"epoch {record.leader_epoch} offset {record.offset}: broker "
+                        f"{other[0]} has {other[1]!r}, broker {broker_id} has {record.value!r}",
+                    )
+                )
+    return found
+
+
+def group_offsets_monotone(
+    observations: Iterable[tuple[tuple[str, str, int], int]],
+) -> list[Violation]:
+    """Invariant 5. `observations`: ((group, topic, partition), committed offset) in the order
+    they were observed."""
+    found = []
+    last: dict[tuple[str, str, int], int] = {}
+    for key, offset in observations:
+        if key in last and offset < last[key]:
+            found.append(Violation("group-offsets", f"{key}: {last[key]} then {offset}"))
+        last[key] = max(offset, last.get(key, offset))
+    return found
+
+
+def assert_no_violations(violations: Sequence[Violation]) -> None:
+    assert not violations, f"{len(violations)} violations:\n" + "\n".join(
+        str(v) for v in violations[:20]
+    )

@@ -1,0 +1,185 @@
+"""Seeded random faults, one at a time, on a `Cluster(faults=True)`: the randomized chaos
+test and scripts/chaos.py share it. The seed fixes the sequence of faults and their victims
+(not the timing of the processes, which the machine decides)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.harness.checker import Violation
+from tests.harness.observe import Producer, check_partition, create, wait_for_full_isr
+from tests.harness.processes import Cluster
+
+FAULTS = (
+    "kill -9 broker",
+    "pause broker",
+    "cut broker from controllers",
+    "cut broker from brokers",
+    "cut link between brokers",
+    "isolate broker",
+    "kill -9 controller",
+    "pause controller",
+)
+
+
+@dataclass
+class Nemesis:
+    cluster: Cluster
+    rng: random.Random
+    log: Callable[[str], None] = print
+    injected: list[str] = field(default_factory=list)
+    _undo: Callable[[], None] | None = None
+
+    def inject(self) -> str:
+        """Apply one random fault; `heal` undoes it."""
+        assert self._undo is None, "one fault at a time"
+        fault = self.rng.choice(FAULTS)
+        brokers = sorted(self.cluster.processes)
+        broker = self.rng.choice(brokers)
+        network = self.cluster.network
+        assert network is not None
+        mode = self.rng.choice(["reset", "hang"])
+        if fault == "kill -9 broker":
+            self.cluster.processes[broker].kill()
+            self._undo = self.cluster.processes[broker].start
+        elif fault == "pause broker":
+            self.cluster.processes[broker].pause()
+            self._undo = self.cluster.processes[broker].resume
+        elif fault == "cut broker from controllers":
+            self.cluster.cut_from_controllers(broker, mode)
+            self._undo = network.heal
+        elif fault == "cut broker from brokers":
+            peers = [f"broker-{b}" for b in brokers if b != broker]
+            network.isolate(f"broker-{broker}", peers, mode)
+            self._undo = network.heal
+        elif fault == "isolate broker":  # from the controllers and the other brokers
+            self.cluster.cut_from_controllers(broker, mode)
+            peers = [f"broker-{b}" for b in brokers if b != broker]
+            network.isolate(f"broker-{broker}", peers, mode)
+            self._undo = network.heal
+        elif fault == "cut link between brokers":
+            other = self.rng.choice([b for b in brokers if b != broker])
+            self.cluster.cut_between_brokers(broker, other, mode)
+            fault, broker = f"{fault} {broker}<->{other}", -1
+            self._undo = network.heal
+        elif fault == "kill -9 controller":
+            node = self.rng.choice(sorted(self.cluster.quorum.processes))
+            self.cluster.quorum.processes[node].kill()
+            self._undo = self.cluster.quorum.processes[node].start
+            fault, broker = f"{fault} {node}", -1
+        else:
+            node = self.rng.choice(sorted(self.cluster.quorum.processes))
+            self.cluster.quorum.processes[node].pause()
+            self._undo = self.cluster.quorum.processes[node].resume
+            fault, broker = f"{fault} {node}", -1
+        described = fault if broker < 0 else f"{fault} {broker}"
+        if "cut" in fault or "isolate" in fault:
+            described += f" ({mode})"
+        self.injected.append(described)
+        self.log(f"fault: {described}")
+        return described
+
+    def heal(self) -> None:
+        if self._undo is not None:
+            self._undo()
+            self._undo = None
+            self.log("healed")
+
+    def run(self, seconds: float, hold_s: tuple[float, float] = (1.0, 4.0)) -> None:
+        """Faults for `seconds`: each held for a random time in `hold_s`, then healed and
+        followed by as long a quiet time."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.inject()
+            time.sleep(self.rng.uniform(*hold_s))
+            self.heal()
+            time.sleep(self.rng.uniform(*hold_s))
+        self.heal()
+
+
+@dataclass
+class ChaosResult:
+    seed: int
+    acked: int
+    faults: list[str]
+    unavailable_s: float
+    violations: list[Violation]
+
+    @property
+    def lost(self) -> int:
+        return sum(v.invariant == "lost" for v in self.violations)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "bench": "chaos",
+            "acked": self.acked,
+            "lost": self.lost,
+            "faults": len(self.faults),
+            "unavailable_s": round(self.unavailable_s, 1),
+            "seed": self.seed,
+            "violations": [str(v) for v in self.violations[:20]],
+        }
+
+
+def unavailable_seconds(acked_at: list[float], start: float, end: float, gap_s: float) -> float:
+    """Total time in stretches of more than `gap_s` with no acknowledgement."""
+    times = [start, *sorted(t for t in acked_at if start <= t <= end), end]
+    return sum(b - a for a, b in itertools.pairwise(times) if b - a > gap_s)
+
+
+def chaos_run(
+    root: Path, seconds: float, seed: int, log: Callable[[str], None] = print
+) -> ChaosResult:
+    """A cluster (3 controllers, 3 brokers), a topic with min.insync.replicas=2, two acks=all
+    producers through random brokers, random faults for `seconds`; then heal, wait for the
+    whole ISR, stop, check."""
+    rng = random.Random(seed)
+    cluster = Cluster(
+        root,
+        broker_config={"replica.lag.time.max.ms": 2000},
+        controller_config={"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500},
+        faults=True,
+    )
+    try:
+        cluster.start()
+        create(cluster, "chaos", **{"min.insync.replicas": 2})
+        pickers = [random.Random(seed + i) for i in (1, 2)]
+        producers = [
+            Producer(
+                cluster,
+                "chaos",
+                target=lambda picker=picker: picker.choice(
+                    [cluster.urls[b] for b, p in cluster.processes.items() if p.serving]
+                ),
+            )
+            for picker in pickers
+        ]
+        start = time.monotonic()
+        for producer in producers:
+            producer.start()
+        nemesis = Nemesis(cluster, rng, log)
+        nemesis.run(seconds)
+        end = time.monotonic()
+        wait_for_full_isr(cluster, "chaos", timeout_s=90)
+        for producer in producers:
+            producer.stop()
+        refused = set().union(*(p.refused for p in producers))
+        acked_at = [a.done_at for p in producers for a in p.answers if a.status == 200]
+        violations = check_partition(
+            cluster, "chaos", *(p.acked for p in producers), refused=refused
+        )
+        return ChaosResult(
+            seed=seed,
+            acked=sum(len(p.acked) for p in producers),
+            faults=nemesis.injected,
+            unavailable_s=unavailable_seconds(acked_at, start, end, gap_s=1.0),
+            violations=violations,
+        )
+    finally:
+        cluster.close()

@@ -1,0 +1,235 @@
+"""Observing a multi-process cluster for the fault checker: load it, read it back, read its
+replicas' data dirs. The checks themselves are pure, in tests/harness/checker.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kraftlite.api.headers import NO_FORWARD
+from kraftlite.protocol import batch as batch_format
+from kraftlite.storage.log import LogStorage, StorageConfig
+from tests.harness.checker import (
+    StoredRecord,
+    Violation,
+    dense_offsets,
+    isr_logs_agree,
+    lost_acknowledged,
+    one_writer_per_epoch,
+    refused_not_appended,
+)
+from tests.harness.processes import Cluster, http
+
+
+def wait_until(condition: Callable[[], Any], timeout_s: float = 30, what: str = "it") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def wait_for_full_isr(cluster: Cluster, topic: str, timeout_s: float = 30) -> None:
+    """Until every broker is in partition 0's ISR; on timeout, say how it looked last."""
+    seen: list[Any] = []
+
+    def full() -> bool:
+        state = partition_0(cluster, topic)
+        seen[:] = [state]
+        return sorted(state["isr"]) == sorted(cluster.processes)
+
+    try:
+        wait_until(full, timeout_s, what="a full ISR")
+    except AssertionError:
+        raise AssertionError(f"no full ISR for {topic} in {timeout_s} s; last: {seen}") from None
+
+
+def serving_urls(cluster: Cluster) -> list[str]:
+    return [cluster.urls[b] for b, p in cluster.processes.items() if p.serving]
+
+
+def describe(cluster: Cluster, topic: str, among: list[int] | None = None) -> dict[str, Any]:
+    """The topic as the first serving broker (of `among`) that answers describes it."""
+    for broker_id in among or list(cluster.processes):
+        if not cluster.processes[broker_id].serving:
+            continue
+        try:
+            status, body = http("GET", cluster.urls[broker_id] + f"/v1/topics/{topic}", timeout=5)
+        except OSError:
+            continue  # starting up
+        if status == 503:
+            continue  # up, but not caught up with metadata yet
+        assert status == 200, body
+        return body
+    raise AssertionError("no broker answered")
+
+
+def partition_0(cluster: Cluster, topic: str, among: list[int] | None = None) -> dict[str, Any]:
+    return describe(cluster, topic, among)["partitions"][0]  # type: ignore[no-any-return]
+
+
+def create(cluster: Cluster, topic: str, **configs: Any) -> dict[str, Any]:
+    """One partition, replication factor 3; waits until it has a leader and a HW."""
+    status, body = http(
+        "POST",
+        cluster.urls[1] + "/v1/topics",
+        {"name": topic, "partitions": 1, "replication_factor": 3, "configs": configs},
+    )
+    assert status == 201, body
+    wait_until(lambda: partition_0(cluster, topic)["high_watermark"] is not None, what="a leader")
+    return describe(cluster, topic)
+
+
+_producer_ids = itertools.count()
+
+
+@dataclass
+class Answer:
+    """One produce request as the producer saw it."""
+
+    sent_at: float
+    done_at: float
+    target: str
+    status: int
+    error_code: str | None
+
+
+@dataclass(eq=False)
+class Producer(threading.Thread):
+    """acks=all batches of 5 records to partition 0 in a loop, retrying on any failure, and
+    recording every acknowledged offset with its value. `target()` picks the URL per request
+    (by default any serving broker, which forwards to the leader)."""
+
+    cluster: Cluster
+    topic: str
+    target: Callable[[], str] | None = None
+    no_forward: bool = False
+    timeout_ms: int = 3000
+    acked: dict[int, bytes] = field(default_factory=dict)
+    # Values refused with "nothing was appended" (NOT_ENOUGH_REPLICAS before the append):
+    # they must never show up in the log.
+    refused: set[bytes] = field(default_factory=set)
+    answers: list[Answer] = field(default_factory=list)
+    stop_flag: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        threading.Thread.__init__(self, daemon=True)
+        self.prefix = f"{self.topic}-p{next(_producer_ids)}"  # values unique across producers
+
+    def run(self) -> None:
+        n = 0
+        while not self.stop_flag.is_set():
+            values = [f"{self.prefix}-{n}-{i}" for i in range(5)]
+            n += 1
+            sent_at = time.monotonic()
+            try:
+                target = self.target() if self.target else serving_urls(self.cluster)[0]
+                status, body = http(
+                    "POST",
+                    target + f"/v1/topics/{self.topic}/partitions/0/records"
+                    f"?acks=all&timeout_ms={self.timeout_ms}",
+                    {"records": [{"value": v} for v in values]},
+                    headers={NO_FORWARD: "1"} if self.no_forward else None,
+                    timeout=self.timeout_ms / 1000 + 5,
+                )
+            except (OSError, IndexError):  # a node down, or none serving right now
+                target, status, body = "", 0, None
+            error = None
+            if status == 200 and all("offset" in o for o in body["offsets"]):
+                for value, answer in zip(values, body["offsets"], strict=True):
+                    self.acked[answer["offset"]] = value.encode()
+            else:
+                error = _error_code(body)
+                if isinstance(body, dict) and body.get("appended") is False:
+                    self.refused.update(v.encode() for v in values)
+                time.sleep(0.05)
+            self.answers.append(Answer(sent_at, time.monotonic(), target, status, error))
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+        self.join()
+
+    def acks_after(self, when: float, target: str | None = None) -> list[Answer]:
+        return [
+            a
+            for a in self.answers
+            if a.sent_at >= when and a.status == 200 and target in (None, a.target)
+        ]
+
+
+def _error_code(body: Any) -> str | None:
+    if isinstance(body, dict):
+        if "error_code" in body:
+            return str(body["error_code"])
+        for answer in body.get("offsets", []):
+            if "error_code" in answer:
+                return str(answer["error_code"])
+    return None
+
+
+def read_partition(cluster: Cluster, topic: str) -> tuple[int, list[tuple[int, bytes]]]:
+    """(log start offset, every record below the HW) of partition 0, through the API."""
+    out: list[tuple[int, bytes]] = []
+    offset, log_start = 0, None
+    while True:
+        status, body = http(
+            "GET",
+            serving_urls(cluster)[0] + f"/v1/topics/{topic}/partitions/0/records?offset={offset}",
+        )
+        assert status == 200, body
+        log_start = body["log_start_offset"] if log_start is None else log_start
+        out += [(r["offset"], r["value"].encode()) for r in body["records"]]
+        if body["next_offset"] >= body["high_watermark"]:
+            return log_start, out
+        offset = body["next_offset"]
+
+
+def replica_logs(cluster: Cluster, topic_id: str) -> dict[int, list[StoredRecord]]:
+    """Every broker's copy of partition 0, read from its data dir (the cluster stopped)."""
+    logs = {}
+    for broker_id in cluster.processes:
+        storage = LogStorage(StorageConfig(path=cluster.root / f"broker-{broker_id}"))
+        try:
+            log = storage.open_partition(f"{topic_id}-0")
+            data = log.read(log.log_start_offset, 1 << 30)
+            logs[broker_id] = [
+                StoredRecord(r.offset, b.header.leader_epoch, r.value or b"")
+                for b in batch_format.decode_stream(data)
+                for r in b.records()
+            ]
+        finally:
+            storage.close()
+    return logs
+
+
+def check_partition(
+    cluster: Cluster, topic: str, *acked_by: dict[int, bytes], refused: set[bytes] | None = None
+) -> list[Violation]:
+    """Every invariant on partition 0 of `topic`; stops the cluster to read its data dirs.
+    `acked_by`: each producer's acknowledgements (offset -> value), checked one by one (after
+    an unclean election two may hold different values at one offset). Waits first for the
+    HW to pass every acknowledged offset (a new leader's HW can lag)."""
+    refused = refused or set()
+    highest = max((max(acked) for acked in acked_by if acked), default=-1)
+    wait_until(
+        lambda: (partition_0(cluster, topic)["high_watermark"] or 0) > highest,
+        what="the high watermark above every acknowledged offset",
+    )
+    log_start, readable = read_partition(cluster, topic)
+    violations = [v for acked in acked_by for v in lost_acknowledged(acked, readable)]
+    violations += refused_not_appended(refused, readable)
+    violations += dense_offsets([offset for offset, _ in readable], log_start)
+    state = describe(cluster, topic)
+    isr, hw = state["partitions"][0]["isr"], state["partitions"][0]["high_watermark"]
+    cluster.stop()
+    logs = replica_logs(cluster, str(state["topic_id"]))
+    violations += isr_logs_agree(logs, isr, hw)
+    violations += one_writer_per_epoch(logs)
+    return violations

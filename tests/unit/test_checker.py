@@ -1,0 +1,109 @@
+"""The fault checker catches each violation on hand-made histories (and passes clean ones):
+a checker that cannot fail proves nothing.
+"""
+
+from __future__ import annotations
+
+from tests.harness.checker import (
+    StoredRecord,
+    Violation,
+    dense_offsets,
+    group_offsets_monotone,
+    isr_logs_agree,
+    lost_acknowledged,
+    one_writer_per_epoch,
+    refused_not_appended,
+)
+
+
+def log(*entries: tuple[int, int, bytes]) -> list[StoredRecord]:
+    return [StoredRecord(offset, epoch, value) for offset, epoch, value in entries]
+
+
+GOOD = log((0, 1, b"a"), (1, 1, b"b"), (2, 2, b"c"))
+
+
+def test_lost_acknowledged_finds_missing_and_changed_records() -> None:
+    readable = [(0, b"a"), (1, b"b"), (2, b"c")]
+    assert lost_acknowledged({0: b"a", 2: b"c"}, readable) == []
+    assert lost_acknowledged({0: b"a", 3: b"d"}, readable) == [
+        Violation("lost", "offset 3 acknowledged, not readable")
+    ]
+    assert lost_acknowledged({1: b"x"}, readable) == [
+        Violation("lost", "offset 1 acknowledged b'x', reads b'b'")
+    ]
+
+
+def test_refused_not_appended_finds_a_refused_record_in_the_log() -> None:
+    readable = [(0, b"a"), (1, b"b")]
+    assert refused_not_appended([b"x"], readable) == []
+    assert refused_not_appended([b"b", b"x"], readable) == [
+        Violation("refused-appended", "b'b' was refused, yet is at offset 1")
+    ]
+
+
+def test_dense_offsets_finds_gaps_reordering_and_a_wrong_start() -> None:
+    assert dense_offsets([0, 1, 2]) == []
+    assert dense_offsets([5, 6], log_start_offset=5) == []
+    assert dense_offsets([0, 2, 3]) == [Violation("dense", "position 1: offset 2, expected 1")]
+    assert dense_offsets([0, 2, 1]) != []
+    assert dense_offsets([1, 2]) != []
+    assert dense_offsets([0, 1, 1]) != []
+
+
+def test_isr_logs_agree_below_the_high_watermark_only() -> None:
+    diverged_above_hw = log((0, 1, b"a"), (1, 1, b"b"), (2, 1, b"zzz"))
+    assert isr_logs_agree({1: GOOD, 2: diverged_above_hw}, [1, 2], high_watermark=2) == []
+    # A follower outside the ISR may lag or diverge.
+    assert isr_logs_agree({1: GOOD, 3: log((0, 1, b"a"))}, [1], high_watermark=3) == []
+
+
+def test_isr_logs_agree_finds_a_different_record_a_missing_one_and_a_missing_log() -> None:
+    changed = log((0, 1, b"a"), (1, 1, b"B"), (2, 2, b"c"))
+    assert isr_logs_agree({1: GOOD, 2: changed}, [1, 2], high_watermark=3) == [
+        Violation(
+            "isr-agree",
+            "offset 1: broker 1 has StoredRecord(offset=1, leader_epoch=1, value=b'b'), "
+            "broker 2 has StoredRecord(offset=1, leader_epoch=1, value=b'B')",
+        )
+    ]
+    short = log((0, 1, b"a"), (1, 1, b"b"))
+    assert isr_logs_agree({1: GOOD, 2: short}, [1, 2], high_watermark=3) == [
+        Violation("isr-agree", "broker 2 lacks offset 2")
+    ]
+    assert isr_logs_agree({1: GOOD}, [1, 2], high_watermark=3) == [
+        Violation("isr-agree", "no log for ISR members [2]")
+    ]
+
+
+def test_isr_logs_agree_compares_from_the_highest_log_start() -> None:
+    retained = log((2, 2, b"c"))  # offsets 0-1 deleted by retention on this replica
+    assert isr_logs_agree({1: GOOD, 2: retained}, [1, 2], high_watermark=3) == []
+
+
+def test_one_writer_per_epoch_finds_two_writers_in_one_epoch() -> None:
+    # Brokers 1 and 2 both wrote offset 1 in epoch 1: a split brain.
+    split = log((0, 1, b"a"), (1, 1, b"other"))
+    assert one_writer_per_epoch({1: GOOD, 2: split}) == [
+        Violation("one-writer", "epoch 1 offset 1: broker 1 has b'b', broker 2 has b'other'")
+    ]
+    # A diverged suffix from an older epoch, overwritten in a newer one, is not a violation.
+    old_suffix = log((0, 1, b"a"), (1, 1, b"b"), (2, 1, b"unreplicated"))
+    assert one_writer_per_epoch({1: GOOD, 2: old_suffix}) == []
+
+
+def test_one_writer_per_epoch_finds_a_broken_lineage() -> None:
+    assert one_writer_per_epoch({1: log((0, 2, b"a"), (1, 1, b"b"))}) == [
+        Violation("lineage", "broker 1: epoch 1 at offset 1 after epoch 2")
+    ]
+    assert one_writer_per_epoch({1: log((0, 1, b"a"), (0, 1, b"a"))}) == [
+        Violation("lineage", "broker 1: offset 0 repeats")
+    ]
+
+
+def test_group_offsets_monotone_finds_a_step_back() -> None:
+    key = ("g", "t", 0)
+    assert group_offsets_monotone([(key, 1), (key, 5), (key, 5), (("g", "t", 1), 0)]) == []
+    assert group_offsets_monotone([(key, 5), (key, 3)]) == [
+        Violation("group-offsets", "('g', 't', 0): 5 then 3")
+    ]
