@@ -22,7 +22,6 @@ import aiohttp
 import structlog
 
 from kraftlite.broker.controller_client import ControllerClient
-from kraftlite.broker.lease import leadership_lapsed
 from kraftlite.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -31,7 +30,6 @@ from kraftlite.storage.log import LogStorage
 
 log = structlog.get_logger(__name__)
 METADATA_WAIT_MS = 10_000
-LEASE_CHECK_INTERVAL_MS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +72,6 @@ class Broker:
             broker_epoch=lambda: self.broker_epoch,
         )
         self._heartbeat_interval_s = 2.0
-        self._session_timeout_ms = 9000
-        # Leadership lease (lease.py): when the last answered heartbeat was sent, and
-        # whether we stopped leading because no heartbeat was answered for too long.
-        self._last_answered_ms: int | None = None
-        self._lease_lapsed = False
-        self._answered_since_lapse = False
         self._tasks: list[asyncio.Task[None]] = []
         self._registered = asyncio.Event()
 
@@ -114,7 +106,6 @@ class Broker:
         self._tasks = [
             loop.create_task(self._heartbeat_loop(), name="heartbeat"),
             loop.create_task(self._metadata_loop(), name="metadata"),
-            loop.create_task(self._lease_loop(), name="lease"),
         ]
 
     async def stop(self) -> None:
@@ -155,7 +146,6 @@ class Broker:
             await asyncio.sleep(0.05)
 
     async def _register(self) -> None:
-        sent = self.clock.monotonic_ms()
         _, answer = await self.controllers.call(
             "POST",
             "/v1/internal/brokers",
@@ -169,13 +159,10 @@ class Broker:
         self.broker_epoch = int(answer["broker_epoch"])
         self.cluster_id = str(answer.get("cluster_id", ""))
         self._heartbeat_interval_s = int(answer["heartbeat_interval_ms"]) / 1000
-        self._session_timeout_ms = int(answer.get("session_timeout_ms", 9000))
-        self._answered(sent)
         self._registered.set()
         log.info("broker_registered", broker_epoch=self.broker_epoch)
 
     async def _heartbeat(self, *, want_shutdown: bool = False) -> None:
-        sent = self.clock.monotonic_ms()
         _, answer = await self.controllers.call(
             "POST",
             f"/v1/internal/brokers/{self.broker_id}/heartbeat",
@@ -186,46 +173,9 @@ class Broker:
             },
             timeout_s=max(self._heartbeat_interval_s, 1.0),
         )
-        self._answered(sent, fenced=bool(answer["fenced"]))
         was_fenced, self.fenced = self.fenced, bool(answer["fenced"])
         if was_fenced != self.fenced:
             log.info("broker_fenced" if self.fenced else "broker_unfenced")
-
-    def _answered(self, sent_ms: int, *, fenced: bool = True) -> None:
-        self._last_answered_ms = max(self._last_answered_ms or sent_ms, sent_ms)
-        if not self._lease_lapsed:
-            return
-        if fenced:
-            # The controllers did fence us: our leaderships moved, and only new metadata
-            # (local changes) makes us lead anything again.
-            self._lease_lapsed = False
-            log.info("leadership_lease_renewed", fenced=True)
-        else:
-            self._answered_since_lapse = True  # lead again once metadata is fresh
-
-    async def _lease_loop(self) -> None:
-        """Stop leading once the controllers may have fenced us (lease.py, rule 2)."""
-        while True:
-            await asyncio.sleep(LEASE_CHECK_INTERVAL_MS / 1000)
-            last = self._last_answered_ms
-            if self._lease_lapsed or last is None:
-                continue
-            if leadership_lapsed(
-                last,
-                self.clock.monotonic_ms(),
-                self._session_timeout_ms,
-                LEASE_CHECK_INTERVAL_MS,
-            ):
-                self._lease_lapsed, self._answered_since_lapse = True, False
-                log.warning("leadership_lease_lapsed", session_timeout_ms=self._session_timeout_ms)
-                self.replicas.stop_leading()
-
-    def _maybe_lead_again(self) -> None:
-        """Rule 3: a heartbeat was answered after the lapse and the metadata is fresh."""
-        if self._lease_lapsed and self._answered_since_lapse:
-            self._lease_lapsed = False
-            log.info("leadership_lease_renewed")
-            self.replicas.lead_again()
 
     async def _heartbeat_loop(self) -> None:
         while True:
@@ -250,29 +200,21 @@ class Broker:
             # Nothing older than our own registration is applied: a controller still catching
             # up could otherwise make us lead at old epochs, or delete logs as orphans.
             after = max(version, self.broker_epoch - 1)
-            renewing = self._lease_lapsed and self._answered_since_lapse
-            # Renewing the lease needs metadata as of now: ask without waiting for a change.
-            wait_ms = 0 if renewing else METADATA_WAIT_MS
             try:
                 _, answer = await self.controllers.call(
                     "GET",
                     "/v1/internal/metadata",
-                    params={"after_version": str(after), "max_wait_ms": str(wait_ms)},
-                    timeout_s=wait_ms / 1000 + 10,
+                    params={"after_version": str(after), "max_wait_ms": str(METADATA_WAIT_MS)},
+                    timeout_s=METADATA_WAIT_MS / 1000 + 10,
                 )
                 image = image_from_json(answer)
                 if image.version <= after:
-                    if renewing:
-                        self._maybe_lead_again()
-                        continue
                     self.controllers.rotate()  # this one lags (or nothing changed): try another
                     continue
                 if image.version > version:
                     self.replicas.apply_image(image)
                     if version < self.broker_epoch <= image.version:
                         await self._heartbeat()  # caught up with our registration: unfence now
-                if renewing:
-                    self._maybe_lead_again()
             except KraftliteError as exc:
                 log.warning("metadata_fetch_failed", error=str(exc))
                 await asyncio.sleep(0.5)

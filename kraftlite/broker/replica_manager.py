@@ -99,28 +99,6 @@ class ReplicaManager:
         self.image = image
         self.image_changed.notify()
 
-    def stop_leading(self) -> None:
-        """Our lease lapsed (lease.py): the controllers may have moved our leaderships, so
-        serve none of them, reads included, until `lead_again`."""
-        for partition in self.partitions.values():
-            if partition.role is Role.LEADER:
-                partition.go_offline()
-
-    def lead_again(self) -> None:
-        """The controllers answer again: become what the current image says for every
-        partition we stopped leading (the image may have moved them meanwhile)."""
-        me = self.settings.broker_id
-        for partition in self.partitions.values():
-            topic = self.image.topics.get(partition.topic_id)
-            registration = None if topic is None else topic.partitions.get(partition.index)
-            if (
-                registration is not None
-                and partition.role is Role.OFFLINE
-                and (me in registration.replicas)
-            ):
-                partition.apply_registration(registration)
-                self._route(partition)
-
     def _hosted(self, topic_id: str, topic: str, index: int) -> Partition:
         key = (topic_id, index)
         partition = self.partitions.get(key)

@@ -176,33 +176,6 @@ async def test_a_follower_rejoins_an_isr_of_the_leader_alone_under_steady_writes
     assert leader.log.high_watermark == 1  # the pending member holds the HW: w waits for 2
 
 
-async def test_a_leader_whose_lease_lapsed_serves_nothing_until_it_leads_again(
-    storages: dict[int, LogStorage],
-) -> None:
-    """Found by the chaos suite: a group coordinator cut off from the controllers kept
-    answering reads from its stale state next to its successor. Once its lease lapses a
-    broker leads nothing, reads included, until the controllers answer again."""
-    clock = ManualClock()
-    manager = ReplicaManager(
-        ReplicationSettings(broker_id=1),
-        storages[1],
-        controllers=None,  # type: ignore[arg-type]
-        session=None,  # type: ignore[arg-type]
-        clock=clock,
-        broker_epoch=lambda: 7,
-    )
-    partition = manager._hosted("T", "t", 0)
-    partition.apply_registration(registration(1, 3, (1, 2, 3)))
-    await partition.produce(batch("a"), Acks.LEADER, 1)
-    manager.stop_leading()
-    assert partition.role is Role.OFFLINE
-    with pytest.raises(KraftliteError) as refused:
-        await partition.produce(batch("b"), Acks.LEADER, 1)
-    assert refused.value.code is ErrorCode.NOT_LEADER_OR_FOLLOWER
-    manager.lead_again()  # the image (still empty here) gives it nothing back
-    assert partition.role is Role.OFFLINE
-
-
 async def test_a_follower_drops_a_divergent_suffix_below_the_leaders_log_start(
     storages: dict[int, LogStorage],
 ) -> None:

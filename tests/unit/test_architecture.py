@@ -21,7 +21,6 @@ PURE = [
     "controller/decisions.py",
     "controller/heartbeats.py",
     "broker/replica_state.py",
-    "broker/lease.py",
     "groups/assignor.py",
     "groups/group.py",
     "protocol/partitioner.py",
