@@ -285,7 +285,7 @@ class Partition:
         self.state = rs.record_fetch(state, follower_id, fetch_offset, log.log_end_offset, now)
         self._advance_high_watermark()
         proposal = None
-        expansion = rs.expansion_at_fetch(self.state, follower_id)
+        expansion = rs.expansion_at_fetch(self.state, follower_id, now)
         if expansion is not None:  # now, before an append moves the HW past this fetch
             proposal = IsrProposal(state.leader_epoch, state.partition_epoch, expansion)
             self.state = rs.propose_isr(self.state, expansion)
@@ -341,7 +341,7 @@ class Partition:
         member it may have added keeps counting for the high watermark.
         """
         if self.is_pending(proposal) and self.state is not None:
-            self.state = rs.isr_change_failed(self.state)
+            self.state = rs.isr_change_failed(self.state, self._clock.monotonic_ms())
 
     # -- the follower's side ------------------------------------------------------------
 

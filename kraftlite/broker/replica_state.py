@@ -58,6 +58,9 @@ class LeaderState:
     high_watermark: int
     followers: Mapping[int, FollowerProgress] = field(default_factory=dict)
     pending_isr: tuple[int, ...] | None = None  # proposed, not yet committed
+    # After a refused change, no expansion at a fetch before this (a fenced follower that
+    # keeps fetching would otherwise be proposed, and refused, at every fetch).
+    fetch_expansion_after_ms: int = 0
 
     @property
     def maximal_isr(self) -> frozenset[int]:
@@ -166,10 +169,13 @@ def isr_change(
     return None
 
 
-def expansion_at_fetch(state: LeaderState, follower_id: int) -> tuple[int, ...] | None:
+def expansion_at_fetch(state: LeaderState, follower_id: int, now_ms: int) -> tuple[int, ...] | None:
     """Rule 3's expansion, for the follower whose fetch was just recorded (and the HW
-    advanced): the ISR to propose with it added, or None."""
-    if state.pending_isr is not None or not _may_join(state, follower_id):
+    advanced): the ISR to propose with it added, or None. Not while a refusal is recent:
+    then the periodic check (`isr_change`) proposes it, at its own pace."""
+    if state.pending_isr is not None or now_ms < state.fetch_expansion_after_ms:
+        return None
+    if not _may_join(state, follower_id):
         return None
     return tuple(b for b in state.replicas if b in state.isr or b == follower_id)
 
@@ -187,9 +193,15 @@ def propose_isr(state: LeaderState, isr: tuple[int, ...]) -> LeaderState:
     return replace(state, pending_isr=isr)
 
 
-def isr_change_failed(state: LeaderState) -> LeaderState:
-    """The controller refused or did not answer: propose again later from fresh facts."""
-    return replace(state, pending_isr=None)
+def isr_change_failed(state: LeaderState, now_ms: int) -> LeaderState:
+    """The controller refused: propose again later from fresh facts, and not at every
+    fetch for a while (the refused follower may be fenced yet still fetching)."""
+    return replace(
+        state, pending_isr=None, fetch_expansion_after_ms=now_ms + REFUSED_EXPANSION_BACKOFF_MS
+    )
+
+
+REFUSED_EXPANSION_BACKOFF_MS = 1000
 
 
 def enough_replicas(state: LeaderState, min_insync_replicas: int) -> bool:

@@ -90,16 +90,20 @@ def dense_offsets(offsets: Sequence[int], log_start_offset: int = 0) -> list[Vio
 
 
 def isr_logs_agree(
-    logs: Mapping[int, Sequence[StoredRecord]], isr: Iterable[int], high_watermark: int
+    logs: Mapping[int, Sequence[StoredRecord]],
+    isr: Iterable[int],
+    high_watermark: int,
+    log_starts: Mapping[int, int] | None = None,
 ) -> list[Violation]:
-    """Invariant 3: every ISR member holds the same records at every offset below the HW
-    (from the highest log start among them, since retention runs per replica)."""
+    """Invariant 3: every ISR member holds the same records at every offset below the HW,
+    from offset 0, or, where retention ran (`log_starts` given, per replica), from the
+    highest log start among them."""
     members = sorted(isr)
     missing = [b for b in members if b not in logs]
     if missing:
         return [Violation("isr-agree", f"no log for ISR members {missing}")]
     below = {b: {r.offset: r for r in logs[b] if r.offset < high_watermark} for b in members}
-    start = max((min(records, default=high_watermark) for records in below.values()), default=0)
+    start = max((log_starts[b] for b in members), default=0) if log_starts else 0
     found = []
     reference_id = members[0] if members else None
     for broker_id in members:

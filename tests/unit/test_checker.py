@@ -78,7 +78,18 @@ def test_isr_logs_agree_finds_a_different_record_a_missing_one_and_a_missing_log
 
 def test_isr_logs_agree_compares_from_the_highest_log_start() -> None:
     retained = log((2, 2, b"c"))  # offsets 0-1 deleted by retention on this replica
-    assert isr_logs_agree({1: GOOD, 2: retained}, [1, 2], high_watermark=3) == []
+    starts = {1: 0, 2: 2}
+    assert isr_logs_agree({1: GOOD, 2: retained}, [1, 2], 3, log_starts=starts) == []
+
+
+def test_without_retention_a_member_missing_a_prefix_or_everything_is_found() -> None:
+    no_prefix = log((2, 2, b"c"))
+    assert isr_logs_agree({1: GOOD, 2: no_prefix}, [1, 2], high_watermark=3) == [
+        Violation("isr-agree", "broker 2 lacks offset 0")
+    ]
+    assert isr_logs_agree({1: GOOD, 2: []}, [1, 2], high_watermark=3) == [
+        Violation("isr-agree", "broker 2 lacks offset 0")
+    ]
 
 
 def test_one_writer_per_epoch_finds_two_writers_in_one_epoch() -> None:

@@ -82,11 +82,11 @@ def test_expansion_is_decided_at_the_fetch_that_reaches_the_hw() -> None:
     has already moved, the follower never qualified and never rejoined."""
     state = rs.become_leader(1, 5, 7, (1, 2, 3), (1,), 50, 50, now_ms=0)
     state = rs.record_fetch(state, 2, 49, 50, now_ms=1)
-    assert rs.expansion_at_fetch(state, 2) is None  # below the HW
+    assert rs.expansion_at_fetch(state, 2, 5) is None  # below the HW
     state = rs.record_fetch(state, 2, 50, 50, now_ms=2)
     state = rs.advance_high_watermark(state, 50)
-    assert rs.expansion_at_fetch(state, 2) == (1, 2)
-    assert rs.expansion_at_fetch(rs.propose_isr(state, (1, 3)), 2) is None  # one at a time
+    assert rs.expansion_at_fetch(state, 2, 5) == (1, 2)
+    assert rs.expansion_at_fetch(rs.propose_isr(state, (1, 3)), 2, 5) is None  # one at a time
     # Once the leader appends, the same fetch no longer qualifies: hence decide at the fetch.
     assert rs.isr_change(rs.advance_high_watermark(state, 55), 55, 3, LAG) is None
 
@@ -94,12 +94,12 @@ def test_expansion_is_decided_at_the_fetch_that_reaches_the_hw() -> None:
 def test_expansion_at_fetch_needs_the_epoch_start_and_a_replica_outside_the_isr() -> None:
     state = rs.become_leader(1, 5, 7, (1, 2, 3), (1, 2), 50, 40, now_ms=0)
     state = rs.record_fetch(state, 3, 45, 50, now_ms=1)
-    assert rs.expansion_at_fetch(state, 3) is None  # above the HW, below the epoch start
+    assert rs.expansion_at_fetch(state, 3, 5) is None  # above the HW, below the epoch start
     state = rs.record_fetch(state, 3, 50, 50, now_ms=2)
-    assert rs.expansion_at_fetch(state, 3) == (1, 2, 3)
+    assert rs.expansion_at_fetch(state, 3, 5) == (1, 2, 3)
     state = rs.record_fetch(state, 2, 50, 50, now_ms=2)
-    assert rs.expansion_at_fetch(state, 2) is None  # already in the ISR
-    assert rs.expansion_at_fetch(state, 4) is None  # not a replica
+    assert rs.expansion_at_fetch(state, 2, 5) is None  # already in the ISR
+    assert rs.expansion_at_fetch(state, 4, 5) is None  # not a replica
 
 
 def test_one_change_in_flight_and_a_refusal_clears_it() -> None:
@@ -109,8 +109,21 @@ def test_one_change_in_flight_and_a_refusal_clears_it() -> None:
     assert proposed == (1, 2, 3)
     state = rs.propose_isr(state, proposed)
     assert rs.isr_change(state, 10, 3, LAG) is None
-    state = rs.isr_change_failed(state)
+    state = rs.isr_change_failed(state, now_ms=3)
     assert rs.isr_change(state, 10, 4, LAG) == (1, 2, 3)
+
+
+def test_after_a_refusal_fetches_do_not_propose_an_expansion_for_a_while() -> None:
+    """A fenced follower still fetching qualifies at every fetch; the controller refuses
+    each time (INELIGIBLE_REPLICA). Proposed at every fetch, the refusals would flood the
+    controller and keep a due shrink waiting."""
+    state = leader(isr=(1, 2), leo=10, hw=10)
+    state = rs.record_fetch(state, 3, 10, 10, now_ms=1)
+    assert rs.expansion_at_fetch(state, 3, 1) == (1, 2, 3)
+    state = rs.isr_change_failed(rs.propose_isr(state, (1, 2, 3)), now_ms=2)
+    backoff = rs.REFUSED_EXPANSION_BACKOFF_MS
+    assert rs.expansion_at_fetch(state, 3, 2 + backoff - 1) is None
+    assert rs.expansion_at_fetch(state, 3, 2 + backoff) == (1, 2, 3)
 
 
 def test_stale_registrations_are_ignored_and_min_isr_uses_the_committed_isr() -> None:
@@ -157,7 +170,7 @@ def test_invariants_under_random_histories(history: list[tuple]) -> None:
                 held[follower] = max(held[follower], min(ask, leo))
                 state = rs.record_fetch(state, follower, held[follower], leo, now)
                 state = rs.advance_high_watermark(state, leo)
-                if expansion := rs.expansion_at_fetch(state, follower):
+                if expansion := rs.expansion_at_fetch(state, follower, now):
                     state = rs.propose_isr(state, expansion)
             case ("tick", dt):
                 now += dt
@@ -167,7 +180,7 @@ def test_invariants_under_random_histories(history: list[tuple]) -> None:
                 epoch += 1
                 state = rs.with_registration(state, epoch, state.replicas, state.pending_isr)
             case ("refuse",) if state.pending_isr is not None:
-                state = rs.isr_change_failed(state)
+                state = rs.isr_change_failed(state, now)
         before = state.high_watermark
         state = rs.advance_high_watermark(state, leo)
         assert before <= state.high_watermark <= leo
