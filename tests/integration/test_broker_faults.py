@@ -16,6 +16,8 @@ import pytest
 
 from kraftlite.protocol import batch as batch_format
 from kraftlite.storage.log import LogStorage, StorageConfig
+from tests.harness.observe import create as create_topic
+from tests.harness.observe import describe, serving_urls, wait_until
 from tests.harness.processes import Cluster, http
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(300)]
@@ -35,44 +37,12 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 
 def live_url(cluster: Cluster) -> str:
-    return next(cluster.urls[b] for b, p in cluster.processes.items() if p.serving)
-
-
-def describe(cluster: Cluster, topic: str) -> dict[str, Any]:
-    """The topic as the first live broker that answers describes it."""
-    for broker_id, process in cluster.processes.items():
-        if not process.serving:
-            continue
-        try:
-            status, body = http("GET", cluster.urls[broker_id] + f"/v1/topics/{topic}", timeout=5)
-        except OSError:
-            continue  # starting up
-        if status == 503 and body["error_code"] == "BROKER_NOT_AVAILABLE":
-            continue  # up, but not caught up with metadata yet
-        assert status == 200, body
-        return body
-    raise AssertionError("no broker answered")
-
-
-def wait_until(condition: Any, timeout_s: float = 30, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    return serving_urls(cluster)[0]
 
 
 def create(cluster: Cluster, topic: str, **configs: Any) -> dict[str, Any]:
-    status, body = http(
-        "POST",
-        cluster.urls[1] + "/v1/topics",
-        {"name": topic, "partitions": 1, "replication_factor": 3, "configs": configs},
-    )
-    assert status == 201, body
-    wait_until(lambda: describe(cluster, topic)["partitions"][0]["high_watermark"] is not None)
-    return body["partitions"][0]
+    """Partition 0 of a new one-partition topic, once it has a leader."""
+    return create_topic(cluster, topic, **configs)["partitions"][0]
 
 
 class Producer(threading.Thread):
