@@ -216,7 +216,7 @@ async def _partition_offsets(broker: Broker, topic: str) -> dict[int, dict[str, 
 def local_offsets(broker: Broker, topic: str) -> dict[int, dict[str, int]]:
     result = {}
     for (_, index), partition in broker.replicas.partitions.items():
-        if partition.topic == topic and partition.state is not None:
+        if partition.topic == topic and partition.serving_as_leader:
             result[index] = {
                 "log_start_offset": partition.log.log_start_offset,
                 "high_watermark": partition.log.high_watermark,

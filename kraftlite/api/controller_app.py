@@ -240,6 +240,7 @@ async def register_broker(request: web.Request) -> web.StreamResponse:
             "cluster_id": controller.settings.cluster_id,
             "heartbeat_interval_ms": controller.settings.heartbeat_interval_ms,
             "session_timeout_ms": controller.settings.session_timeout_ms,
+            "metadata_version": controller.image.version,
         }
     )
 
@@ -250,7 +251,8 @@ async def broker_heartbeat(request: web.Request) -> web.StreamResponse:
     want_shutdown = body.get("want_shutdown", False)
     if not isinstance(want_shutdown, bool):
         raise KraftliteError(ErrorCode.INVALID_REQUEST, "want_shutdown must be a boolean")
-    response = await request.app[CONTROLLER].broker_heartbeat(
+    controller = request.app[CONTROLLER]
+    response, version = await controller.broker_heartbeat(
         int_param(request.match_info["broker_id"], "broker_id", -1),
         int_field(body, "broker_epoch"),
         int_field(body, "metadata_version", 0),
@@ -261,6 +263,8 @@ async def broker_heartbeat(request: web.Request) -> web.StreamResponse:
             "broker_epoch": response.broker_epoch,
             "fenced": response.fenced,
             "shutting_down": response.shutting_down,
+            "metadata_version": version,
+            "session_timeout_ms": controller.settings.session_timeout_ms,
         }
     )
 

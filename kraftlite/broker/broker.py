@@ -9,6 +9,9 @@ Rules:
 3. Metadata is followed by long-polling any controller for the image after our version
    (HTTP observers; docs/design/replication.md says why not pysyncobj read-only nodes).
 4. Shutdown is controlled: ask to be fenced (leadership moves away first), then stop.
+5. Leadership is leased from the controllers (lease.py): every answered heartbeat renews
+   the lease once our metadata has reached the version the answer carries; a newer version
+   is fetched at once from the controllers, not left to the long-poll.
 """
 
 from __future__ import annotations
@@ -17,14 +20,17 @@ import asyncio
 import contextlib
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 import structlog
 
 from kraftlite.broker.controller_client import ControllerClient
+from kraftlite.broker.lease import LeadershipLease
 from kraftlite.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.views import image_from_json
 from kraftlite.storage.log import LogStorage
 
@@ -63,6 +69,7 @@ class Broker:
         self.forward_session = forward_session or session
         self.clock = clock
         self.controllers = ControllerClient(settings.controllers, session)
+        self.lease = LeadershipLease()
         self.replicas = ReplicaManager(
             settings.replication or ReplicationSettings(settings.broker_id),
             storage,
@@ -70,9 +77,11 @@ class Broker:
             session=session,
             clock=clock,
             broker_epoch=lambda: self.broker_epoch,
+            lease_valid=lambda: self.lease.valid(clock.monotonic_ms()),
         )
         self._heartbeat_interval_s = 2.0
         self._tasks: list[asyncio.Task[None]] = []
+        self._catching_up: asyncio.Task[None] | None = None
         self._registered = asyncio.Event()
 
     @property
@@ -130,6 +139,8 @@ class Broker:
         for partition in self.replicas.partitions.values():
             if partition.state is not None:
                 partition.go_offline()
+        if self._catching_up is not None:
+            others.append(self._catching_up)
         for task in others:
             task.cancel()
         for task in others:
@@ -146,6 +157,7 @@ class Broker:
             await asyncio.sleep(0.05)
 
     async def _register(self) -> None:
+        sent = self.clock.monotonic_ms()
         _, answer = await self.controllers.call(
             "POST",
             "/v1/internal/brokers",
@@ -159,10 +171,13 @@ class Broker:
         self.broker_epoch = int(answer["broker_epoch"])
         self.cluster_id = str(answer.get("cluster_id", ""))
         self._heartbeat_interval_s = int(answer["heartbeat_interval_ms"]) / 1000
+        self._answered(sent, answer)
         self._registered.set()
         log.info("broker_registered", broker_epoch=self.broker_epoch)
 
     async def _heartbeat(self, *, want_shutdown: bool = False) -> None:
+        sent = self.clock.monotonic_ms()
+        timeout_s = max(self._heartbeat_interval_s, 1.0)
         _, answer = await self.controllers.call(
             "POST",
             f"/v1/internal/brokers/{self.broker_id}/heartbeat",
@@ -171,13 +186,49 @@ class Broker:
                 "metadata_version": self.replicas.image.version,
                 "want_shutdown": want_shutdown,
             },
-            timeout_s=max(self._heartbeat_interval_s, 1.0),
+            timeout_s=timeout_s,
+            attempt_timeout_s=timeout_s / 2,  # a hung controller gets half, the next the rest
         )
         was_fenced, self.fenced = self.fenced, bool(answer["fenced"])
         if was_fenced != self.fenced:
             log.info("broker_fenced" if self.fenced else "broker_unfenced")
+        self._answered(sent, answer)
+
+    def _answered(self, sent_ms: int, answer: dict[str, Any]) -> None:
+        """Rule 5: renew the lease; fetch the answer's metadata version now if we lack it."""
+        was_valid = self.lease.valid(self.clock.monotonic_ms())
+        self.lease.answered(
+            sent_ms, int(answer["metadata_version"]), int(answer["session_timeout_ms"])
+        )
+        if not was_valid and self.lease.valid(self.clock.monotonic_ms()):
+            log.info("leadership_lease_renewed")
+        wanted = self.lease.waiting_for_version()
+        if wanted is not None and (self._catching_up is None or self._catching_up.done()):
+            self._catching_up = asyncio.get_running_loop().create_task(
+                self._catch_up(wanted), name="metadata-catch-up"
+            )
+
+    async def _catch_up(self, version: int) -> None:
+        """Fetch metadata until we hold `version`, asking without a long wait (a controller
+        that lags answers at once with what it has, and the next one is tried).
+        """
+        deadline = asyncio.get_running_loop().time() + self.lease.session_timeout_ms / 1000
+        while self.replicas.image.version < version:
+            if asyncio.get_running_loop().time() >= deadline:
+                return  # the next heartbeat answer tries again
+            try:
+                image = await self._fetch_image(wait_ms=200)
+            except KraftliteError as exc:
+                log.warning("metadata_catch_up_failed", error=str(exc))
+                await asyncio.sleep(0.1)
+                continue
+            if image.version < version:
+                self.controllers.rotate()
+            if await self._apply_if_newer(image) is None and image.version < version:
+                await asyncio.sleep(0.05)
 
     async def _heartbeat_loop(self) -> None:
+        lease_was_valid = False
         while True:
             try:
                 if self.broker_epoch < 0:
@@ -192,29 +243,47 @@ class Broker:
             except Exception:
                 log.exception("heartbeat_crashed")
             await asyncio.sleep(self._heartbeat_interval_s)
+            lease_valid = self.lease.valid(self.clock.monotonic_ms())
+            if lease_was_valid and not lease_valid:
+                log.warning(
+                    "leadership_lease_lapsed", session_timeout_ms=self.lease.session_timeout_ms
+                )
+            lease_was_valid = lease_valid
+
+    async def _fetch_image(self, wait_ms: int) -> MetadataImage:
+        """The image after ours (or our registration) from a controller, waiting up to
+        `wait_ms` for one; whatever it has at the end of the wait.
+        """
+        # Nothing older than our own registration is applied: a controller still catching
+        # up could otherwise make us lead at old epochs, or delete logs as orphans.
+        after = max(self.replicas.image.version, self.broker_epoch - 1)
+        _, answer = await self.controllers.call(
+            "GET",
+            "/v1/internal/metadata",
+            params={"after_version": str(after), "max_wait_ms": str(wait_ms)},
+            timeout_s=wait_ms / 1000 + 10,
+            attempt_timeout_s=wait_ms / 1000 + 5,
+        )
+        return image_from_json(answer)
+
+    async def _apply_if_newer(self, image: MetadataImage) -> MetadataImage | None:
+        """Apply `image` if it is newer than ours and reaches our registration; None if not."""
+        before = self.replicas.image.version
+        if image.version <= max(before, self.broker_epoch - 1):
+            return None
+        self.replicas.apply_image(image)
+        self.lease.applied(image.version)
+        if before < self.broker_epoch <= image.version:
+            await self._heartbeat()  # caught up with our registration: unfence now
+        return image
 
     async def _metadata_loop(self) -> None:
         await self._registered.wait()
         while True:
-            version = self.replicas.image.version
-            # Nothing older than our own registration is applied: a controller still catching
-            # up could otherwise make us lead at old epochs, or delete logs as orphans.
-            after = max(version, self.broker_epoch - 1)
             try:
-                _, answer = await self.controllers.call(
-                    "GET",
-                    "/v1/internal/metadata",
-                    params={"after_version": str(after), "max_wait_ms": str(METADATA_WAIT_MS)},
-                    timeout_s=METADATA_WAIT_MS / 1000 + 10,
-                )
-                image = image_from_json(answer)
-                if image.version <= after:
+                image = await self._fetch_image(METADATA_WAIT_MS)
+                if await self._apply_if_newer(image) is None:
                     self.controllers.rotate()  # this one lags (or nothing changed): try another
-                    continue
-                if image.version > version:
-                    self.replicas.apply_image(image)
-                    if version < self.broker_epoch <= image.version:
-                        await self._heartbeat()  # caught up with our registration: unfence now
             except KraftliteError as exc:
                 log.warning("metadata_fetch_failed", error=str(exc))
                 await asyncio.sleep(0.5)

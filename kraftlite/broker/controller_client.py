@@ -2,7 +2,10 @@
 
 Any controller forwards a write to the active one, so a call goes to the controller that
 last answered, and on a connection error or NOT_CONTROLLER without a leader it moves to the
-next URL. Errors with an API code come back as KraftliteError.
+next URL. A controller that does not answer (hung, paused, cut off) is left behind for
+later calls too, and `attempt_timeout_s` bounds how long one attempt waits on it, so a
+hung controller cannot hold heartbeats until the session runs out. Errors with an API
+code come back as KraftliteError.
 """
 
 from __future__ import annotations
@@ -35,13 +38,19 @@ class ControllerClient:
         body: Any = None,
         *,
         timeout_s: float = 15.0,
+        attempt_timeout_s: float | None = None,
         params: dict[str, str] | None = None,
     ) -> tuple[int, Any]:
         """(status, JSON body) of the first controller that answers; KraftliteError for an
         error answer that retrying elsewhere would not change, or when time runs out.
         """
         status, payload, _ = await self.call_with_headers(
-            method, path, body, timeout_s=timeout_s, params=params
+            method,
+            path,
+            body,
+            timeout_s=timeout_s,
+            attempt_timeout_s=attempt_timeout_s,
+            params=params,
         )
         return status, payload
 
@@ -52,16 +61,20 @@ class ControllerClient:
         body: Any = None,
         *,
         timeout_s: float = 15.0,
+        attempt_timeout_s: float | None = None,
         params: dict[str, str] | None = None,
     ) -> tuple[int, Any, dict[str, str]]:
         """`call`, with the answer's headers."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         last: KraftliteError | None = None
-        attempt = 0
+        attempt, first = 0, self._preferred
         while loop.time() < deadline:
-            index = (self._preferred + attempt) % len(self.urls)
+            index = (first + attempt) % len(self.urls)
             url = self.urls[index] + path
+            remaining = max(deadline - loop.time(), 0.1)
+            if attempt_timeout_s is not None:
+                remaining = min(remaining, attempt_timeout_s)
             try:
                 async with self._session.request(
                     method,
@@ -69,13 +82,15 @@ class ControllerClient:
                     data=None if body is None else orjson.dumps(body),
                     params=params,
                     headers={"Content-Type": "application/json"},
-                    timeout=aiohttp.ClientTimeout(total=max(deadline - loop.time(), 0.1)),
+                    timeout=aiohttp.ClientTimeout(total=remaining),
                 ) as response:
                     raw = await response.read()
                     status = response.status
                     headers = dict(response.headers)
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 last = KraftliteError(ErrorCode.NOT_CONTROLLER, f"{url}: {exc!r}")
+                if self._preferred == index:  # start later calls elsewhere
+                    self._preferred = (index + 1) % len(self.urls)
             else:
                 try:
                     payload = orjson.loads(raw) if raw else None

@@ -70,6 +70,8 @@ class Partition:
         log: PartitionLog,
         clock: Clock,
         broker_id: int,
+        *,
+        lease_valid: Callable[[], bool] = lambda: True,
     ) -> None:
         self.topic_id = topic_id
         self.topic = topic
@@ -77,6 +79,8 @@ class Partition:
         self.log = log
         self.broker_id = broker_id
         self._clock = clock
+        # The broker's leadership lease (lease.py), asked whenever we act as leader.
+        self._lease_valid = lease_valid
         self.role = Role.OFFLINE
         self.leader_id = NO_LEADER
         self.leader_epoch = -1
@@ -148,9 +152,29 @@ class Partition:
             leader_id=self.leader_id,
         )
 
+    @property
+    def serving_as_leader(self) -> bool:
+        """Whether this replica may act as leader now: it leads, and the broker's
+        leadership lease holds (lease.py rule 1: asked when each request is served).
+        """
+        return self.state is not None and self._lease_valid()
+
+    def lease_lapsed(self) -> KraftliteError:
+        """The answer while we lead by metadata but our lease lapsed: retriable, and with no
+        leader to forward to (the controllers may have given the partition to another).
+        """
+        return KraftliteError(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            f"broker {self.broker_id} cannot vouch that it still leads {self.name}: it has "
+            "not heard from the controllers for a session; retry",
+            leader_id=NO_LEADER,
+        )
+
     def _leader_state(self) -> rs.LeaderState:
         if self.state is None:
             raise self.not_leader()
+        if not self._lease_valid():
+            raise self.lease_lapsed()
         return self.state
 
     # -- produce ------------------------------------------------------------------------
@@ -166,13 +190,18 @@ class Partition:
         self._advance_high_watermark()
         if acks is not Acks.ALL:
             return info
-        await self._wait_for_high_watermark(info.log_end_offset, state.leader_epoch, timeout_s)
-        state = self._leader_state()
+        # Not the lease again: once the ISR holds the records they are committed, and
+        # failing the write now would only make the producer write them twice.
+        state = await self._wait_for_high_watermark(
+            info.log_end_offset, state.leader_epoch, timeout_s
+        )
         if not rs.enough_replicas(state, min_isr):  # the ISR shrank while we waited
             raise _not_enough_replicas(self.name, state, min_isr, appended=True)
         return info
 
-    async def _wait_for_high_watermark(self, target: int, epoch: int, timeout_s: float) -> None:
+    async def _wait_for_high_watermark(
+        self, target: int, epoch: int, timeout_s: float
+    ) -> rs.LeaderState:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
@@ -184,7 +213,7 @@ class Partition:
                     leader_id=self.leader_id,
                 )
             if self.state.high_watermark >= target:
-                return
+                return self.state
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise KraftliteError(

@@ -57,6 +57,7 @@ class ReplicaManager:
         session: aiohttp.ClientSession,
         clock: Clock,
         broker_epoch: Callable[[], int],
+        lease_valid: Callable[[], bool] = lambda: True,
     ) -> None:
         self.settings = settings
         self.storage = storage
@@ -66,6 +67,7 @@ class ReplicaManager:
         self._session = session
         self._clock = clock
         self._broker_epoch = broker_epoch
+        self._lease_valid = lease_valid  # the broker's leadership lease (lease.py)
         self._fetchers: dict[int, FollowerFetcher] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._alters: set[asyncio.Task[None]] = set()
@@ -110,6 +112,7 @@ class ReplicaManager:
                 self.storage.open_partition(log_name(topic_id, index)),
                 self._clock,
                 self.settings.broker_id,
+                lease_valid=self._lease_valid,
             )
             self.partitions[key] = partition
         return partition
@@ -183,6 +186,8 @@ class ReplicaManager:
         topic, registration = self.registration(name, index)
         partition = self.partitions.get((topic.topic_id, index))
         if partition is not None and partition.role is Role.LEADER:
+            if not partition.serving_as_leader:
+                raise partition.lease_lapsed()
             return partition
         raise self.not_leader(name, index, registration.leader)
 

@@ -28,11 +28,17 @@ import structlog
 
 from kraftlite.clock import Clock
 from kraftlite.controller import decisions
+from kraftlite.controller.decisions import BrokerHeartbeatResponse
 from kraftlite.controller.heartbeats import BrokerSessions
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.records import RecordBatch
-from kraftlite.raft.pysyncobj_log import Outcome, ProposeError, RaftMetadataLog
+from kraftlite.raft.pysyncobj_log import (
+    LEADER_FALLBACK_TIMEOUT_MS,
+    Outcome,
+    ProposeError,
+    RaftMetadataLog,
+)
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
@@ -81,6 +87,16 @@ class QuorumController:
 
     def is_active(self) -> bool:
         return self.log.is_leader()
+
+    def is_caught_up(self) -> bool:
+        """Active, and its image holds everything committed before its term (the takeover
+        barrier is done): only then may it vouch for brokers' sessions (broker/lease.py).
+        """
+        return (
+            self.is_active()
+            and self._active_term is not None
+            and self._active_term == self.log.status()["term"]
+        )
 
     def not_controller(self) -> KraftliteError:
         return KraftliteError(
@@ -175,7 +191,9 @@ class QuorumController:
         if term != self._active_term:  # newly active, or active again in a later term
             await self.log.barrier(self.settings.request_timeout_s)  # image now current
             now = self._clock.monotonic_ms()  # after the barrier, which may take a while
-            self.sessions.reset(self.image.brokers, now)
+            # heartbeats.py rule 2, and broker/lease.py rule 3: a deposed leader may have
+            # answered heartbeats for up to the fallback timeout after we took over.
+            self.sessions.reset(self.image.brokers, now + LEADER_FALLBACK_TIMEOUT_MS)
             self._last_rebalance_ms = now
             self._active_term = term
             log.info("became_active_controller", version=self.image.version, term=term)
@@ -207,16 +225,27 @@ class QuorumController:
 
     async def broker_heartbeat(
         self, broker_id: int, broker_epoch: int, metadata_version: int, want_shutdown: bool
-    ) -> decisions.BrokerHeartbeatResponse:
-        if not self.is_active():
+    ) -> tuple[decisions.BrokerHeartbeatResponse, int]:
+        """The answer, and the metadata version it was given at (the broker's lease counts
+        the answer once its own metadata has reached that version).
+        """
+        if not self.is_caught_up():
             raise self.not_controller()
         # rule 1 of heartbeats.py: contact counts on arrival, before the queue, but only
         # from the registration it names (a zombie incarnation keeps no session alive)
         registration = self.image.brokers.get(broker_id)
         if registration is not None and registration.broker_epoch == broker_epoch:
             self.sessions.contact(broker_id, self._clock.monotonic_ms())
-        return await self.submit(
-            lambda image: decisions.broker_heartbeat(
+
+        def decide(image: MetadataImage) -> decisions.ControllerResult[BrokerHeartbeatResponse]:
+            return decisions.broker_heartbeat(
                 image, broker_id, broker_epoch, metadata_version, want_shutdown
             )
-        )
+
+        # Most heartbeats change nothing: answer those at once rather than behind a write
+        # waiting on Raft, which would make healthy brokers' leases lapse.
+        quick = decide(self.image)
+        if not quick.records:
+            return quick.response, self.image.version
+        response = await self.submit(decide)
+        return response, self.image.version

@@ -34,6 +34,9 @@ from kraftlite.metadata.records import RecordBatch, RecordCodecError, decode_bat
 
 log = logging.getLogger(__name__)
 _REMEMBERED_REQUESTS = 1024
+# How long a leader that lost its majority keeps believing it leads (pysyncobj steps down
+# after this long without answers; its default, 30 s, is far too long for us).
+LEADER_FALLBACK_TIMEOUT_MS = 2000
 
 
 class Outcome(Enum):
@@ -144,7 +147,7 @@ class RaftMetadataLog:
             useFork=False,
             connectionRetryTime=0.5,
             connectionTimeout=1.5,
-            leaderFallbackTimeout=2.0,
+            leaderFallbackTimeout=LEADER_FALLBACK_TIMEOUT_MS / 1000,
             appendEntriesPeriod=settings.heartbeat_period_s,
             raftMinTimeout=settings.election_timeout_min_s,
             raftMaxTimeout=settings.election_timeout_max_s,

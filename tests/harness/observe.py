@@ -146,7 +146,7 @@ class Producer(threading.Thread):
                 for value, answer in zip(values, body["offsets"], strict=True):
                     self.acked[answer["offset"]] = value.encode()
             else:
-                error = _error_code(body)
+                error = error_code(body)
                 if isinstance(body, dict) and body.get("appended") is False:
                     self.refused.update(v.encode() for v in values)
                 time.sleep(0.05)
@@ -164,7 +164,7 @@ class Producer(threading.Thread):
         ]
 
 
-def _error_code(body: Any) -> str | None:
+def error_code(body: Any) -> str | None:
     if isinstance(body, dict):
         if "error_code" in body:
             return str(body["error_code"])

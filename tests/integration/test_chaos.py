@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from kraftlite.api.headers import NO_FORWARD
 from kraftlite.groups.coordinator import OFFSETS_TOPIC
 from kraftlite.protocol.partitioner import partition_for_key
 from tests.harness.checker import assert_no_violations, group_offsets_monotone
@@ -24,6 +25,7 @@ from tests.harness.observe import (
     check_partition,
     create,
     describe,
+    error_code,
     partition_0,
     wait_for_full_isr,
     wait_until,
@@ -33,6 +35,8 @@ from tests.harness.processes import Cluster, http, http_retry
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(120)]
 FAST = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
 MIN_ISR_2 = {"min.insync.replicas": 2}
+READ_0 = "/v1/topics/{}/partitions/0/records?offset=0&max_records=1"
+DIRECT = {NO_FORWARD: "1"}  # answer here, or refuse: never forward to the leader
 
 
 @pytest.fixture
@@ -82,12 +86,52 @@ def test_a_leader_cut_off_from_the_controllers_stops_acknowledging(cluster: Clus
         what="the cut-off leader to refuse or time out",
     )
     assert not direct.acks_after(settled), "the cut-off leader acknowledged after the failover"
+    # Nor does it answer reads from its old state (broker/lease.py): its lease lapsed before
+    # the controllers could fence it.
+    status, body = http("GET", cluster.urls[leader] + READ_0.format("cutoff"), headers=DIRECT)
+    assert (status, error_code(body)) == (421, "NOT_LEADER_OR_FOLLOWER"), body
     cluster.heal()
     wait_for_full_isr(cluster, "cutoff")
     direct.stop()
     routed.stop()
     assert partition_0(cluster, "cutoff")["leader_epoch"] >= new["leader_epoch"]
     assert_no_violations(check_partition(cluster, "cutoff", direct.acked, routed.acked))
+
+
+def test_a_leader_paused_past_its_session_answers_nothing_queued_from_its_old_state(
+    cluster: Cluster,
+) -> None:
+    """The lease is asked when a request is served, not by a timer: a read that waited in
+    the socket while the leader was stopped gets NOT_LEADER_OR_FOLLOWER on resume, not the
+    records and high watermark of a partition that has moved on. The leader is also cut
+    off from the controllers, so no metadata can reach it first and make it refuse anyway."""
+    leader = create(cluster, "paused", **MIN_ISR_2)["partitions"][0]["leader"]
+    rest = others(cluster, leader)
+    producer = Producer(cluster, "paused", target=lambda: cluster.urls[rest[0]])
+    producer.start()
+    wait_until(lambda: len(producer.acked) >= 50, what="acks before the pause")
+    cluster.cut_from_controllers(leader, mode="hang")
+    cluster.processes[leader].pause()
+    answers: list[tuple[int, Any]] = []
+    reader = threading.Thread(
+        target=lambda: answers.append(
+            http("GET", cluster.urls[leader] + READ_0.format("paused"), headers=DIRECT, timeout=90)
+        )
+    )
+    reader.start()
+    wait_until(
+        lambda: partition_0(cluster, "paused", among=rest)["leader"] in rest, what="a new leader"
+    )
+    acked = len(producer.acked)
+    wait_until(lambda: len(producer.acked) >= acked + 50, what="acks from the new leader")
+    cluster.processes[leader].resume()
+    reader.join(90)
+    [(status, body)] = answers
+    assert (status, error_code(body)) == (421, "NOT_LEADER_OR_FOLLOWER"), body
+    cluster.heal()
+    wait_for_full_isr(cluster, "paused")
+    producer.stop()
+    assert_no_violations(check_partition(cluster, "paused", producer.acked))
 
 
 def test_a_follower_cut_off_from_the_leader_leaves_the_isr_and_rejoins(cluster: Cluster) -> None:
@@ -354,12 +398,6 @@ class Committer(threading.Thread):
         self.join()
 
 
-@pytest.mark.xfail(
-    run=False,  # it fails every time, after 100 s of waiting: not worth CI's time
-    reason="a deposed coordinator cut off from the controllers keeps answering offset reads "
-    "from its old state (read 50, then 1) and takes commits clients send it; the lease that "
-    "fixed it (9bbd89e) was reverted after review, see docs/guarantees.md",
-)
 def test_committed_group_offsets_survive_the_coordinator_and_never_go_back(
     cluster: Cluster,
 ) -> None:

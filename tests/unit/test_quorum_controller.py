@@ -19,7 +19,12 @@ from kraftlite.controller.quorum_controller import ControllerSettings, QuorumCon
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import MetadataImage, StaleBatchError, apply_batch
 from kraftlite.metadata.records import RecordBatch
-from kraftlite.raft.pysyncobj_log import Outcome, ProposeError, ProposeResult
+from kraftlite.raft.pysyncobj_log import (
+    LEADER_FALLBACK_TIMEOUT_MS,
+    Outcome,
+    ProposeError,
+    ProposeResult,
+)
 
 
 class ScriptedLog:
@@ -136,12 +141,13 @@ async def test_a_controller_deposed_between_attempts_does_not_decide_again() -> 
 async def test_heartbeats_from_a_stale_epoch_or_unknown_broker_keep_no_session_alive() -> None:
     controller, _, clock = make_controller()
     epoch = await register(controller, 1)
-    controller.sessions.reset([1], clock.ms)
+    await controller._tick()  # the session runs from the takeover (plus the grace)
     clock.ms += 5_000
     for broker_id, broker_epoch in ((1, epoch + 100), (9, 1)):
-        with pytest.raises(KraftliteError):
+        with pytest.raises(KraftliteError) as caught:
             await controller.broker_heartbeat(broker_id, broker_epoch, 0, False)
-    clock.ms += 5_000
+        assert caught.value.code is not ErrorCode.NOT_CONTROLLER
+    clock.ms += 5_000 + LEADER_FALLBACK_TIMEOUT_MS
     assert controller.sessions.expired([1], clock.ms, 9_000) == [1]
 
 
@@ -159,7 +165,10 @@ async def test_the_periodic_task_survives_an_unexpected_error() -> None:
 
     metadata_log.barrier = broken_barrier  # type: ignore[method-assign]
     controller.start()
-    await asyncio.sleep(0.2)
+    for _ in range(1000):  # no fixed sleep: a loaded machine may run few ticks in 0.2 s
+        if calls > 1:
+            break
+        await asyncio.sleep(0.01)
     await controller.stop()  # returns cleanly: the task is still alive when cancelled
     assert calls > 1
 
@@ -173,6 +182,49 @@ async def test_a_new_term_gives_every_broker_a_fresh_session() -> None:
     await controller._tick()
     clock.ms += 8_000
     assert controller.sessions.expired([1], clock.ms, 9_000) == []
+
+
+async def test_a_new_active_controller_waits_out_its_deposed_predecessor_before_fencing() -> None:
+    """lease.py rule 3: a deposed Raft leader may answer heartbeats for up to the fallback
+    timeout after the new one took over, so a broker's lease may run that much later."""
+    controller, _, clock = make_controller()
+    await register(controller, 1)
+    await controller._tick()
+    takeover = clock.ms
+    session = controller.settings.session_timeout_ms
+    clock.ms = takeover + session + 1
+    assert controller.sessions.expired([1], clock.ms, session) == []
+    clock.ms = takeover + LEADER_FALLBACK_TIMEOUT_MS + session + 1
+    assert controller.sessions.expired([1], clock.ms, session) == [1]
+
+
+async def test_heartbeats_wait_for_the_takeover_and_carry_the_metadata_version() -> None:
+    """A new leader's image may lag what its predecessor committed (a fencing among it):
+    it must not vouch for a broker's leaderships before its barrier."""
+    controller, metadata_log, _ = make_controller()
+    epoch = await register(controller, 1)
+    metadata_log.term = 1
+    with pytest.raises(KraftliteError) as caught:
+        await controller.broker_heartbeat(1, epoch, 0, False)
+    assert caught.value.code is ErrorCode.NOT_CONTROLLER
+    await controller._tick()
+    response, version = await controller.broker_heartbeat(1, epoch, epoch, False)
+    assert not response.fenced  # this heartbeat unfenced it: the version is after that
+    assert version == metadata_log.image.version
+    assert not metadata_log.image.brokers[1].fenced
+
+
+async def test_a_heartbeat_that_changes_nothing_does_not_queue_behind_a_write() -> None:
+    controller, metadata_log, _ = make_controller()
+    epoch = await register(controller, 1)
+    await controller._tick()
+    await controller.broker_heartbeat(1, epoch, epoch, False)  # unfenced
+    async with controller._write_lock:  # a write waiting on Raft holds the lock
+        response, version = await asyncio.wait_for(
+            controller.broker_heartbeat(1, epoch, epoch, False), 1.0
+        )
+    assert not response.fenced
+    assert version == metadata_log.image.version
 
 
 def test_reset_keeps_a_contact_newer_than_the_reset() -> None:
