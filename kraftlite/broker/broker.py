@@ -69,6 +69,9 @@ class Broker:
         self.forward_session = forward_session or session
         self.clock = clock
         self.controllers = ControllerClient(settings.controllers, session)
+        # Registration and heartbeats pick their controller apart from metadata long-polls
+        # and AlterPartition: a long-poll's choice must not send heartbeats to a hung one.
+        self._session_controllers = ControllerClient(settings.controllers, session)
         self.lease = LeadershipLease()
         self.replicas = ReplicaManager(
             settings.replication or ReplicationSettings(settings.broker_id),
@@ -158,7 +161,7 @@ class Broker:
 
     async def _register(self) -> None:
         sent = self.clock.monotonic_ms()
-        _, answer = await self.controllers.call(
+        _, answer = await self._session_controllers.call(
             "POST",
             "/v1/internal/brokers",
             {
@@ -178,7 +181,7 @@ class Broker:
     async def _heartbeat(self, *, want_shutdown: bool = False) -> None:
         sent = self.clock.monotonic_ms()
         timeout_s = max(self._heartbeat_interval_s, 1.0)
-        _, answer = await self.controllers.call(
+        _, answer = await self._session_controllers.call(
             "POST",
             f"/v1/internal/brokers/{self.broker_id}/heartbeat",
             {
@@ -217,7 +220,7 @@ class Broker:
             if asyncio.get_running_loop().time() >= deadline:
                 return  # the next heartbeat answer tries again
             try:
-                image = await self._fetch_image(wait_ms=200)
+                image = await self._fetch_image(wait_ms=200, attempt_timeout_s=1.0)
             except KraftliteError as exc:
                 log.warning("metadata_catch_up_failed", error=str(exc))
                 await asyncio.sleep(0.1)
@@ -227,16 +230,35 @@ class Broker:
             if await self._apply_if_newer(image) is None and image.version < version:
                 await asyncio.sleep(0.05)
 
+    def _metadata_stuck(self) -> bool:
+        """Heartbeats answered for a whole session, yet our metadata never reached their
+        version: our lease cannot be renewed, so our partitions serve nothing. Better that
+        the controllers fence us and move them: no heartbeats until metadata catches up.
+        """
+        since = self.lease.waiting_since()
+        return (
+            since is not None
+            and self.replicas.image.version >= self.broker_epoch >= 0
+            and self.clock.monotonic_ms() - since > self.lease.session_timeout_ms
+        )
+
     async def _heartbeat_loop(self) -> None:
         lease_was_valid = False
         while True:
             try:
                 if self.broker_epoch < 0:
                     await self._register()
-                await self._heartbeat()
+                if self._metadata_stuck():
+                    log.error(
+                        "metadata_stuck_heartbeats_paused", version=self.replicas.image.version
+                    )
+                else:
+                    await self._heartbeat()
             except KraftliteError as exc:
                 if exc.code in {ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED}:
+                    # Another registration holds our id (or none does): we lead nothing.
                     log.warning("broker_registration_lost", error=str(exc))
+                    self.lease.revoke()
                     self.broker_epoch = -1
                     continue
                 log.warning("heartbeat_failed", error=str(exc))
@@ -250,7 +272,9 @@ class Broker:
                 )
             lease_was_valid = lease_valid
 
-    async def _fetch_image(self, wait_ms: int) -> MetadataImage:
+    async def _fetch_image(
+        self, wait_ms: int, attempt_timeout_s: float | None = None
+    ) -> MetadataImage:
         """The image after ours (or our registration) from a controller, waiting up to
         `wait_ms` for one; whatever it has at the end of the wait.
         """
@@ -262,7 +286,7 @@ class Broker:
             "/v1/internal/metadata",
             params={"after_version": str(after), "max_wait_ms": str(wait_ms)},
             timeout_s=wait_ms / 1000 + 10,
-            attempt_timeout_s=wait_ms / 1000 + 5,
+            attempt_timeout_s=attempt_timeout_s or wait_ms / 1000 + 5,
         )
         return image_from_json(answer)
 
@@ -274,7 +298,10 @@ class Broker:
         self.replicas.apply_image(image)
         self.lease.applied(image.version)
         if before < self.broker_epoch <= image.version:
-            await self._heartbeat()  # caught up with our registration: unfence now
+            try:
+                await self._heartbeat()  # caught up with our registration: unfence now
+            except KraftliteError as exc:  # the periodic heartbeat will
+                log.warning("unfence_heartbeat_failed", error=str(exc))
         return image
 
     async def _metadata_loop(self) -> None:

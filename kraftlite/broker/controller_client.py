@@ -2,8 +2,8 @@
 
 Any controller forwards a write to the active one, so a call goes to the controller that
 last answered, and on a connection error or NOT_CONTROLLER without a leader it moves to the
-next URL. A controller that does not answer (hung, paused, cut off) is left behind for
-later calls too, and `attempt_timeout_s` bounds how long one attempt waits on it, so a
+next URL. A controller that does not answer (hung, paused, cut off) is tried last by
+later calls for a few seconds, and `attempt_timeout_s` bounds how long one attempt waits on it, so a
 hung controller cannot hold heartbeats until the session runs out. Errors with an API
 code come back as KraftliteError.
 """
@@ -19,6 +19,7 @@ import orjson
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 
 _RETRY_CODES = {ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT}
+SUSPECT_S = 5.0  # a controller that did not answer is tried last for this long
 
 
 class ControllerClient:
@@ -26,10 +27,18 @@ class ControllerClient:
         self.urls = urls
         self._session = session
         self._preferred = 0
+        self._suspect_until: dict[int, float] = {}  # url index -> loop time
 
     def rotate(self) -> None:
         """Prefer the next controller from now on (the current one seems to lag)."""
         self._preferred = (self._preferred + 1) % len(self.urls)
+
+    def _order(self, now: float) -> list[int]:
+        """Controllers to try, from the preferred one on; those that failed to answer in
+        the last SUSPECT_S seconds last."""
+        n = len(self.urls)
+        rotated = [(self._preferred + i) % n for i in range(n)]
+        return sorted(rotated, key=lambda i: self._suspect_until.get(i, 0.0) > now)
 
     async def call(
         self,
@@ -68,9 +77,11 @@ class ControllerClient:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         last: KraftliteError | None = None
-        attempt, first = 0, self._preferred
+        attempt, order = 0, self._order(loop.time())
         while loop.time() < deadline:
-            index = (first + attempt) % len(self.urls)
+            if attempt and attempt % len(self.urls) == 0:
+                order = self._order(loop.time())
+            index = order[attempt % len(self.urls)]
             url = self.urls[index] + path
             remaining = max(deadline - loop.time(), 0.1)
             if attempt_timeout_s is not None:
@@ -89,9 +100,9 @@ class ControllerClient:
                     headers = dict(response.headers)
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 last = KraftliteError(ErrorCode.NOT_CONTROLLER, f"{url}: {exc!r}")
-                if self._preferred == index:  # start later calls elsewhere
-                    self._preferred = (index + 1) % len(self.urls)
+                self._suspect_until[index] = loop.time() + SUSPECT_S
             else:
+                self._suspect_until.pop(index, None)
                 try:
                     payload = orjson.loads(raw) if raw else None
                 except orjson.JSONDecodeError:

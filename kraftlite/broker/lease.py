@@ -70,6 +70,15 @@ class LeadershipLease:
         """The metadata version the newest uncounted answer waits for, if any."""
         return max((wanted for _, wanted in self._waiting), default=None)
 
+    def waiting_since(self) -> int | None:
+        """When the oldest answer still waiting for our metadata was sent, if any."""
+        return min((sent for sent, _ in self._waiting), default=None)
+
+    def revoke(self) -> None:
+        """The controllers no longer know us by the registration our answers were for."""
+        self.valid_until_ms = None
+        self._waiting = []
+
     def valid(self, now_ms: int) -> bool:
         return self.valid_until_ms is not None and now_ms < self.valid_until_ms
 

@@ -81,6 +81,7 @@ class Partition:
         self._clock = clock
         # The broker's leadership lease (lease.py), asked whenever we act as leader.
         self._lease_valid = lease_valid
+        self._lapsed = False  # the lease lapsed while we led (see maybe_change_isr)
         self.role = Role.OFFLINE
         self.leader_id = NO_LEADER
         self.leader_epoch = -1
@@ -174,6 +175,7 @@ class Partition:
         if self.state is None:
             raise self.not_leader()
         if not self._lease_valid():
+            self._lapsed = True
             raise self.lease_lapsed()
         return self.state
 
@@ -332,9 +334,15 @@ class Partition:
         state = self.state
         if state is None:
             return None
-        change = rs.isr_change(
-            state, self.log.log_end_offset, self._clock.monotonic_ms(), max_lag_ms
-        )
+        now = self._clock.monotonic_ms()
+        if not self._lease_valid():
+            # Followers' fetches are refused while the lease is lapsed: their lag is ours.
+            self._lapsed = True
+            return None
+        if self._lapsed:
+            self._lapsed = False
+            state = self.state = rs.resume_after_lapse(state, now)
+        change = rs.isr_change(state, self.log.log_end_offset, now, max_lag_ms)
         if change is None:
             return None
         self.state = rs.propose_isr(state, change)

@@ -189,6 +189,17 @@ def _may_join(state: LeaderState, replica: int) -> bool:
     )
 
 
+def resume_after_lapse(state: LeaderState, now_ms: int) -> LeaderState:
+    """The leader served nothing for a while (its lease lapsed, broker/lease.py): its
+    followers' fetches were refused meanwhile, so each gets a full lag allowance from now,
+    as under a new leader, rather than being shrunk out for the leader's own absence."""
+    followers = {
+        b: replace(p, last_caught_up_ms=max(p.last_caught_up_ms, now_ms))
+        for b, p in state.followers.items()
+    }
+    return replace(state, followers=followers)
+
+
 def propose_isr(state: LeaderState, isr: tuple[int, ...]) -> LeaderState:
     return replace(state, pending_isr=isr)
 

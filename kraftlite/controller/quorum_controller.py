@@ -35,6 +35,7 @@ from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.records import RecordBatch
 from kraftlite.raft.pysyncobj_log import (
     LEADER_FALLBACK_TIMEOUT_MS,
+    LEADERSHIP_CONFIRMATION_MS,
     Outcome,
     ProposeError,
     RaftMetadataLog,
@@ -68,6 +69,11 @@ class QuorumController:
         self._write_lock = asyncio.Lock()
         self.sessions = BrokerSessions()
         self._active_term: int | None = None  # the Raft term this node last became active in
+        self._fencing: frozenset[int] = frozenset()  # brokers in a fence not yet committed
+        # When the latest no-op that committed in this term was started (see
+        # _confirm_leadership), and the one in flight.
+        self._leadership_confirmed_ms: int | None = None
+        self._confirming: asyncio.Task[None] | None = None
         self._last_rebalance_ms = 0
         self._task: asyncio.Task[None] | None = None
 
@@ -195,22 +201,65 @@ class QuorumController:
             # answered heartbeats for up to the fallback timeout after we took over.
             self.sessions.reset(self.image.brokers, now + LEADER_FALLBACK_TIMEOUT_MS)
             self._last_rebalance_ms = now
+            self._leadership_confirmed_ms = None
             self._active_term = term
             log.info("became_active_controller", version=self.image.version, term=term)
         now = self._clock.monotonic_ms()
-        expired = self.sessions.expired(
-            self.image.live_broker_ids(), now, self.settings.session_timeout_ms
-        )
-        if expired:
-            fenced = await self.submit(
-                lambda image: decisions.fence_expired_brokers(image, expired)
-            )
-            log.info("brokers_fenced", brokers=fenced, reason="session expired")
+        if self._expired(self.image):
+            try:
+                fenced = await self.submit(self._fence_expired)
+            finally:
+                self._fencing = frozenset()
+            if fenced:
+                log.info("brokers_fenced", brokers=fenced, reason="session expired")
         if now - self._last_rebalance_ms >= self.settings.leader_imbalance_check_interval_ms:
             self._last_rebalance_ms = now
             moved = await self.submit(decisions.elect_preferred_leaders)
             if moved:
                 log.info("preferred_leaders_elected", partitions=moved)
+
+    def _expired(self, image: MetadataImage) -> list[int]:
+        now = self._clock.monotonic_ms()
+        return self.sessions.expired(image.live_broker_ids(), now, self.settings.session_timeout_ms)
+
+    def _fence_expired(self, image: MetadataImage) -> decisions.ControllerResult[list[int]]:
+        """Decided under the write lock, on contact as of now: a heartbeat that arrived
+        while the fence waited for the lock saves the broker. Until the fence commits, those
+        brokers' heartbeats go through the queue (`broker_heartbeat`), so none is answered
+        from the image before the fence.
+        """
+        result = decisions.fence_expired_brokers(image, self._expired(image))
+        self._fencing = frozenset(result.response)
+        return result
+
+    async def _confirm_leadership(self) -> None:
+        """broker/lease.py rule 3, without trusting pysyncobj's own view: a no-op committed
+        through Raft that we started at time s proves no later leader had taken over by s.
+        A new leader fences no one until a session plus the fallback timeout after taking
+        over, so answers given up to LEADERSHIP_CONFIRMATION_MS after such a start are safe
+        even if this node was deposed meanwhile and its tick thread has not noticed.
+        """
+        while True:
+            now = self._clock.monotonic_ms()
+            confirmed = self._leadership_confirmed_ms
+            if confirmed is not None and now - confirmed < LEADERSHIP_CONFIRMATION_MS:
+                return
+            if self._confirming is None or self._confirming.done():
+                self._confirming = asyncio.get_running_loop().create_task(
+                    self._barrier_started_at(now)
+                )
+            try:
+                await asyncio.shield(self._confirming)
+            except ProposeError as exc:
+                raise KraftliteError(
+                    ErrorCode.REQUEST_TIMED_OUT, f"could not confirm the quorum: {exc}"
+                ) from None
+
+    async def _barrier_started_at(self, started_ms: int) -> None:
+        term = self._active_term
+        await self.log.barrier(min(self.settings.request_timeout_s, 2.0))
+        if term is not None and term == self._active_term:
+            self._leadership_confirmed_ms = max(self._leadership_confirmed_ms or 0, started_ms)
 
     # -- broker-facing ------------------------------------------------------------------
 
@@ -236,6 +285,9 @@ class QuorumController:
         registration = self.image.brokers.get(broker_id)
         if registration is not None and registration.broker_epoch == broker_epoch:
             self.sessions.contact(broker_id, self._clock.monotonic_ms())
+        await self._confirm_leadership()
+        if not self.is_caught_up():
+            raise self.not_controller()  # deposed while confirming
 
         def decide(image: MetadataImage) -> decisions.ControllerResult[BrokerHeartbeatResponse]:
             return decisions.broker_heartbeat(
@@ -243,9 +295,11 @@ class QuorumController:
             )
 
         # Most heartbeats change nothing: answer those at once rather than behind a write
-        # waiting on Raft, which would make healthy brokers' leases lapse.
-        quick = decide(self.image)
-        if not quick.records:
-            return quick.response, self.image.version
+        # waiting on Raft, which would make healthy brokers' leases lapse. Not while a fence
+        # of this broker is in flight: the answer must come after it (_fence_expired).
+        if broker_id not in self._fencing:
+            quick = decide(self.image)
+            if not quick.records:
+                return quick.response, self.image.version
         response = await self.submit(decide)
         return response, self.image.version

@@ -37,6 +37,10 @@ _REMEMBERED_REQUESTS = 1024
 # How long a leader that lost its majority keeps believing it leads (pysyncobj steps down
 # after this long without answers; its default, 30 s, is far too long for us).
 LEADER_FALLBACK_TIMEOUT_MS = 2000
+# How long after starting a no-op that then committed this node may still answer as the
+# leader (broker heartbeats): under the fallback timeout, which a new leader waits out
+# before fencing anyone, with room for the moment between that check and the answer.
+LEADERSHIP_CONFIRMATION_MS = LEADER_FALLBACK_TIMEOUT_MS - 500
 
 
 class Outcome(Enum):

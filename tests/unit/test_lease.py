@@ -87,3 +87,16 @@ def test_the_lease_never_outlives_a_session_from_a_counted_answer(
         for now in (sent, sent + session // 2, sent + session):
             if lease.valid(now):
                 assert any(s > now - session and v <= applied for s, v in answers)
+
+
+def test_a_revoked_lease_holds_nothing_until_answered_again() -> None:
+    lease = LeadershipLease(applied_version=3)
+    lease.answered(sent_ms=0, controller_version=3, session_timeout_ms=SESSION)
+    lease.answered(sent_ms=100, controller_version=9, session_timeout_ms=SESSION)
+    assert lease.waiting_since() == 100
+    lease.revoke()
+    assert not lease.valid(1) and lease.waiting_since() is None
+    lease.applied(9)
+    assert not lease.valid(1)  # the answer waiting for 9 was for the old registration
+    lease.answered(sent_ms=200, controller_version=9, session_timeout_ms=SESSION)
+    assert lease.valid(201)

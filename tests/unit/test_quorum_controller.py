@@ -21,6 +21,7 @@ from kraftlite.metadata.image import MetadataImage, StaleBatchError, apply_batch
 from kraftlite.metadata.records import RecordBatch
 from kraftlite.raft.pysyncobj_log import (
     LEADER_FALLBACK_TIMEOUT_MS,
+    LEADERSHIP_CONFIRMATION_MS,
     Outcome,
     ProposeError,
     ProposeResult,
@@ -36,6 +37,8 @@ class ScriptedLog:
         self.term = 1
         self.proposals: list[RecordBatch] = []
         self.script: list[Callable[[], None]] = []
+        self.barriers = 0
+        self.hold: asyncio.Event | None = None  # set: proposals wait for it (in flight)
 
     def is_leader(self) -> bool:
         return self.leader
@@ -47,10 +50,15 @@ class ScriptedLog:
         return {"leader": "a:1" if self.leader else None, "term": self.term}
 
     async def barrier(self, timeout_s: float) -> int:
+        self.barriers += 1
+        if not self.leader:
+            raise ProposeError("not the Raft leader", maybe_committed=False)
         return self.image.version
 
     async def propose(self, batch: RecordBatch, timeout_s: float) -> ProposeResult:
         self.proposals.append(batch)
+        if self.hold is not None:
+            await self.hold.wait()
         if not self.leader:
             raise ProposeError("not the Raft leader", maybe_committed=False)
         if self.script:
@@ -203,7 +211,12 @@ async def test_heartbeats_wait_for_the_takeover_and_carry_the_metadata_version()
     it must not vouch for a broker's leaderships before its barrier."""
     controller, metadata_log, _ = make_controller()
     epoch = await register(controller, 1)
-    metadata_log.term = 1
+    with pytest.raises(KraftliteError) as caught:  # active, but no takeover barrier yet
+        await controller.broker_heartbeat(1, epoch, 0, False)
+    assert caught.value.code is ErrorCode.NOT_CONTROLLER
+    await controller._tick()
+    await controller.broker_heartbeat(1, epoch, 0, False)
+    metadata_log.term = 2  # deposed and elected again: a new takeover is due first
     with pytest.raises(KraftliteError) as caught:
         await controller.broker_heartbeat(1, epoch, 0, False)
     assert caught.value.code is ErrorCode.NOT_CONTROLLER
@@ -232,3 +245,66 @@ def test_reset_keeps_a_contact_newer_than_the_reset() -> None:
     sessions.contact(1, 5_000)
     sessions.reset([1, 2], 4_000)
     assert sessions.expired([1, 2], 13_500, 9_000) == [2]
+
+
+async def test_a_heartbeat_during_its_brokers_fence_is_answered_after_the_fence() -> None:
+    """Answered from the image before the fence commits, it would renew a lease the fence is
+    about to break: the broker would lead on while its partitions move."""
+    controller, metadata_log, clock = make_controller()
+    epoch = await register(controller, 1)
+    await controller._tick()
+    await controller.broker_heartbeat(1, epoch, epoch, False)  # unfenced
+    clock.ms += controller.settings.session_timeout_ms + LEADER_FALLBACK_TIMEOUT_MS + 1
+    metadata_log.hold = asyncio.Event()
+    tick = asyncio.create_task(controller._tick())  # decides the fence, waits for Raft
+    await asyncio.sleep(0.01)
+    assert controller._fencing == {1}
+    heartbeat = asyncio.create_task(controller.broker_heartbeat(1, epoch, epoch, False))
+    await asyncio.sleep(0.01)
+    assert not heartbeat.done()
+    metadata_log.hold.set()
+    metadata_log.hold = None
+    await tick
+    response, version = await heartbeat
+    fence, unfence = metadata_log.proposals[-2:]  # the fence, then this heartbeat's unfence
+    assert type(fence.records[0]).__name__ == "FenceBrokerRecord"
+    assert type(unfence.records[0]).__name__ == "UnfenceBrokerRecord"
+    assert version > unfence.expected_version > fence.expected_version
+    assert version == metadata_log.image.version and not response.fenced
+
+
+async def test_a_fence_spares_a_broker_heard_from_while_it_waited_for_the_lock() -> None:
+    controller, metadata_log, clock = make_controller()
+    epoch = await register(controller, 1)
+    await controller._tick()
+    await controller.broker_heartbeat(1, epoch, epoch, False)
+    clock.ms += controller.settings.session_timeout_ms + LEADER_FALLBACK_TIMEOUT_MS + 1
+    async with controller._write_lock:  # a slow write ahead of the fence
+        tick = asyncio.create_task(controller._tick())
+        await asyncio.sleep(0.01)
+        await controller.broker_heartbeat(1, epoch, epoch, False)  # answered meanwhile
+    await tick
+    assert not metadata_log.image.brokers[1].fenced
+
+
+async def test_heartbeats_are_answered_only_within_a_confirmed_leadership() -> None:
+    """A deposed leader whose tick thread has not noticed must not answer for long: every
+    answer follows a no-op committed through Raft that started at most
+    LEADERSHIP_CONFIRMATION_MS earlier."""
+    controller, metadata_log, clock = make_controller()
+    epoch = await register(controller, 1)
+    await controller._tick()
+    before = metadata_log.barriers
+    await controller.broker_heartbeat(1, epoch, epoch, False)
+    await controller.broker_heartbeat(1, epoch, epoch, False)
+    assert metadata_log.barriers == before + 1  # one confirmation serves both
+    clock.ms += LEADERSHIP_CONFIRMATION_MS
+    await controller.broker_heartbeat(1, epoch, epoch, False)
+    assert metadata_log.barriers == before + 2
+    clock.ms += LEADERSHIP_CONFIRMATION_MS
+    metadata_log.leader = False  # the no-op cannot commit: no answer
+    metadata_log.term = 1
+    controller.log.is_leader = lambda: True  # type: ignore[method-assign]  # stale belief
+    with pytest.raises(KraftliteError) as caught:
+        await controller.broker_heartbeat(1, epoch, epoch, False)
+    assert caught.value.code is ErrorCode.REQUEST_TIMED_OUT

@@ -188,3 +188,13 @@ def test_invariants_under_random_histories(history: list[tuple]) -> None:
         for member in state.maximal_isr:  # a pending member too: it may be elected
             if member != 1:
                 assert held[member] >= state.high_watermark, (member, held, state)
+
+
+def test_followers_get_a_fresh_lag_allowance_after_the_leaders_lease_lapsed() -> None:
+    """Their fetches were refused while the leader's lease was lapsed: shrinking them for
+    that would punish them for the leader's absence."""
+    state = rs.become_leader(1, 0, 0, (1, 2, 3), (1, 2, 3), 10, 10, now_ms=0)
+    assert rs.isr_change(state, 10, now_ms=5_000, max_lag_ms=2_000) == (1,)
+    resumed = rs.resume_after_lapse(state, now_ms=5_000)
+    assert rs.isr_change(resumed, 10, now_ms=5_000, max_lag_ms=2_000) is None
+    assert rs.isr_change(resumed, 10, now_ms=7_001, max_lag_ms=2_000) == (1,)
