@@ -240,6 +240,9 @@ class ControllerConfig(_Config):
     listen: str = _key("listen", _port_address, default="127.0.0.1:9401")
     raft: str = _key("raft", _port_address)
     quorum: tuple[str, ...] = _key("quorum", _quorum)
+    # Derived from `quorum` when unset; set it when voters list each other at different
+    # addresses (NAT, proxies), since the derived id would then differ between them.
+    cluster_id: str | None = _key("cluster.id", default=None)
     data_dir: Path = _key("metadata.log.dir")
     # Shared by every voter: pysyncobj's transport is otherwise unauthenticated pickle. Also
     # read from the KRAFTLITE_RAFT_PASSWORD environment variable.

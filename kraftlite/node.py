@@ -68,7 +68,7 @@ async def run_controller(config: ControllerConfig, password: str) -> None:
             node_id=config.node_id,
             url=f"http://{config.listen}",
             voters=voters,
-            cluster_id=cluster_id_for(config.quorum),
+            cluster_id=config.cluster_id or cluster_id_for(config.quorum),
             session_timeout_ms=config.broker_session_timeout_ms,
             heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
             leader_imbalance_check_interval_ms=config.leader_imbalance_check_interval_ms,

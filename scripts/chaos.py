@@ -2,10 +2,12 @@
 
 Starts 3 controllers and 3 brokers (each its own process, brokers behind the fault-injecting
 proxy of tests/harness/network.py), produces acks=all to a topic with min.insync.replicas=2
-through random brokers, and for --seconds injects one random fault at a time (kill -9 or
-pause of a broker, a broker cut off from the controllers or the other brokers, a cut link
-between two brokers, kill -9 of a controller), each held 1-4 s, then healed. Then it waits for
-the whole ISR, stops the cluster and checks every invariant (docs/design/fault-injection.md).
+through random brokers while two consumer-group members read it, and for --seconds injects
+one random fault at a time (kill -9 or pause of a broker, a broker cut off from the
+controllers or the other brokers, a cut link between two brokers, kill -9 or pause of a
+controller, a controller's Raft links cut), each held 1-4 s, then healed. Then it waits for
+the whole ISR and for the group to consume everything, stops the cluster and checks every
+invariant (docs/design/fault-injection.md).
 The last line is JSON: {"bench": "chaos", "acked", "lost", "faults", "unavailable_s", "seed",
 "violations"}; the exit status is 1 if any invariant was violated.
 

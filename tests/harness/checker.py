@@ -173,6 +173,73 @@ def group_offsets_monotone(
     return found
 
 
+def committed_offsets_monotone(
+    observations: Iterable[tuple[float, float, tuple[str, str, int], int]],
+) -> list[Violation]:
+    """Invariant 5 across observers, in real time: `observations` are (sent, answered,
+    (group, topic, partition), committed offset). A read sent after another was answered
+    must not see a lower offset (whichever client made it, whichever broker answered)."""
+    ordered = sorted(observations, key=lambda o: o[0])
+    by_answer = sorted(ordered, key=lambda o: o[1])
+    found = []
+    seen: dict[tuple[str, str, int], tuple[int, float]] = {}  # highest offset, answered at
+    done = 0
+    for sent, _, key, offset in ordered:
+        while done < len(by_answer) and by_answer[done][1] < sent:
+            _, answered, other, value = by_answer[done]
+            if other not in seen or value > seen[other][0]:
+                seen[other] = (value, answered)
+            done += 1
+        if key in seen and offset < seen[key][0]:
+            highest, answered = seen[key]
+            found.append(
+                Violation(
+                    "group-offsets",
+                    f"{key}: {highest} read by t={answered:.3f}, then {offset} "
+                    f"read from t={sent:.3f}",
+                )
+            )
+    return found
+
+
+def reads_not_stale(
+    reads: Iterable[tuple[float, float, int]], acks: Iterable[tuple[float, int]]
+) -> list[Violation]:
+    """Reads of the high watermark (sent, answered, HW), from any broker, against
+    acknowledged writes (answered, highest offset): a read sent after a write was
+    acknowledged must see it below the HW. A deposed leader still answering fails this."""
+    by_time = sorted(acks)
+    found = []
+    highest, done = -1, 0
+    for sent, answered, hw in sorted(reads):
+        while done < len(by_time) and by_time[done][0] < sent:
+            highest = max(highest, by_time[done][1])
+            done += 1
+        if hw <= highest:
+            found.append(
+                Violation(
+                    "stale-read",
+                    f"HW {hw} read at t={sent:.3f}-{answered:.3f}, after offset {highest} "
+                    "was acknowledged",
+                )
+            )
+    return found
+
+
+def consumed_as_logged(
+    consumed: Iterable[tuple[int, bytes]], readable: Sequence[tuple[int, bytes]]
+) -> list[Violation]:
+    """A consumer was given only committed records: every (offset, value) it consumed is
+    in the final log at that offset (a record read from a deposed leader that the new one
+    truncated would not be)."""
+    log = dict(readable)
+    return [
+        Violation("consumed", f"offset {offset}: consumed {value!r}, log has {log.get(offset)!r}")
+        for offset, value in sorted(set(consumed))
+        if log.get(offset) != value
+    ]
+
+
 def assert_no_violations(violations: Sequence[Violation]) -> None:
     assert not violations, f"{len(violations)} violations:\n" + "\n".join(
         str(v) for v in violations[:20]

@@ -12,10 +12,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.harness.checker import Violation
-from tests.harness.observe import Producer, check_partition, create, wait_for_full_isr
+from tests.harness.checker import Violation, committed_offsets_monotone, consumed_as_logged
+from tests.harness.observe import (
+    GroupReader,
+    Producer,
+    check_partition,
+    create,
+    read_partition,
+    wait_for_full_isr,
+)
 from tests.harness.processes import Cluster
 
+GROUP_SESSION_MS = 6000
 FAULTS = (
     "kill -9 broker",
     "pause broker",
@@ -25,6 +33,7 @@ FAULTS = (
     "isolate broker",
     "kill -9 controller",
     "pause controller",
+    "cut controller from controllers",
 )
 
 
@@ -72,6 +81,11 @@ class Nemesis:
             node = self.rng.choice(sorted(self.cluster.quorum.processes))
             self.cluster.quorum.processes[node].kill()
             self._undo = self.cluster.quorum.processes[node].start
+            fault, broker = f"{fault} {node}", -1
+        elif fault == "cut controller from controllers":  # its Raft links, both ways
+            node = self.rng.choice(sorted(self.cluster.quorum.processes))
+            self.cluster.cut_from_other_controllers(node, mode)
+            self._undo = network.heal
             fault, broker = f"{fault} {node}", -1
         else:
             node = self.rng.choice(sorted(self.cluster.quorum.processes))
@@ -137,12 +151,17 @@ def chaos_run(
     root: Path, seconds: float, seed: int, log: Callable[[str], None] = print
 ) -> ChaosResult:
     """A cluster (3 controllers, 3 brokers), a topic with min.insync.replicas=2, two acks=all
-    producers through random brokers, random faults for `seconds`; then heal, wait for the
-    whole ISR, stop, check."""
+    producers through random brokers and two members of a consumer group reading it, random
+    faults for `seconds`; then heal, wait for the whole ISR and for the group to have
+    consumed everything, stop, check."""
     rng = random.Random(seed)
     cluster = Cluster(
         root,
-        broker_config={"replica.lag.time.max.ms": 2000},
+        broker_config={
+            "replica.lag.time.max.ms": 2000,
+            # a new coordinator freezes assignments for this long (groups.md): keep it short
+            "group.consumer.max.session.timeout.ms": GROUP_SESSION_MS,
+        },
         controller_config={"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500},
         faults=True,
     )
@@ -160,18 +179,23 @@ def chaos_run(
             )
             for picker in pickers
         ]
+        readers = [
+            GroupReader(cluster, "chaos", "chaos-readers", session_timeout_ms=GROUP_SESSION_MS)
+            for _ in range(2)
+        ]
         start = time.monotonic()
-        for producer in producers:
-            producer.start()
+        for thread in [*producers, *readers]:
+            thread.start()
         nemesis = Nemesis(cluster, rng, log)
         nemesis.run(seconds)
         end = time.monotonic()
         wait_for_full_isr(cluster, "chaos", timeout_s=90)
         for producer in producers:
             producer.stop()
+        violations = _group_violations(cluster, readers)
         refused = set().union(*(p.refused for p in producers))
         acked_at = [a.done_at for p in producers for a in p.answers if a.status == 200]
-        violations = check_partition(
+        violations += check_partition(
             cluster, "chaos", *(p.acked for p in producers), refused=refused
         )
         return ChaosResult(
@@ -183,3 +207,26 @@ def chaos_run(
         )
     finally:
         cluster.close()
+
+
+def _group_violations(cluster: Cluster, readers: list[GroupReader]) -> list[Violation]:
+    """Once the group has consumed up to the high watermark (or gave up waiting): it read
+    only committed records, skipped none, and its committed offsets never went back."""
+    _, readable = read_partition(cluster, "chaos")
+    wanted = {offset for offset, _ in readable}
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not wanted <= set().union(
+        *(r.offsets() for r in readers)
+    ):
+        time.sleep(0.5)
+    for reader in readers:
+        reader.stop()
+    consumed = [record for reader in readers for record in reader.consumed]
+    violations = consumed_as_logged(consumed, readable)
+    missed = sorted(wanted - {offset for offset, _ in consumed})
+    if missed:
+        violations.append(
+            Violation("consumed", f"the group never consumed {len(missed)} offsets: {missed[:10]}")
+        )
+    seen = [observation for reader in readers for observation in reader.committed_seen]
+    return violations + committed_offsets_monotone(seen)

@@ -83,7 +83,7 @@ class FaultProxy:
 
     def __init__(self, sources: Callable[[], dict[int, str]]) -> None:
         self._sources = sources
-        self._routes: dict[str, _Route] = {}
+        self._routes: list[_Route] = []
         self._cuts: dict[Link, str] = {}  # link -> mode
         self._connections: set[_Connection] = set()
         self.accepted: dict[Link, int] = {}  # connections seen per link, for tests and docs
@@ -96,16 +96,18 @@ class FaultProxy:
 
     # -- configuration, from the test thread ---------------------------------------------
 
-    def add_route(self, name: str, upstream_port: int) -> int:
-        """Proxy node `name` (listening on 127.0.0.1:upstream_port); the port to use instead."""
+    def add_route(self, name: str, upstream_port: int, port: int = 0) -> int:
+        """Proxy node `name` (listening on 127.0.0.1:upstream_port) on `port` (any free one
+        by default); the port to use instead. A node may have several routes (HTTP, Raft):
+        a cut from src to `name` cuts them all."""
 
         async def start() -> int:
             route = _Route(name, ("127.0.0.1", upstream_port))
             route.server = await asyncio.start_server(
-                lambda r, w: self._serve(route, r, w), "127.0.0.1", 0
+                lambda r, w: self._serve(route, r, w), "127.0.0.1", port
             )
             route.port = route.server.sockets[0].getsockname()[1]
-            self._routes[name] = route
+            self._routes.append(route)
             return route.port
 
         return self._call(start())
@@ -147,7 +149,7 @@ class FaultProxy:
 
     def close(self) -> None:
         async def stop() -> None:
-            for route in self._routes.values():
+            for route in self._routes:
                 if route.server is not None:
                     route.server.close()
             for connection in self._connections:

@@ -4,6 +4,8 @@ replicas' data dirs. The checks themselves are pure, in tests/harness/checker.py
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import threading
 import time
@@ -11,7 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
+
 from kraftlite.api.headers import NO_FORWARD
+from kraftlite.client.consumer import Consumer
+from kraftlite.errors import KraftliteError
 from kraftlite.protocol import batch as batch_format
 from kraftlite.storage.log import LogStorage, StorageConfig
 from tests.harness.checker import (
@@ -99,6 +105,7 @@ class Answer:
     target: str
     status: int
     error_code: str | None
+    last_offset: int = -1  # the highest offset acknowledged, on a 200
 
 
 @dataclass(eq=False)
@@ -141,8 +148,9 @@ class Producer(threading.Thread):
                 )
             except (OSError, IndexError):  # a node down, or none serving right now
                 target, status, body = "", 0, None
-            error = None
+            error, last = None, -1
             if status == 200 and all("offset" in o for o in body["offsets"]):
+                last = max(o["offset"] for o in body["offsets"])
                 for value, answer in zip(values, body["offsets"], strict=True):
                     self.acked[answer["offset"]] = value.encode()
             else:
@@ -150,7 +158,7 @@ class Producer(threading.Thread):
                 if isinstance(body, dict) and body.get("appended") is False:
                     self.refused.update(v.encode() for v in values)
                 time.sleep(0.05)
-            self.answers.append(Answer(sent_at, time.monotonic(), target, status, error))
+            self.answers.append(Answer(sent_at, time.monotonic(), target, status, error, last))
 
     def stop(self) -> None:
         self.stop_flag.set()
@@ -164,6 +172,101 @@ class Producer(threading.Thread):
         ]
 
 
+@dataclass(eq=False)
+class GroupReader(threading.Thread):
+    """A member of consumer group `group` reading `topic` from the earliest offset with the
+    Python client (through any broker), committing after every poll that returned records,
+    and reading the committed offsets back after each. Records what it consumed and every
+    committed offset it read, with when the read was sent and answered."""
+
+    cluster: Cluster
+    topic: str
+    group: str
+    session_timeout_ms: int = 6000
+    consumed: list[tuple[int, bytes]] = field(default_factory=list)
+    committed_seen: list[tuple[float, float, tuple[str, str, int], int]] = field(
+        default_factory=list
+    )
+    errors: list[str] = field(default_factory=list)
+    stop_flag: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        threading.Thread.__init__(self, daemon=True)
+
+    def run(self) -> None:
+        asyncio.run(self._consume())
+
+    async def _consume(self) -> None:
+        consumer = Consumer(
+            list(self.cluster.urls.values()),
+            group_id=self.group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=self.session_timeout_ms,
+        )
+        subscribed = False
+        try:
+            while not self.stop_flag.is_set():
+                try:
+                    if not subscribed:
+                        await consumer.subscribe([self.topic])
+                        subscribed = True
+                    records = await consumer.poll(500)
+                    self.consumed += [(r.offset, r.value or b"") for r in records]
+                    if records:
+                        await consumer.commit()
+                    sent = time.monotonic()
+                    committed = await consumer.committed()
+                    answered = time.monotonic()
+                    self.committed_seen += [
+                        (sent, answered, (self.group, topic, partition), offset)
+                        for (topic, partition), offset in committed.items()
+                    ]
+                except (KraftliteError, OSError, TimeoutError, aiohttp.ClientError) as exc:
+                    self.errors.append(repr(exc))  # the client retries; so do we
+                    await asyncio.sleep(0.2)
+        finally:
+            with contextlib.suppress(Exception):
+                await consumer.close()
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+        self.join(30)
+
+    def offsets(self) -> set[int]:
+        return {offset for offset, _ in self.consumed}
+
+
+@dataclass(eq=False)
+class HighWatermarkReader(threading.Thread):
+    """Reads partition 0's high watermark from one broker, answered there or refused (never
+    forwarded), in a loop: (sent, answered, HW) for every answer that gave one."""
+
+    url: str
+    topic: str
+    reads: list[tuple[float, float, int]] = field(default_factory=list)
+    stop_flag: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        threading.Thread.__init__(self, daemon=True)
+
+    def run(self) -> None:
+        path = f"/v1/topics/{self.topic}/partitions/0/records?offset=0&max_records=1"
+        while not self.stop_flag.is_set():
+            sent = time.monotonic()
+            try:
+                status, body = http("GET", self.url + path, headers={NO_FORWARD: "1"}, timeout=5)
+            except OSError:
+                status, body = 0, None
+            if status == 200:
+                self.reads.append((sent, time.monotonic(), int(body["high_watermark"])))
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+        self.join(10)
+
+
 def error_code(body: Any) -> str | None:
     if isinstance(body, dict):
         if "error_code" in body:
@@ -174,16 +277,20 @@ def error_code(body: Any) -> str | None:
     return None
 
 
+def _answer_200(cluster: Cluster, path: str) -> Any:
+    """The body of a 200 from a serving broker; None otherwise (a broker whose metadata is
+    a moment behind answers 421: retried, as a client would)."""
+    status, body = http("GET", serving_urls(cluster)[0] + path)
+    return body if status == 200 else None
+
+
 def read_partition(cluster: Cluster, topic: str) -> tuple[int, list[tuple[int, bytes]]]:
     """(log start offset, every record below the HW) of partition 0, through the API."""
     out: list[tuple[int, bytes]] = []
     offset, log_start = 0, None
     while True:
-        status, body = http(
-            "GET",
-            serving_urls(cluster)[0] + f"/v1/topics/{topic}/partitions/0/records?offset={offset}",
-        )
-        assert status == 200, body
+        path = f"/v1/topics/{topic}/partitions/0/records?offset={offset}"
+        body = wait_until(lambda path=path: _answer_200(cluster, path), what=f"a read at {offset}")
         log_start = body["log_start_offset"] if log_start is None else log_start
         out += [(r["offset"], r["value"].encode()) for r in body["records"]]
         if body["next_offset"] >= body["high_watermark"]:

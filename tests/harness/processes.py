@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -18,6 +19,20 @@ from typing import Any
 from tests.harness.network import FaultProxy
 
 PASSWORD = "harness-secret"
+
+
+def _port_below_ephemeral() -> int:
+    """A free 5-digit port below Linux's ephemeral range (32768 up, where free_ports and
+    every outgoing connection take theirs), so it sorts below any of those as text too."""
+    for _ in range(1000):
+        port = random.randrange(10_000, 32_768)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port below 32768")
 
 
 def free_ports(count: int) -> list[int]:
@@ -133,17 +148,20 @@ class ControllerQuorum:
     root: Path
     size: int = 3
     config: dict[str, Any] = field(default_factory=dict)  # extra TOML keys
+    # With a proxy, Raft links between controllers go through it (see `_raft_views`).
+    network: FaultProxy | None = None
     processes: dict[int, Process] = field(default_factory=dict)
     urls: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         config_file = self.root / "controller.toml"
-        config_file.write_text(toml_lines(self.config))
+        config_file.write_text(toml_lines({"cluster.id": self.root.name, **self.config}))
         ports = free_ports(2 * self.size)
         raft = {i + 1: f"127.0.0.1:{ports[i]}" for i in range(self.size)}
-        quorum = ",".join(f"{i}@{address}" for i, address in raft.items())
+        views = self._raft_views(raft)
         for node_id, raft_address in raft.items():
+            quorum = ",".join(f"{i}@{address}" for i, address in views[node_id].items())
             listen = f"127.0.0.1:{ports[self.size + node_id - 1]}"
             self.urls[node_id] = f"http://{listen}"
             self.processes[node_id] = Process(
@@ -165,6 +183,31 @@ class ControllerQuorum:
                 ],
                 self.root / f"controller-{node_id}.log",
             )
+
+    def _raft_views(self, raft: dict[int, str]) -> dict[int, dict[int, str]]:
+        """Each voter's quorum: the Raft address it reaches every voter at.
+
+        pysyncobj opens one connection per pair, from the voter whose address sorts higher,
+        which names itself by its own address; the other accepts it only under an address
+        in its quorum. So a voter lists the voters it connects to (lower addresses) at their
+        proxy port, and those that connect to it at their real address. Proxy ports are
+        chosen below every Raft port, so each pair still agrees who connects. A cut of
+        either direction stops the pair's one connection: Raft links are cut both ways.
+        """
+        if self.network is None:
+            return {node_id: raft for node_id in raft}
+        assert all(len(a) == len(next(iter(raft.values()))) for a in raft.values())
+        proxied = {}
+        for node_id, address in raft.items():
+            upstream = int(address.rsplit(":", 1)[1])
+            port = self.network.add_route(
+                f"controller-{node_id}", upstream, _port_below_ephemeral()
+            )
+            proxied[node_id] = f"127.0.0.1:{port}"
+        return {
+            me: {other: proxied[other] if raft[other] < raft[me] else raft[other] for other in raft}
+            for me in raft
+        }
 
     def start(self) -> None:
         for process in self.processes.values():
@@ -209,7 +252,7 @@ class Cluster:
     With `faults=True` brokers reach the controllers and each other only through a
     FaultProxy (`self.network`; nodes are named like their processes: "broker-1",
     "controller-2"), which can cut those links. `urls` stay direct: the test's own requests
-    are never cut. Raft traffic between controllers is not proxied.
+    are never cut. Raft links between controllers go through it too.
     """
 
     root: Path
@@ -223,10 +266,13 @@ class Cluster:
     urls: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.quorum = ControllerQuorum(self.root, config=self.controller_config)
-        controller_urls = list(self.quorum.urls.values())
         if self.faults:
             self.network = FaultProxy(self.pids)
+        self.quorum = ControllerQuorum(
+            self.root, config=self.controller_config, network=self.network
+        )
+        controller_urls = list(self.quorum.urls.values())
+        if self.faults:
             controller_urls = [
                 self._proxied(f"controller-{node_id}", url)
                 for node_id, url in self.quorum.urls.items()
@@ -273,6 +319,12 @@ class Cluster:
         assert self.network is not None
         for node_id in self.quorum.processes:
             self.network.cut(f"broker-{broker_id}", f"controller-{node_id}", mode)
+
+    def cut_from_other_controllers(self, node_id: int, mode: str = "reset") -> None:
+        """The controller's Raft links to the other voters are cut (both ways)."""
+        assert self.network is not None
+        others = [f"controller-{n}" for n in self.quorum.processes if n != node_id]
+        self.network.isolate(f"controller-{node_id}", others, mode)
 
     def cut_between_brokers(self, a: int, b: int, mode: str = "reset") -> None:
         """Neither broker can reach the other (fetches, forwarded requests)."""

@@ -18,9 +18,10 @@ import pytest
 from kraftlite.api.headers import NO_FORWARD
 from kraftlite.groups.coordinator import OFFSETS_TOPIC
 from kraftlite.protocol.partitioner import partition_for_key
-from tests.harness.checker import assert_no_violations, group_offsets_monotone
+from tests.harness.checker import assert_no_violations, group_offsets_monotone, reads_not_stale
 from tests.harness.nemesis import chaos_run
 from tests.harness.observe import (
+    HighWatermarkReader,
     Producer,
     check_partition,
     create,
@@ -65,8 +66,9 @@ def test_a_leader_cut_off_from_the_controllers_stops_acknowledging(cluster: Clus
     rest = others(cluster, leader)
     direct = Producer(cluster, "cutoff", target=lambda: cluster.urls[leader], no_forward=True)
     routed = Producer(cluster, "cutoff", target=lambda: cluster.urls[rest[0]])
-    direct.start()
-    routed.start()
+    reader = HighWatermarkReader(cluster.urls[leader], "cutoff")
+    for thread in (direct, routed, reader):
+        thread.start()
     wait_until(lambda: len(direct.acked) >= 100, what="acks before the cut")
     cluster.cut_from_controllers(leader, mode="hang")  # like dropped packets: calls time out
     new = wait_until(
@@ -90,6 +92,12 @@ def test_a_leader_cut_off_from_the_controllers_stops_acknowledging(cluster: Clus
     # the controllers could fence it.
     status, body = http("GET", cluster.urls[leader] + READ_0.format("cutoff"), headers=DIRECT)
     assert (status, error_code(body)) == (421, "NOT_LEADER_OR_FOLLOWER"), body
+    reader.stop()
+    # No read from it, at any moment, missed a write the new leader had acknowledged: its
+    # lease ran out before the controllers could fence it (tighter than the check above).
+    acks = [(a.done_at, a.last_offset) for a in routed.answers + direct.answers if a.status == 200]
+    assert_no_violations(reads_not_stale(reader.reads, acks))
+    assert reader.reads, "the old leader never answered a read, even before the cut"
     cluster.heal()
     wait_for_full_isr(cluster, "cutoff")
     direct.stop()
@@ -287,6 +295,48 @@ def test_the_active_controller_killed_during_topic_creation(cluster: Cluster) ->
 
 def _all_urls(cluster: Cluster) -> list[str]:
     return [*cluster.quorum.urls.values(), *cluster.urls.values()]
+
+
+@pytest.mark.parametrize("mode", ["reset", "hang"])
+def test_the_active_controller_cut_off_from_the_others_steps_down_and_nothing_is_lost(
+    cluster: Cluster, mode: str
+) -> None:
+    """Raft links cut through the proxy: the other two elect a new active controller, the
+    brokers follow it and metadata changes go on; the old one commits nothing alone, stops
+    answering as active, fences no broker, and catches up once healed."""
+    create(cluster, "raftcut", **MIN_ISR_2)
+    producer = Producer(cluster, "raftcut")
+    producer.start()
+    wait_until(lambda: len(producer.acked) >= 100, what="acks before the cut")
+    assert cluster.network is not None
+    assert any(
+        src.startswith("controller-") and dst.startswith("controller-")
+        for src, dst in cluster.network.accepted
+    ), "Raft does not go through the proxy"
+    old = cluster.quorum.leader()
+    rest = [n for n in cluster.quorum.processes if n != old]
+    cluster.cut_from_other_controllers(old, mode)
+    assert cluster.quorum.leader(among=rest) in rest
+    create(cluster, "made-without-it")
+    acked = len(producer.acked)
+    wait_until(lambda: len(producer.acked) >= acked + 100, what="acks after the cut")
+    wait_until(
+        lambda: http("GET", cluster.quorum.urls[old] + "/v1/quorum")[1]["leader_id"] != old,
+        what="the cut-off controller to step down",
+    )
+    status, _ = http("GET", cluster.quorum.urls[old] + "/v1/topics/made-without-it")
+    assert status == 404, "the cut-off controller saw a change it could not have replicated"
+    cluster.heal()
+    cluster.quorum.leader()  # all three agree again
+    wait_until(
+        lambda: http("GET", cluster.quorum.urls[old] + "/v1/topics/made-without-it")[0] == 200,
+        what="the old controller to catch up",
+    )
+    producer.stop()
+    for node_id in cluster.quorum.processes:
+        log = cluster.quorum.processes[node_id].log_path.read_text()
+        assert "brokers_fenced" not in log, f"controller {node_id} fenced a healthy broker"
+    assert_no_violations(check_partition(cluster, "raftcut", producer.acked))
 
 
 @pytest.mark.parametrize("unclean", [False, True], ids=["unclean-off", "unclean-on"])

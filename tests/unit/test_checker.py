@@ -7,11 +7,14 @@ from __future__ import annotations
 from tests.harness.checker import (
     StoredRecord,
     Violation,
+    committed_offsets_monotone,
+    consumed_as_logged,
     dense_offsets,
     group_offsets_monotone,
     isr_logs_agree,
     lost_acknowledged,
     one_writer_per_epoch,
+    reads_not_stale,
     refused_not_appended,
 )
 
@@ -117,4 +120,35 @@ def test_group_offsets_monotone_finds_a_step_back() -> None:
     assert group_offsets_monotone([(key, 1), (key, 5), (key, 5), (("g", "t", 1), 0)]) == []
     assert group_offsets_monotone([(key, 5), (key, 3)]) == [
         Violation("group-offsets", "('g', 't', 0): 5 then 3")
+    ]
+
+
+KEY = ("g", "t", 0)
+
+
+def test_committed_offsets_monotone_in_real_time_across_observers() -> None:
+    # overlapping reads may see either value; a read begun after another ended may not go back
+    assert committed_offsets_monotone([(0.0, 2.0, KEY, 50), (1.0, 3.0, KEY, 40)]) == []
+    assert committed_offsets_monotone([(0.0, 1.0, KEY, 50), (1.5, 2.0, KEY, 40)]) == [
+        Violation("group-offsets", "('g', 't', 0): 50 read by t=1.000, then 40 read from t=1.500")
+    ]
+    other = ("g", "t", 1)
+    assert committed_offsets_monotone([(0.0, 1.0, KEY, 50), (1.5, 2.0, other, 40)]) == []
+    assert committed_offsets_monotone([(0.0, 1.0, KEY, 50), (1.5, 2.0, KEY, 50)]) == []
+
+
+def test_consumed_as_logged_finds_a_record_the_log_does_not_hold() -> None:
+    readable = [(0, b"a"), (1, b"b")]
+    assert consumed_as_logged([(0, b"a"), (1, b"b"), (0, b"a")], readable) == []
+    assert consumed_as_logged([(1, b"x"), (2, b"c")], readable) == [
+        Violation("consumed", "offset 1: consumed b'x', log has b'b'"),
+        Violation("consumed", "offset 2: consumed b'c', log has None"),
+    ]
+
+
+def test_reads_not_stale_finds_a_read_behind_an_earlier_acknowledgement() -> None:
+    acks = [(1.0, 9), (2.0, 19)]
+    assert reads_not_stale([(0.5, 3.0, 5), (1.5, 1.6, 10), (2.5, 2.6, 20)], acks) == []
+    assert reads_not_stale([(2.5, 2.6, 15)], acks) == [
+        Violation("stale-read", "HW 15 read at t=2.500-2.600, after offset 19 was acknowledged")
     ]
