@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.harness package
 
+from kraftlite.logs import configure_logging
 from tests.harness.nemesis import chaos_run
 
 
@@ -39,6 +40,8 @@ def main() -> int:
     def log(line: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} {line}", file=sys.stderr, flush=True)
 
+    # The group members' client logs every retry at debug: only warnings here.
+    configure_logging(role="chaos", node_id=None, log_format="console", level="warning")
     log(f"chaos: seed {seed}, {args.seconds:g} s of faults")
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)

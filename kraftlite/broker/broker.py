@@ -180,7 +180,9 @@ class Broker:
 
     async def _heartbeat(self, *, want_shutdown: bool = False) -> None:
         sent = self.clock.monotonic_ms()
-        timeout_s = max(self._heartbeat_interval_s, 1.0)
+        # Each attempt gets a second at least: the controller may wait up to
+        # CONFIRMATION_WAIT_MS for a Raft round trip before answering.
+        timeout_s = max(self._heartbeat_interval_s, 2.0)
         _, answer = await self._session_controllers.call(
             "POST",
             f"/v1/internal/brokers/{self.broker_id}/heartbeat",

@@ -5,7 +5,8 @@ ClusterControlManager. Rules:
 1. Contact is recorded when a heartbeat *arrives*, before it waits for the controller's
    queue, so a slow controller never fences a healthy broker.
 2. A controller that becomes active gives every registered broker a full session from that
-   moment (it cannot know when they last heard from its predecessor).
+   moment (it cannot know when they last heard from its predecessor), plus the time its
+   predecessor may have gone on answering them (broker/lease.py rule 3).
 3. Pure: time is an argument.
 """
 

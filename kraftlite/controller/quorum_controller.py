@@ -32,8 +32,10 @@ from kraftlite.controller.decisions import BrokerHeartbeatResponse
 from kraftlite.controller.heartbeats import BrokerSessions
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import MetadataImage
-from kraftlite.metadata.records import RecordBatch
+from kraftlite.metadata.records import FenceBrokerRecord, RecordBatch, RegisterBrokerRecord
 from kraftlite.raft.pysyncobj_log import (
+    CONFIRMATION_REFRESH_MS,
+    CONFIRMATION_WAIT_MS,
     LEADER_FALLBACK_TIMEOUT_MS,
     LEADERSHIP_CONFIRMATION_MS,
     Outcome,
@@ -69,11 +71,14 @@ class QuorumController:
         self._write_lock = asyncio.Lock()
         self.sessions = BrokerSessions()
         self._active_term: int | None = None  # the Raft term this node last became active in
-        self._fencing: frozenset[int] = frozenset()  # brokers in a fence not yet committed
+        # Batches that fence or re-register brokers, by request id, while they may still
+        # apply: (the version they were decided at, those brokers). See _note_in_flight.
+        self._in_flight: dict[str, tuple[int, frozenset[int]]] = {}
         # When the latest no-op that committed in this term was started (see
         # _confirm_leadership), and the one in flight.
         self._leadership_confirmed_ms: int | None = None
         self._confirming: asyncio.Task[None] | None = None
+        self._confirming_term: int | None = None
         self._last_rebalance_ms = 0
         self._task: asyncio.Task[None] | None = None
 
@@ -96,7 +101,7 @@ class QuorumController:
 
     def is_caught_up(self) -> bool:
         """Active, and its image holds everything committed before its term (the takeover
-        barrier is done): only then may it vouch for brokers' sessions (broker/lease.py).
+        commit is done): only then may it vouch for brokers' sessions (broker/lease.py).
         """
         return (
             self.is_active()
@@ -134,6 +139,7 @@ class QuorumController:
                 if not result.records:
                     return result.response
                 batch = RecordBatch(image.version, result.records, uuid.uuid4().hex)
+                self._note_in_flight(batch)
                 outcome = await self._propose_until_known(batch, deadline)
                 if outcome is not Outcome.STALE:
                     return result.response
@@ -195,8 +201,8 @@ class QuorumController:
             return
         term = self.log.status()["term"]
         if term != self._active_term:  # newly active, or active again in a later term
-            await self.log.barrier(self.settings.request_timeout_s)  # image now current
-            now = self._clock.monotonic_ms()  # after the barrier, which may take a while
+            await self._commit_noop()  # image now current; older decisions can never apply
+            now = self._clock.monotonic_ms()  # after the commit, which may take a while
             # heartbeats.py rule 2, and broker/lease.py rule 3: a deposed leader may have
             # answered heartbeats for up to the fallback timeout after we took over.
             self.sessions.reset(self.image.brokers, now + LEADER_FALLBACK_TIMEOUT_MS)
@@ -205,11 +211,11 @@ class QuorumController:
             self._active_term = term
             log.info("became_active_controller", version=self.image.version, term=term)
         now = self._clock.monotonic_ms()
+        confirmed = self._leadership_confirmed_ms
+        if confirmed is None or now - confirmed >= CONFIRMATION_REFRESH_MS:
+            self._start_confirmation()  # in the background: heartbeats rarely wait for one
         if self._expired(self.image):
-            try:
-                fenced = await self.submit(self._fence_expired)
-            finally:
-                self._fencing = frozenset()
+            fenced = await self.submit(self._fence_expired)
             if fenced:
                 log.info("brokers_fenced", brokers=fenced, reason="session expired")
         if now - self._last_rebalance_ms >= self.settings.leader_imbalance_check_interval_ms:
@@ -224,39 +230,86 @@ class QuorumController:
 
     def _fence_expired(self, image: MetadataImage) -> decisions.ControllerResult[list[int]]:
         """Decided under the write lock, on contact as of now: a heartbeat that arrived
-        while the fence waited for the lock saves the broker. Until the fence commits, those
-        brokers' heartbeats go through the queue (`broker_heartbeat`), so none is answered
-        from the image before the fence.
+        while the fence waited for the lock saves the broker.
         """
-        result = decisions.fence_expired_brokers(image, self._expired(image))
-        self._fencing = frozenset(result.response)
-        return result
+        return decisions.fence_expired_brokers(image, self._expired(image))
+
+    def _note_in_flight(self, batch: RecordBatch) -> None:
+        """Remember a batch that fences or re-registers brokers until it can no longer
+        apply: a batch applies only at the version it was decided at, so once the image has
+        moved past that version it either did or never will. Until then those brokers'
+        heartbeats are not answered from the image (broker_heartbeat), which the batch may
+        be about to change under them.
+        """
+        brokers = frozenset(
+            r.broker_id
+            for r in batch.records
+            if isinstance(r, FenceBrokerRecord | RegisterBrokerRecord)
+        )
+        if brokers and batch.request_id is not None:
+            self._in_flight[batch.request_id] = (batch.expected_version, brokers)
+
+    def _changing(self, broker_id: int) -> bool:
+        """Whether a batch that may still apply fences or re-registers `broker_id`."""
+        version = self.image.version
+        self._in_flight = {k: v for k, v in self._in_flight.items() if v[0] >= version}
+        return any(broker_id in brokers for _, brokers in self._in_flight.values())
+
+    async def _commit_noop(self) -> None:
+        """Commit an empty batch decided now (it moves the version on, as KRaft's
+        LeaderChangeMessage starts each epoch): afterwards the image holds everything
+        committed before, and no batch decided earlier, by us or a deposed predecessor
+        whose proposal is still in flight or forwarded late, can apply.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.request_timeout_s
+        async with self._write_lock:
+            while True:
+                batch = RecordBatch(self.log.image.version, (), uuid.uuid4().hex)
+                if await self._propose_until_known(batch, deadline) is not Outcome.STALE:
+                    return
+                if loop.time() >= deadline:
+                    raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, "metadata kept changing")
+
+    def _start_confirmation(self) -> asyncio.Task[None]:
+        """The leadership confirmation of this term in flight, started if there is none."""
+        task = self._confirming
+        if task is None or task.done() or self._confirming_term != self._active_term:
+            task = asyncio.get_running_loop().create_task(
+                self._barrier_started_at(self._clock.monotonic_ms(), self._active_term)
+            )
+            task.add_done_callback(_ignore_outcome)  # waiters see it; nobody else must
+            self._confirming, self._confirming_term = task, self._active_term
+        return task
 
     async def _confirm_leadership(self) -> None:
         """broker/lease.py rule 3, without trusting pysyncobj's own view: a no-op committed
         through Raft that we started at time s proves no later leader had taken over by s.
         A new leader fences no one until a session plus the fallback timeout after taking
         over, so answers given up to LEADERSHIP_CONFIRMATION_MS after such a start are safe
-        even if this node was deposed meanwhile and its tick thread has not noticed.
+        even if this node was deposed meanwhile and its tick thread has not noticed. The
+        periodic task keeps one recent; a heartbeat waits at most CONFIRMATION_WAIT_MS.
         """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CONFIRMATION_WAIT_MS / 1000
         while True:
-            now = self._clock.monotonic_ms()
             confirmed = self._leadership_confirmed_ms
+            now = self._clock.monotonic_ms()
             if confirmed is not None and now - confirmed < LEADERSHIP_CONFIRMATION_MS:
                 return
-            if self._confirming is None or self._confirming.done():
-                self._confirming = asyncio.get_running_loop().create_task(
-                    self._barrier_started_at(now)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise KraftliteError(
+                    ErrorCode.REQUEST_TIMED_OUT, "the controller quorum did not confirm in time"
                 )
             try:
-                await asyncio.shield(self._confirming)
-            except ProposeError as exc:
-                raise KraftliteError(
-                    ErrorCode.REQUEST_TIMED_OUT, f"could not confirm the quorum: {exc}"
-                ) from None
+                await asyncio.wait_for(asyncio.shield(self._start_confirmation()), remaining)
+            except TimeoutError:
+                continue  # the deadline check above answers
+            except ProposeError:
+                await asyncio.sleep(min(0.05, remaining))  # a fresh one next round
 
-    async def _barrier_started_at(self, started_ms: int) -> None:
-        term = self._active_term
+    async def _barrier_started_at(self, started_ms: int, term: int | None) -> None:
         await self.log.barrier(min(self.settings.request_timeout_s, 2.0))
         if term is not None and term == self._active_term:
             self._leadership_confirmed_ms = max(self._leadership_confirmed_ms or 0, started_ms)
@@ -294,12 +347,19 @@ class QuorumController:
                 image, broker_id, broker_epoch, metadata_version, want_shutdown
             )
 
+        if self._changing(broker_id):
+            # A fence or registration of this broker may still apply: settle it first (a
+            # commit moves the version past it), then answer from what it left.
+            await self._commit_noop()
         # Most heartbeats change nothing: answer those at once rather than behind a write
-        # waiting on Raft, which would make healthy brokers' leases lapse. Not while a fence
-        # of this broker is in flight: the answer must come after it (_fence_expired).
-        if broker_id not in self._fencing:
-            quick = decide(self.image)
-            if not quick.records:
-                return quick.response, self.image.version
+        # waiting on Raft, which would make healthy brokers' leases lapse.
+        quick = decide(self.image)
+        if not quick.records:
+            return quick.response, self.image.version
         response = await self.submit(decide)
         return response, self.image.version
+
+
+def _ignore_outcome(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: a failed confirmation is retried, not reported

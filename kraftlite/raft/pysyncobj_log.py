@@ -41,6 +41,8 @@ LEADER_FALLBACK_TIMEOUT_MS = 2000
 # leader (broker heartbeats): under the fallback timeout, which a new leader waits out
 # before fencing anyone, with room for the moment between that check and the answer.
 LEADERSHIP_CONFIRMATION_MS = LEADER_FALLBACK_TIMEOUT_MS - 500
+CONFIRMATION_REFRESH_MS = 500  # the active controller starts a new one this often
+CONFIRMATION_WAIT_MS = 800  # a heartbeat waits no longer for one (its attempt gets 1 s)
 
 
 class Outcome(Enum):

@@ -18,8 +18,10 @@ from tests.harness.observe import (
     Producer,
     check_partition,
     create,
+    partition_0,
     read_partition,
     wait_for_full_isr,
+    wait_until,
 )
 from tests.harness.processes import Cluster
 
@@ -192,7 +194,7 @@ def chaos_run(
         wait_for_full_isr(cluster, "chaos", timeout_s=90)
         for producer in producers:
             producer.stop()
-        violations = _group_violations(cluster, readers)
+        violations = _group_violations(cluster, readers, producers)
         refused = set().union(*(p.refused for p in producers))
         acked_at = [a.done_at for p in producers for a in p.answers if a.status == 200]
         violations += check_partition(
@@ -209,9 +211,16 @@ def chaos_run(
         cluster.close()
 
 
-def _group_violations(cluster: Cluster, readers: list[GroupReader]) -> list[Violation]:
+def _group_violations(
+    cluster: Cluster, readers: list[GroupReader], producers: list[Producer]
+) -> list[Violation]:
     """Once the group has consumed up to the high watermark (or gave up waiting): it read
     only committed records, skipped none, and its committed offsets never went back."""
+    highest = max((max(p.acked) for p in producers if p.acked), default=-1)
+    wait_until(  # a new leader's HW can lag what was acknowledged: as check_partition
+        lambda: (partition_0(cluster, "chaos")["high_watermark"] or 0) > highest,
+        what="the high watermark above every acknowledged offset",
+    )
     _, readable = read_partition(cluster, "chaos")
     wanted = {offset for offset, _ in readable}
     deadline = time.monotonic() + 120
@@ -221,6 +230,7 @@ def _group_violations(cluster: Cluster, readers: list[GroupReader]) -> list[Viol
         time.sleep(0.5)
     for reader in readers:
         reader.stop()
+    _, readable = read_partition(cluster, "chaos")  # what they read may be past the first read
     consumed = [record for reader in readers for record in reader.consumed]
     violations = consumed_as_logged(consumed, readable)
     missed = sorted(wanted - {offset for offset, _ in consumed})

@@ -187,16 +187,17 @@ class ControllerQuorum:
     def _raft_views(self, raft: dict[int, str]) -> dict[int, dict[int, str]]:
         """Each voter's quorum: the Raft address it reaches every voter at.
 
-        pysyncobj opens one connection per pair, from the voter whose address sorts higher,
-        which names itself by its own address; the other accepts it only under an address
-        in its quorum. So a voter lists the voters it connects to (lower addresses) at their
-        proxy port, and those that connect to it at their real address. Proxy ports are
-        chosen below every Raft port, so each pair still agrees who connects. A cut of
-        either direction stops the pair's one connection: Raft links are cut both ways.
+        pysyncobj opens one connection per pair, from the voter whose address sorts higher
+        (as text), which names itself by its own address; the other accepts it only under
+        an address in its quorum. So a voter lists the voters it connects to (lower
+        addresses) at their proxy port, and those that connect to it at their real address.
+        Proxy ports are chosen below every Raft port, so each pair still agrees who
+        connects. The pair's one connection is the link (higher, lower): cutting it cuts
+        Raft between them both ways; `isolate(..., both=True)` cuts it whichever node is
+        named first.
         """
         if self.network is None:
             return {node_id: raft for node_id in raft}
-        assert all(len(a) == len(next(iter(raft.values()))) for a in raft.values())
         proxied = {}
         for node_id, address in raft.items():
             upstream = int(address.rsplit(":", 1)[1])
@@ -204,6 +205,8 @@ class ControllerQuorum:
                 f"controller-{node_id}", upstream, _port_below_ephemeral()
             )
             proxied[node_id] = f"127.0.0.1:{port}"
+        # What the scheme needs: every proxy address sorts below every real one.
+        assert max(proxied.values()) < min(raft.values()), (proxied, raft)
         return {
             me: {other: proxied[other] if raft[other] < raft[me] else raft[other] for other in raft}
             for me in raft

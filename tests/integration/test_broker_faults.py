@@ -1,12 +1,12 @@
 """Brokers under failure: kill -9 of a leader under acks=all load, a paused follower, a
 diverged replica, a full-cluster kill -9 and restart. Invariant checked every time: every
 acknowledged record is readable at the offset it was acknowledged with, offsets are dense,
-and replicas in the ISR hold identical logs.
+replicas in the ISR hold identical logs, one writer per leader epoch (the checker of
+tests/harness/checker.py, as in test_chaos.py).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,10 +14,17 @@ from typing import Any
 
 import pytest
 
-from kraftlite.protocol import batch as batch_format
-from kraftlite.storage.log import LogStorage, StorageConfig
+from tests.harness.checker import assert_no_violations, one_writer_per_epoch
+from tests.harness.observe import (
+    Producer,
+    check_partition,
+    describe,
+    read_partition,
+    replica_logs,
+    serving_urls,
+    wait_until,
+)
 from tests.harness.observe import create as create_topic
-from tests.harness.observe import describe, serving_urls, wait_until
 from tests.harness.processes import Cluster, http
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(300)]
@@ -36,86 +43,14 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         running.stop()
 
 
-def live_url(cluster: Cluster) -> str:
-    return serving_urls(cluster)[0]
-
-
 def create(cluster: Cluster, topic: str, **configs: Any) -> dict[str, Any]:
     """Partition 0 of a new one-partition topic, once it has a leader."""
     return create_topic(cluster, topic, **configs)["partitions"][0]
 
 
-class Producer(threading.Thread):
-    """Produces acks=all in a loop through live brokers, retrying, recording what was acked."""
-
-    def __init__(self, cluster: Cluster, topic: str) -> None:
-        super().__init__(daemon=True)
-        self.cluster, self.topic = cluster, topic
-        self.acked: dict[int, str] = {}
-        self.stop_flag = threading.Event()
-        self.failures = 0
-
-    def run(self) -> None:
-        n = 0
-        while not self.stop_flag.is_set():
-            values = [f"r{n}-{i}" for i in range(5)]
-            try:
-                status, body = http(
-                    "POST",
-                    live_url(self.cluster)
-                    + f"/v1/topics/{self.topic}/records?acks=all&timeout_ms=5000",
-                    {"records": [{"value": v, "partition": 0} for v in values]},
-                    timeout=10,
-                )
-            except (OSError, StopIteration):  # a node down, or none serving right now
-                status, body = 0, None
-            if status == 200 and all("offset" in o for o in body["offsets"]):
-                for value, answer in zip(values, body["offsets"], strict=True):
-                    self.acked[answer["offset"]] = value
-            else:
-                self.failures += 1
-                time.sleep(0.05)
-            n += 1
-
-
-def read_all(cluster: Cluster, topic: str) -> list[tuple[int, str]]:
-    out: list[tuple[int, str]] = []
-    offset = 0
-    while True:
-        status, body = http(
-            "GET", live_url(cluster) + f"/v1/topics/{topic}/partitions/0/records?offset={offset}"
-        )
-        assert status == 200, body
-        out += [(r["offset"], r["value"]) for r in body["records"]]
-        if body["next_offset"] >= body["high_watermark"]:
-            return out
-        offset = body["next_offset"]
-
-
-def check_acked(cluster: Cluster, topic: str, acked: dict[int, str]) -> None:
-    log = read_all(cluster, topic)
-    assert [offset for offset, _ in log] == list(range(len(log)))  # dense, ordered
-    stored = dict(log)
-    lost = {o: v for o, v in acked.items() if stored.get(o) != v}
-    assert not lost, f"{len(lost)} acknowledged records lost or changed: {sorted(lost)[:10]}"
-
-
-def replica_logs(cluster: Cluster, topic_id: str) -> dict[int, list[tuple[int, int, bytes]]]:
-    """Every broker's copy of partition 0 as (offset, epoch, value), read from its data dir."""
-    logs = {}
-    for broker_id in cluster.processes:
-        storage = LogStorage(StorageConfig(path=cluster.root / f"broker-{broker_id}"))
-        try:
-            log = storage.open_partition(f"{topic_id}-0")
-            data = log.read(log.log_start_offset, 1 << 30)
-            logs[broker_id] = [
-                (r.offset, b.header.leader_epoch, r.value or b"")
-                for b in batch_format.decode_stream(data)
-                for r in b.records()
-            ]
-        finally:
-            storage.close()
-    return logs
+def check(cluster: Cluster, topic: str, producer: Producer) -> None:
+    """Every invariant of tests/harness/checker.py (stops the cluster to read its disks)."""
+    assert_no_violations(check_partition(cluster, topic, producer.acked, refused=producer.refused))
 
 
 @pytest.mark.parametrize("victim", ["leader", "follower"])
@@ -139,20 +74,8 @@ def test_kill_9_any_broker_under_acks_all_load_loses_nothing(cluster: Cluster, v
         lambda: sorted(describe(cluster, "load")["partitions"][0]["isr"]) == [1, 2, 3],
         what="the killed broker back in the ISR",
     )
-    producer.stop_flag.set()
-    producer.join()
-    check_acked(cluster, "load", producer.acked)
-    topic_id = created_topic_id(cluster, "load")
-    hw = describe(cluster, "load")["partitions"][0]["high_watermark"]
-    cluster.stop()
-    logs = replica_logs(cluster, topic_id)
-    reference = [entry for entry in logs[1] if entry[0] < hw]
-    for broker_id, log in logs.items():  # every ISR member holds the same log below the HW
-        assert [entry for entry in log if entry[0] < hw] == reference, broker_id
-
-
-def created_topic_id(cluster: Cluster, topic: str) -> str:
-    return str(describe(cluster, topic)["topic_id"])
+    producer.stop()
+    check(cluster, "load", producer)
 
 
 def test_a_paused_follower_leaves_the_isr_and_comes_back(cluster: Cluster) -> None:
@@ -174,9 +97,8 @@ def test_a_paused_follower_leaves_the_isr_and_comes_back(cluster: Cluster) -> No
         lambda: follower in describe(cluster, "pause")["partitions"][0]["isr"],
         what="the follower back in the ISR",
     )
-    producer.stop_flag.set()
-    producer.join()
-    check_acked(cluster, "pause", producer.acked)
+    producer.stop()
+    check(cluster, "pause", producer)
 
 
 def test_a_diverged_replica_truncates_to_the_new_leaders_history(cluster: Cluster) -> None:
@@ -208,7 +130,7 @@ def test_a_diverged_replica_truncates_to_the_new_leaders_history(cluster: Cluste
     )
     status, body = http(
         "POST",
-        live_url(cluster) + "/v1/topics/diverge/records?acks=all",
+        serving_urls(cluster)[0] + "/v1/topics/diverge/records?acks=all",
         {"records": [{"value": f"new{i}"} for i in range(4)]},
     )
     assert status == 200 and [o["offset"] for o in body["offsets"]] == [5, 6, 7, 8], body
@@ -217,15 +139,16 @@ def test_a_diverged_replica_truncates_to_the_new_leaders_history(cluster: Cluste
         lambda: sorted(describe(cluster, "diverge")["partitions"][0]["isr"]) == [1, 2, 3],
         what="the old leader back in the ISR",
     )
-    assert [v for _, v in read_all(cluster, "diverge")] == [f"c{i}" for i in range(5)] + [
-        f"new{i}" for i in range(4)
-    ]
-    topic_id = created_topic_id(cluster, "diverge")
+    _, readable = read_partition(cluster, "diverge")
+    expected = [f"c{i}".encode() for i in range(5)] + [f"new{i}".encode() for i in range(4)]
+    assert [v for _, v in readable] == expected
+    topic_id = str(describe(cluster, "diverge")["topic_id"])
     cluster.stop()
     logs = replica_logs(cluster, topic_id)
-    values = {b: [v for _, _, v in log] for b, log in logs.items()}
+    values = {b: [r.value for r in log] for b, log in logs.items()}
     assert all(v == values[leader] for v in values.values()), values
     assert b"lost0" not in values[leader]
+    assert_no_violations(one_writer_per_epoch(logs))
 
 
 def test_a_full_cluster_kill_9_and_restart_keeps_everything(cluster: Cluster) -> None:
@@ -235,8 +158,7 @@ def test_a_full_cluster_kill_9_and_restart_keeps_everything(cluster: Cluster) ->
     wait_until(lambda: len(producer.acked) >= 300, what="acks")
     for process in [*cluster.processes.values(), *cluster.quorum.processes.values()]:
         process.kill()  # all at once, mid-load
-    producer.stop_flag.set()
-    producer.join()
+    producer.stop()
     cluster.quorum.start()
     for process in cluster.processes.values():
         process.start()
@@ -248,4 +170,4 @@ def test_a_full_cluster_kill_9_and_restart_keeps_everything(cluster: Cluster) ->
         ),
         what="the high watermark back above every ack",
     )
-    check_acked(cluster, "durable", producer.acked)
+    check(cluster, "durable", producer)

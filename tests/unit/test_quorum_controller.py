@@ -258,7 +258,7 @@ async def test_a_heartbeat_during_its_brokers_fence_is_answered_after_the_fence(
     metadata_log.hold = asyncio.Event()
     tick = asyncio.create_task(controller._tick())  # decides the fence, waits for Raft
     await asyncio.sleep(0.01)
-    assert controller._fencing == {1}
+    assert controller._changing(1)
     heartbeat = asyncio.create_task(controller.broker_heartbeat(1, epoch, epoch, False))
     await asyncio.sleep(0.01)
     assert not heartbeat.done()
@@ -266,10 +266,11 @@ async def test_a_heartbeat_during_its_brokers_fence_is_answered_after_the_fence(
     metadata_log.hold = None
     await tick
     response, version = await heartbeat
-    fence, unfence = metadata_log.proposals[-2:]  # the fence, then this heartbeat's unfence
+    fence, noop, unfence = metadata_log.proposals[-3:]  # settled by a no-op, then unfenced
     assert type(fence.records[0]).__name__ == "FenceBrokerRecord"
+    assert noop.records == ()
     assert type(unfence.records[0]).__name__ == "UnfenceBrokerRecord"
-    assert version > unfence.expected_version > fence.expected_version
+    assert version > unfence.expected_version > noop.expected_version > fence.expected_version
     assert version == metadata_log.image.version and not response.fenced
 
 
@@ -308,3 +309,41 @@ async def test_heartbeats_are_answered_only_within_a_confirmed_leadership() -> N
     with pytest.raises(KraftliteError) as caught:
         await controller.broker_heartbeat(1, epoch, epoch, False)
     assert caught.value.code is ErrorCode.REQUEST_TIMED_OUT
+
+
+async def test_a_fence_whose_outcome_is_unknown_is_settled_before_its_broker_is_answered() -> None:
+    """The fence timed out (outcome unknown) and may still commit: a heartbeat answered from
+    the image now would renew a lease the fence can still break."""
+    controller, metadata_log, clock = make_controller()
+    controller.settings = ControllerSettings(
+        node_id=1, url="http://c1", voters={"a:1": 1}, request_timeout_s=0.2
+    )
+    epoch = await register(controller, 1)
+    await controller._tick()
+    await controller.broker_heartbeat(1, epoch, epoch, False)
+    clock.ms += controller.settings.session_timeout_ms + LEADER_FALLBACK_TIMEOUT_MS + 1
+
+    def unknown() -> None:
+        raise ProposeError("timed out", maybe_committed=True)
+
+    metadata_log.script = [unknown] * 50
+    with pytest.raises(KraftliteError):
+        await controller._tick()
+    assert controller._changing(1)
+    metadata_log.script = []
+    before = metadata_log.image.version
+    await controller.broker_heartbeat(1, epoch, epoch, False)
+    assert metadata_log.proposals[-1].records == ()  # a no-op moved the version past it
+    assert metadata_log.image.version > before and not controller._changing(1)
+
+
+async def test_a_takeover_moves_the_version_so_a_predecessors_late_batch_cannot_apply() -> None:
+    controller, metadata_log, _ = make_controller()
+    await register(controller, 1)
+    decided_before = RecordBatch(
+        metadata_log.image.version,
+        decisions.register_broker(metadata_log.image, 2, "x", "http://b2", None).records,
+    )
+    await controller._tick()  # takes over
+    result = await metadata_log.propose(decided_before, timeout_s=1)  # forwarded late
+    assert result.outcome is Outcome.STALE
