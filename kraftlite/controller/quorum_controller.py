@@ -128,23 +128,33 @@ class QuorumController:
         """Decide against the latest image, commit the records, return the response."""
         if require_active and not self.is_active():
             raise self.not_controller()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.settings.request_timeout_s
+        deadline = asyncio.get_running_loop().time() + self.settings.request_timeout_s
         async with self._write_lock:
-            while True:
-                if require_active and not self.is_active():
-                    raise self.not_controller()  # deposed between attempts
-                image = self.log.image
-                result = decide(image)  # a refusal raises KraftliteError: nothing proposed
-                if not result.records:
-                    return result.response
-                batch = RecordBatch(image.version, result.records, uuid.uuid4().hex)
-                self._note_in_flight(batch)
-                outcome = await self._propose_until_known(batch, deadline)
-                if outcome is not Outcome.STALE:
-                    return result.response
-                if loop.time() >= deadline:
-                    raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, "metadata kept changing")
+            return await self._decide_and_commit(decide, deadline, require_active=require_active)
+
+    async def _decide_and_commit(
+        self,
+        decide: Callable[[MetadataImage], decisions.ControllerResult[T]],
+        deadline: float,
+        *,
+        require_active: bool = True,
+    ) -> T:
+        """`submit`'s work; the caller holds the write lock."""
+        loop = asyncio.get_running_loop()
+        while True:
+            if require_active and not self.is_active():
+                raise self.not_controller()  # deposed between attempts
+            image = self.log.image
+            result = decide(image)  # a refusal raises KraftliteError: nothing proposed
+            if not result.records:
+                return result.response
+            batch = RecordBatch(image.version, result.records, uuid.uuid4().hex)
+            self._note_in_flight(batch)
+            outcome = await self._propose_until_known(batch, deadline)
+            if outcome is not Outcome.STALE:
+                return result.response
+            if loop.time() >= deadline:
+                raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, "metadata kept changing")
 
     async def _propose_until_known(self, batch: RecordBatch, deadline: float) -> Outcome:
         loop = asyncio.get_running_loop()
@@ -201,7 +211,9 @@ class QuorumController:
             return
         term = self.log.status()["term"]
         if term != self._active_term:  # newly active, or active again in a later term
-            await self._commit_noop()  # image now current; older decisions can never apply
+            deadline = asyncio.get_running_loop().time() + self.settings.request_timeout_s
+            async with self._write_lock:  # image now current; older decisions can never apply
+                await self._commit_noop(deadline)
             now = self._clock.monotonic_ms()  # after the commit, which may take a while
             # heartbeats.py rule 2, and broker/lease.py rule 3: a deposed leader may have
             # answered heartbeats for up to the fallback timeout after we took over.
@@ -255,21 +267,22 @@ class QuorumController:
         self._in_flight = {k: v for k, v in self._in_flight.items() if v[0] >= version}
         return any(broker_id in brokers for _, brokers in self._in_flight.values())
 
-    async def _commit_noop(self) -> None:
+    async def _commit_noop(self, deadline: float) -> None:
         """Commit an empty batch decided now (it moves the version on, as KRaft's
         LeaderChangeMessage starts each epoch): afterwards the image holds everything
         committed before, and no batch decided earlier, by us or a deposed predecessor
-        whose proposal is still in flight or forwarded late, can apply.
+        whose proposal is still in flight or forwarded late, can apply. The caller holds
+        the write lock. Only as the active controller (pysyncobj would forward it).
         """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.settings.request_timeout_s
-        async with self._write_lock:
-            while True:
-                batch = RecordBatch(self.log.image.version, (), uuid.uuid4().hex)
-                if await self._propose_until_known(batch, deadline) is not Outcome.STALE:
-                    return
-                if loop.time() >= deadline:
-                    raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, "metadata kept changing")
+        while True:
+            if not self.is_active():
+                raise self.not_controller()
+            batch = RecordBatch(self.log.image.version, (), uuid.uuid4().hex)
+            if await self._propose_until_known(batch, deadline) is not Outcome.STALE:
+                return
+            if loop.time() >= deadline:
+                raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, "metadata kept changing")
 
     def _start_confirmation(self) -> asyncio.Task[None]:
         """The leadership confirmation of this term in flight, started if there is none."""
@@ -347,16 +360,22 @@ class QuorumController:
                 image, broker_id, broker_epoch, metadata_version, want_shutdown
             )
 
-        if self._changing(broker_id):
-            # A fence or registration of this broker may still apply: settle it first (a
-            # commit moves the version past it), then answer from what it left.
-            await self._commit_noop()
         # Most heartbeats change nothing: answer those at once rather than behind a write
         # waiting on Raft, which would make healthy brokers' leases lapse.
-        quick = decide(self.image)
-        if not quick.records:
-            return quick.response, self.image.version
-        response = await self.submit(decide)
+        if not self._changing(broker_id):
+            quick = decide(self.image)
+            if not quick.records:
+                return quick.response, self.image.version
+        deadline = asyncio.get_running_loop().time() + self.settings.request_timeout_s
+        async with self._write_lock:
+            if self._changing(broker_id):
+                # A fence or registration of this broker may still apply: settle it first
+                # (a commit moves the version past it), then decide on what it left.
+                await self._commit_noop(deadline)
+            response = await self._decide_and_commit(decide, deadline)
+        await self._confirm_leadership()  # the queue may have taken a while
+        if not self.is_caught_up():
+            raise self.not_controller()
         return response, self.image.version
 
 

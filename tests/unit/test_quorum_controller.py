@@ -266,11 +266,10 @@ async def test_a_heartbeat_during_its_brokers_fence_is_answered_after_the_fence(
     metadata_log.hold = None
     await tick
     response, version = await heartbeat
-    fence, noop, unfence = metadata_log.proposals[-3:]  # settled by a no-op, then unfenced
+    fence, unfence = metadata_log.proposals[-2:]  # it waited for the fence, then unfenced
     assert type(fence.records[0]).__name__ == "FenceBrokerRecord"
-    assert noop.records == ()
     assert type(unfence.records[0]).__name__ == "UnfenceBrokerRecord"
-    assert version > unfence.expected_version > noop.expected_version > fence.expected_version
+    assert version > unfence.expected_version > fence.expected_version
     assert version == metadata_log.image.version and not response.fenced
 
 
@@ -347,3 +346,16 @@ async def test_a_takeover_moves_the_version_so_a_predecessors_late_batch_cannot_
     await controller._tick()  # takes over
     result = await metadata_log.propose(decided_before, timeout_s=1)  # forwarded late
     assert result.outcome is Outcome.STALE
+
+
+async def test_a_no_op_is_never_proposed_by_a_controller_that_is_not_active() -> None:
+    """pysyncobj would forward it to the new leader, where it would commit: the deposed
+    node would then answer a heartbeat as if it still led."""
+    controller, metadata_log, _ = make_controller()
+    await controller._tick()
+    metadata_log.leader = False
+    proposed = len(metadata_log.proposals)
+    with pytest.raises(KraftliteError) as caught:
+        await controller._commit_noop(asyncio.get_running_loop().time() + 1)
+    assert caught.value.code is ErrorCode.NOT_CONTROLLER
+    assert len(metadata_log.proposals) == proposed
