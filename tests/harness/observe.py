@@ -43,13 +43,21 @@ def wait_until(condition: Callable[[], Any], timeout_s: float = 30, what: str = 
 
 
 def wait_for_full_isr(cluster: Cluster, topic: str, timeout_s: float = 30) -> None:
-    """Until every broker is in partition 0's ISR; on timeout, say how it looked last."""
+    """Until every broker is in partition 0's ISR, as every serving broker sees it (one
+    whose metadata is still behind, e.g. just healed, would show an old ISR and epoch);
+    on timeout, say how it looked last."""
     seen: list[Any] = []
 
     def full() -> bool:
-        state = partition_0(cluster, topic)
-        seen[:] = [state]
-        return sorted(state["isr"]) == sorted(cluster.processes)
+        try:
+            views = [partition_0(cluster, topic, among=[b]) for b in cluster.processes]
+        except AssertionError:  # a broker not up or not answering yet
+            return False
+        seen[:] = views
+        agreed = {(v["leader"], v["leader_epoch"]) for v in views}
+        return len(agreed) == 1 and all(
+            sorted(v["isr"]) == sorted(cluster.processes) for v in views
+        )
 
     try:
         wait_until(full, timeout_s, what="a full ISR")
