@@ -380,5 +380,9 @@ class QuorumController:
 
 
 def _ignore_outcome(task: asyncio.Task[None]) -> None:
-    if not task.cancelled():
-        task.exception()  # retrieved: a failed confirmation is retried, not reported
+    """A confirmation that failed to commit is retried, not reported; anything else is a bug."""
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None and not isinstance(error, ProposeError):
+        log.error("leadership_confirmation_crashed", error=repr(error))
