@@ -23,7 +23,7 @@ from tests.harness.observe import (
     wait_for_full_isr,
     wait_until,
 )
-from tests.harness.processes import Cluster
+from tests.harness.processes import FAST_SESSIONS, Cluster
 
 GROUP_SESSION_MS = 6000
 FAULTS = (
@@ -164,7 +164,7 @@ def chaos_run(
             # a new coordinator freezes assignments for this long (groups.md): keep it short
             "group.consumer.max.session.timeout.ms": GROUP_SESSION_MS,
         },
-        controller_config={"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500},
+        controller_config=FAST_SESSIONS,
         faults=True,
     )
     try:

@@ -19,6 +19,8 @@ from typing import Any
 from tests.harness.network import FaultProxy
 
 PASSWORD = "harness-secret"
+# Controller settings for tests that wait out broker sessions: a dead broker is fenced in 3 s.
+FAST_SESSIONS = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
 
 
 def _port_below_ephemeral() -> int:

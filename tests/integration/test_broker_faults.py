@@ -25,16 +25,15 @@ from tests.harness.observe import (
     wait_until,
 )
 from tests.harness.observe import create as create_topic
-from tests.harness.processes import Cluster, http
+from tests.harness.processes import FAST_SESSIONS, Cluster, http
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(300)]
-FAST = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     running = Cluster(
-        tmp_path, broker_config={"replica.lag.time.max.ms": 2000}, controller_config=FAST
+        tmp_path, broker_config={"replica.lag.time.max.ms": 2000}, controller_config=FAST_SESSIONS
     )
     running.start()
     try:

@@ -31,10 +31,9 @@ from tests.harness.observe import (
     wait_for_full_isr,
     wait_until,
 )
-from tests.harness.processes import Cluster, http, http_retry
+from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(120)]
-FAST = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
 MIN_ISR_2 = {"min.insync.replicas": 2}
 READ_0 = "/v1/topics/{}/partitions/0/records?offset=0&max_records=1"
 DIRECT = {NO_FORWARD: "1"}  # answer here, or refuse: never forward to the leader
@@ -45,7 +44,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     running = Cluster(
         tmp_path,
         broker_config={"replica.lag.time.max.ms": 2000},
-        controller_config=FAST,
+        controller_config=FAST_SESSIONS,
         faults=True,
     )
     running.start()

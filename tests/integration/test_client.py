@@ -20,15 +20,14 @@ from kraftlite.client import (
     SyncProducer,
 )
 from kraftlite.protocol.partitioner import partition_for_key
-from tests.harness.processes import Cluster
+from tests.harness.processes import FAST_SESSIONS, Cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-FAST = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    running = Cluster(tmp_path_factory.mktemp("client"), controller_config=FAST)
+    running = Cluster(tmp_path_factory.mktemp("client"), controller_config=FAST_SESSIONS)
     running.start()
     try:
         yield running

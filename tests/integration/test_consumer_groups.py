@@ -13,10 +13,9 @@ import pytest
 from kraftlite.client import Admin, Consumer, Producer
 from kraftlite.groups.coordinator import OFFSETS_TOPIC
 from kraftlite.protocol.partitioner import partition_for_key
-from tests.harness.processes import Cluster, http
+from tests.harness.processes import FAST_SESSIONS, Cluster, http
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-FAST = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
 GROUPS = {
     "group.consumer.max.session.timeout.ms": 4000,
     "group.consumer.heartbeat.interval.ms": 200,
@@ -26,7 +25,7 @@ GROUPS = {
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     running = Cluster(
-        tmp_path_factory.mktemp("groups"), broker_config=GROUPS, controller_config=FAST
+        tmp_path_factory.mktemp("groups"), broker_config=GROUPS, controller_config=FAST_SESSIONS
     )
     running.start()
     try:

@@ -13,7 +13,7 @@ import pytest
 
 from kraftlite.spark.arrow import default_columns
 from kraftlite.spark.source import Options, ReadSettings, plan, read_range
-from tests.harness.processes import Cluster, http
+from tests.harness.processes import FAST_SESSIONS, Cluster, http
 from tests.spark.support import bootstrap, produce, reader
 
 pytestmark = [
@@ -22,7 +22,6 @@ pytestmark = [
     pytest.mark.chaos,
     pytest.mark.timeout(300),
 ]
-FAST = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +29,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     running = Cluster(
         tmp_path_factory.mktemp("spark-failover"),
         broker_config={"replica.lag.time.max.ms": 2000},
-        controller_config=FAST,
+        controller_config=FAST_SESSIONS,
     )
     running.start()
     try:
