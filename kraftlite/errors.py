@@ -23,11 +23,16 @@ class ErrorCode(IntEnum):
     BROKER_NOT_AVAILABLE = 8
     REQUEST_TIMED_OUT = 7
     MESSAGE_TOO_LARGE = 10
+    OFFSET_METADATA_TOO_LARGE = 12
     COORDINATOR_NOT_AVAILABLE = 15
     NOT_COORDINATOR = 16
     INVALID_TOPIC_EXCEPTION = 17
     UNKNOWN_MEMBER_ID = 25
     RECORD_LIST_TOO_LARGE = 18
+    TOPIC_AUTHORIZATION_FAILED = 29
+    GROUP_AUTHORIZATION_FAILED = 30
+    CLUSTER_AUTHORIZATION_FAILED = 31
+    INVALID_TIMESTAMP = 32
     NOT_ENOUGH_REPLICAS = 19
     INVALID_REPLICATION_FACTOR = 38
     NOT_CONTROLLER = 41
@@ -35,6 +40,11 @@ class ErrorCode(IntEnum):
     INVALID_PARTITIONS = 37
     TOPIC_ALREADY_EXISTS = 36
     INVALID_CONFIG = 40
+    POLICY_VIOLATION = 44
+    SASL_AUTHENTICATION_FAILED = 58
+    GROUP_ID_NOT_FOUND = 69
+    GROUP_MAX_SIZE_REACHED = 81
+    THROTTLING_QUOTA_EXCEEDED = 89
     KAFKA_STORAGE_ERROR = 56
     FENCED_LEADER_EPOCH = 74
     STALE_BROKER_EPOCH = 77
@@ -42,6 +52,7 @@ class ErrorCode(IntEnum):
     BROKER_ID_NOT_REGISTERED = 102
     INELIGIBLE_REPLICA = 107
     FENCED_MEMBER_EPOCH = 110
+    STALE_MEMBER_EPOCH = 113
     UNSUPPORTED_MEDIA_TYPE = 1001  # HTTP-only: no Kafka equivalent
 
 
@@ -81,6 +92,19 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.BROKER_ID_NOT_REGISTERED: ErrorInfo(404, False, "broker is not registered"),
     ErrorCode.INELIGIBLE_REPLICA: ErrorInfo(400, True, "replica cannot join the ISR"),
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: ErrorInfo(415, False, "unsupported media type"),
+    ErrorCode.OFFSET_METADATA_TOO_LARGE: ErrorInfo(413, False, "offset metadata too large"),
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: ErrorInfo(403, False, "not authorized for the topic"),
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: ErrorInfo(403, False, "not authorized for the group"),
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: ErrorInfo(
+        403, False, "not authorized for the cluster"
+    ),
+    ErrorCode.INVALID_TIMESTAMP: ErrorInfo(400, False, "timestamp out of the accepted range"),
+    ErrorCode.POLICY_VIOLATION: ErrorInfo(400, False, "refused by the cluster's policy"),
+    ErrorCode.SASL_AUTHENTICATION_FAILED: ErrorInfo(401, False, "authentication failed"),
+    ErrorCode.GROUP_ID_NOT_FOUND: ErrorInfo(404, False, "no such group"),
+    ErrorCode.GROUP_MAX_SIZE_REACHED: ErrorInfo(409, False, "the group is full"),
+    ErrorCode.THROTTLING_QUOTA_EXCEEDED: ErrorInfo(429, True, "quota exceeded"),
+    ErrorCode.STALE_MEMBER_EPOCH: ErrorInfo(409, False, "member epoch is stale"),
 }
 
 
