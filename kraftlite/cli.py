@@ -19,6 +19,7 @@ from kraftlite import __version__
 from kraftlite.config import ROLES, BrokerConfig, ConfigError, ControllerConfig
 from kraftlite.logs import configure_logging
 from kraftlite.protocol import batch as batch_format
+from kraftlite.security.cluster_auth import MIN_SECRET_LENGTH, raft_password
 from kraftlite.storage.log import LogStorage, StorageConfig
 
 EXIT_CONFIG = 2  # the same code click uses for usage errors
@@ -72,21 +73,17 @@ def controller(  # noqa: PLR0917 - click passes every option positionally
     except ConfigError as exc:
         click.echo(f"kraftlite: {exc}", err=True)
         sys.exit(EXIT_CONFIG)
-    password = os.environ.get("KRAFTLITE_RAFT_PASSWORD") or loaded.raft_password
-    if not password:
-        click.echo(
-            "kraftlite: set raft.password in the config or KRAFTLITE_RAFT_PASSWORD: the Raft "
-            "transport must not run unauthenticated",
-            err=True,
-        )
-        sys.exit(EXIT_CONFIG)
+    secret = _cluster_secret(loaded)
+    password = (
+        os.environ.get("KRAFTLITE_RAFT_PASSWORD") or loaded.raft_password or raft_password(secret)
+    )
     if loaded.raft not in loaded.voters():
         click.echo(f"kraftlite: raft address {loaded.raft} is not one of quorum's voters", err=True)
         sys.exit(EXIT_CONFIG)
     _configure_logging(ctx, "controller", loaded.node_id, loaded.log_format, loaded.log_level)
     from kraftlite.node import run_controller  # noqa: PLC0415 - keep light commands light
 
-    asyncio.run(run_controller(loaded, password))
+    asyncio.run(run_controller(loaded, password, secret))
 
 
 @main.command()
@@ -121,10 +118,27 @@ def broker(  # noqa: PLR0917 - click passes every option positionally
     except ConfigError as exc:
         click.echo(f"kraftlite: {exc}", err=True)
         sys.exit(EXIT_CONFIG)
+    secret = _cluster_secret(loaded)
     _configure_logging(ctx, "broker", loaded.broker_id, loaded.log_format, loaded.log_level)
     from kraftlite.node import run_broker  # noqa: PLC0415 - keep light commands light
 
-    asyncio.run(run_broker(loaded))
+    asyncio.run(run_broker(loaded, secret))
+
+
+def _cluster_secret(loaded: BrokerConfig | ControllerConfig) -> str:
+    """The cluster secret from KRAFTLITE_CLUSTER_SECRET or the config; exit 2 without one:
+    a node that took unsigned internal calls would let anyone act as a broker.
+    """
+    secret = os.environ.get("KRAFTLITE_CLUSTER_SECRET") or loaded.cluster_secret
+    if not secret or len(secret) < MIN_SECRET_LENGTH:
+        click.echo(
+            "kraftlite: set cluster.secret in the config or KRAFTLITE_CLUSTER_SECRET (the same "
+            f"on every node, {MIN_SECRET_LENGTH}+ characters): nodes sign their calls to each "
+            "other with it",
+            err=True,
+        )
+        sys.exit(EXIT_CONFIG)
+    return secret
 
 
 @main.command()

@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kraftlite.protocol.urls import node_url_problem
+from kraftlite.security.cluster_auth import MIN_SECRET_LENGTH
+
 _C = TypeVar("_C", bound="_Config")
 
 
@@ -47,17 +50,19 @@ def positive_option(value: Any) -> str | None:
 
 
 def _http_urls(value: Any) -> str | None:
-    if not value or not all(
-        isinstance(u, str) and u.startswith(("http://", "https://")) for u in value
-    ):
-        return "must be a non-empty list of http:// URLs"
+    if not value or any(node_url_problem(u) for u in value):
+        return "must be a non-empty list of http(s)://HOST:PORT URLs"
     return None
 
 
 def _http_url(value: Any) -> str | None:
-    text = str(value)
-    if not text.startswith("http://") or _port_address(text.removeprefix("http://").rstrip("/")):
-        return "must be an http://HOST:PORT URL"
+    problem = node_url_problem(value)
+    return None if problem is None else f"{problem} (http(s)://HOST:PORT)"
+
+
+def _secret(value: Any) -> str | None:
+    if value is not None and len(value) < MIN_SECRET_LENGTH:
+        return f"must be at least {MIN_SECRET_LENGTH} characters"
     return None
 
 
@@ -88,6 +93,9 @@ def _log_level(value: Any) -> str | None:
 class _Config:
     log_format: str = _key("logging.format", _log_format, default="auto")
     log_level: str = _key("logging.level", _log_level, default="info")
+    # Shared by every node of the cluster: internal calls are signed with keys derived from
+    # it (kraftlite/security/cluster_auth.py). Also read from KRAFTLITE_CLUSTER_SECRET.
+    cluster_secret: str | None = _key("cluster.secret", _secret, default=None)
 
     @classmethod
     def load(cls: type[_C], path: Path | None, overrides: Mapping[str, Any] | None = None) -> _C:
@@ -142,7 +150,7 @@ class _Config:
             for f in dataclasses.fields(self)
         }
         return {
-            key: "***" if key.endswith("password") and value is not None else value
+            key: "***" if key.endswith(("password", "secret")) and value is not None else value
             for key, value in shown.items()
         }
 

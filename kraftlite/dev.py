@@ -4,7 +4,8 @@ Separate processes rather than KRaft's combined mode: a node is then exactly wha
 production, kill -9 of one broker is a real fault, and the two cores share the load.
 
 Layout under the data dir: `controller-N/` (Raft journal), `broker-N/` (LMDB), `logs/*.log`,
-and `raft-password` (generated once, so a restart on the same data rejoins its quorum).
+and `cluster-secret` (generated once, mode 0600: every node signs its calls to the others
+with it, and the Raft password is derived from it, so a restart on the same data rejoins).
 Ports from `--base-port P` (default 9092): brokers P, P+1, ...; controller HTTP P+309+i
 (9401...), Raft P+209+i (9301...), the same numbers the contract's examples use.
 """
@@ -116,11 +117,15 @@ def free_base_port(first: int = 20_000, last: int = 40_000) -> int:
     raise RuntimeError(f"no free port range in {first}-{last}")
 
 
-def _password(data_dir: Path) -> str:
-    path = data_dir / "raft-password"
+def cluster_secret(data_dir: Path) -> str:
+    """The cluster's secret (kraftlite/security/cluster_auth.py), made once per data dir and
+    readable by its owner only; the Raft password is derived from it.
+    """
+    path = data_dir / "cluster-secret"
     if not path.exists():
-        path.write_text(secrets.token_hex(16))
-        path.chmod(0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as file:
+            file.write(secrets.token_hex(32))
     return path.read_text().strip()
 
 
@@ -144,7 +149,8 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
 def run(data_dir: Path, controllers: int, brokers: int, base_port: int) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / "logs").mkdir(exist_ok=True)
-    env = {**os.environ, "KRAFTLITE_RAFT_PASSWORD": _password(data_dir)}
+    env = {**os.environ, "KRAFTLITE_CLUSTER_SECRET": cluster_secret(data_dir)}
+    env.pop("KRAFTLITE_RAFT_PASSWORD", None)  # derived from the secret on every voter
     nodes = plan(data_dir, controllers, brokers, base_port)
     processes: dict[str, subprocess.Popen[bytes]] = {}
     signal.signal(signal.SIGTERM, _raise_stop)

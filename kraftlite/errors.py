@@ -95,9 +95,7 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.OFFSET_METADATA_TOO_LARGE: ErrorInfo(413, False, "offset metadata too large"),
     ErrorCode.TOPIC_AUTHORIZATION_FAILED: ErrorInfo(403, False, "not authorized for the topic"),
     ErrorCode.GROUP_AUTHORIZATION_FAILED: ErrorInfo(403, False, "not authorized for the group"),
-    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: ErrorInfo(
-        403, False, "not authorized for the cluster"
-    ),
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: ErrorInfo(403, False, "not authorized for the cluster"),
     ErrorCode.INVALID_TIMESTAMP: ErrorInfo(400, False, "timestamp out of the accepted range"),
     ErrorCode.POLICY_VIOLATION: ErrorInfo(400, False, "refused by the cluster's policy"),
     ErrorCode.SASL_AUTHENTICATION_FAILED: ErrorInfo(401, False, "authentication failed"),

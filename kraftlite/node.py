@@ -14,6 +14,7 @@ from aiohttp import web
 
 from kraftlite.api.broker_app import make_broker_app
 from kraftlite.api.controller_app import make_controller_app
+from kraftlite.api.internal_auth import ClusterAuth
 from kraftlite.broker.broker import Broker, BrokerSettings
 from kraftlite.broker.replica_manager import ReplicationSettings
 from kraftlite.clock import SystemClock
@@ -48,7 +49,7 @@ async def _wait_for_signal() -> None:
     await stop.wait()
 
 
-async def run_controller(config: ControllerConfig, password: str) -> None:
+async def run_controller(config: ControllerConfig, password: str, secret: str) -> None:
     loop = asyncio.get_running_loop()
     voters = config.voters()
     peers = tuple(address for address in voters if address != config.raft)
@@ -76,8 +77,9 @@ async def run_controller(config: ControllerConfig, password: str) -> None:
         raft_log,
         SystemClock(),
     )
+    auth = ClusterAuth(secret, f"controller-{config.node_id}", SystemClock())
     runner = web.AppRunner(
-        make_controller_app(controller), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S
+        make_controller_app(controller, auth), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S
     )
     await runner.setup()
     try:
@@ -93,7 +95,7 @@ async def run_controller(config: ControllerConfig, password: str) -> None:
             raft_log.close()
 
 
-async def run_broker(config: BrokerConfig) -> None:
+async def run_broker(config: BrokerConfig, secret: str) -> None:
     storage = LogStorage(
         StorageConfig(
             path=config.log_dir,
@@ -104,9 +106,15 @@ async def run_broker(config: BrokerConfig) -> None:
     )
     storage.start_flusher()
     host, port = config.listen.rsplit(":", 1)
+    auth = ClusterAuth(secret, f"broker-{config.broker_id}", SystemClock())
+    signed = (auth.client_middleware(),)  # every call a broker makes is to another node
     async with (
-        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as session,
-        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=512)) as forwarding,
+        aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=64), middlewares=signed
+        ) as session,
+        aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=512), middlewares=signed
+        ) as forwarding,
     ):
         broker = Broker(
             BrokerSettings(
@@ -130,6 +138,7 @@ async def run_broker(config: BrokerConfig) -> None:
         runner = web.AppRunner(
             make_broker_app(
                 broker,
+                auth,
                 GroupSettings(
                     offsets_partitions=config.offsets_topic_partitions,
                     heartbeat_interval_ms=config.group_heartbeat_interval_ms,

@@ -28,12 +28,19 @@ from kraftlite.api.errors import (
     read_json_object,
 )
 from kraftlite.api.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
+from kraftlite.api.internal_auth import (
+    CLUSTER_AUTH,
+    ClusterAuth,
+    caller,
+    cluster_auth_middleware,
+    forwarded_for,
+)
 from kraftlite.api.openapi import OPENAPI
 from kraftlite.broker.broker import Broker
 from kraftlite.broker.partition import Acks, Partition
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 from kraftlite.groups.coordinator import GroupCoordinator, GroupSettings
-from kraftlite.metadata.topics import INTERNAL_TOPICS
+from kraftlite.metadata.topics import INTERNAL_TOPICS, is_internal_topic
 from kraftlite.metadata.views import topic_summary, topic_view
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import framing, json_records
@@ -79,6 +86,7 @@ async def _forward(request: web.Request, leader_url: str | None, body: bytes) ->
     headers = {k: v for k, v in request.headers.items() if k.lower() in {"content-type", "accept"}}
     headers[FORWARDED] = "1"
     headers[METADATA_VERSION] = str(broker.replicas.image.version)
+    headers.update(forwarded_for(request))
     try:
         async with broker.forward_session.request(
             request.method,
@@ -117,7 +125,7 @@ async def _controller_call(request: web.Request, body: Any = None) -> web.Respon
     """Pass an admin call through to the controller quorum and relay the answer."""
     broker = request.app[BROKER]
     status, answer, headers = await broker.controllers.call_with_headers(
-        request.method, request.path, body
+        request.method, request.path, body, headers=forwarded_for(request)
     )
     version = headers.get(METADATA_VERSION)
     if version is not None and version.isdigit():
@@ -166,15 +174,21 @@ async def cluster(request: web.Request) -> web.Response:
 async def list_topics(request: web.Request) -> web.Response:
     image = request.app[BROKER].replicas.image
     topics = sorted(image.topics.values(), key=lambda t: t.name)
-    return json_response({"topics": [topic_summary(t) for t in topics if not _internal(t.name)]})
+    visible = [t for t in topics if not is_internal_topic(t.name)]
+    return json_response({"topics": [topic_summary(t) for t in visible]})
 
 
-def _internal(name: str) -> bool:
-    return name.startswith("__")
+def _brokers_only(request: web.Request, topic: str) -> None:
+    """Internal topics (`__consumer_offsets`: every group's offsets) are the brokers' own."""
+    if is_internal_topic(topic) and not caller(request).is_cluster:
+        raise KraftliteError(
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"{topic} is internal: only brokers use it"
+        )
 
 
 async def describe_topic(request: web.Request) -> web.Response:
     broker = request.app[BROKER]
+    _brokers_only(request, request.match_info["topic"])
     topic = broker.replicas.topic(request.match_info["topic"])
     view = topic_view(topic)
     offsets = await _partition_offsets(broker, topic.name)
@@ -440,6 +454,7 @@ async def _forward_batch(
                 "Content-Type": BATCH_TYPE,
                 FORWARDED: "1",
                 METADATA_VERSION: str(broker.replicas.image.version),
+                **forwarded_for(request),
             },
             timeout=aiohttp.ClientTimeout(total=330),
         ) as upstream:
@@ -463,6 +478,7 @@ async def _forward_batch(
 async def fetch(request: web.Request) -> web.StreamResponse:
     broker = request.app[BROKER]
     topic, index = request.match_info["topic"], _partition_index(request)
+    _brokers_only(request, topic)
     query = request.query
     offset = int_param(query.get("offset"), "offset", -1)
     if "offset" not in query:
@@ -518,6 +534,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
 
 async def list_offsets(request: web.Request) -> web.StreamResponse:
     topic, index = request.match_info["topic"], _partition_index(request)
+    _brokers_only(request, topic)
     at = request.query.get("at", "latest")
     target = await _leader_or_forward(request, topic, index)
     if isinstance(target, web.Response):
@@ -584,12 +601,15 @@ async def metadata_at_least(request: web.Request, handler: Handler) -> web.Strea
     return await handler(request)
 
 
-def make_broker_app(broker: Broker, group_settings: GroupSettings | None = None) -> web.Application:
+def make_broker_app(
+    broker: Broker, auth: ClusterAuth, group_settings: GroupSettings | None = None
+) -> web.Application:
     app = web.Application(
-        middlewares=[problem_middleware, caught_up, metadata_at_least],
+        middlewares=[problem_middleware, cluster_auth_middleware, caught_up, metadata_at_least],
         client_max_size=broker.settings.max_request_bytes,
     )
     app[BROKER] = broker
+    app[CLUSTER_AUTH] = auth
     app[groups.COORDINATOR] = GroupCoordinator(broker, group_settings)
     r = app.router
     r.add_get("/healthz", healthz)

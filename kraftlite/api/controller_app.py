@@ -23,10 +23,17 @@ from kraftlite.api.errors import (
     str_field,
 )
 from kraftlite.api.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
+from kraftlite.api.internal_auth import (
+    CLUSTER_AUTH,
+    ClusterAuth,
+    caller,
+    cluster_auth_middleware,
+    forwarded_for,
+)
 from kraftlite.controller import decisions
 from kraftlite.controller.quorum_controller import QuorumController
 from kraftlite.errors import ErrorCode, KraftliteError
-from kraftlite.metadata.topics import INTERNAL_TOPICS
+from kraftlite.metadata.topics import INTERNAL_TOPICS, is_internal_topic
 from kraftlite.metadata.views import broker_view, image_to_json, topic_summary, topic_view
 
 CONTROLLER = web.AppKey("controller", QuorumController)
@@ -45,6 +52,7 @@ async def _forward_or_refuse(request: web.Request) -> web.StreamResponse | None:
     body = await request.read()
     headers = {k: v for k, v in request.headers.items() if k.lower() in {"content-type", "accept"}}
     headers[FORWARDED] = "1"
+    headers.update(forwarded_for(request))  # still the client's request, not ours
     try:
         async with request.app[HTTP].request(
             request.method,
@@ -89,6 +97,17 @@ def _topic_or_404(controller: QuorumController, name: str) -> web.Response:
     response = json_response(topic_view(topic))
     response.headers[METADATA_VERSION] = str(image.version)
     return response
+
+
+def _only_brokers_change_internal_topics(request: web.Request) -> None:
+    """`__consumer_offsets` and the like hold every group's state: a client that shortens
+    their retention, deletes them or changes their partition count breaks every group.
+    """
+    name = request.match_info["topic"]
+    if is_internal_topic(name) and not caller(request).is_cluster:
+        raise KraftliteError(
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"{name} is internal: only brokers change it"
+        )
 
 
 # ---------------------------------------------------------------------------- operations
@@ -181,8 +200,11 @@ async def create_topic(request: web.Request) -> web.StreamResponse:
             body.get("replication_factor"),
             body.get("configs"),
             rng=controller.rng,
-            # the brokers' own topics (the group coordinator's); no other "__" name
-            internal=body.get("internal") is True and name in INTERNAL_TOPICS,
+            # the brokers' own topics (the group coordinator's); no other "__" name, and
+            # only when a broker asks for itself: a client's request passed on is the client's
+            internal=body.get("internal") is True
+            and name in INTERNAL_TOPICS
+            and caller(request).is_cluster,
         )
     )
     response = _topic_or_404(controller, str(name))
@@ -192,6 +214,7 @@ async def create_topic(request: web.Request) -> web.StreamResponse:
 
 @needs_active_controller
 async def delete_topic(request: web.Request) -> web.StreamResponse:
+    _only_brokers_change_internal_topics(request)
     name = request.match_info["topic"]
     controller = request.app[CONTROLLER]
     await controller.submit(lambda image: decisions.delete_topic(image, name))
@@ -200,6 +223,7 @@ async def delete_topic(request: web.Request) -> web.StreamResponse:
 
 @needs_active_controller
 async def create_partitions(request: web.Request) -> web.StreamResponse:
+    _only_brokers_change_internal_topics(request)
     controller = request.app[CONTROLLER]
     name = request.match_info["topic"]
     count = (await read_json_object(request)).get("count")
@@ -211,6 +235,7 @@ async def create_partitions(request: web.Request) -> web.StreamResponse:
 
 @needs_active_controller
 async def alter_configs(request: web.Request) -> web.StreamResponse:
+    _only_brokers_change_internal_topics(request)
     controller = request.app[CONTROLLER]
     name = request.match_info["topic"]
     configs = (await read_json_object(request)).get("configs")
@@ -314,14 +339,18 @@ async def metadata(request: web.Request) -> web.Response:
 
 
 async def _http_client(app: web.Application) -> AsyncIterator[None]:
-    async with aiohttp.ClientSession() as session:
+    signed = (app[CLUSTER_AUTH].client_middleware(),)  # forwards go to other controllers
+    async with aiohttp.ClientSession(middlewares=signed) as session:
         app[HTTP] = session
         yield
 
 
-def make_controller_app(controller: QuorumController) -> web.Application:
-    app = web.Application(middlewares=[problem_middleware], client_max_size=1 << 20)
+def make_controller_app(controller: QuorumController, auth: ClusterAuth) -> web.Application:
+    app = web.Application(
+        middlewares=[problem_middleware, cluster_auth_middleware], client_max_size=1 << 20
+    )
     app[CONTROLLER] = controller
+    app[CLUSTER_AUTH] = auth
     app.cleanup_ctx.append(_http_client)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

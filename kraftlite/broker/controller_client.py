@@ -72,8 +72,9 @@ class ControllerClient:
         timeout_s: float = 15.0,
         attempt_timeout_s: float | None = None,
         params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, Any, dict[str, str]]:
-        """`call`, with the answer's headers."""
+        """`call`, with the answer's headers; `headers` go with the request."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         last: KraftliteError | None = None
@@ -92,12 +93,12 @@ class ControllerClient:
                     url,
                     data=None if body is None else orjson.dumps(body),
                     params=params,
-                    headers={"Content-Type": "application/json"},
+                    headers={"Content-Type": "application/json", **(headers or {})},
                     timeout=aiohttp.ClientTimeout(total=remaining),
                 ) as response:
                     raw = await response.read()
                     status = response.status
-                    headers = dict(response.headers)
+                    answer_headers = dict(response.headers)
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 last = KraftliteError(ErrorCode.NOT_CONTROLLER, f"{url}: {exc!r}")
                 self._suspect_until[index] = loop.time() + SUSPECT_S
@@ -109,7 +110,7 @@ class ControllerClient:
                     payload = raw[:200].decode("utf-8", "replace")
                 if status < 400:
                     self._preferred = index
-                    return status, payload, headers
+                    return status, payload, answer_headers
                 error = error_from_problem(status, payload)
                 if error.code not in _RETRY_CODES:
                     self._preferred = index

@@ -46,8 +46,10 @@ from kraftlite.metadata.topics import (
     validate_topic_configs,
     validate_topic_name,
 )
+from kraftlite.protocol.urls import node_url_problem
 
 T = TypeVar("T")
+MAX_RACK_LENGTH = 255
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +192,13 @@ def register_broker(
     """
     if broker_id < 0:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, f"broker id {broker_id} is negative")
+    problem = node_url_problem(url)
+    if problem is not None:  # other brokers send partition traffic and client requests there
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"broker url {url!r} {problem}")
+    if rack is not None and not (0 < len(rack) <= MAX_RACK_LENGTH and rack.isprintable()):
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, f"rack must be 1-{MAX_RACK_LENGTH} printable characters"
+        )
     existing = image.brokers.get(broker_id)
     if existing is not None and existing.incarnation_id == incarnation_id:
         return ControllerResult((), existing.broker_epoch)

@@ -17,6 +17,11 @@ MAX_PARTITIONS: Final = 10_000
 INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets"})  # created by brokers, not users
 
 
+def is_internal_topic(name: str) -> bool:
+    """Names reserved for the cluster ("__" and up): only brokers read, write or change them."""
+    return name.startswith("__")
+
+
 def validate_topic_name(name: object, *, internal: bool = False) -> str:
     """1-249 of [a-zA-Z0-9._-], not "." or "..", not starting with "__" unless internal."""
     if not isinstance(name, str) or not _TOPIC_NAME.fullmatch(name) or name in {".", ".."}:

@@ -19,6 +19,7 @@ from typing import Any
 from tests.harness.network import FaultProxy
 
 PASSWORD = "harness-secret"
+CLUSTER_SECRET = "harness-cluster-secret-0123456789"
 # Controller settings for tests that wait out broker sessions: a dead broker is fenced in 3 s.
 FAST_SESSIONS = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
 
@@ -92,7 +93,12 @@ class Process:
     paused: bool = False
 
     def start(self) -> None:
-        env = {**os.environ, "KRAFTLITE_RAFT_PASSWORD": PASSWORD, "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            "KRAFTLITE_RAFT_PASSWORD": PASSWORD,
+            "KRAFTLITE_CLUSTER_SECRET": CLUSTER_SECRET,
+            "PYTHONUNBUFFERED": "1",
+        }
         with self.log_path.open("ab") as log:
             self.popen = subprocess.Popen(
                 [sys.executable, "-m", "kraftlite", "--log-format", "json", *self.args],

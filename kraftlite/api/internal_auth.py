@@ -1,0 +1,145 @@
+"""The cluster credential on the HTTP edges (kraftlite/security/cluster_auth.py says how
+it works): a client-session middleware that signs every call a node makes, and a server
+middleware that says who each request is from.
+
+Rules:
+1. `/v1/internal/*` answers only calls signed by a node acting for itself; anything else
+   gets 403 CLUSTER_AUTHORIZATION_FAILED, before its body is parsed.
+2. The headers only nodes may send (forwarded, metadata version, principal) are refused
+   without a valid signature, never silently believed.
+3. A request is from a client principal (its own, or the one a signing node forwarded it
+   for) or from the cluster itself; handlers ask `caller(request)`. A client's request
+   forwarded by a node stays the client's: forwarding never lends a node's rights.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import ClientHandlerType, ClientRequest, ClientResponse, web
+
+from kraftlite.api.headers import FORWARDED, METADATA_VERSION
+from kraftlite.clock import Clock
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.security import cluster_auth
+from kraftlite.security.cluster_auth import HEADER, PRINCIPAL_HEADER
+
+ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal for an unauthenticated client
+_NODE_ONLY_HEADERS = (FORWARDED, METADATA_VERSION, PRINCIPAL_HEADER)
+_MAX_PRINCIPAL = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who a request acts for. `node` is the signing node's name when a node sent it."""
+
+    principal: str
+    is_cluster: bool = False
+    node: str | None = None
+
+
+CLUSTER = "cluster"  # the principal of a node acting for itself
+
+
+class ClusterAuth:
+    """A node's cluster credential: signs its calls, checks the calls it receives."""
+
+    def __init__(self, secret: str, node: str, clock: Clock) -> None:
+        if len(secret) < cluster_auth.MIN_SECRET_LENGTH:
+            raise ValueError(
+                f"the cluster secret must be at least {cluster_auth.MIN_SECRET_LENGTH} characters"
+            )
+        self._key = cluster_auth.derive_key(secret, "internal http")
+        self._signer = cluster_auth.Signer(self._key, node)
+        self._replays = cluster_auth.ReplayCache()
+        self._clock = clock
+
+    def sign(self, method: str, path_qs: str, body: bytes, principal: str = "") -> str:
+        return self._signer.header(
+            method,
+            path_qs,
+            body,
+            now_ms=self._clock.now_ms(),
+            nonce=secrets.token_hex(12),
+            principal=principal,
+        )
+
+    def check(
+        self, header: str, method: str, path_qs: str, body: bytes, principal: str
+    ) -> str | None:
+        """The signing node's name, or None for a bad, stale or replayed signature."""
+        now_ms = self._clock.now_ms()
+        verified = cluster_auth.verify(self._key, header, method, path_qs, body, principal, now_ms)
+        if verified is None or not self._replays.first_use(
+            verified.nonce, verified.timestamp_ms, now_ms
+        ):
+            return None
+        return verified.node
+
+    def client_middleware(
+        self,
+    ) -> Callable[[ClientRequest, ClientHandlerType], Awaitable[ClientResponse]]:
+        """For the node's aiohttp client sessions: every call they make is signed."""
+
+        async def sign(request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:
+            body = request.body
+            data = b"" if body == b"" else await body.as_bytes()
+            principal = request.headers.get(PRINCIPAL_HEADER, "")
+            request.headers[HEADER] = self.sign(
+                request.method, request.url.raw_path_qs, data, principal
+            )
+            return await handler(request)
+
+        return sign
+
+
+CLUSTER_AUTH = web.AppKey("cluster_auth", ClusterAuth)
+_CALLER = "kraftlite.caller"
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _refused(why: str) -> KraftliteError:
+    return KraftliteError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, why)
+
+
+@web.middleware
+async def cluster_auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Rules 1-3: who the request is from, or 403 before anything else is done for it."""
+    internal = request.path.startswith("/v1/internal/")
+    header = request.headers.get(HEADER)
+    if header is None:
+        if internal:
+            raise _refused("internal endpoints answer only the cluster's nodes")
+        if any(name in request.headers for name in _NODE_ONLY_HEADERS):
+            raise _refused("forwarding headers are for the cluster's nodes only")
+        request[_CALLER] = Caller(ANONYMOUS)
+        return await handler(request)
+    principal = request.headers.get(PRINCIPAL_HEADER, "")
+    if len(principal) > _MAX_PRINCIPAL or not principal.isprintable():
+        raise _refused("malformed principal")
+    body = await request.read()  # bounded by the app's client_max_size
+    node = request.app[CLUSTER_AUTH].check(
+        header, request.method, request.raw_path, body, principal
+    )
+    if node is None:
+        raise _refused("bad, expired or replayed cluster signature")
+    caller = Caller(principal, node=node) if principal else Caller(CLUSTER, True, node)
+    if internal and not caller.is_cluster:
+        raise _refused("internal endpoints answer only the cluster's nodes")
+    request[_CALLER] = caller
+    return await handler(request)
+
+
+def caller(request: web.Request) -> Caller:
+    """Who `request` acts for (set by cluster_auth_middleware)."""
+    found = request.get(_CALLER)
+    assert isinstance(found, Caller), "cluster_auth_middleware did not run"
+    return found
+
+
+def forwarded_for(request: web.Request) -> dict[str, str]:
+    """Headers that make a node's onward call act for this request's client (rule 3)."""
+    who = caller(request)
+    return {} if who.is_cluster else {PRINCIPAL_HEADER: who.principal}

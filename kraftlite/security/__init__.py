@@ -1,0 +1,1 @@
+"""The trust boundary: the cluster credential between nodes, and (later) client principals."""
