@@ -57,7 +57,7 @@ def _http_urls(value: Any) -> str | None:
 
 def _http_url(value: Any) -> str | None:
     problem = node_url_problem(value)
-    return None if problem is None else f"{problem} (http(s)://HOST:PORT)"
+    return None if problem is None else f"must be an http://HOST:PORT URL (or https); it {problem}"
 
 
 def _secret(value: Any) -> str | None:
@@ -220,7 +220,17 @@ class BrokerConfig(StorageSettings):
     retention_check_interval_ms: int = _key(
         "log.retention.check.interval.ms", positive_option, default=300_000
     )
-    max_request_bytes: int = _key("max.request.bytes", positive_option, default=64 << 20)
+    socket_request_max_bytes: int = _key(
+        "socket.request.max.bytes", positive_option, default=100 << 20
+    )
+    json_request_max_bytes: int = _key("json.request.max.bytes", positive_option, default=8 << 20)
+    fetch_max_bytes: int = _key("fetch.max.bytes", positive_option, default=55 << 20)
+    timestamp_after_max_ms: int = _key(
+        "log.message.timestamp.after.max.ms", _non_negative, default=3_600_000
+    )
+    timestamp_before_max_ms: int = _key(
+        "log.message.timestamp.before.max.ms", _non_negative, default=2**63 - 1
+    )
     offsets_topic_partitions: int = _key(
         "offsets.topic.num.partitions", positive_option, default=10
     )

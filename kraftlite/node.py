@@ -15,7 +15,7 @@ from aiohttp import web
 from kraftlite.api.broker_app import make_broker_app
 from kraftlite.api.controller_app import make_controller_app
 from kraftlite.api.internal_auth import ClusterAuth
-from kraftlite.broker.broker import Broker, BrokerSettings
+from kraftlite.broker.broker import Broker, BrokerSettings, RequestLimits
 from kraftlite.broker.replica_manager import ReplicationSettings
 from kraftlite.clock import SystemClock
 from kraftlite.config import BrokerConfig, ControllerConfig
@@ -128,7 +128,13 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
                     replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
                     retention_check_interval_ms=config.retention_check_interval_ms,
                 ),
-                max_request_bytes=config.max_request_bytes,
+                limits=RequestLimits(
+                    socket_request_max_bytes=config.socket_request_max_bytes,
+                    json_request_max_bytes=config.json_request_max_bytes,
+                    fetch_max_bytes=config.fetch_max_bytes,
+                    timestamp_after_max_ms=config.timestamp_after_max_ms,
+                    timestamp_before_max_ms=config.timestamp_before_max_ms,
+                ),
             ),
             storage,
             session,

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import aiohttp
 import orjson
@@ -46,11 +47,13 @@ from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import framing, json_records
 from kraftlite.protocol.partitioner import partition_for_key
 
+T = TypeVar("T")
 BROKER = web.AppKey("broker", Broker)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 BATCH_TYPE = "application/vnd.kraftlite.batch"
 MAX_WAIT_MS = 30_000
 DEFAULT_MAX_BYTES = 1 << 20
+MAX_JSON_RECORDS = 10_000
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -283,12 +286,31 @@ async def _produce_local(
     ]
 
 
-def _check_size(broker: Broker, partition: Partition, size: int) -> None:
+def _check_batch(broker: Broker, partition: Partition, batch: bytes) -> None:
+    """The topic's size limit and the broker's timestamp window (Kafka's
+    `log.message.timestamp.after.max.ms` / `before.max.ms`: a far-future timestamp would pin
+    time-based retention), checked before anything is appended.
+    """
     limit = partition.config_int("max.message.bytes")
-    if size > limit:
+    if len(batch) > limit:
         raise KraftliteError(
             ErrorCode.MESSAGE_TOO_LARGE,
-            f"the batch is {size} bytes; max.message.bytes of {partition.topic} is {limit}",
+            f"the batch is {len(batch)} bytes; max.message.bytes of {partition.topic} is {limit}",
+        )
+    header = batch_format.read_header(batch)
+    now = broker.clock.now_ms()
+    limits = broker.settings.limits
+    if header.max_timestamp - now > limits.timestamp_after_max_ms:
+        raise KraftliteError(
+            ErrorCode.INVALID_TIMESTAMP,
+            f"timestamp {header.max_timestamp} is more than "
+            f"{limits.timestamp_after_max_ms} ms ahead of the broker's clock",
+        )
+    if now - header.first_timestamp > limits.timestamp_before_max_ms:
+        raise KraftliteError(
+            ErrorCode.INVALID_TIMESTAMP,
+            f"timestamp {header.first_timestamp} is more than "
+            f"{limits.timestamp_before_max_ms} ms behind the broker's clock",
         )
 
 
@@ -298,6 +320,29 @@ def _refuse_internal(topic: str) -> None:
         raise KraftliteError(
             ErrorCode.INVALID_REQUEST, f"{topic} is internal: clients cannot write to it"
         )
+
+
+JSON_PARSE = web.AppKey("json_parse", asyncio.Semaphore)
+_INLINE_JSON_BYTES = 64 << 10  # smaller bodies are parsed on the loop (well under 10 ms)
+
+
+async def _json_work(request: web.Request, body: bytes, work: Callable[[], T]) -> T:
+    """Run `work` (JSON parsing and per-record encoding of `body`) where it cannot stall the
+    event loop that heartbeats and leases ride on: inline for small bodies, else on a worker
+    thread, one large body at a time (the others wait with only their bytes in memory).
+    Bodies over `json.request.max.bytes` are refused before any parsing.
+    """
+    limit = request.app[BROKER].settings.limits.json_request_max_bytes
+    if len(body) > limit:
+        raise KraftliteError(
+            ErrorCode.RECORD_LIST_TOO_LARGE,
+            f"the JSON body is {len(body)} bytes; json.request.max.bytes is {limit} "
+            f"(send larger batches as {BATCH_TYPE})",
+        )
+    if len(body) <= _INLINE_JSON_BYTES:
+        return work()
+    async with request.app[JSON_PARSE]:
+        return await asyncio.to_thread(work)
 
 
 async def produce_to_partition(request: web.Request) -> web.StreamResponse:
@@ -313,21 +358,24 @@ async def produce_to_partition(request: web.Request) -> web.StreamResponse:
     if request.content_type == BATCH_TYPE:
         batch, count = body, _record_count(body)
     elif request.content_type in {"application/json", ""}:
-        parsed = json_records.parse_produce_body(_json_object(body))
-        for i, (wanted, _) in enumerate(parsed):
-            if wanted is not None and wanted != index:
-                raise KraftliteError(
-                    ErrorCode.INVALID_REQUEST,
-                    f"records[{i}].partition is {wanted}, but this is partition {index}",
-                )
-        batch = batch_format.encode_records([r for _, r in parsed], now)
-        count = len(parsed)
+
+        def encode() -> tuple[bytes, int]:
+            parsed = json_records.parse_produce_body(_json_object(body))
+            for i, (wanted, _) in enumerate(parsed):
+                if wanted is not None and wanted != index:
+                    raise KraftliteError(
+                        ErrorCode.INVALID_REQUEST,
+                        f"records[{i}].partition is {wanted}, but this is partition {index}",
+                    )
+            return batch_format.encode_records([r for _, r in parsed], now), len(parsed)
+
+        batch, count = await _json_work(request, body, encode)
     else:
         raise KraftliteError(
             ErrorCode.UNSUPPORTED_MEDIA_TYPE,
             f"Content-Type must be application/json or {BATCH_TYPE}",
         )
-    _check_size(broker, target, len(batch))
+    _check_batch(broker, target, batch)
     return _produce_answer(await _produce_local(target, batch, acks, timeout_s, count), acks)
 
 
@@ -358,24 +406,13 @@ def _json_object(body: bytes) -> dict[str, Any]:
 _round_robin = itertools.count()
 
 
-async def produce_to_topic(request: web.Request) -> web.StreamResponse:
-    """Records spread over partitions (explicit, by key with murmur2, else round robin),
-    one batch per partition, each produced on (or forwarded to) its leader.
+def _spread(body: bytes, name: str, count: int, spread: int, now: int) -> dict[int, _Group]:
+    """The records of a JSON produce body, one batch per partition: the record's partition
+    if given, else murmur2 of its key, else `spread` (one partition per request, like
+    Kafka's sticky partitioner). Pure, so it can run off the loop.
     """
-    broker = request.app[BROKER]
-    name = request.match_info["topic"]
-    _refuse_internal(name)
-    acks, timeout_s = _acks(request), _timeout_s(request)
-    if request.content_type not in {"application/json", ""}:
-        raise KraftliteError(
-            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
-            "produce to a topic takes JSON; send binary batches to a partition",
-        )
-    topic = broker.replicas.topic(name)
-    count = len(topic.partitions)
-    parsed = json_records.parse_produce_body(await read_json_object(request))
-    spread = next(_round_robin) % count
-    groups: dict[int, list[int]] = {}
+    parsed = json_records.parse_produce_body(_json_object(body))
+    members: dict[int, list[int]] = {}
     for i, (wanted, record) in enumerate(parsed):
         if wanted is not None and wanted >= count:
             raise KraftliteError(
@@ -387,29 +424,72 @@ async def produce_to_topic(request: web.Request) -> web.StreamResponse:
         elif record.key is not None:
             chosen = partition_for_key(record.key, count)
         else:
-            chosen = spread  # one partition per request, like Kafka's sticky partitioner
-        groups.setdefault(chosen, []).append(i)
-    now = broker.clock.now_ms()
-    results: list[dict[str, Any]] = [{}] * len(parsed)
+            chosen = spread
+        members.setdefault(chosen, []).append(i)
+    return {
+        index: _Group(indexes, batch_format.encode_records([parsed[i][1] for i in indexes], now))
+        for index, indexes in members.items()
+    }
 
-    async def produce_group(index: int, members: list[int]) -> None:
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    indexes: list[int]  # positions of the partition's records in the request
+    batch: bytes
+
+
+async def produce_to_topic(request: web.Request) -> web.StreamResponse:
+    """Records spread over partitions (`_spread`), one batch per partition, each produced on
+    (or forwarded to) its leader. The answer has an entry per record; a partition that
+    failed is named once in `errors`, and its records' entries carry only its error code.
+    When every partition failed, the answer is that error (its HTTP status), not a 200.
+    """
+    broker = request.app[BROKER]
+    name = request.match_info["topic"]
+    _refuse_internal(name)
+    acks, timeout_s = _acks(request), _timeout_s(request)
+    if request.content_type not in {"application/json", ""}:
+        raise KraftliteError(
+            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+            "produce to a topic takes JSON; send binary batches to a partition",
+        )
+    count = len(broker.replicas.topic(name).partitions)
+    body = await request.read()
+    spread, now = next(_round_robin) % count, broker.clock.now_ms()
+    groups = await _json_work(request, body, lambda: _spread(body, name, count, spread, now))
+    answers: dict[int, list[dict[str, Any]] | KraftliteError] = {}
+
+    async def produce_group(index: int, group: _Group) -> None:
         try:
-            batch = batch_format.encode_records([parsed[i][1] for i in members], now)
-            offsets = await _produce_somewhere(
-                request, name, index, batch, acks=acks, timeout_s=timeout_s
+            answers[index] = await _produce_somewhere(
+                request, name, index, group.batch, acks=acks, timeout_s=timeout_s
             )
-            for i, entry in zip(members, offsets, strict=True):
-                results[i] = entry
         except KraftliteError as exc:
-            for i in members:
-                results[i] = {
-                    "partition": index,
-                    "error_code": exc.code.name,
-                    "message": exc.message,
-                }
+            answers[index] = exc
 
-    await asyncio.gather(*(produce_group(p, members) for p, members in sorted(groups.items())))
-    return _produce_answer(results, acks)
+    await asyncio.gather(*(produce_group(p, g) for p, g in sorted(groups.items())))
+    failed = {p: a for p, a in answers.items() if isinstance(a, KraftliteError)}
+    errors = [
+        {"partition": p, "error_code": e.code.name, "message": e.message}
+        for p, e in sorted(failed.items())
+    ]
+    if len(failed) == len(groups):
+        first = failed[min(failed)]
+        raise KraftliteError(first.code, first.message, partitions=errors)
+    results: list[dict[str, Any]] = [{}] * sum(len(g.indexes) for g in groups.values())
+    for index, group in groups.items():
+        answer = answers[index]
+        if isinstance(answer, KraftliteError):
+            entry = {"partition": index, "error_code": answer.code.name}
+            for i in group.indexes:
+                results[i] = entry
+        else:
+            for i, produced in zip(group.indexes, answer, strict=True):
+                results[i] = produced
+    response = {"offsets": results}
+    if errors:
+        response["errors"] = errors
+    return json_response(response, status=202 if acks is Acks.NONE else 200)
 
 
 async def _produce_somewhere(
@@ -429,7 +509,7 @@ async def _produce_somewhere(
             batch=batch,
             request=request,
         )
-    _check_size(broker, partition, len(batch))
+    _check_batch(broker, partition, batch)
     count = batch_format.read_header(batch).record_count
     return await _produce_local(partition, batch, acks, timeout_s, count)
 
@@ -490,6 +570,10 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         raise KraftliteError(
             ErrorCode.INVALID_REQUEST, "max_records and max_bytes must be >= 1, max_wait_ms >= 0"
         )
+    # Kafka caps what a fetch asks for rather than refusing it: at most fetch.max.bytes, and
+    # (decoded one by one into JSON) at most MAX_JSON_RECORDS records
+    max_bytes = min(max_bytes, broker.settings.limits.fetch_max_bytes)
+    max_records = min(max_records, MAX_JSON_RECORDS)
     encoding = json_records.encoding_of(query.get("encoding"), "encoding")
     binary = BATCH_TYPE in request.headers.get("Accept", "")
     target = await _leader_or_forward(request, topic, index)
@@ -606,10 +690,11 @@ def make_broker_app(
 ) -> web.Application:
     app = web.Application(
         middlewares=[problem_middleware, cluster_auth_middleware, caught_up, metadata_at_least],
-        client_max_size=broker.settings.max_request_bytes,
+        client_max_size=broker.settings.limits.socket_request_max_bytes,
     )
     app[BROKER] = broker
     app[CLUSTER_AUTH] = auth
+    app[JSON_PARSE] = asyncio.Semaphore(1)
     app[groups.COORDINATOR] = GroupCoordinator(broker, group_settings)
     r = app.router
     r.add_get("/healthz", healthz)

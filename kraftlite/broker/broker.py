@@ -39,13 +39,25 @@ METADATA_WAIT_MS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
+class RequestLimits:
+    """What one client request may ask of a broker (Kafka's names and defaults where they
+    exist; docs/configuration.md)."""
+
+    socket_request_max_bytes: int = 100 << 20  # socket.request.max.bytes: any body
+    json_request_max_bytes: int = 8 << 20  # json.request.max.bytes: parsed record by record
+    fetch_max_bytes: int = 55 << 20  # fetch.max.bytes: one fetch answer
+    timestamp_after_max_ms: int = 3_600_000  # log.message.timestamp.after.max.ms (Kafka 4)
+    timestamp_before_max_ms: int = 2**63 - 1  # log.message.timestamp.before.max.ms
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerSettings:
     broker_id: int
     url: str
     controllers: tuple[str, ...]
     rack: str | None = None
     replication: ReplicationSettings | None = None
-    max_request_bytes: int = 64 << 20
+    limits: RequestLimits = RequestLimits()
     shutdown_timeout_s: float = 5.0
 
 
