@@ -89,6 +89,16 @@ def _log_level(value: Any) -> str | None:
     return None if value in levels else f"must be one of {', '.join(sorted(levels))}"
 
 
+@dataclass(frozen=True, slots=True)
+class ListenerLimits:
+    """An HTTP listener's bounds (kraftlite/api/listener.py enforces them)."""
+
+    max_connections: int = 10_000
+    max_connections_per_ip: int = 2**31 - 1  # Kafka's default: no per-address limit
+    idle_ms: int = 60_000
+    read_timeout_ms: int = 30_000
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Config:
     log_format: str = _key("logging.format", _log_format, default="auto")
@@ -96,6 +106,19 @@ class _Config:
     # Shared by every node of the cluster: internal calls are signed with keys derived from
     # it (kraftlite/security/cluster_auth.py). Also read from KRAFTLITE_CLUSTER_SECRET.
     cluster_secret: str | None = _key("cluster.secret", _secret, default=None)
+    # The HTTP listener's bounds (kraftlite/api/listener.py)
+    max_connections: int = _key("max.connections", positive_option, default=10_000)
+    max_connections_per_ip: int = _key("max.connections.per.ip", positive_option, default=2**31 - 1)
+    connections_max_idle_ms: int = _key("connections.max.idle.ms", positive_option, default=60_000)
+    request_read_timeout_ms: int = _key("request.read.timeout.ms", positive_option, default=30_000)
+
+    def listener_limits(self) -> ListenerLimits:
+        return ListenerLimits(
+            max_connections=self.max_connections,
+            max_connections_per_ip=self.max_connections_per_ip,
+            idle_ms=self.connections_max_idle_ms,
+            read_timeout_ms=self.request_read_timeout_ms,
+        )
 
     @classmethod
     def load(cls: type[_C], path: Path | None, overrides: Mapping[str, Any] | None = None) -> _C:

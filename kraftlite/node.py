@@ -10,11 +10,11 @@ import uuid
 
 import aiohttp
 import structlog
-from aiohttp import web
 
 from kraftlite.api.broker_app import make_broker_app
 from kraftlite.api.controller_app import make_controller_app
 from kraftlite.api.internal_auth import ClusterAuth
+from kraftlite.api.listener import BoundedSite, runner_for
 from kraftlite.broker.broker import Broker, BrokerSettings, RequestLimits
 from kraftlite.broker.replica_manager import ReplicationSettings
 from kraftlite.clock import SystemClock
@@ -78,12 +78,11 @@ async def run_controller(config: ControllerConfig, password: str, secret: str) -
         SystemClock(),
     )
     auth = ClusterAuth(secret, f"controller-{config.node_id}", SystemClock())
-    runner = web.AppRunner(
-        make_controller_app(controller, auth), access_log=None, shutdown_timeout=SHUTDOWN_GRACE_S
-    )
+    limits = config.listener_limits()
+    runner = runner_for(make_controller_app(controller, auth, limits), limits, SHUTDOWN_GRACE_S)
     await runner.setup()
     try:
-        await web.TCPSite(runner, host, int(port)).start()
+        await BoundedSite(runner, host, int(port), limits).start()
         controller.start()
         log.info("controller_started", listen=config.listen, raft=config.raft, voters=len(voters))
         await _wait_for_signal()
@@ -141,7 +140,8 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
             SystemClock(),
             forward_session=forwarding,
         )
-        runner = web.AppRunner(
+        limits = config.listener_limits()
+        runner = runner_for(
             make_broker_app(
                 broker,
                 auth,
@@ -151,13 +151,14 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
                     min_session_timeout_ms=config.group_min_session_timeout_ms,
                     max_session_timeout_ms=config.group_max_session_timeout_ms,
                 ),
+                limits,
             ),
-            access_log=None,
-            shutdown_timeout=SHUTDOWN_GRACE_S,
+            limits,
+            SHUTDOWN_GRACE_S,
         )
         await runner.setup()
         try:
-            await web.TCPSite(runner, host, int(port)).start()
+            await BoundedSite(runner, host, int(port), limits).start()
             await broker.start()  # register, heartbeats, metadata
             log.info(
                 "broker_started", listen=config.listen, url=config.url, log_dir=str(config.log_dir)

@@ -36,9 +36,11 @@ from kraftlite.api.internal_auth import (
     cluster_auth_middleware,
     forwarded_for,
 )
+from kraftlite.api.listener import read_timeout_middleware
 from kraftlite.api.openapi import OPENAPI
 from kraftlite.broker.broker import Broker
 from kraftlite.broker.partition import Acks, Partition
+from kraftlite.config import ListenerLimits
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 from kraftlite.groups.coordinator import GroupCoordinator, GroupSettings
 from kraftlite.metadata.topics import INTERNAL_TOPICS, is_internal_topic
@@ -686,10 +688,20 @@ async def metadata_at_least(request: web.Request, handler: Handler) -> web.Strea
 
 
 def make_broker_app(
-    broker: Broker, auth: ClusterAuth, group_settings: GroupSettings | None = None
+    broker: Broker,
+    auth: ClusterAuth,
+    group_settings: GroupSettings | None = None,
+    limits: ListenerLimits | None = None,
 ) -> web.Application:
+    read_in_time = read_timeout_middleware((limits or ListenerLimits()).read_timeout_ms)
     app = web.Application(
-        middlewares=[problem_middleware, cluster_auth_middleware, caught_up, metadata_at_least],
+        middlewares=[
+            problem_middleware,
+            read_in_time,
+            cluster_auth_middleware,
+            caught_up,
+            metadata_at_least,
+        ],
         client_max_size=broker.settings.limits.socket_request_max_bytes,
     )
     app[BROKER] = broker

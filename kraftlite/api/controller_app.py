@@ -30,6 +30,8 @@ from kraftlite.api.internal_auth import (
     cluster_auth_middleware,
     forwarded_for,
 )
+from kraftlite.api.listener import read_timeout_middleware
+from kraftlite.config import ListenerLimits
 from kraftlite.controller import decisions
 from kraftlite.controller.quorum_controller import QuorumController
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -345,9 +347,13 @@ async def _http_client(app: web.Application) -> AsyncIterator[None]:
         yield
 
 
-def make_controller_app(controller: QuorumController, auth: ClusterAuth) -> web.Application:
+def make_controller_app(
+    controller: QuorumController, auth: ClusterAuth, limits: ListenerLimits | None = None
+) -> web.Application:
+    read_in_time = read_timeout_middleware((limits or ListenerLimits()).read_timeout_ms)
     app = web.Application(
-        middlewares=[problem_middleware, cluster_auth_middleware], client_max_size=1 << 20
+        middlewares=[problem_middleware, read_in_time, cluster_auth_middleware],
+        client_max_size=1 << 20,
     )
     app[CONTROLLER] = controller
     app[CLUSTER_AUTH] = auth

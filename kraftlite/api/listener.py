@@ -1,0 +1,161 @@
+"""Every node's HTTP listener, bounded: how many connections, for how long idle, and how
+long a request's body may take to arrive (Kafka's `max.connections`,
+`max.connections.per.ip`, `connections.max.idle.ms`; kraftlite's `request.read.timeout.ms`).
+
+Rules:
+1. A connection over `max.connections` in all, or over `max.connections.per.ip` from one
+   address, is closed as it is accepted, before aiohttp sees a byte of it.
+2. aiohttp closes a connection that has sent no complete request for
+   `connections.max.idle.ms` since it opened or since its last answer; bytes of an
+   incomplete request do not restart that clock, so headers sent a byte at a time
+   (slowloris) are cut off too. Measured on aiohttp 3.14 (tests/security).
+3. A request's body must arrive within `request.read.timeout.ms`, or 408-like
+   REQUEST_TIMED_OUT; it is read (and its size checked) before any handler runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ssl
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from kraftlite.config import ListenerLimits
+from kraftlite.errors import ErrorCode, KraftliteError
+
+log = structlog.get_logger(__name__)
+
+
+class _Counts:
+    def __init__(self, limits: ListenerLimits) -> None:
+        self.limits = limits
+        self.total = 0
+        self.per_ip: collections.Counter[str] = collections.Counter()
+        self.refused = 0
+
+    def admit(self, ip: str) -> bool:
+        if (
+            self.total >= self.limits.max_connections
+            or self.per_ip[ip] >= self.limits.max_connections_per_ip
+        ):
+            self.refused += 1
+            return False
+        self.total += 1
+        self.per_ip[ip] += 1
+        return True
+
+    def release(self, ip: str) -> None:
+        self.total -= 1
+        self.per_ip[ip] -= 1
+        if self.per_ip[ip] <= 0:
+            del self.per_ip[ip]
+
+
+class _Admitted(asyncio.Protocol):
+    """aiohttp's protocol for one connection, behind rule 1's count."""
+
+    def __init__(self, inner: asyncio.Protocol, counts: _Counts) -> None:
+        self._inner = inner
+        self._counts = counts
+        self._ip: str | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername")
+        ip = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        if not self._counts.admit(ip):
+            if self._counts.refused % 1000 == 1:  # a flood logs a line per thousand
+                log.warning("connection_refused_over_limit", ip=ip, refused=self._counts.refused)
+            transport.abort()  # type: ignore[attr-defined]
+            return
+        self._ip = ip
+        self._inner.connection_made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        if self._ip is not None:
+            self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received() if self._ip is not None else None
+
+    def pause_writing(self) -> None:
+        if self._ip is not None:
+            self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._ip is not None:
+            self._inner.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._ip is None:
+            return
+        self._counts.release(self._ip)
+        self._ip = None
+        self._inner.connection_lost(exc)
+
+
+class BoundedSite(web.TCPSite):
+    """aiohttp's TCPSite with rule 1 in front of every connection."""
+
+    def __init__(
+        self,
+        runner: web.BaseRunner,
+        host: str,
+        port: int,
+        limits: ListenerLimits,
+        ssl_context: ssl.SSLContext | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(runner, host, port, ssl_context=ssl_context, **kwargs)
+        self.counts = _Counts(limits)
+
+    async def start(self) -> None:
+        self._runner._reg_site(self)  # BaseSite.start, without TCPSite's own create_server
+        server = self._runner.server
+        assert server is not None
+        counts = self.counts
+        self._server = await asyncio.get_running_loop().create_server(
+            lambda: _Admitted(server(), counts),
+            self._host,
+            self._port,
+            ssl=self._ssl_context,
+            backlog=self._backlog,
+            reuse_address=self._reuse_address,
+            reuse_port=self._reuse_port,
+        )
+        self._bound_port = self._server.sockets[0].getsockname()[1]
+
+
+def runner_for(app: web.Application, limits: ListenerLimits, shutdown_s: float) -> web.AppRunner:
+    """An AppRunner with rule 2's idle bound (aiohttp's keepalive_timeout)."""
+    return web.AppRunner(
+        app,
+        access_log=None,
+        shutdown_timeout=shutdown_s,
+        keepalive_timeout=limits.idle_ms / 1000,
+    )
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def read_timeout_middleware(timeout_ms: int) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """Rule 3: the whole body, within the timeout and the app's size limit, up front."""
+
+    @web.middleware
+    async def read_in_time(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.body_exists:
+            try:
+                async with asyncio.timeout(timeout_ms / 1000):
+                    await request.read()  # kept by aiohttp: handlers read it again for free
+            except TimeoutError:
+                raise KraftliteError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"the request body did not arrive within {timeout_ms} ms",
+                ) from None
+        return await handler(request)
+
+    return read_in_time
