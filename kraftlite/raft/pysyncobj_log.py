@@ -1,4 +1,4 @@
-"""The replicated metadata log on pysyncobj: the only module that imports pysyncobj.
+"""The replicated metadata log on pysyncobj (with transport.py, the only modules importing it).
 
 How pysyncobj is used (shared design notes, dependencies.md, measured on this machine):
 - One SyncObjConsumer holds the MetadataImage; its one replicated method applies a batch of
@@ -8,6 +8,9 @@ How pysyncobj is used (shared design notes, dependencies.md, measured on this ma
   forked snapshot writer (it lost or duplicated acknowledged commands on restart), a 0.5 s
   reconnect time (default 5 s), a 2 s leader fallback, and a shared password, since the
   transport is otherwise unauthenticated pickle.
+- The Raft port binds exactly the node's Raft address, and a peer's bytes are bounded and
+  read linearly before and after it authenticates (transport.py: pysyncobj's own transport
+  listened on 0.0.0.0 and let one stranger's 64 MiB stream starve the tick thread).
 - pysyncobj's journal is an mmap that is never fsynced: a controller survives kill -9, but not
   the power loss of a majority of controllers at once (docs/design/metadata.md).
 - Runtime attributes are set before SyncObjConsumer.__init__ so snapshots hold only the image
@@ -20,9 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,7 @@ from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replic
 
 from kraftlite.metadata.image import MetadataImage, StaleBatchError, apply_batch
 from kraftlite.metadata.records import RecordBatch, RecordCodecError, decode_batch, encode_batch
+from kraftlite.raft.transport import BoundedTcpTransport, PortLimits, PortStats
 
 log = logging.getLogger(__name__)
 _REMEMBERED_REQUESTS = 1024
@@ -120,7 +125,11 @@ class MetadataStateMachine(SyncObjConsumer):  # type: ignore[misc]
 
 @dataclass(frozen=True, slots=True)
 class RaftSettings:
-    """A voter's Raft settings. Addresses are HOST:PORT."""
+    """A voter's Raft settings. Addresses are HOST:PORT.
+
+    The Raft port listens on `bind_address`, by default exactly `self_address` (the address
+    peers are given); set it only where that address is not a local one (NAT).
+    """
 
     self_address: str
     peer_addresses: tuple[str, ...]
@@ -129,6 +138,8 @@ class RaftSettings:
     election_timeout_min_s: float = 0.4
     election_timeout_max_s: float = 1.4
     heartbeat_period_s: float = 0.05
+    bind_address: str | None = None
+    port_limits: PortLimits = field(default_factory=PortLimits)
 
 
 class RaftMetadataLog:
@@ -160,12 +171,17 @@ class RaftMetadataLog:
             autoTickPeriod=0.01,
             password=settings.password,
             dynamicMembershipChange=False,
+            bindAddress=settings.bind_address or settings.self_address,
         )
+        self.port_stats = PortStats()
         self._syncobj = SyncObj(
             settings.self_address,
             list(settings.peer_addresses),
             conf=conf,
             consumers=[self._state],
+            transportClass=functools.partial(
+                BoundedTcpTransport, limits=settings.port_limits, stats=self.port_stats
+            ),
         )
 
     # -- images -------------------------------------------------------------------------

@@ -49,6 +49,16 @@ def test_only_the_storage_adapter_imports_lmdb() -> None:
     assert users == ["storage/log.py"]
 
 
+def test_only_the_raft_adapter_imports_pysyncobj() -> None:
+    """The log adapter and its transport (which subclasses pysyncobj's to bound the port)."""
+    users = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if "import pysyncobj" in path.read_text() or "from pysyncobj" in path.read_text()
+    )
+    assert users == ["raft/pysyncobj_log.py", "raft/transport.py"]
+
+
 def test_only_the_spark_package_imports_pyspark() -> None:
     """The core installs and runs without the spark extra."""
     users = sorted(
