@@ -12,10 +12,12 @@ from typing import Any
 
 import click
 import orjson
+import structlog
 from rich.console import Console
 from rich.table import Table
 
 from kraftlite import __version__
+from kraftlite.api import tls
 from kraftlite.config import ROLES, BrokerConfig, ConfigError, ControllerConfig
 from kraftlite.logs import configure_logging
 from kraftlite.protocol import batch as batch_format
@@ -23,6 +25,9 @@ from kraftlite.security.cluster_auth import MIN_SECRET_LENGTH, raft_password
 from kraftlite.storage.log import LogStorage, StorageConfig
 
 EXIT_CONFIG = 2  # the same code click uses for usage errors
+INSECURE_HELP = (
+    "Listen on a non-loopback address without TLS or client authentication (logged loudly)."
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -48,6 +53,7 @@ def main(log_format: str, log_level: str) -> None:
 @click.option("--raft", help="Raft address HOST:PORT.")
 @click.option("--quorum", help="Every voter as ID@HOST:PORT, comma-separated.")
 @click.option("--data-dir", type=click.Path(path_type=Path), help="Raft journal and snapshots.")
+@click.option("--insecure", is_flag=True, help=INSECURE_HELP)
 @click.pass_context
 def controller(  # noqa: PLR0917 - click passes every option positionally
     ctx: click.Context,
@@ -57,6 +63,7 @@ def controller(  # noqa: PLR0917 - click passes every option positionally
     raft: str | None,
     quorum: str | None,
     data_dir: Path | None,
+    insecure: bool,
 ) -> None:
     """Run one voter of the controller quorum."""
     try:
@@ -81,9 +88,11 @@ def controller(  # noqa: PLR0917 - click passes every option positionally
         click.echo(f"kraftlite: raft address {loaded.raft} is not one of quorum's voters", err=True)
         sys.exit(EXIT_CONFIG)
     _configure_logging(ctx, "controller", loaded.node_id, loaded.log_format, loaded.log_level)
+    _check_exposure(loaded, insecure)
+    bootstrap = os.environ.get("KRAFTLITE_BOOTSTRAP_PASSWORD") or loaded.bootstrap_password
     from kraftlite.node import run_controller  # noqa: PLC0415 - keep light commands light
 
-    asyncio.run(run_controller(loaded, password, secret))
+    asyncio.run(run_controller(loaded, password, secret, bootstrap))
 
 
 @main.command()
@@ -93,6 +102,7 @@ def controller(  # noqa: PLR0917 - click passes every option positionally
 @click.option("--controllers", help="Controller URLs, comma-separated.")
 @click.option("--data-dir", type=click.Path(path_type=Path), help="Partition logs (log.dir).")
 @click.option("--rack", help="Rack or zone, for rack-aware replica placement.")
+@click.option("--insecure", is_flag=True, help=INSECURE_HELP)
 @click.pass_context
 def broker(  # noqa: PLR0917 - click passes every option positionally
     ctx: click.Context,
@@ -102,6 +112,7 @@ def broker(  # noqa: PLR0917 - click passes every option positionally
     controllers: str | None,
     data_dir: Path | None,
     rack: str | None,
+    insecure: bool,
 ) -> None:
     """Run one broker."""
     try:
@@ -120,9 +131,42 @@ def broker(  # noqa: PLR0917 - click passes every option positionally
         sys.exit(EXIT_CONFIG)
     secret = _cluster_secret(loaded)
     _configure_logging(ctx, "broker", loaded.broker_id, loaded.log_format, loaded.log_level)
+    _check_exposure(loaded, insecure)
     from kraftlite.node import run_broker  # noqa: PLC0415 - keep light commands light
 
     asyncio.run(run_broker(loaded, secret))
+
+
+def _check_exposure(loaded: BrokerConfig | ControllerConfig, insecure: bool) -> None:
+    """TLS settings must fit together; a listener others can reach needs TLS and client
+    authentication unless --insecure says otherwise (exit 2)."""
+    try:
+        tls.check(loaded)
+    except ConfigError as exc:
+        click.echo(f"kraftlite: {exc}", err=True)
+        sys.exit(EXIT_CONFIG)
+    if loaded.listens_on_loopback():
+        return
+    missing = [
+        what
+        for what, ok in (
+            ("TLS (tls.cert.file, tls.key.file)", tls.enabled(loaded)),
+            ("client authentication (auth.required)", loaded.clients_must_authenticate()),
+        )
+        if not ok
+    ]
+    if not missing:
+        return
+    if not insecure:
+        click.echo(
+            f"kraftlite: {loaded.listen} is reachable from other hosts but has no "
+            f"{' and no '.join(missing)}; configure them, or pass --insecure",
+            err=True,
+        )
+        sys.exit(EXIT_CONFIG)
+    structlog.get_logger("kraftlite.audit").critical(
+        "insecure_listener", listen=loaded.listen, missing=missing
+    )
 
 
 def _cluster_secret(loaded: BrokerConfig | ControllerConfig) -> str:

@@ -80,6 +80,20 @@ def _quorum(value: Any) -> str | None:
     return None
 
 
+def _principals(value: Any) -> str | None:
+    if any(not v.startswith("User:") or v == "User:" for v in value):
+        return "must list principals as User:<name>"
+    return None
+
+
+def _client_auth(value: Any) -> str | None:
+    return (
+        None
+        if value in {"none", "requested", "required"}
+        else "must be none, requested or required"
+    )
+
+
 def _log_format(value: Any) -> str | None:
     return None if value in {"auto", "json", "console"} else "must be auto, json or console"
 
@@ -111,6 +125,30 @@ class _Config:
     max_connections_per_ip: int = _key("max.connections.per.ip", positive_option, default=2**31 - 1)
     connections_max_idle_ms: int = _key("connections.max.idle.ms", positive_option, default=60_000)
     request_read_timeout_ms: int = _key("request.read.timeout.ms", positive_option, default=30_000)
+    # Clients (kraftlite/api/auth.py): unset means required unless `listen` is loopback
+    auth_required: bool | None = _key("auth.required", default=None)
+    super_users: tuple[str, ...] = _key("super.users", _principals, default=())
+    token_lifetime_ms: int = _key("auth.token.lifetime.ms", positive_option, default=3_600_000)
+    access_log_enabled: bool = _key("access.log.enabled", default=False)
+    # TLS on the HTTP listener and on calls to other nodes (kraftlite/api/tls.py)
+    tls_cert_file: Path | None = _key("tls.cert.file", default=None)
+    tls_key_file: Path | None = _key("tls.key.file", default=None)
+    tls_ca_file: Path | None = _key("tls.ca.file", default=None)
+    tls_client_auth: str = _key("tls.client.auth", _client_auth, default="none")
+
+    @property
+    def scheme(self) -> str:
+        return "http" if self.tls_cert_file is None else "https"
+
+    def listens_on_loopback(self) -> bool:
+        host = str(getattr(self, "listen", "")).rpartition(":")[0].strip("[]")
+        return host in {"localhost", "::1"} or host.startswith("127.")
+
+    def clients_must_authenticate(self) -> bool:
+        """`auth.required`, or when unset: unless the listener is loopback only."""
+        if self.auth_required is not None:
+            return self.auth_required
+        return not self.listens_on_loopback()
 
     def listener_limits(self) -> ListenerLimits:
         return ListenerLimits(
@@ -200,10 +238,18 @@ def _coerce(value: Any, spec: dataclasses.Field[Any], key: str, source: str) -> 
         if not isinstance(value, str):
             raise wrong
         return value
-    if kind == "Path":
+    if kind in {"Path", "Path | None"}:
+        if value is None and kind == "Path | None":
+            return None
         if not isinstance(value, (str, Path)):
             raise wrong
         return Path(value)
+    if kind in {"bool", "bool | None"}:
+        if value is None and kind == "bool | None":
+            return None
+        if not isinstance(value, bool):
+            raise wrong
+        return value
     if kind == "str | None":
         if value is not None and not isinstance(value, str):
             raise wrong
@@ -270,7 +316,7 @@ class BrokerConfig(StorageSettings):
     @property
     def url(self) -> str:
         """The URL registered with the controllers: `advertised.url`, else `listen`'s."""
-        return (self.advertised_url or f"http://{self.listen}").rstrip("/")
+        return (self.advertised_url or f"{self.scheme}://{self.listen}").rstrip("/")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -280,6 +326,9 @@ class ControllerConfig(_Config):
     node_id: int = _key("node.id", _non_negative)
     listen: str = _key("listen", _port_address, default="127.0.0.1:9401")
     raft: str = _key("raft", _port_address)
+    # The address the Raft port binds, when `raft` (what the other voters dial) is not a local
+    # interface (NAT, containers). Default: `raft` itself, never all interfaces.
+    raft_bind: str | None = _key("raft.bind", _port_address, default=None)
     quorum: tuple[str, ...] = _key("quorum", _quorum)
     # Derived from `quorum` when unset; set it when voters list each other at different
     # addresses (NAT, proxies), since the derived id would then differ between them.
@@ -288,6 +337,10 @@ class ControllerConfig(_Config):
     # Shared by every voter: pysyncobj's transport is otherwise unauthenticated pickle. Also
     # read from the KRAFTLITE_RAFT_PASSWORD environment variable.
     raft_password: str | None = _key("raft.password", default=None)
+    # The first super user, created by the active controller if it does not exist (its
+    # password also from KRAFTLITE_BOOTSTRAP_PASSWORD); list it in super.users too.
+    bootstrap_user: str | None = _key("auth.bootstrap.user", default=None)
+    bootstrap_password: str | None = _key("auth.bootstrap.password", default=None)
     broker_session_timeout_ms: int = _key(
         "broker.session.timeout.ms", positive_option, default=9000
     )

@@ -45,6 +45,7 @@ class ErrorCode(IntEnum):
     GROUP_ID_NOT_FOUND = 69
     GROUP_MAX_SIZE_REACHED = 81
     THROTTLING_QUOTA_EXCEEDED = 89
+    RESOURCE_NOT_FOUND = 91
     KAFKA_STORAGE_ERROR = 56
     FENCED_LEADER_EPOCH = 74
     STALE_BROKER_EPOCH = 77
@@ -103,6 +104,7 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.GROUP_MAX_SIZE_REACHED: ErrorInfo(409, False, "the group is full"),
     ErrorCode.THROTTLING_QUOTA_EXCEEDED: ErrorInfo(429, True, "quota exceeded"),
     ErrorCode.STALE_MEMBER_EPOCH: ErrorInfo(409, False, "member epoch is stale"),
+    ErrorCode.RESOURCE_NOT_FOUND: ErrorInfo(404, False, "no such resource"),
 }
 
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import signal
 import uuid
+from collections.abc import Callable
 
 import aiohttp
 import structlog
 
+from kraftlite.api import tls
+from kraftlite.api.auth import Authenticator, AuthSettings
 from kraftlite.api.broker_app import make_broker_app
 from kraftlite.api.controller_app import make_controller_app
 from kraftlite.api.internal_auth import ClusterAuth
@@ -21,7 +25,10 @@ from kraftlite.clock import SystemClock
 from kraftlite.config import BrokerConfig, ControllerConfig
 from kraftlite.controller.quorum_controller import ControllerSettings, QuorumController
 from kraftlite.groups.coordinator import GroupSettings
+from kraftlite.metadata.image import MetadataImage
+from kraftlite.metadata.records import UserScramCredentialRecord
 from kraftlite.raft.pysyncobj_log import RaftMetadataLog, RaftSettings
+from kraftlite.security import scram
 from kraftlite.storage.log import LogStorage, StorageConfig
 
 log = structlog.get_logger(__name__)
@@ -49,13 +56,47 @@ async def _wait_for_signal() -> None:
     await stop.wait()
 
 
-async def run_controller(config: ControllerConfig, password: str, secret: str) -> None:
+def _authenticator(
+    config: BrokerConfig | ControllerConfig, secret: str, image: Callable[[], MetadataImage]
+) -> Authenticator:
+    settings = AuthSettings(
+        required=config.clients_must_authenticate(),
+        super_users=frozenset(config.super_users),
+        token_lifetime_ms=config.token_lifetime_ms,
+        access_log=config.access_log_enabled,
+    )
+    if not settings.required:
+        log.warning("client_authentication_off", listen=config.listen)
+    return Authenticator(settings, secret, image, SystemClock())
+
+
+def _node_sessions_connector(
+    config: BrokerConfig | ControllerConfig, limit: int
+) -> aiohttp.TCPConnector:
+    context = tls.client_context(config)
+    return aiohttp.TCPConnector(limit=limit, ssl=context if context is not None else True)
+
+
+def _bootstrap_credential(
+    config: ControllerConfig, bootstrap_password: str | None
+) -> UserScramCredentialRecord | None:
+    if config.bootstrap_user is None or not bootstrap_password:
+        return None
+    return scram.make_credential(
+        config.bootstrap_user, bootstrap_password, scram.DEFAULT_MECHANISM, secrets.token_bytes(32)
+    )
+
+
+async def run_controller(
+    config: ControllerConfig, password: str, secret: str, bootstrap_password: str | None = None
+) -> None:
     loop = asyncio.get_running_loop()
     voters = config.voters()
     peers = tuple(address for address in voters if address != config.raft)
     raft_log = RaftMetadataLog(
         RaftSettings(
             self_address=config.raft,
+            bind_address=config.raft_bind,
             peer_addresses=peers,
             data_dir=config.data_dir,
             password=password,
@@ -67,22 +108,34 @@ async def run_controller(config: ControllerConfig, password: str, secret: str) -
     controller = QuorumController(
         ControllerSettings(
             node_id=config.node_id,
-            url=f"http://{config.listen}",
+            url=f"{config.scheme}://{config.listen}",
             voters=voters,
             cluster_id=config.cluster_id or cluster_id_for(config.quorum),
             session_timeout_ms=config.broker_session_timeout_ms,
             heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
             leader_imbalance_check_interval_ms=config.leader_imbalance_check_interval_ms,
+            bootstrap_credential=_bootstrap_credential(config, bootstrap_password),
         ),
         raft_log,
         SystemClock(),
     )
     auth = ClusterAuth(secret, f"controller-{config.node_id}", SystemClock())
     limits = config.listener_limits()
-    runner = runner_for(make_controller_app(controller, auth, limits), limits, SHUTDOWN_GRACE_S)
+    authenticator = _authenticator(config, secret, lambda: controller.image)
+    runner = runner_for(
+        make_controller_app(
+            controller,
+            auth,
+            authenticator,
+            limits,
+            connector=lambda: _node_sessions_connector(config, 100),
+        ),
+        limits,
+        SHUTDOWN_GRACE_S,
+    )
     await runner.setup()
     try:
-        await BoundedSite(runner, host, int(port), limits).start()
+        await BoundedSite(runner, host, int(port), limits, tls.server_context(config)).start()
         controller.start()
         log.info("controller_started", listen=config.listen, raft=config.raft, voters=len(voters))
         await _wait_for_signal()
@@ -109,10 +162,10 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
     signed = (auth.client_middleware(),)  # every call a broker makes is to another node
     async with (
         aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=64), middlewares=signed
+            connector=_node_sessions_connector(config, 64), middlewares=signed
         ) as session,
         aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=512), middlewares=signed
+            connector=_node_sessions_connector(config, 512), middlewares=signed
         ) as forwarding,
     ):
         broker = Broker(
@@ -145,6 +198,7 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
             make_broker_app(
                 broker,
                 auth,
+                _authenticator(config, secret, lambda: broker.replicas.image),
                 GroupSettings(
                     offsets_partitions=config.offsets_topic_partitions,
                     heartbeat_interval_ms=config.group_heartbeat_interval_ms,
@@ -158,7 +212,7 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
         )
         await runner.setup()
         try:
-            await BoundedSite(runner, host, int(port), limits).start()
+            await BoundedSite(runner, host, int(port), limits, tls.server_context(config)).start()
             await broker.start()  # register, heartbeats, metadata
             log.info(
                 "broker_started", listen=config.listen, url=config.url, log_dir=str(config.log_dir)

@@ -21,6 +21,14 @@ from aiohttp import web
 
 from kraftlite.api import group_handlers as groups
 from kraftlite.api import metrics
+from kraftlite.api.auth import (
+    AUTH,
+    Authenticator,
+    authenticate_middleware,
+    describe_topic_action,
+    issue_token,
+    may,
+)
 from kraftlite.api.errors import (
     PROBLEM_JSON,
     int_param,
@@ -38,6 +46,7 @@ from kraftlite.api.internal_auth import (
 )
 from kraftlite.api.listener import read_timeout_middleware
 from kraftlite.api.openapi import OPENAPI
+from kraftlite.api.permissions import authorization_middleware
 from kraftlite.broker.broker import Broker
 from kraftlite.broker.partition import Acks, Partition
 from kraftlite.config import ListenerLimits
@@ -126,11 +135,13 @@ async def _leader_or_forward(
         return await _forward(request, exc.details.get("leader_url"), body)
 
 
-async def _controller_call(request: web.Request, body: Any = None) -> web.Response:
+async def _controller_call(
+    request: web.Request, body: Any = None, query: dict[str, str] | None = None
+) -> web.Response:
     """Pass an admin call through to the controller quorum and relay the answer."""
     broker = request.app[BROKER]
     status, answer, headers = await broker.controllers.call_with_headers(
-        request.method, request.path, body, headers=forwarded_for(request)
+        request.method, request.path, body, params=query, headers=forwarded_for(request)
     )
     version = headers.get(METADATA_VERSION)
     if version is not None and version.isdigit():
@@ -179,7 +190,11 @@ async def cluster(request: web.Request) -> web.Response:
 async def list_topics(request: web.Request) -> web.Response:
     image = request.app[BROKER].replicas.image
     topics = sorted(image.topics.values(), key=lambda t: t.name)
-    visible = [t for t in topics if not is_internal_topic(t.name)]
+    visible = [
+        t
+        for t in topics
+        if not is_internal_topic(t.name) and may(request, describe_topic_action(t.name))
+    ]
     return json_response({"topics": [topic_summary(t) for t in visible]})
 
 
@@ -249,6 +264,13 @@ async def internal_offsets(request: web.Request) -> web.Response:
     return json_response(
         {"partitions": {str(k): v for k, v in local_offsets(broker, topic).items()}}
     )
+
+
+async def admin_passthrough(request: web.Request) -> web.Response:
+    """Users, ACLs and quotas live in the controllers' metadata: pass the call on, as the
+    client (the controller authorizes it again)."""
+    body = await read_json_object(request) if request.can_read_body else None
+    return await _controller_call(request, body, query=dict(request.query))
 
 
 async def create_topic(request: web.Request) -> web.Response:
@@ -690,6 +712,7 @@ async def metadata_at_least(request: web.Request, handler: Handler) -> web.Strea
 def make_broker_app(
     broker: Broker,
     auth: ClusterAuth,
+    authenticator: Authenticator,
     group_settings: GroupSettings | None = None,
     limits: ListenerLimits | None = None,
 ) -> web.Application:
@@ -699,13 +722,16 @@ def make_broker_app(
             problem_middleware,
             read_in_time,
             cluster_auth_middleware,
+            authenticate_middleware,
             caught_up,
+            authorization_middleware,
             metadata_at_least,
         ],
         client_max_size=broker.settings.limits.socket_request_max_bytes,
     )
     app[BROKER] = broker
     app[CLUSTER_AUTH] = auth
+    app[AUTH] = authenticator
     app[JSON_PARSE] = asyncio.Semaphore(1)
     app[groups.COORDINATOR] = GroupCoordinator(broker, group_settings)
     r = app.router
@@ -731,6 +757,15 @@ def make_broker_app(
     r.add_delete("/v1/groups/{group}/members/{member_id}", groups.leave)
     r.add_post("/v1/groups/{group}/offsets", groups.commit)
     r.add_get("/v1/groups/{group}/offsets", groups.fetch_offsets)
+    r.add_post("/v1/tokens", issue_token)
+    r.add_get("/v1/users", admin_passthrough)  # users, ACLs, quotas: the controllers' metadata
+    r.add_post("/v1/users", admin_passthrough)
+    r.add_delete("/v1/users/{name}", admin_passthrough)
+    r.add_get("/v1/acls", admin_passthrough)
+    r.add_post("/v1/acls", admin_passthrough)
+    r.add_delete("/v1/acls", admin_passthrough)
+    r.add_get("/v1/quotas", admin_passthrough)
+    r.add_post("/v1/quotas", admin_passthrough)
     r.add_post("/v1/internal/replica-fetch", replica_fetch)
     r.add_get("/v1/internal/offsets", internal_offsets)
     return app

@@ -8,12 +8,24 @@ caller sent `X-Kraftlite-No-Forward: 1` or the leader is unknown.
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable
+import secrets
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 import aiohttp
 from aiohttp import web
 
+from kraftlite.api.auth import (
+    AUTH,
+    Authenticator,
+    audit_change,
+    authenticate_middleware,
+    describe_topic_action,
+    issue_token,
+    may,
+)
 from kraftlite.api.errors import (
     int_field,
     int_param,
@@ -31,16 +43,21 @@ from kraftlite.api.internal_auth import (
     forwarded_for,
 )
 from kraftlite.api.listener import read_timeout_middleware
+from kraftlite.api.permissions import authorization_middleware
 from kraftlite.config import ListenerLimits
-from kraftlite.controller import decisions
+from kraftlite.controller import access, decisions
 from kraftlite.controller.quorum_controller import QuorumController
 from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.topics import INTERNAL_TOPICS, is_internal_topic
 from kraftlite.metadata.views import broker_view, image_to_json, topic_summary, topic_view
+from kraftlite.security import acls, scram
 
 CONTROLLER = web.AppKey("controller", QuorumController)
 HTTP = web.AppKey("http", aiohttp.ClientSession)
+CONNECTOR: web.AppKey[Callable[[], aiohttp.BaseConnector]] = web.AppKey("connector")
 MAX_METADATA_WAIT_MS = 30_000
+MAX_ITERATIONS = 100_000
 
 
 async def _forward_or_refuse(request: web.Request) -> web.StreamResponse | None:
@@ -182,7 +199,8 @@ async def cluster(request: web.Request) -> web.Response:
 async def list_topics(request: web.Request) -> web.Response:
     image = request.app[CONTROLLER].image
     topics = sorted(image.topics.values(), key=lambda t: t.name)
-    return json_response({"topics": [topic_summary(t) for t in topics]})
+    visible = [t for t in topics if may(request, describe_topic_action(t.name))]
+    return json_response({"topics": [topic_summary(t) for t in visible]})
 
 
 async def describe_topic(request: web.Request) -> web.Response:
@@ -243,6 +261,120 @@ async def alter_configs(request: web.Request) -> web.StreamResponse:
     configs = (await read_json_object(request)).get("configs")
     await controller.submit(lambda image: decisions.alter_topic_configs(image, name, configs))
     return _topic_or_404(controller, name)
+
+
+# ---------------------------------------------------------------------------- users, ACLs, quotas
+
+
+def _password(body: dict[str, object]) -> str:
+    password = body.get("password")
+    if (
+        not isinstance(password, str)
+        or not password
+        or len(password.encode()) > scram.MAX_PASSWORD_BYTES
+    ):
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST,
+            f"password must be a string of 1-{scram.MAX_PASSWORD_BYTES} bytes",
+        )
+    return password
+
+
+@needs_active_controller
+async def create_user(request: web.Request) -> web.StreamResponse:
+    """Create a user or change its password: the credential is computed here (the password
+    goes no further) and committed as a record."""
+    controller = request.app[CONTROLLER]
+    body = await read_json_object(request)
+    name = access.validate_user_name(body.get("name"))
+    password = _password(body)
+    mechanism = body.get("mechanism", scram.DEFAULT_MECHANISM)
+    if mechanism not in scram.MECHANISMS:
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, f"mechanism must be one of {', '.join(scram.MECHANISMS)}"
+        )
+    iterations = int_field(body, "iterations", scram.MIN_ITERATIONS)
+    if not scram.MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST,
+            f"iterations must be in [{scram.MIN_ITERATIONS}, {MAX_ITERATIONS}]",
+        )
+    credential = await asyncio.to_thread(
+        scram.make_credential, name, password, str(mechanism), secrets.token_bytes(32), iterations
+    )
+    await controller.submit(lambda image: access.set_user_credential(image, credential))
+    audit_change(request, "user_credential_set", user=name, mechanism=mechanism)
+    return json_response(_user_view(controller.image, name), status=201)
+
+
+def _user_view(image: MetadataImage, name: str) -> dict[str, object]:
+    return {
+        "name": name,
+        "credentials": [
+            {"mechanism": m, "iterations": c.iterations}
+            for m, c in sorted(image.users.get(name, {}).items())
+        ],
+    }
+
+
+async def list_users(request: web.Request) -> web.Response:
+    image = request.app[CONTROLLER].image
+    return json_response({"users": [_user_view(image, name) for name in sorted(image.users)]})
+
+
+@needs_active_controller
+async def delete_user(request: web.Request) -> web.StreamResponse:
+    name = request.match_info["name"]
+    await request.app[CONTROLLER].submit(lambda image: access.delete_user(image, name))
+    audit_change(request, "user_deleted", user=name)
+    return web.Response(status=204)
+
+
+@needs_active_controller
+async def create_acl(request: web.Request) -> web.StreamResponse:
+    controller = request.app[CONTROLLER]
+    wanted = acls.acl_from_request(uuid.uuid4().hex, await read_json_object(request))
+    stored = await controller.submit(lambda image: access.create_acls(image, (wanted,)))
+    audit_change(request, "acl_created", acl=acls.acl_view(stored[0]))
+    return json_response(acls.acl_view(stored[0]), status=201)
+
+
+def _acl_filter(values: Mapping[str, object]) -> dict[str, str]:
+    return {k: v for k, v in values.items() if isinstance(v, str) and k != "id"}
+
+
+async def list_acls(request: web.Request) -> web.Response:
+    image = request.app[CONTROLLER].image
+    wanted = _acl_filter(request.query)
+    matching = [a for _, a in sorted(image.acls.items()) if acls.matches_filter(a, wanted)]
+    return json_response({"acls": [acls.acl_view(a) for a in matching]})
+
+
+@needs_active_controller
+async def delete_acls(request: web.Request) -> web.StreamResponse:
+    wanted = _acl_filter(await read_json_object(request))
+    removed = await request.app[CONTROLLER].submit(lambda image: access.delete_acls(image, wanted))
+    views = [acls.acl_view(a) for a in removed]
+    audit_change(request, "acls_deleted", acls=views)
+    return json_response({"deleted": views})
+
+
+@needs_active_controller
+async def alter_quotas(request: web.Request) -> web.StreamResponse:
+    body = await read_json_object(request)
+    principal = body.get("principal")
+    quotas = await request.app[CONTROLLER].submit(
+        lambda image: access.alter_quotas(image, principal, body)
+    )
+    audit_change(request, "quotas_altered", quota_principal=principal, quotas=quotas)
+    return json_response({"principal": principal, **quotas})
+
+
+async def list_quotas(request: web.Request) -> web.Response:
+    image = request.app[CONTROLLER].image
+    return json_response(
+        {"quotas": [{"principal": p, **q} for p, q in sorted(image.quotas.items())]}
+    )
 
 
 # ---------------------------------------------------------------------------- broker-facing
@@ -342,19 +474,31 @@ async def metadata(request: web.Request) -> web.Response:
 
 async def _http_client(app: web.Application) -> AsyncIterator[None]:
     signed = (app[CLUSTER_AUTH].client_middleware(),)  # forwards go to other controllers
-    async with aiohttp.ClientSession(middlewares=signed) as session:
+    async with aiohttp.ClientSession(connector=app[CONNECTOR](), middlewares=signed) as session:
         app[HTTP] = session
         yield
 
 
 def make_controller_app(
-    controller: QuorumController, auth: ClusterAuth, limits: ListenerLimits | None = None
+    controller: QuorumController,
+    auth: ClusterAuth,
+    authenticator: Authenticator,
+    limits: ListenerLimits | None = None,
+    connector: Callable[[], aiohttp.BaseConnector] = aiohttp.TCPConnector,
 ) -> web.Application:
     read_in_time = read_timeout_middleware((limits or ListenerLimits()).read_timeout_ms)
     app = web.Application(
-        middlewares=[problem_middleware, read_in_time, cluster_auth_middleware],
+        middlewares=[
+            problem_middleware,
+            read_in_time,
+            cluster_auth_middleware,
+            authenticate_middleware,
+            authorization_middleware,
+        ],
         client_max_size=1 << 20,
     )
+    app[AUTH] = authenticator
+    app[CONNECTOR] = connector
     app[CONTROLLER] = controller
     app[CLUSTER_AUTH] = auth
     app.cleanup_ctx.append(_http_client)
@@ -368,6 +512,15 @@ def make_controller_app(
     app.router.add_delete("/v1/topics/{topic}", delete_topic)
     app.router.add_post("/v1/topics/{topic}/partitions", create_partitions)
     app.router.add_put("/v1/topics/{topic}/configs", alter_configs)
+    app.router.add_post("/v1/tokens", issue_token)
+    app.router.add_get("/v1/users", list_users)
+    app.router.add_post("/v1/users", create_user)
+    app.router.add_delete("/v1/users/{name}", delete_user)
+    app.router.add_get("/v1/acls", list_acls)
+    app.router.add_post("/v1/acls", create_acl)
+    app.router.add_delete("/v1/acls", delete_acls)
+    app.router.add_get("/v1/quotas", list_quotas)
+    app.router.add_post("/v1/quotas", alter_quotas)
     app.router.add_post("/v1/internal/brokers", register_broker)
     app.router.add_post(r"/v1/internal/brokers/{broker_id:\d+}/heartbeat", broker_heartbeat)
     app.router.add_post("/v1/internal/alter-partition", alter_partition)

@@ -24,20 +24,27 @@ from kraftlite.api.headers import FORWARDED, METADATA_VERSION
 from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.security import cluster_auth
-from kraftlite.security.cluster_auth import HEADER, PRINCIPAL_HEADER
+from kraftlite.security.cluster_auth import CLIENT_HOST_HEADER, HEADER, PRINCIPAL_HEADER
 
 ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal for an unauthenticated client
-_NODE_ONLY_HEADERS = (FORWARDED, METADATA_VERSION, PRINCIPAL_HEADER)
+_NODE_ONLY_HEADERS = (FORWARDED, METADATA_VERSION, PRINCIPAL_HEADER, CLIENT_HOST_HEADER)
 _MAX_PRINCIPAL = 256
 
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who a request acts for. `node` is the signing node's name when a node sent it."""
+    """Who a request acts for, and from which address (the client's, also when a node
+    passed its request on). `node` is the signing node's name when a node sent it."""
 
     principal: str
+    host: str
     is_cluster: bool = False
     node: str | None = None
+
+
+def acting_for(principal: str, host: str) -> str:
+    """What the MAC covers of the client a node acts for (empty: the node itself)."""
+    return f"{principal}\n{host}" if principal else ""
 
 
 CLUSTER = "cluster"  # the principal of a node acting for itself
@@ -86,7 +93,10 @@ class ClusterAuth:
         async def sign(request: ClientRequest, handler: ClientHandlerType) -> ClientResponse:
             body = request.body
             data = b"" if body == b"" else await body.as_bytes()
-            principal = request.headers.get(PRINCIPAL_HEADER, "")
+            principal = acting_for(
+                request.headers.get(PRINCIPAL_HEADER, ""),
+                request.headers.get(CLIENT_HOST_HEADER, ""),
+            )
             request.headers[HEADER] = self.sign(
                 request.method, request.url.raw_path_qs, data, principal
             )
@@ -114,18 +124,24 @@ async def cluster_auth_middleware(request: web.Request, handler: Handler) -> web
             raise _refused("internal endpoints answer only the cluster's nodes")
         if any(name in request.headers for name in _NODE_ONLY_HEADERS):
             raise _refused("forwarding headers are for the cluster's nodes only")
-        request[_CALLER] = Caller(ANONYMOUS)
+        request[_CALLER] = Caller(ANONYMOUS, request.remote or "")
         return await handler(request)
     principal = request.headers.get(PRINCIPAL_HEADER, "")
-    if len(principal) > _MAX_PRINCIPAL or not principal.isprintable():
-        raise _refused("malformed principal")
+    host = request.headers.get(CLIENT_HOST_HEADER, "")
+    for value in (principal, host):
+        if len(value) > _MAX_PRINCIPAL or not value.isprintable():
+            raise _refused("malformed principal or client host")
     body = await request.read()  # bounded by the app's client_max_size
     node = request.app[CLUSTER_AUTH].check(
-        header, request.method, request.raw_path, body, principal
+        header, request.method, request.raw_path, body, acting_for(principal, host)
     )
     if node is None:
         raise _refused("bad, expired or replayed cluster signature")
-    caller = Caller(principal, node=node) if principal else Caller(CLUSTER, True, node)
+    caller = (
+        Caller(principal, host, node=node)
+        if principal
+        else Caller(CLUSTER, request.remote or "", True, node)
+    )
     if internal and not caller.is_cluster:
         raise _refused("internal endpoints answer only the cluster's nodes")
     request[_CALLER] = caller
@@ -139,7 +155,14 @@ def caller(request: web.Request) -> Caller:
     return found
 
 
+def set_caller(request: web.Request, who: Caller) -> None:
+    """The client authenticated (kraftlite/api/auth.py): the request acts for it."""
+    request[_CALLER] = who
+
+
 def forwarded_for(request: web.Request) -> dict[str, str]:
     """Headers that make a node's onward call act for this request's client (rule 3)."""
     who = caller(request)
-    return {} if who.is_cluster else {PRINCIPAL_HEADER: who.principal}
+    if who.is_cluster:
+        return {}
+    return {PRINCIPAL_HEADER: who.principal, CLIENT_HOST_HEADER: who.host}

@@ -95,7 +95,72 @@ _PARTITION_INDEX = _int("partition index", minimum=0)
 _OFFSET = _long("offset", minimum=0)
 _BROKER_ID = _int("broker id; -1 for none")
 
+_ACL_FIELDS: Final[Json] = {
+    "principal": _str("User:<name>, or User:* for every principal", pattern="^User:.+"),
+    "host": _str("the client's address, or * for any", default="*"),
+    "operation": _str(
+        enum=[
+            "ALL",
+            "READ",
+            "WRITE",
+            "CREATE",
+            "DELETE",
+            "ALTER",
+            "DESCRIBE",
+            "CLUSTER_ACTION",
+            "DESCRIBE_CONFIGS",
+            "ALTER_CONFIGS",
+        ]
+    ),
+    "permission": _str(enum=["ALLOW", "DENY"], default="ALLOW"),
+    "resource_type": _str(enum=["TOPIC", "GROUP", "CLUSTER"]),
+    "resource_name": _str("a name, or * (LITERAL) for every one; ignored for CLUSTER"),
+    "pattern_type": _str(enum=["LITERAL", "PREFIXED"], default="LITERAL"),
+}
+_QUOTA_FIELDS: Final[Json] = {
+    "producer_byte_rate": {"type": ["number", "null"], "exclusiveMinimum": 0},
+    "consumer_byte_rate": {"type": ["number", "null"], "exclusiveMinimum": 0},
+    "request_percentage": {"type": ["number", "null"], "exclusiveMinimum": 0},
+}
+
 SCHEMAS: Final[Json] = {
+    "UserRequest": _object(
+        {
+            "name": _str("1-255 printable characters, no ':', '*' or spaces"),
+            "password": _str("kept only as a salted SCRAM credential", minLength=1),
+            "mechanism": _str(enum=["SCRAM-SHA-256", "SCRAM-SHA-512"], default="SCRAM-SHA-256"),
+            "iterations": _int(minimum=4096, maximum=100_000, default=4096),
+        },
+        required=["name", "password"],
+    ),
+    "User": _object(
+        {
+            "name": _str(),
+            "credentials": _array(
+                _object({"mechanism": _str(), "iterations": _int()}, required=["mechanism"])
+            ),
+        },
+        required=["name", "credentials"],
+    ),
+    "Users": _object({"users": _array(_ref("User"))}, required=["users"]),
+    "AclRequest": _object(_ACL_FIELDS, required=["principal", "operation", "resource_type"]),
+    "Acl": _object({"id": _str(), **_ACL_FIELDS}, required=["id", *_ACL_FIELDS]),
+    "Acls": _object({"acls": _array(_ref("Acl"))}, required=["acls"]),
+    "AclFilter": _object(_ACL_FIELDS, description="ACLs matching every field given (at least one)"),
+    "AclsDeleted": _object({"deleted": _array(_ref("Acl"))}, required=["deleted"]),
+    "QuotaRequest": _object(
+        {"principal": _str(pattern="^User:.+"), **_QUOTA_FIELDS}, required=["principal"]
+    ),
+    "Quota": _object({"principal": _str(), **_QUOTA_FIELDS}, required=["principal"]),
+    "Quotas": _object({"quotas": _array(_ref("Quota"))}, required=["quotas"]),
+    "Token": _object(
+        {
+            "token": _str("send as Authorization: Bearer <token>"),
+            "expires_at": _long("unix milliseconds"),
+            "principal": _str(),
+        },
+        required=["token", "expires_at", "principal"],
+    ),
     "Problem": _object(
         {
             "error_code": _str(
@@ -258,14 +323,24 @@ SCHEMAS: Final[Json] = {
                 required=["partition", "offset"],
             ),
             _object(
-                {"partition": _PARTITION_INDEX, "error_code": _str(), "message": _str()},
-                required=["partition", "error_code", "message"],
-                description="This record's partition failed (produce to a topic only).",
+                {"partition": _PARTITION_INDEX, "error_code": _str()},
+                required=["partition", "error_code"],
+                description="This record's partition failed (produce to a topic only); "
+                "`errors` says why, once per partition.",
             ),
         ]
     },
     "ProduceResponse": _object(
-        {"offsets": _array(_ref("ProduceResult"), "one entry per record, in order")},
+        {
+            "offsets": _array(_ref("ProduceResult"), "one entry per record, in order"),
+            "errors": _array(
+                _object(
+                    {"partition": _PARTITION_INDEX, "error_code": _str(), "message": _str()},
+                    required=["partition", "error_code", "message"],
+                ),
+                "each partition that failed, once (only when some did)",
+            ),
+        },
         required=["offsets"],
     ),
     "FetchedRecord": _object(
@@ -461,6 +536,12 @@ def _error_responses(codes: Iterable[ErrorCode]) -> Json:
         }
     return responses
 
+
+_AUTHORIZATION_ERRORS = (
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+)
 
 # Error codes shared by families of operations.
 _BODY = (ErrorCode.INVALID_REQUEST, ErrorCode.RECORD_LIST_TOO_LARGE)
@@ -740,8 +821,10 @@ PATHS: Final[Json] = {
             description="Any broker. Each record goes to its `partition` if given, else to "
             "murmur2(key) modulo the partition count (bit-for-bit Kafka's default partitioner), "
             "else to one partition per request. Each partition's records are produced on its "
-            "leader (forwarded, one hop); a partition that fails gives its records "
-            "`error_code` and `message` entries in the 200 answer.",
+            "leader (forwarded, one hop). A partition that fails is named once in `errors` "
+            "(`partition`, `error_code`, `message`) and its records' entries carry its "
+            "`error_code`; when every partition failed, the answer is that error with its "
+            "own status. JSON bodies over json.request.max.bytes are refused before parsing.",
             parameters=_params("acks", "timeout_ms"),
             body=_json_body("ProduceRequest"),
             errors=[*_BODY, *_UNKNOWN, ErrorCode.UNSUPPORTED_MEDIA_TYPE],
@@ -889,7 +972,110 @@ PATHS: Final[Json] = {
             errors=_COORDINATOR,
         ),
     },
+    "/v1/tokens": {
+        "post": _operation(
+            "issue_token",
+            "security",
+            "A bearer token for the authenticated user",
+            {"201": _answer("the token", _ref("Token"))},
+            description="Any node. Authenticate with Basic (a SCRAM user); the token works "
+            "on every node until it expires or the user's password changes or the user is "
+            "deleted.",
+        )
+    },
+    "/v1/users": {
+        "get": _operation(
+            "list_users",
+            "security",
+            "Users and their SCRAM mechanisms (never passwords)",
+            {"200": _answer("the users", _ref("Users"))},
+        ),
+        "post": _operation(
+            "create_user",
+            "security",
+            "Create a user or change its password",
+            {"201": _answer("the user", _ref("User"))},
+            description="Forwarded to the active controller, which keeps a salted SCRAM "
+            "credential (RFC 5802) as a metadata record. Send it over TLS.",
+            body=_json_body("UserRequest"),
+            errors=[*_BODY, *_CONTROLLER],
+        ),
+    },
+    "/v1/users/{name}": {
+        "parameters": [_path("name", "user name", _str())],
+        "delete": _operation(
+            "delete_user",
+            "security",
+            "Delete a user; its tokens stop working",
+            {"204": _answer("deleted")},
+            errors=[ErrorCode.RESOURCE_NOT_FOUND, *_CONTROLLER],
+        ),
+    },
+    "/v1/acls": {
+        "get": _operation(
+            "list_acls",
+            "security",
+            "ACLs matching the query's fields",
+            {"200": _answer("the ACLs", _ref("Acls"))},
+            parameters=[
+                _query(name, "only ACLs with this value", _str())
+                for name in (
+                    "principal",
+                    "host",
+                    "operation",
+                    "permission",
+                    "resource_type",
+                    "resource_name",
+                    "pattern_type",
+                )
+            ],
+        ),
+        "post": _operation(
+            "create_acl",
+            "security",
+            "Add an ACL (Kafka's StandardAuthorizer semantics: deny wins, no match = deny)",
+            {"201": _answer("the ACL as stored (an equal one is not added twice)", _ref("Acl"))},
+            body=_json_body("AclRequest"),
+            errors=[*_BODY, ErrorCode.POLICY_VIOLATION, *_CONTROLLER],
+        ),
+        "delete": _operation(
+            "delete_acls",
+            "security",
+            "Delete every ACL matching a filter",
+            {"200": _answer("what was deleted", _ref("AclsDeleted"))},
+            body=_json_body("AclFilter"),
+            errors=[*_BODY, *_CONTROLLER],
+        ),
+    },
+    "/v1/quotas": {
+        "get": _operation(
+            "list_quotas",
+            "security",
+            "Quotas per principal",
+            {"200": _answer("the quotas", _ref("Quotas"))},
+        ),
+        "post": _operation(
+            "alter_quotas",
+            "security",
+            "Set (or with null remove) a principal's quotas",
+            {"200": _answer("the principal's quotas", _ref("Quota"))},
+            body=_json_body("QuotaRequest"),
+            errors=[*_BODY, *_CONTROLLER],
+        ),
+    },
 }
+
+# Every operation but the public ones may answer 401 and 403.
+_PUBLIC_PATHS = {"/healthz", "/readyz", "/metrics", "/v1/openapi.json"}
+for _path_name, _item in PATHS.items():
+    for _method, _op in _item.items():
+        if _method == "parameters" or _path_name in _PUBLIC_PATHS:
+            continue
+        _op["responses"] = (
+            _error_responses([ErrorCode.SASL_AUTHENTICATION_FAILED, *_AUTHORIZATION_ERRORS])
+            | _op["responses"]
+        )
+        _op["security"] = [{"basic": []}, {"bearer": []}, {"mtls": []}, {}]
 
 # ---------------------------------------------------------------------------- the document
 
@@ -925,7 +1111,16 @@ OPENAPI: dict[str, Any] = {
         {"name": "produce", "description": "Write records"},
         {"name": "fetch", "description": "Read records and look up offsets"},
         {"name": "groups", "description": "Consumer groups, forwarded to the coordinator"},
+        {"name": "security", "description": "Users, tokens, ACLs and quotas"},
     ],
     "paths": PATHS,
-    "components": {"schemas": SCHEMAS, "parameters": PARAMETERS},
+    "components": {
+        "schemas": SCHEMAS,
+        "parameters": PARAMETERS,
+        "securitySchemes": {
+            "basic": {"type": "http", "scheme": "basic", "description": "a SCRAM user"},
+            "bearer": {"type": "http", "scheme": "bearer", "description": "POST /v1/tokens"},
+            "mtls": {"type": "mutualTLS", "description": "principal: the subject (RFC 4514)"},
+        },
+    },
 }

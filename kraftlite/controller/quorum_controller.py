@@ -27,12 +27,17 @@ from typing import TypeVar
 import structlog
 
 from kraftlite.clock import Clock
-from kraftlite.controller import decisions
+from kraftlite.controller import access, decisions
 from kraftlite.controller.decisions import BrokerHeartbeatResponse
 from kraftlite.controller.heartbeats import BrokerSessions
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import MetadataImage
-from kraftlite.metadata.records import FenceBrokerRecord, RecordBatch, RegisterBrokerRecord
+from kraftlite.metadata.records import (
+    FenceBrokerRecord,
+    RecordBatch,
+    RegisterBrokerRecord,
+    UserScramCredentialRecord,
+)
 from kraftlite.raft.pysyncobj_log import (
     CONFIRMATION_REFRESH_MS,
     CONFIRMATION_WAIT_MS,
@@ -58,6 +63,7 @@ class ControllerSettings:
     leader_imbalance_check_interval_ms: int = 30_000
     request_timeout_s: float = 10.0
     tick_interval_s: float = 0.25
+    bootstrap_credential: UserScramCredentialRecord | None = None  # auth.bootstrap.user
 
 
 class QuorumController:
@@ -222,6 +228,11 @@ class QuorumController:
             self._leadership_confirmed_ms = None
             self._active_term = term
             log.info("became_active_controller", version=self.image.version, term=term)
+        bootstrap = self.settings.bootstrap_credential
+        if bootstrap is not None and bootstrap.name not in self.image.users:
+            created = await self.submit(lambda image: access.bootstrap_user(image, bootstrap))
+            if created:
+                log.info("bootstrap_user_created", user=bootstrap.name)
         now = self._clock.monotonic_ms()
         confirmed = self._leadership_confirmed_ms
         if confirmed is None or now - confirmed >= CONFIRMATION_REFRESH_MS:

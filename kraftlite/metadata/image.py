@@ -18,12 +18,14 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import ClassVar, assert_never
 
 from kraftlite.metadata.records import (
     LEADER_UNCHANGED,
     NO_LEADER,
+    AccessControlEntryRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -32,9 +34,12 @@ from kraftlite.metadata.records import (
     RecordBatch,
     RegisterBrokerRecord,
     RegisterControllerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 
@@ -94,8 +99,22 @@ class MetadataImage:
     topics: Mapping[str, TopicImage]  # by topic id
     topic_ids: Mapping[str, str]  # topic name -> topic id
     controllers: Mapping[int, str] = field(default_factory=dict)  # node id -> HTTP URL
+    # user name -> mechanism -> credential (with the version it was set at: tokens issued
+    # before a password change stop working)
+    users: Mapping[str, Mapping[str, UserScramCredentialRecord]] = field(default_factory=dict)
+    user_versions: Mapping[str, int] = field(default_factory=dict)
+    acls: Mapping[str, AccessControlEntryRecord] = field(default_factory=dict)  # by id
+    quotas: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # principal -> key
 
     EMPTY: ClassVar[MetadataImage]
+
+    def __getstate__(self) -> tuple[object, ...]:
+        return tuple(getattr(self, f) for f in _IMAGE_FIELDS)
+
+    def __setstate__(self, state: tuple[object, ...]) -> None:
+        """A snapshot from an older kraftlite lacks the newer fields: they start empty."""
+        for index, name in enumerate(_IMAGE_FIELDS):
+            object.__setattr__(self, name, state[index] if index < len(state) else {})
 
     def topic(self, name: str) -> TopicImage | None:
         topic_id = self.topic_ids.get(name)
@@ -115,6 +134,7 @@ class MetadataImage:
                 yield topic, index, registration
 
 
+_IMAGE_FIELDS = tuple(f.name for f in fields(MetadataImage))
 MetadataImage.EMPTY = MetadataImage(0, {}, {}, {})
 
 
@@ -127,6 +147,10 @@ class MetadataDelta:
     brokers: dict[int, BrokerRegistration] = field(init=False)
     topics: dict[str, TopicImage] = field(init=False)
     topic_ids: dict[str, str] = field(init=False)
+    users: dict[str, Mapping[str, UserScramCredentialRecord]] = field(init=False)
+    user_versions: dict[str, int] = field(init=False)
+    acls: dict[str, AccessControlEntryRecord] = field(init=False)
+    quotas: dict[str, Mapping[str, float]] = field(init=False)
     # topic ids whose partition map this delta already copied: it is ours to change in place,
     # so a batch creating N partitions costs O(N), not O(N^2)
     _own_partition_maps: set[str] = field(init=False, default_factory=set)
@@ -136,6 +160,10 @@ class MetadataDelta:
         self.brokers = dict(self.base.brokers)
         self.topics = dict(self.base.topics)
         self.topic_ids = dict(self.base.topic_ids)
+        self.users = dict(self.base.users)
+        self.user_versions = dict(self.base.user_versions)
+        self.acls = dict(self.base.acls)
+        self.quotas = dict(self.base.quotas)
 
     def replay(self, record: MetadataRecord) -> None:
         match record:
@@ -197,6 +225,38 @@ class MetadataDelta:
                 topic = self._topic(record.topic_id, record)
                 del self.topics[topic.topic_id]
                 del self.topic_ids[topic.name]
+            case UserScramCredentialRecord():
+                self.users[record.name] = {
+                    **self.users.get(record.name, {}),
+                    record.mechanism: record,
+                }
+                self.user_versions[record.name] = self.base.version + 1
+            case RemoveUserScramCredentialRecord():
+                remaining = dict(self.users.get(record.name, {}))
+                if remaining.pop(record.mechanism, None) is None:
+                    raise MetadataInvariantError(f"no such credential: {record}")
+                if remaining:
+                    self.users[record.name] = remaining
+                else:
+                    del self.users[record.name]
+                self.user_versions[record.name] = self.base.version + 1
+            case AccessControlEntryRecord():
+                if record.id in self.acls:
+                    raise MetadataInvariantError(f"ACL id exists: {record}")
+                self.acls[record.id] = record
+            case RemoveAccessControlEntryRecord():
+                if self.acls.pop(record.id, None) is None:
+                    raise MetadataInvariantError(f"no such ACL: {record}")
+            case ClientQuotaRecord():
+                quotas = dict(self.quotas.get(record.principal, {}))
+                if record.value is None:
+                    quotas.pop(record.key, None)
+                else:
+                    quotas[record.key] = record.value
+                if quotas:
+                    self.quotas[record.principal] = quotas
+                else:
+                    self.quotas.pop(record.principal, None)
             case _:
                 assert_never(record)
 
@@ -224,6 +284,10 @@ class MetadataDelta:
             self.topics,
             self.topic_ids,
             self.controllers,
+            self.users,
+            self.user_versions,
+            self.acls,
+            self.quotas,
         )
 
 

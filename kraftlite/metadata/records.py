@@ -113,6 +113,56 @@ class RemoveTopicRecord:
     topic_id: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism (RFC 5802 / KIP-554): never the password,
+    only what verifies one. Values are base64."""
+
+    name: str
+    mechanism: str  # SCRAM-SHA-256 or SCRAM-SHA-512
+    salt: str
+    stored_key: str
+    server_key: str
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveUserScramCredentialRecord:
+    """The user's credential for `mechanism` is gone (and with its last one, the user)."""
+
+    name: str
+    mechanism: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AccessControlEntryRecord:
+    """One ACL (Kafka's AccessControlEntryRecord); `id` is unique forever."""
+
+    id: str
+    resource_type: str  # TOPIC, GROUP, CLUSTER
+    resource_name: str
+    pattern_type: str  # LITERAL, PREFIXED
+    principal: str  # User:<name> or User:*
+    host: str  # an address or *
+    operation: str  # READ, WRITE, ... ALL
+    permission_type: str  # ALLOW, DENY
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveAccessControlEntryRecord:
+    id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientQuotaRecord:
+    """A principal's quota `key` (producer_byte_rate, consumer_byte_rate,
+    request_percentage) set to `value`, or removed (None)."""
+
+    principal: str
+    key: str
+    value: float | None
+
+
 MetadataRecord: TypeAlias = (
     RegisterControllerRecord
     | RegisterBrokerRecord
@@ -123,6 +173,11 @@ MetadataRecord: TypeAlias = (
     | PartitionRecord
     | PartitionChangeRecord
     | RemoveTopicRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
+    | ClientQuotaRecord
 )
 
 RECORD_TYPES: Final[Mapping[str, tuple[type[Any], int]]] = {
@@ -137,6 +192,11 @@ RECORD_TYPES: Final[Mapping[str, tuple[type[Any], int]]] = {
         PartitionRecord,
         PartitionChangeRecord,
         RemoveTopicRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
+        AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord,
+        ClientQuotaRecord,
     )
 }
 

@@ -12,6 +12,12 @@ from kraftlite.metadata.image import (
     PartitionRegistration,
     TopicImage,
 )
+from kraftlite.metadata.records import (
+    AccessControlEntryRecord,
+    UserScramCredentialRecord,
+    record_from_json,
+    record_to_json,
+)
 
 
 def partition_view(index: int, p: PartitionRegistration) -> dict[str, Any]:
@@ -64,6 +70,15 @@ def image_to_json(image: MetadataImage) -> dict[str, Any]:
             for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
         ],
         "topics": [topic_view(t) for t in sorted(image.topics.values(), key=lambda t: t.name)],
+        "users": {
+            name: {
+                "version": image.user_versions.get(name, 0),
+                "credentials": [record_to_json(c) for _, c in sorted(mechanisms.items())],
+            }
+            for name, mechanisms in sorted(image.users.items())
+        },
+        "acls": [record_to_json(a) for _, a in sorted(image.acls.items())],
+        "quotas": {p: dict(q) for p, q in sorted(image.quotas.items())},
     }
 
 
@@ -98,4 +113,23 @@ def image_from_json(data: dict[str, Any]) -> MetadataImage:
         topics,
         {t.name: t.topic_id for t in topics.values()},
         {int(k): v for k, v in data["controllers"].items()},
+        users={
+            name: {c.mechanism: c for c in map(_credential, user["credentials"])}
+            for name, user in data.get("users", {}).items()
+        },
+        user_versions={name: user["version"] for name, user in data.get("users", {}).items()},
+        acls={a.id: a for a in map(_acl, data.get("acls", []))},
+        quotas={p: dict(q) for p, q in data.get("quotas", {}).items()},
     )
+
+
+def _credential(item: dict[str, Any]) -> UserScramCredentialRecord:
+    record = record_from_json(item)
+    assert isinstance(record, UserScramCredentialRecord), record
+    return record
+
+
+def _acl(item: dict[str, Any]) -> AccessControlEntryRecord:
+    record = record_from_json(item)
+    assert isinstance(record, AccessControlEntryRecord), record
+    return record

@@ -29,9 +29,10 @@ import hmac
 from dataclasses import dataclass
 
 HEADER = "X-Kraftlite-Cluster-Auth"
-# The principal a node's call acts for (a client's request forwarded or passed on); covered
-# by the MAC, and believed only on a signed call.
+# The principal a node's call acts for (a client's request forwarded or passed on) and the
+# address that client called from; covered by the MAC, believed only on a signed call.
 PRINCIPAL_HEADER = "X-Kraftlite-Principal"
+CLIENT_HOST_HEADER = "X-Kraftlite-Client-Host"
 VERSION = "v1"
 MAX_SKEW_MS = 30_000
 MIN_SECRET_LENGTH = 16

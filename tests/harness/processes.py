@@ -11,11 +11,19 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kraftlite.security.cluster_auth import (
+    CLIENT_HOST_HEADER,
+    HEADER,
+    PRINCIPAL_HEADER,
+    Signer,
+    derive_key,
+)
 from tests.harness.network import FaultProxy
 
 PASSWORD = "harness-secret"
@@ -73,11 +81,40 @@ def http(
         return error.code, json.loads(raw) if raw else None
 
 
-def http_retry(method: str, url: str, body: Any = None, timeout_s: float = 20) -> tuple[int, Any]:
-    """`http`, retried while the answer is NOT_CONTROLLER (leadership moving), as clients do."""
+def signed_http(
+    method: str, url: str, body: Any = None, timeout: float = 15, principal: str = ""
+) -> tuple[int, Any]:
+    """`http`, signed with the harness's cluster secret as a node would (acting for itself,
+    or for `principal` from 127.0.0.1)."""
+    data = b"" if body is None else json.dumps(body).encode()
+    parts = urllib.parse.urlsplit(url)
+    path_qs = parts.path + (f"?{parts.query}" if parts.query else "")
+    host = "127.0.0.1" if principal else ""
+    acting = f"{principal}\n{host}" if principal else ""
+    signer = Signer(derive_key(CLUSTER_SECRET, "internal http"), "test-harness")
+    headers = {
+        HEADER: signer.header(
+            method,
+            path_qs,
+            data,
+            now_ms=int(time.time() * 1000),
+            nonce=os.urandom(8).hex(),
+            principal=acting,
+        )
+    }
+    if principal:
+        headers |= {PRINCIPAL_HEADER: principal, CLIENT_HOST_HEADER: host}
+    return http(method, url, body, headers, timeout)
+
+
+def http_retry(
+    method: str, url: str, body: Any = None, timeout_s: float = 20, *, signed: bool = False
+) -> tuple[int, Any]:
+    """`http` (`signed_http` if `signed`), retried while the answer is NOT_CONTROLLER
+    (leadership moving), as clients do."""
     deadline = time.monotonic() + timeout_s
     while True:
-        status, answer = http(method, url, body)
+        status, answer = (signed_http if signed else http)(method, url, body)
         retriable = status == 503 and isinstance(answer, dict) and answer.get("retriable")
         if not retriable or time.monotonic() > deadline:
             return status, answer

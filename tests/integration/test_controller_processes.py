@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.processes import ControllerQuorum, http, http_retry
+from tests.harness.processes import ControllerQuorum, http, http_retry, signed_http
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -45,12 +45,14 @@ def register_live_broker(url: str, broker_id: int) -> None:
         "POST",
         url + "/v1/internal/brokers",
         {"broker_id": broker_id, "incarnation_id": uuid.uuid4().hex, "url": "http://127.0.0.1:1"},
+        signed=True,
     )
     assert status == 200, reg
     status, beat = http_retry(
         "POST",
         url + f"/v1/internal/brokers/{broker_id}/heartbeat",
         {"broker_epoch": reg["broker_epoch"], "metadata_version": reg["broker_epoch"]},
+        signed=True,
     )
     assert status == 200 and not beat["fenced"], beat
 
@@ -67,7 +69,7 @@ def test_quorum_admin_and_failover(quorum: ControllerQuorum) -> None:
     # brokers follow metadata by long-polling any controller. Once every controller has
     # registered its URL nothing changes: no broker exists whose session could expire.
     def follower_snapshot() -> dict:
-        status, snapshot = http("GET", quorum.urls[follower] + "/v1/internal/metadata")
+        status, snapshot = signed_http("GET", quorum.urls[follower] + "/v1/internal/metadata")
         assert status == 200
         return snapshot
 
@@ -76,12 +78,14 @@ def test_quorum_admin_and_failover(quorum: ControllerQuorum) -> None:
     assert snapshot["topics"] == [] and snapshot["brokers"] == []
     version = snapshot["version"]
     started = time.monotonic()
-    status, same = http(
+    status, same = signed_http(
         "GET",
         quorum.urls[follower] + f"/v1/internal/metadata?after_version={version}&max_wait_ms=500",
     )
     assert same["version"] == version and time.monotonic() - started >= 0.4
-    status, bad = http("GET", quorum.urls[follower] + "/v1/internal/metadata?after_version=x")
+    status, bad = signed_http(
+        "GET", quorum.urls[follower] + "/v1/internal/metadata?after_version=x"
+    )
     assert (status, bad["error_code"]) == (400, "INVALID_REQUEST")
 
     # a broker registers through a follower (forwarded), then heartbeats until unfenced
@@ -114,7 +118,8 @@ def test_quorum_admin_and_failover(quorum: ControllerQuorum) -> None:
         ("GET", "/v1/no-such-route", None, 404),
         ("PATCH", "/v1/topics", None, 405),
     ]:
-        status, bad = http(method, quorum.urls[leader] + path, body)
+        send = signed_http if path.startswith("/v1/internal/") else http
+        status, bad = send(method, quorum.urls[leader] + path, body)
         assert status == code and bad["status"] == code, (path, bad)
         assert bad["error_code"] == "INVALID_REQUEST"
 
@@ -145,7 +150,7 @@ def test_quorum_admin_and_failover(quorum: ControllerQuorum) -> None:
     quorum.processes[other].kill()
     quorum.processes[leader].kill()
     started = time.monotonic()
-    status, body = http(
+    status, body = signed_http(
         "POST",
         quorum.urls[new_leader] + "/v1/internal/brokers",
         {"broker_id": 2, "incarnation_id": "lost", "url": "http://127.0.0.1:2"},

@@ -26,7 +26,7 @@ def commit(image: MetadataImage, result: d.ControllerResult) -> MetadataImage:
 def brokers(*ids: int, racks: dict[int, str] | None = None) -> MetadataImage:
     image = MetadataImage.EMPTY
     for b in ids:
-        result = d.register_broker(image, b, f"inc-{b}", f"http://b{b}", (racks or {}).get(b))
+        result = d.register_broker(image, b, f"inc-{b}", f"http://b{b}:9092", (racks or {}).get(b))
         image = commit(image, result)
         image = commit(image, d.broker_heartbeat(image, b, result.response, image.version))
     return image
@@ -71,11 +71,11 @@ def error(code: ErrorCode, call, *args, **kwargs) -> KraftliteError:
 
 def test_registration_starts_fenced_and_heartbeat_unfences_once_caught_up() -> None:
     image = MetadataImage.EMPTY
-    result = d.register_broker(image, 1, "inc", "http://b1", "r1")
+    result = d.register_broker(image, 1, "inc", "http://b1:9092", "r1")
     assert result == d.ControllerResult(
         (
             r.RegisterBrokerRecord(
-                broker_id=1, incarnation_id="inc", broker_epoch=1, url="http://b1", rack="r1"
+                broker_id=1, incarnation_id="inc", broker_epoch=1, url="http://b1:9092", rack="r1"
             ),
         ),
         1,
@@ -95,10 +95,12 @@ def test_registration_starts_fenced_and_heartbeat_unfences_once_caught_up() -> N
 def test_registration_retry_is_idempotent_and_restart_gets_a_new_epoch() -> None:
     image = with_topic(brokers(1, 2, 3))
     epoch = image.brokers[1].broker_epoch
-    assert d.register_broker(image, 1, "inc-1", "http://b1", None) == d.ControllerResult((), epoch)
+    assert d.register_broker(image, 1, "inc-1", "http://b1:9092", None) == d.ControllerResult(
+        (), epoch
+    )
     leader_before = partition(image)
     assert leader_before.leader == 1
-    restarted = d.register_broker(image, 1, "inc-1-again", "http://b1", None)
+    restarted = d.register_broker(image, 1, "inc-1-again", "http://b1:9092", None)
     assert restarted.response == image.version + 1
     image = commit(image, restarted)
     # the restarted incarnation is fenced until caught up, so leadership moved away

@@ -19,6 +19,28 @@ EXAMPLES: list[r.MetadataRecord] = [
     r.PartitionChangeRecord(topic_id="00ff", partition=0, isr=(1,)),
     r.PartitionChangeRecord(topic_id="00ff", partition=0, leader=r.NO_LEADER),
     r.RemoveTopicRecord(topic_id="00ff"),
+    r.UserScramCredentialRecord(
+        name="alice",
+        mechanism="SCRAM-SHA-256",
+        salt="c2FsdA==",
+        stored_key="c3RvcmVk",
+        server_key="c2VydmVy",
+        iterations=4096,
+    ),
+    r.RemoveUserScramCredentialRecord(name="alice", mechanism="SCRAM-SHA-256"),
+    r.AccessControlEntryRecord(
+        id="acl-1",
+        resource_type="TOPIC",
+        resource_name="orders",
+        pattern_type="PREFIXED",
+        principal="User:alice",
+        host="*",
+        operation="WRITE",
+        permission_type="ALLOW",
+    ),
+    r.RemoveAccessControlEntryRecord(id="acl-1"),
+    r.ClientQuotaRecord(principal="User:alice", key="producer_byte_rate", value=1024.0),
+    r.ClientQuotaRecord(principal="User:alice", key="producer_byte_rate", value=None),
 ]
 
 

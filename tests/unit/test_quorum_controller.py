@@ -88,7 +88,7 @@ def make_controller() -> tuple[QuorumController, ScriptedLog, FixedClock]:
 
 
 async def register(controller: QuorumController, broker_id: int) -> int:
-    return await controller.register_broker(broker_id, f"inc-{broker_id}", "http://b", None)
+    return await controller.register_broker(broker_id, f"inc-{broker_id}", "http://b:9092", None)
 
 
 async def test_an_unknown_outcome_then_lost_leadership_is_a_timeout_not_a_refusal() -> None:
@@ -134,7 +134,9 @@ async def test_a_controller_deposed_between_attempts_does_not_decide_again() -> 
             metadata_log.image,
             RecordBatch(
                 metadata_log.image.version,
-                decisions.register_broker(metadata_log.image, 2, "x", "http://b2", None).records,
+                decisions.register_broker(
+                    metadata_log.image, 2, "x", "http://b2:9092", None
+                ).records,
             ),
         )
         metadata_log.leader = False
@@ -341,7 +343,7 @@ async def test_a_takeover_moves_the_version_so_a_predecessors_late_batch_cannot_
     await register(controller, 1)
     decided_before = RecordBatch(
         metadata_log.image.version,
-        decisions.register_broker(metadata_log.image, 2, "x", "http://b2", None).records,
+        decisions.register_broker(metadata_log.image, 2, "x", "http://b2:9092", None).records,
     )
     await controller._tick()  # takes over
     result = await metadata_log.propose(decided_before, timeout_s=1)  # forwarded late

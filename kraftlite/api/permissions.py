@@ -1,0 +1,157 @@
+"""What each route asks of the authorizer: Kafka's operation and resource for each API.
+
+Rules:
+1. Every route of both apps has an entry (tests/unit/test_permissions.py checks it against
+   the routers), so a new endpoint cannot be served unchecked.
+2. Actions come from the path; where the resource is in the body (a topic created, the
+   topics a group member subscribes to or commits for), from the parsed body, checked
+   before the handler runs. Lists (topics, groups) are filtered by DESCRIBE in the handler.
+3. Kafka's choices, API by API: Metadata/DescribeTopics DESCRIBE topic; CreateTopics CREATE
+   on the cluster or the topic; DeleteTopics DELETE; CreatePartitions ALTER;
+   AlterConfigs ALTER_CONFIGS; Produce WRITE; Fetch READ; ListOffsets DESCRIBE;
+   consumer group heartbeat READ group and DESCRIBE each subscribed topic; OffsetCommit
+   READ group and READ topic; OffsetFetch and DescribeGroups DESCRIBE group; ListGroups
+   DESCRIBE cluster; users, ACLs: ALTER / DESCRIBE cluster; quotas ALTER_CONFIGS /
+   DESCRIBE_CONFIGS cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
+
+import orjson
+from aiohttp import web
+
+from kraftlite.api.auth import authorize, may
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.security.acls import CLUSTER_NAME, Action, Operation, ResourceType
+
+Rule = Callable[[web.Request, Mapping[str, Any]], list[Action]]
+PUBLIC: Final = "public"  # operations endpoints, no check
+AUTHENTICATED: Final = "authenticated"  # any authenticated principal (the handler filters)
+NODES: Final = "nodes"  # internal: cluster_auth_middleware admits nodes only
+_MAX_CHECKED_BODY = 1 << 20
+
+
+def _topic(op: Operation) -> Rule:
+    return lambda request, body: [Action(op, ResourceType.TOPIC, request.match_info["topic"])]
+
+
+def _group(op: Operation) -> Rule:
+    return lambda request, body: [Action(op, ResourceType.GROUP, request.match_info["group"])]
+
+
+def _cluster(op: Operation) -> Rule:
+    return lambda request, body: [Action(op, ResourceType.CLUSTER, CLUSTER_NAME)]
+
+
+def _names(items: object, key: str | None = None) -> list[str]:
+    if not isinstance(items, list):
+        return []
+    names = [item.get(key) if key and isinstance(item, dict) else item for item in items]
+    return sorted({n for n in names if isinstance(n, str)})
+
+
+def _join(request: web.Request, body: Mapping[str, Any]) -> list[Action]:
+    group = request.match_info["group"]
+    return [Action(Operation.READ, ResourceType.GROUP, group)] + [
+        Action(Operation.DESCRIBE, ResourceType.TOPIC, t) for t in _names(body.get("topics"))
+    ]
+
+
+def _commit(request: web.Request, body: Mapping[str, Any]) -> list[Action]:
+    group = request.match_info["group"]
+    return [Action(Operation.READ, ResourceType.GROUP, group)] + [
+        Action(Operation.READ, ResourceType.TOPIC, t) for t in _names(body.get("offsets"), "topic")
+    ]
+
+
+def _create_topic(request: web.Request, body: Mapping[str, Any]) -> list[Action]:
+    """CREATE on the cluster, or else on the topic (Kafka accepts either)."""
+    if may(request, Action(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)):
+        return []
+    name = body.get("name")
+    return [Action(Operation.CREATE, ResourceType.TOPIC, name if isinstance(name, str) else "")]
+
+
+_BODY_RULES: Final = {_join, _commit, _create_topic}
+
+# (method, route) -> rule; both apps' routes (a controller serves a subset)
+PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
+    ("GET", "/healthz"): PUBLIC,
+    ("GET", "/readyz"): PUBLIC,
+    ("GET", "/metrics"): PUBLIC,
+    ("GET", "/v1/openapi.json"): PUBLIC,
+    ("GET", "/v1/quorum"): _cluster(Operation.DESCRIBE),
+    ("GET", "/v1/cluster"): _cluster(Operation.DESCRIBE),
+    ("GET", "/v1/topics"): AUTHENTICATED,
+    ("POST", "/v1/topics"): _create_topic,
+    ("GET", "/v1/topics/{topic}"): _topic(Operation.DESCRIBE),
+    ("DELETE", "/v1/topics/{topic}"): _topic(Operation.DELETE),
+    ("POST", "/v1/topics/{topic}/partitions"): _topic(Operation.ALTER),
+    ("PUT", "/v1/topics/{topic}/configs"): _topic(Operation.ALTER_CONFIGS),
+    ("POST", "/v1/topics/{topic}/records"): _topic(Operation.WRITE),
+    ("POST", "/v1/topics/{topic}/partitions/{partition}/records"): _topic(Operation.WRITE),
+    ("GET", "/v1/topics/{topic}/partitions/{partition}/records"): _topic(Operation.READ),
+    ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets"): _topic(Operation.DESCRIBE),
+    ("GET", "/v1/groups"): _cluster(Operation.DESCRIBE),
+    ("GET", "/v1/groups/{group}"): _group(Operation.DESCRIBE),
+    ("POST", "/v1/groups/{group}/members"): _join,
+    ("POST", "/v1/groups/{group}/members/{member_id}/heartbeat"): _group(Operation.READ),
+    ("DELETE", "/v1/groups/{group}/members/{member_id}"): _group(Operation.READ),
+    ("POST", "/v1/groups/{group}/offsets"): _commit,
+    ("GET", "/v1/groups/{group}/offsets"): _group(Operation.DESCRIBE),
+    ("POST", "/v1/tokens"): AUTHENTICATED,
+    ("GET", "/v1/users"): _cluster(Operation.DESCRIBE),
+    ("POST", "/v1/users"): _cluster(Operation.ALTER),
+    ("DELETE", "/v1/users/{name}"): _cluster(Operation.ALTER),
+    ("GET", "/v1/acls"): _cluster(Operation.DESCRIBE),
+    ("POST", "/v1/acls"): _cluster(Operation.ALTER),
+    ("DELETE", "/v1/acls"): _cluster(Operation.ALTER),
+    ("GET", "/v1/quotas"): _cluster(Operation.DESCRIBE_CONFIGS),
+    ("POST", "/v1/quotas"): _cluster(Operation.ALTER_CONFIGS),
+    ("POST", "/v1/internal/brokers"): NODES,
+    ("POST", "/v1/internal/brokers/{broker_id}/heartbeat"): NODES,
+    ("POST", "/v1/internal/alter-partition"): NODES,
+    ("GET", "/v1/internal/metadata"): NODES,
+    ("POST", "/v1/internal/replica-fetch"): NODES,
+    ("GET", "/v1/internal/offsets"): NODES,
+}
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def route_key(request: web.Request) -> tuple[str, str] | None:
+    route = request.match_info.route
+    resource = route.resource
+    if resource is None or route.method == "*":
+        return None
+    return route.method, resource.canonical
+
+
+async def _json_body(request: web.Request) -> Mapping[str, Any]:
+    raw = await request.read()
+    if len(raw) > _MAX_CHECKED_BODY:
+        raise KraftliteError(ErrorCode.RECORD_LIST_TOO_LARGE, "admin and group bodies: 1 MiB")
+    try:
+        body = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError as exc:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"body is not JSON: {exc}") from None
+    return body if isinstance(body, dict) else {}
+
+
+@web.middleware
+async def authorization_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Rules 1-2: the route's actions, checked before the handler runs."""
+    key = route_key(request)
+    if key is None:  # 404 / 405: aiohttp's own answer
+        return await handler(request)
+    rule = PERMISSIONS.get(key)
+    if rule is None:  # a route added without an entry: refuse rather than serve unchecked
+        raise KraftliteError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "route has no ACL rule")
+    if isinstance(rule, str):
+        return await handler(request)
+    body = await _json_body(request) if rule in _BODY_RULES else {}
+    authorize(request, *rule(request, body))
+    return await handler(request)

@@ -1,0 +1,143 @@
+"""Controller decisions for users, ACLs and quotas: pure functions of the image that return
+the records to commit (as decisions.py does for brokers and topics).
+
+Rules:
+1. A user is a name with one SCRAM credential per mechanism; the request carries the
+   credential the edge computed (scram.py), never a password.
+2. ACLs are added whole; adding one equal to an existing ACL (every field but the id) adds
+   nothing, as Kafka's CreateAcls. Deleting takes a filter and answers what it removed.
+3. Quotas are per principal: producer_byte_rate, consumer_byte_rate (bytes/s, > 0) and
+   request_percentage (> 0); null removes one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from kraftlite.controller.decisions import ControllerResult
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.metadata.image import MetadataImage
+from kraftlite.metadata.records import (
+    AccessControlEntryRecord,
+    ClientQuotaRecord,
+    MetadataRecord,
+    RemoveAccessControlEntryRecord,
+    RemoveUserScramCredentialRecord,
+    UserScramCredentialRecord,
+)
+from kraftlite.security import acls
+from kraftlite.security.scram import MECHANISMS, MIN_ITERATIONS
+
+MAX_USER_NAME: Final = 255
+MAX_ACLS: Final = 100_000
+QUOTA_KEYS: Final = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
+
+
+def validate_user_name(name: object) -> str:
+    if (
+        not isinstance(name, str)
+        or not 0 < len(name) <= MAX_USER_NAME
+        or not name.isprintable()
+        or any(c in name for c in ":* ")
+    ):
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST,
+            f"user names are 1-{MAX_USER_NAME} printable characters without ':', '*' or spaces",
+        )
+    return name
+
+
+def set_user_credential(
+    image: MetadataImage, credential: UserScramCredentialRecord
+) -> ControllerResult[None]:
+    """Rule 1: create the user, or replace its credential for that mechanism."""
+    validate_user_name(credential.name)
+    if credential.mechanism not in MECHANISMS or credential.iterations < MIN_ITERATIONS:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "unsupported SCRAM mechanism")
+    return ControllerResult((credential,), None)
+
+
+def bootstrap_user(
+    image: MetadataImage, credential: UserScramCredentialRecord
+) -> ControllerResult[bool]:
+    """The configured first user, unless it exists already (never overwritten: its password
+    may have been changed through the API since). The answer: whether it was created."""
+    if credential.name in image.users:
+        return ControllerResult((), False)
+    return ControllerResult((credential,), True)
+
+
+def delete_user(image: MetadataImage, name: str) -> ControllerResult[None]:
+    credentials = image.users.get(name)
+    if not credentials:
+        raise KraftliteError(ErrorCode.RESOURCE_NOT_FOUND, f"no user {name!r}")
+    records: tuple[MetadataRecord, ...] = tuple(
+        RemoveUserScramCredentialRecord(name=name, mechanism=m) for m in sorted(credentials)
+    )
+    return ControllerResult(records, None)
+
+
+def _same(a: AccessControlEntryRecord, b: AccessControlEntryRecord) -> bool:
+    return acls.acl_view(a) | {"id": ""} == acls.acl_view(b) | {"id": ""}
+
+
+def create_acls(
+    image: MetadataImage, wanted: tuple[AccessControlEntryRecord, ...]
+) -> ControllerResult[list[AccessControlEntryRecord]]:
+    """Rule 2; the answer is every requested ACL as stored (an existing equal one kept)."""
+    if len(image.acls) + len(wanted) > MAX_ACLS:
+        raise KraftliteError(ErrorCode.POLICY_VIOLATION, f"at most {MAX_ACLS} ACLs")
+    existing = list(image.acls.values())
+    records: list[MetadataRecord] = []
+    answer = []
+    for acl in wanted:
+        if acl.id in image.acls:
+            raise KraftliteError(ErrorCode.INVALID_REQUEST, f"ACL id {acl.id} exists")
+        same = next((e for e in existing if _same(e, acl)), None)
+        if same is None:
+            records.append(acl)
+            existing.append(acl)
+            same = acl
+        answer.append(same)
+    return ControllerResult(tuple(records), answer)
+
+
+def delete_acls(
+    image: MetadataImage, wanted: Mapping[str, str]
+) -> ControllerResult[list[AccessControlEntryRecord]]:
+    """Rule 2: every ACL matching the filter; an empty filter is refused (it would match
+    every ACL: name at least one field)."""
+    if not wanted:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "a delete filter names at least one field")
+    removed = [a for _, a in sorted(image.acls.items()) if acls.matches_filter(a, wanted)]
+    return ControllerResult(
+        tuple(RemoveAccessControlEntryRecord(id=a.id) for a in removed), removed
+    )
+
+
+def alter_quotas(
+    image: MetadataImage, principal: object, values: Mapping[str, Any]
+) -> ControllerResult[dict[str, float]]:
+    """Rule 3; the answer is the principal's quotas afterwards."""
+    if not isinstance(principal, str) or not principal.startswith("User:") or len(principal) > 260:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "principal must be User:<name>")
+    records: list[MetadataRecord] = []
+    result = dict(image.quotas.get(principal, {}))
+    for key in QUOTA_KEYS:
+        if key not in values:
+            continue
+        value = values[key]
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 2**53:
+            raise KraftliteError(ErrorCode.INVALID_REQUEST, f"{key} must be a positive number")
+        else:
+            value = float(value)
+            result[key] = value
+        records.append(ClientQuotaRecord(principal=principal, key=key, value=value))
+    if not records:
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, f"set at least one of {', '.join(QUOTA_KEYS)}"
+        )
+    return ControllerResult(tuple(records), result)

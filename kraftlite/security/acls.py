@@ -1,0 +1,201 @@
+"""ACLs and the authorizer, with the semantics of Kafka's StandardAuthorizer (KIP-801).
+
+Rules:
+1. An ACL says: principal P from host H may (ALLOW) or may not (DENY) do operation O on
+   resources of type T whose name matches N (LITERAL: equal, or `*` for every name;
+   PREFIXED: starts with N).
+2. A super user may do everything. Anyone else: a matching DENY refuses; else a matching
+   ALLOW allows; else refused (no match = deny).
+3. `User:*` matches every principal, host `*` every host; operation ALL matches every
+   operation. An ALLOW of READ, WRITE, DELETE or ALTER implies DESCRIBE, and an ALLOW of
+   ALTER_CONFIGS implies DESCRIBE_CONFIGS (Kafka's implied operations); a DENY implies
+   nothing beyond itself (but DENY ALL denies all).
+4. Filters (list, delete) match ACLs field by field; a field left out matches anything.
+
+Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Final
+
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.metadata.records import AccessControlEntryRecord
+
+
+class ResourceType(Enum):
+    TOPIC = "TOPIC"
+    GROUP = "GROUP"
+    CLUSTER = "CLUSTER"
+
+
+class Operation(Enum):
+    ALL = "ALL"
+    READ = "READ"
+    WRITE = "WRITE"
+    CREATE = "CREATE"
+    DELETE = "DELETE"
+    ALTER = "ALTER"
+    DESCRIBE = "DESCRIBE"
+    CLUSTER_ACTION = "CLUSTER_ACTION"
+    DESCRIBE_CONFIGS = "DESCRIBE_CONFIGS"
+    ALTER_CONFIGS = "ALTER_CONFIGS"
+
+
+class PatternType(Enum):
+    LITERAL = "LITERAL"
+    PREFIXED = "PREFIXED"
+
+
+class Permission(Enum):
+    ALLOW = "ALLOW"
+    DENY = "DENY"
+
+
+CLUSTER_NAME: Final = "kraftlite-cluster"  # Kafka's cluster resource name
+WILDCARD: Final = "*"
+WILDCARD_PRINCIPAL: Final = "User:*"
+_IMPLIES_DESCRIBE: Final = {
+    Operation.READ,
+    Operation.WRITE,
+    Operation.DELETE,
+    Operation.ALTER,
+}
+_MAX_NAME = 255
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """What a request asks to do (one of possibly several per request)."""
+
+    operation: Operation
+    resource_type: ResourceType
+    resource_name: str
+
+
+def _implied(acl_operation: Operation, wanted: Operation, permission: Permission) -> bool:
+    if acl_operation in {wanted, Operation.ALL}:
+        return True
+    if permission is Permission.DENY:
+        return False
+    if wanted is Operation.DESCRIBE:
+        return acl_operation in _IMPLIES_DESCRIBE
+    return wanted is Operation.DESCRIBE_CONFIGS and acl_operation is Operation.ALTER_CONFIGS
+
+
+def _resource_matches(acl: AccessControlEntryRecord, action: Action) -> bool:
+    if acl.resource_type != action.resource_type.value:
+        return False
+    if acl.pattern_type == PatternType.LITERAL.value:
+        return acl.resource_name in {action.resource_name, WILDCARD}
+    return action.resource_name.startswith(acl.resource_name)
+
+
+def authorize(
+    acls: Iterable[AccessControlEntryRecord],
+    super_users: frozenset[str],
+    principal: str,
+    host: str,
+    action: Action,
+) -> bool:
+    """Rule 2: may `principal` from `host` do `action`?"""
+    if principal in super_users:
+        return True
+    allowed = False
+    for acl in acls:
+        if acl.principal not in {principal, WILDCARD_PRINCIPAL}:
+            continue
+        if acl.host not in {host, WILDCARD}:
+            continue
+        if not _resource_matches(acl, action):
+            continue
+        permission = Permission(acl.permission_type)
+        if not _implied(Operation(acl.operation), action.operation, permission):
+            continue
+        if permission is Permission.DENY:
+            return False
+        allowed = True
+    return allowed
+
+
+# -------------------------------------------------------------------------------- requests
+
+
+def _field(body: Mapping[str, Any], name: str, enum: type[Enum] | None = None) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not 0 < len(value) <= _MAX_NAME or not value.isprintable():
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"{name} must be 1-255 printable chars")
+    if enum is not None:
+        try:
+            enum(value.upper())
+        except ValueError:
+            choices = ", ".join(e.value for e in enum)
+            raise KraftliteError(
+                ErrorCode.INVALID_REQUEST, f"{name} must be one of {choices}"
+            ) from None
+        return value.upper()
+    return value
+
+
+def acl_from_request(acl_id: str, body: Mapping[str, Any]) -> AccessControlEntryRecord:
+    """`POST /v1/acls`'s body as a record, or INVALID_REQUEST naming the field."""
+    principal = _field(body, "principal")
+    if not principal.startswith("User:") or principal == "User:":
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "principal must be User:<name> or User:*")
+    resource_type = _field(body, "resource_type", ResourceType)
+    name = CLUSTER_NAME if resource_type == "CLUSTER" else _field(body, "resource_name")
+    pattern = _field({"p": body.get("pattern_type", "LITERAL")}, "p", PatternType)
+    if pattern == "PREFIXED" and name == WILDCARD:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "a PREFIXED pattern cannot be *")
+    return AccessControlEntryRecord(
+        id=acl_id,
+        resource_type=resource_type,
+        resource_name=name,
+        pattern_type=pattern,
+        principal=principal,
+        host=_field({"h": body.get("host", WILDCARD)}, "h"),
+        operation=_field(body, "operation", Operation),
+        permission_type=_field({"p": body.get("permission", "ALLOW")}, "p", Permission),
+    )
+
+
+_FILTER_FIELDS: Final = {
+    "principal": "principal",
+    "host": "host",
+    "operation": "operation",
+    "permission": "permission_type",
+    "resource_type": "resource_type",
+    "resource_name": "resource_name",
+    "pattern_type": "pattern_type",
+}
+
+
+def matches_filter(acl: AccessControlEntryRecord, wanted: Mapping[str, str]) -> bool:
+    """Rule 4: `wanted` maps filter names (the request's) to values; upper-cased enums."""
+    for name, value in wanted.items():
+        field = _FILTER_FIELDS.get(name)
+        if field is None:
+            continue
+        actual = getattr(acl, field)
+        if field in {"principal", "resource_name", "host"}:
+            if actual != value:
+                return False
+        elif actual != value.upper():
+            return False
+    return True
+
+
+def acl_view(acl: AccessControlEntryRecord) -> dict[str, str]:
+    return {
+        "id": acl.id,
+        "principal": acl.principal,
+        "host": acl.host,
+        "operation": acl.operation,
+        "permission": acl.permission_type,
+        "resource_type": acl.resource_type,
+        "resource_name": acl.resource_name,
+        "pattern_type": acl.pattern_type,
+    }
