@@ -269,7 +269,7 @@ async def internal_offsets(request: web.Request) -> web.Response:
 async def admin_passthrough(request: web.Request) -> web.Response:
     """Users, ACLs and quotas live in the controllers' metadata: pass the call on, as the
     client (the controller authorizes it again)."""
-    body = await read_json_object(request) if request.can_read_body else None
+    body = await read_json_object(request) if request.body_exists else None
     return await _controller_call(request, body, query=dict(request.query))
 
 

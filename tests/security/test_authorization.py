@@ -1,0 +1,288 @@
+"""Authentication and ACLs on a real cluster with `auth.required` (3 controllers, 3
+brokers): users, Basic and Bearer, what each principal may do, deny wins, forwarding cannot
+escalate, the audit log records it all.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.harness.observe import error_code
+from tests.harness.processes import Cluster, http, signed_http
+
+pytestmark = [pytest.mark.security, pytest.mark.timeout(300)]
+ADMIN = ("admin", "admin-password-1")
+AUTH = {"auth.required": True, "super.users": ["User:admin"], "access.log.enabled": True}
+
+
+def basic(user: str, password: str) -> dict[str, str]:
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    running = Cluster(
+        tmp_path_factory.mktemp("authz"),
+        broker_config=AUTH,
+        controller_config={
+            **AUTH,
+            "auth.bootstrap.user": ADMIN[0],
+            "auth.bootstrap.password": ADMIN[1],
+        },
+    )
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def as_admin(method: str, url: str, body: Any = None) -> tuple[int, Any]:
+    deadline = time.monotonic() + 20
+    while True:  # the bootstrap user appears once a controller is active
+        status, answer = http(method, url, body, headers=basic(*ADMIN))
+        if status != 401 or time.monotonic() > deadline:
+            return status, answer
+        time.sleep(0.2)
+
+
+def add_acl(cluster: Cluster, **fields: str) -> dict[str, Any]:
+    status, created = as_admin("POST", cluster.urls[1] + "/v1/acls", fields)
+    assert status == 201, created
+    return created
+
+
+def wait_for_metadata(cluster: Cluster, check: Any) -> None:
+    deadline = time.monotonic() + 10
+    while not check():
+        assert time.monotonic() < deadline, "metadata did not reach the brokers"
+        time.sleep(0.1)
+
+
+def refused(answer: tuple[int, Any], status: int, code: str) -> None:
+    assert answer[0] == status, answer
+    assert error_code(answer[1]) == code, answer
+
+
+def test_every_request_must_authenticate(cluster: Cluster) -> None:
+    url = cluster.urls[1]
+    refused(http("GET", url + "/v1/topics"), 401, "SASL_AUTHENTICATION_FAILED")
+    refused(
+        http("GET", url + "/v1/topics", headers=basic("admin", "wrong")),
+        401,
+        "SASL_AUTHENTICATION_FAILED",
+    )
+    refused(
+        http("GET", url + "/v1/topics", headers=bearer("kl1.e30.AAAA")),
+        401,
+        "SASL_AUTHENTICATION_FAILED",
+    )
+    refused(
+        http("GET", url + "/v1/topics", headers={"Authorization": "Digest x"}),
+        401,
+        "SASL_AUTHENTICATION_FAILED",
+    )
+    assert http("GET", url + "/readyz")[0] == 200  # operations endpoints stay open
+    for controller in cluster.quorum.urls.values():
+        refused(http("GET", controller + "/v1/cluster"), 401, "SASL_AUTHENTICATION_FAILED")
+
+
+def test_users_acls_and_deny_wins(cluster: Cluster) -> None:
+    url, other = cluster.urls[1], cluster.urls[2]
+    status, created = as_admin("POST", url + "/v1/users", {"name": "alice", "password": "pw-a"})
+    assert status == 201, created
+    assert created["credentials"][0]["mechanism"] == "SCRAM-SHA-256"
+    status, users = as_admin("GET", other + "/v1/users")
+    assert "pw-a" not in str(users) and [u["name"] for u in users["users"]] == ["admin", "alice"]
+    status, answer = as_admin("POST", url + "/v1/topics", {"name": "orders-eu", "partitions": 1})
+    assert status == 201, answer
+    alice = basic("alice", "pw-a")
+    wait_for_metadata(cluster, lambda: http("GET", other + "/v1/topics", headers=alice)[0] == 200)
+
+    # nothing allowed yet: she sees no topics and may not write or create
+    assert http("GET", other + "/v1/topics", headers=alice)[1]["topics"] == []
+    record = {"records": [{"value": "v"}]}
+    refused(
+        http("POST", other + "/v1/topics/orders-eu/records", record, headers=alice),
+        403,
+        "TOPIC_AUTHORIZATION_FAILED",
+    )
+    refused(
+        http("POST", other + "/v1/topics", {"name": "mine"}, headers=alice),
+        403,
+        "TOPIC_AUTHORIZATION_FAILED",
+    )
+    for method, path in [("GET", "/v1/acls"), ("GET", "/v1/users"), ("POST", "/v1/acls")]:
+        refused(http(method, url + path, {}, headers=alice), 403, "CLUSTER_AUTHORIZATION_FAILED")
+
+    # a prefixed ALLOW: she may write every orders- topic (and so describe it)
+    add_acl(
+        cluster,
+        principal="User:alice",
+        operation="WRITE",
+        resource_type="TOPIC",
+        resource_name="orders-",
+        pattern_type="PREFIXED",
+    )
+    wait_for_metadata(
+        cluster,
+        lambda: (
+            http("POST", other + "/v1/topics/orders-eu/records", record, headers=alice)[0] == 200
+        ),
+    )
+    assert [t["name"] for t in http("GET", other + "/v1/topics", headers=alice)[1]["topics"]] == [
+        "orders-eu"
+    ]
+    # writing is not reading
+    refused(
+        http("GET", other + "/v1/topics/orders-eu/partitions/0/records?offset=0", headers=alice),
+        403,
+        "TOPIC_AUTHORIZATION_FAILED",
+    )
+    # a DENY on one topic wins over the prefixed ALLOW
+    status, answer = as_admin("POST", url + "/v1/topics", {"name": "orders-secret"})
+    assert status == 201, answer
+    add_acl(
+        cluster,
+        principal="User:alice",
+        operation="ALL",
+        permission="DENY",
+        resource_type="TOPIC",
+        resource_name="orders-secret",
+    )
+    wait_for_metadata(
+        cluster,
+        lambda: (
+            http("POST", other + "/v1/topics/orders-secret/records", record, headers=alice)[0]
+            == 403
+        ),
+    )
+    # the admin (a super user) is unaffected by any of it
+    status, answer = as_admin("POST", other + "/v1/topics/orders-secret/records", record)
+    assert status == 200, answer
+    status, listed = as_admin("GET", url + "/v1/acls?principal=User:alice")
+    assert sorted(a["permission"] for a in listed["acls"]) == ["ALLOW", "DENY"]
+
+
+def test_tokens_work_everywhere_until_the_password_changes(cluster: Cluster) -> None:
+    url = cluster.urls[3]
+    status, _ = as_admin("POST", url + "/v1/users", {"name": "bob", "password": "pw-b"})
+    assert status == 201
+    refused(http("POST", url + "/v1/tokens", headers={}), 401, "SASL_AUTHENTICATION_FAILED")
+
+    def issue() -> tuple[int, Any]:
+        return http("POST", url + "/v1/tokens", headers=basic("bob", "pw-b"))
+
+    wait_for_metadata(cluster, lambda: issue()[0] == 201)
+    status, token = issue()
+    assert status == 201, token
+    assert token["principal"] == "User:bob" and token["expires_at"] > time.time() * 1000
+    for node in [*cluster.urls.values(), *cluster.quorum.urls.values()]:
+        # authenticated everywhere; bob may describe nothing, so lists are empty
+        status, answer = http("GET", node + "/v1/topics", headers=bearer(token["token"]))
+        assert status == 200 and answer["topics"] == [], (node, answer)
+    status, _ = as_admin("POST", url + "/v1/users", {"name": "bob", "password": "pw-b2"})
+    assert status == 201
+    wait_for_metadata(
+        cluster,
+        lambda: http("GET", url + "/v1/topics", headers=bearer(token["token"]))[0] == 401,
+    )
+    refused(
+        http("GET", url + "/v1/topics", headers=basic("bob", "pw-b")),
+        401,
+        "SASL_AUTHENTICATION_FAILED",
+    )
+    assert http("GET", url + "/v1/topics", headers=basic("bob", "pw-b2"))[0] == 200
+    status, _ = as_admin("DELETE", url + "/v1/users/bob")
+    assert status == 204
+    wait_for_metadata(
+        cluster, lambda: http("GET", url + "/v1/topics", headers=basic("bob", "pw-b2"))[0] == 401
+    )
+
+
+def test_groups_need_their_own_acl(cluster: Cluster) -> None:
+    url = cluster.urls[2]
+    status, _ = as_admin("POST", url + "/v1/users", {"name": "carol", "password": "pw-c"})
+    assert status == 201
+    as_admin("POST", url + "/v1/topics", {"name": "events"})
+    add_acl(
+        cluster,
+        principal="User:carol",
+        operation="READ",
+        resource_type="TOPIC",
+        resource_name="events",
+    )
+    carol = basic("carol", "pw-c")
+    join = {"topics": ["events"]}
+    wait_for_metadata(
+        cluster,
+        lambda: http("POST", url + "/v1/groups/g1/members", join, headers=carol)[0] == 403,
+    )
+    refused(
+        http("POST", url + "/v1/groups/g1/members", join, headers=carol),
+        403,
+        "GROUP_AUTHORIZATION_FAILED",
+    )
+    add_acl(
+        cluster,
+        principal="User:carol",
+        operation="READ",
+        resource_type="GROUP",
+        resource_name="g",
+        pattern_type="PREFIXED",
+    )
+    wait_for_metadata(
+        cluster,
+        lambda: http("POST", url + "/v1/groups/g1/members", join, headers=carol)[0] == 200,
+    )
+    refused(
+        http("POST", url + "/v1/groups/other/members", join, headers=carol),
+        403,
+        "GROUP_AUTHORIZATION_FAILED",
+    )
+
+
+def test_forwarding_cannot_escalate(cluster: Cluster) -> None:
+    """A client's request passed on by a node is authorized as that client where it lands:
+    a broker that received it signed, acting for User:mallory, refuses it."""
+    for url in [cluster.urls[1], cluster.quorum.urls[1]]:
+        refused(
+            signed_http(
+                "POST", url + "/v1/topics", {"name": "escalated"}, principal="User:mallory"
+            ),
+            403,
+            "TOPIC_AUTHORIZATION_FAILED",
+        )
+        refused(
+            signed_http("DELETE", url + "/v1/topics/orders-eu", principal="User:mallory"),
+            403,
+            "TOPIC_AUTHORIZATION_FAILED",
+        )
+    # the same node call acting for itself is the cluster (it may)
+    status, _ = signed_http("GET", cluster.urls[1] + "/v1/topics/orders-eu")
+    assert status == 200
+
+
+def test_the_audit_log_names_who_did_what(cluster: Cluster) -> None:
+    logs = "".join(path.read_text(errors="replace") for path in cluster.root.glob("*.log"))
+    for event in (
+        "acl_created",
+        "user_credential_set",
+        "authorization_denied",
+        "authentication_failed",
+        "token_issued",
+        "user_deleted",
+    ):
+        assert f'"event":"{event}"' in logs, event
+    assert '"principal":"User:admin"' in logs
+    assert "pw-a" not in logs and "admin-password-1" not in logs
