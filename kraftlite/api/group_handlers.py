@@ -16,12 +16,15 @@ from aiohttp import web
 from kraftlite.api.errors import json_response, read_json_object
 from kraftlite.api.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
 from kraftlite.errors import ErrorCode, KraftliteError
-from kraftlite.groups.coordinator import CommittedOffset, GroupCoordinator
+from kraftlite.groups.coordinator import GroupCoordinator
+from kraftlite.groups.offsets import CommittedOffset, check_count
 from kraftlite.metadata.topics import validate_topic_name
 
 COORDINATOR = web.AppKey("coordinator", GroupCoordinator)
 _MAX_GROUP_NAME = 249
 _MAX_MEMBER_ID = 64  # chosen by the client (a UUID), so a retried join is the same member
+_MAX_CLIENT_ID = 255  # printable; shown by describe and the CLI
+_MAX_SUBSCRIBED_TOPICS = 1000  # per join; a subscription is a list of topic names
 
 
 def _group_name(request: web.Request) -> str:
@@ -90,16 +93,32 @@ async def join(request: web.Request) -> web.Response:
         return forwarded
     body = await read_json_object(request)
     topics = body.get("topics")
-    if not isinstance(topics, list) or not topics:
-        raise KraftliteError(ErrorCode.INVALID_REQUEST, "topics must be a non-empty list")
+    if not isinstance(topics, list) or not 0 < len(topics) <= _MAX_SUBSCRIBED_TOPICS:
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST,
+            f"topics must be a list of 1-{_MAX_SUBSCRIBED_TOPICS} topic names",
+        )
     for topic in topics:
         validate_topic_name(topic)
     client_id = body.get("client_id", "")
-    if not isinstance(client_id, str):
-        raise KraftliteError(ErrorCode.INVALID_REQUEST, "client_id must be a string")
+    if (
+        not isinstance(client_id, str)
+        or len(client_id) > _MAX_CLIENT_ID
+        or not client_id.isprintable()
+    ):
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST,
+            f"client_id must be at most {_MAX_CLIENT_ID} printable characters",
+        )
     member_id = body.get("member_id", uuid.uuid4().hex)
-    if not isinstance(member_id, str) or not 0 < len(member_id) <= _MAX_MEMBER_ID:
-        raise KraftliteError(ErrorCode.INVALID_REQUEST, "member_id must be 1-64 characters")
+    if (
+        not isinstance(member_id, str)
+        or not 0 < len(member_id) <= _MAX_MEMBER_ID
+        or not member_id.isprintable()
+    ):
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, "member_id must be 1-64 printable characters"
+        )
     answer = request.app[COORDINATOR].join(
         group,
         member_id,
@@ -140,6 +159,7 @@ async def commit(request: web.Request) -> web.Response:
     entries = body.get("offsets")
     if not isinstance(entries, list) or not entries:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, "offsets must be a non-empty list")
+    check_count(len(entries))
     parsed = []
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):

@@ -11,6 +11,7 @@ Deterministic: the same inputs give the same answer (sorted iteration everywhere
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 
 TopicPartition = tuple[str, int]
@@ -41,10 +42,17 @@ def assign(
             if tp in valid and tp[0] in subscriptions[member] and tp not in taken:
                 owners[member].add(tp)
                 taken.add(tp)
-    for tp in sorted(valid - taken):  # rule 1: the rest to the least loaded eligible member
-        eligible = [m for m in members if tp[0] in subscriptions[m]]
-        chosen = min(eligible, key=lambda m: (len(owners[m]), m))
-        owners[chosen].add(tp)
+    rest: dict[str, list[TopicPartition]] = {}
+    for tp in sorted(valid - taken):
+        rest.setdefault(tp[0], []).append(tp)
+    for topic, partitions in rest.items():  # rule 1: to the least loaded eligible member,
+        # by (load, member id): a heap per topic, O(log members) a partition, not O(members)
+        heap = [(len(owners[m]), m) for m in members if topic in subscriptions[m]]
+        heapq.heapify(heap)
+        for tp in partitions:
+            load, chosen = heapq.heappop(heap)
+            owners[chosen].add(tp)
+            heapq.heappush(heap, (load + 1, chosen))
     _balance(owners, subscriptions)
     return {m: frozenset(owned) for m, owned in owners.items()}
 
@@ -54,15 +62,18 @@ def _balance(
 ) -> None:
     """Rule 3: move one partition at a time from a heavier to a lighter eligible member."""
     while True:
+        loads = [len(owned) for owned in owners.values()]
+        if max(loads) - min(loads) <= 1:  # no pair differs by more: nothing can move (this
+            return  # keeps a settled group's heartbeat O(members), not O(members^2))
         moved = False
         by_load = sorted(owners, key=lambda m: (-len(owners[m]), m))
         for heavy in by_load:
             for light in reversed(by_load):
                 if len(owners[heavy]) - len(owners[light]) <= 1:
                     continue
-                movable = sorted(tp for tp in owners[heavy] if tp[0] in subscriptions[light])
+                movable = [tp for tp in owners[heavy] if tp[0] in subscriptions[light]]
                 if movable:
-                    tp = movable[-1]
+                    tp = max(movable)  # the highest: deterministic, no sort per move
                     owners[heavy].remove(tp)
                     owners[light].add(tp)
                     moved = True

@@ -12,14 +12,26 @@ Rules:
    offsets by replaying the partition up to its log end (every record there was written by
    an ISR leader and stays), and starts every group with the assignment freeze of
    `group.Group` rule 6: members rejoin and get partitions one session later.
+4. Reads create no state: describe, offsets, heartbeat, leave and a refused commit never
+   make a group. A group exists while it has members or committed offsets; a `Group` with
+   no members is dropped at once (it holds nothing a new one would not), and silent members
+   are expired by a sweep at most every `min_session_timeout_ms`, so an abandoned group goes
+   too. A group unknown to describe is GROUP_ID_NOT_FOUND (KIP-848's
+   ConsumerGroupDescribe); its offsets are an empty list (Kafka's OffsetFetch).
+5. A commit is checked before anything is written, in Kafka's order: what (`offsets`:
+   count, metadata size, partitions that exist), who (`group.Group` rule 7), then
+   0 <= offset <= high watermark (which may ask a leader), then who again (membership may
+   have moved meanwhile); the batch must fit `max.message.bytes` of the offsets topic.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
 import orjson
 import structlog
 
@@ -27,7 +39,16 @@ from kraftlite.api.headers import METADATA_VERSION
 from kraftlite.broker.partition import Acks, Partition, Role
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.assignor import TopicPartition
-from kraftlite.groups.group import Group, MemberAnswer
+from kraftlite.groups.group import DEFAULT_MAX_SIZE, Group, MemberAnswer
+from kraftlite.groups.offsets import (
+    DEFAULT_OFFSET_METADATA_MAX_BYTES,
+    CommittedOffset,
+    HighWatermarks,
+    check_count,
+    check_in_range,
+    check_metadata,
+    check_partitions,
+)
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol.partitioner import partition_for_key
 
@@ -47,25 +68,58 @@ class GroupSettings:
     min_session_timeout_ms: int = 1_000
     max_session_timeout_ms: int = 30_000
     commit_timeout_s: float = 10.0
-
-
-@dataclass(frozen=True, slots=True)
-class CommittedOffset:
-    offset: int
-    metadata: str
+    offset_metadata_max_bytes: int = DEFAULT_OFFSET_METADATA_MAX_BYTES  # offset.metadata.max.bytes
+    max_size: int = DEFAULT_MAX_SIZE  # group.consumer.max.size
 
 
 @dataclass
 class Shard:
-    """What this broker coordinates for one offsets partition, in one leader epoch."""
+    """What this broker coordinates for one offsets partition, in one leader epoch.
+    Invariant (rule 4): every `Group` in `groups` has members, once `drop_if_empty` or
+    `sweep` has run after the request that changed it.
+    """
 
     leader_epoch: int
     frozen_until_ms: int
+    max_size: int = DEFAULT_MAX_SIZE
     groups: dict[str, Group] = field(default_factory=dict)
     offsets: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
+    swept_ms: int = 0
 
     def group(self, name: str) -> Group:
-        return self.groups.setdefault(name, Group(name, frozen_until_ms=self.frozen_until_ms))
+        """The group, made if new: only for a join, the one request that adds a member."""
+        existing = self.groups.get(name)
+        if existing is None:
+            existing = Group(name, frozen_until_ms=self.frozen_until_ms, max_size=self.max_size)
+            self.groups[name] = existing
+        return existing
+
+    def existing(self, name: str, now_ms: int) -> Group:
+        """The group's membership, or an empty one that is not kept (reads create nothing)."""
+        group = self.groups.get(name)
+        if group is None:
+            return Group(name, frozen_until_ms=self.frozen_until_ms, max_size=self.max_size)
+        group.expire(now_ms)
+        self.drop_if_empty(name)
+        return group
+
+    def exists(self, name: str) -> bool:
+        return name in self.groups or bool(self.offsets.get(name))
+
+    def drop_if_empty(self, name: str) -> None:
+        group = self.groups.get(name)
+        if group is not None and not group.members:
+            del self.groups[name]
+
+    def maybe_sweep(self, now_ms: int, interval_ms: int) -> None:
+        """Expire silent members of every group, dropping groups left empty (rule 4)."""
+        if now_ms - self.swept_ms < interval_ms:
+            return
+        self.swept_ms = now_ms
+        for name, group in list(self.groups.items()):
+            group.expire(now_ms)
+            if not group.members:
+                del self.groups[name]
 
 
 def offset_key(group: str, topic: str, partition: int) -> bytes:
@@ -101,6 +155,7 @@ class GroupCoordinator:
         self.broker = broker
         self.settings = settings or GroupSettings()
         self._shards: dict[int, Shard] = {}
+        self._high_watermarks = HighWatermarks()
 
     # -- routing ----------------------------------------------------------------------------
 
@@ -153,7 +208,9 @@ class GroupCoordinator:
 
     def _shard(self, group: str) -> tuple[Partition, Shard]:
         partition = self.coordinator_partition(group)
-        return partition, self._shard_of(partition)
+        shard = self._shard_of(partition)
+        shard.maybe_sweep(self._now(), self.settings.min_session_timeout_ms)
+        return partition, shard
 
     def _shard_of(self, partition: Partition) -> Shard:
         index = partition.index
@@ -169,7 +226,7 @@ class GroupCoordinator:
         # The first leader of the partition (epoch 0) has no predecessor whose members could
         # still hold partitions; any later one waits out the longest session first.
         freeze = self.settings.max_session_timeout_ms if partition.leader_epoch > 0 else 0
-        shard = Shard(partition.leader_epoch, now + freeze)
+        shard = Shard(partition.leader_epoch, now + freeze, self.settings.max_size)
         log_ = partition.log
         offset, records = log_.log_start_offset, 0
         while offset < log_.log_end_offset:
@@ -190,6 +247,8 @@ class GroupCoordinator:
                     offsets = shard.offsets.setdefault(group, {})
                     if committed is None:
                         offsets.pop(tp, None)
+                        if not offsets:  # no offsets left: the group is gone (rule 4)
+                            del shard.offsets[group]
                     else:
                         offsets[tp] = committed
                 offset = decoded.header.next_offset
@@ -236,21 +295,27 @@ class GroupCoordinator:
                 f"{self.settings.max_session_timeout_ms}",
             )
         _, shard = self._shard(group)
-        answer = shard.group(group).join(
-            member_id, client_id, topics, timeout, self._now(), self._counts(topics)
-        )
+        try:
+            answer = shard.group(group).join(
+                member_id, client_id, topics, timeout, self._now(), self._counts(topics)
+            )
+        finally:  # a refused join leaves no group behind
+            shard.drop_if_empty(group)
         return {**self._answer(answer), "session_timeout_ms": timeout}
 
     def heartbeat(self, group: str, member_id: str, member_epoch: int) -> dict[str, Any]:
         _, shard = self._shard(group)
-        state = shard.group(group)
+        state = shard.existing(group, self._now())  # unknown group: UNKNOWN_MEMBER_ID
         topics = {t for m in state.members.values() for t in m.topics}
         answer = state.heartbeat(member_id, member_epoch, self._now(), self._counts(topics))
         return self._answer(answer)
 
     def leave(self, group: str, member_id: str) -> None:
         _, shard = self._shard(group)
-        shard.group(group).leave(member_id, self._now())
+        try:
+            shard.existing(group, self._now()).leave(member_id, self._now())
+        finally:
+            shard.drop_if_empty(group)
 
     def _answer(self, answer: MemberAnswer) -> dict[str, Any]:
         return answer.to_json(self.settings.heartbeat_interval_ms)
@@ -264,10 +329,19 @@ class GroupCoordinator:
         member_epoch: int | None,
         offsets: list[tuple[TopicPartition, CommittedOffset]],
     ) -> None:
-        """Rule 2: append the commit (acks=all), then make it visible."""
+        """Rule 5, then rule 2: append the commit (acks=all), then make it visible."""
         partition, shard = self._shard(group)
-        shard.group(group).check_commit(
-            member_id, member_epoch, [tp for tp, _ in offsets], self._now()
+        partitions = [tp for tp, _ in offsets]
+        check_count(len(offsets))
+        check_metadata(offsets, self.settings.offset_metadata_max_bytes)
+        check_partitions(partitions, self._counts({topic for topic, _ in partitions}))
+        shard.existing(group, self._now()).check_commit(
+            member_id, member_epoch, partitions, self._now()
+        )
+        await self._check_in_range(offsets)
+        # The high watermark was asked over the network: check the member again.
+        shard.existing(group, self._now()).check_commit(
+            member_id, member_epoch, partitions, self._now()
         )
         now = self.broker.clock.now_ms()
         records = [
@@ -278,10 +352,16 @@ class GroupCoordinator:
             )
             for tp, c in offsets
         ]
-        try:
-            await partition.produce(
-                batch_format.encode_records(records, now), Acks.ALL, self.settings.commit_timeout_s
+        batch = batch_format.encode_records(records, now)
+        limit = partition.config_int("max.message.bytes")
+        if len(batch) > limit:  # Kafka: INVALID_COMMIT_OFFSET_SIZE
+            raise KraftliteError(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"the commit is {len(batch)} bytes, over max.message.bytes of {OFFSETS_TOPIC} "
+                f"({limit}): commit fewer partitions or less metadata",
             )
+        try:
+            await partition.produce(batch, Acks.ALL, self.settings.commit_timeout_s)
         except KraftliteError as exc:
             if exc.code is ErrorCode.NOT_LEADER_OR_FOLLOWER:
                 raise KraftliteError(
@@ -293,14 +373,84 @@ class GroupCoordinator:
             for tp, committed in offsets:
                 target[tp] = committed
 
+    async def _check_in_range(self, offsets: list[tuple[TopicPartition, CommittedOffset]]) -> None:
+        """`offsets` rules 4 and 5: ask leaders only for offsets above the known bound."""
+        image = self.broker.replicas.image
+        keys = {}
+        for (topic, index), _ in offsets:
+            described = image.topic(topic)
+            if described is None:  # (check_partitions passed on this same image)
+                raise KraftliteError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {topic}")
+            keys[(topic, index)] = (described.topic_id, index)
+        unsure = sorted(
+            {tp for tp, c in offsets if c.offset > self._high_watermarks.bound(keys[tp])}
+        )
+        answered: set[TopicPartition] = set()
+        if unsure:
+            self._high_watermarks.retain(image.topics.keys())
+            for tp, high_watermark in (await self._ask_high_watermarks(unsure)).items():
+                self._high_watermarks.learn(keys[tp], high_watermark)
+                answered.add(tp)
+        check_in_range(
+            offsets,
+            {tp: self._high_watermarks.bound(key) for tp, key in keys.items()},
+            set(unsure) - answered,
+        )
+
+    async def _ask_high_watermarks(
+        self, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """Each partition's high watermark from its leader: read here when this broker
+        leads it, else one `/v1/internal/offsets` call per (leader, topic). Partitions whose
+        leader is unknown or does not answer in time are missing from the result.
+        """
+        replicas = self.broker.replicas
+        result: dict[TopicPartition, int] = {}
+        remote: dict[tuple[int, str], set[int]] = {}
+        for topic, index in partitions:
+            try:
+                local = replicas.leader_partition(topic, index)
+            except KraftliteError as exc:
+                leader = exc.details.get("leader_id")
+                if isinstance(leader, int) and leader >= 0:
+                    remote.setdefault((leader, topic), set()).add(index)
+                continue
+            result[(topic, index)] = local.log.high_watermark
+
+        async def ask(leader: int, topic: str, indexes: set[int]) -> None:
+            url = replicas.broker_url(leader)
+            if url is None:
+                return
+            try:
+                async with self.broker.session.get(
+                    url + "/v1/internal/offsets",
+                    params={"topic": topic},
+                    timeout=aiohttp.ClientTimeout(total=2),
+                ) as response:
+                    if response.status != 200:
+                        return
+                    answer = orjson.loads(await response.read())
+                for key, value in answer.get("partitions", {}).items():
+                    if int(key) in indexes and isinstance(value.get("high_watermark"), int):
+                        result[(topic, int(key))] = value["high_watermark"]
+            except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError) as exc:
+                log.info("high_watermark_not_learned", leader=leader, topic=topic, error=repr(exc))
+
+        await asyncio.gather(*(ask(leader, t, ixs) for (leader, t), ixs in remote.items()))
+        return result
+
     def committed(self, group: str) -> dict[TopicPartition, CommittedOffset]:
         _, shard = self._shard(group)
         return dict(shard.offsets.get(group, {}))
 
     def describe(self, group: str) -> dict[str, Any]:
         _, shard = self._shard(group)
-        state = shard.group(group)
-        state.expire(self._now())
+        state = shard.existing(group, self._now())
+        if not shard.exists(group):
+            raise KraftliteError(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"group {group} does not exist (no members and no committed offsets)",
+            )
         return state.describe()
 
     def local_groups(self) -> list[dict[str, Any]]:
@@ -312,9 +462,10 @@ class GroupCoordinator:
             except KraftliteError:
                 continue
             shard = self._shard_of(partition)
-            names = set(shard.groups) | set(shard.offsets)
+            now = self._now()
+            shard.maybe_sweep(now, 0)
+            names = set(shard.groups) | {n for n, o in shard.offsets.items() if o}
             for name in sorted(names):
-                state = shard.group(name)
-                state.expire(self._now())
+                state = shard.existing(name, now)
                 result.append({"group": name, "state": state.state, "members": len(state.members)})
         return result

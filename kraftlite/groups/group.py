@@ -14,8 +14,18 @@ Rules (server-side assignment in the spirit of KIP-848):
 6. A coordinator that just took over does not know who owned what: it hands out no
    partition before `frozen_until_ms` (one session timeout), by which time every member of
    the previous coordinator has either joined again (holding nothing) or expired.
-7. Commits are fenced: a member may commit only partitions it owns; a commit without a
-   member id is accepted only for partitions no member owns.
+7. Commits are fenced (KIP-848's OffsetCommit rules, Kafka's ConsumerGroup
+   .validateOffsetCommit): a commit naming a member must come from a live member
+   (UNKNOWN_MEMBER_ID), with an epoch no newer than its current one (FENCED_MEMBER_EPOCH),
+   for partitions it owns (FENCED_MEMBER_EPOCH, the contract's answer to a zombie), and with
+   an epoch no older than the one at which it was given each of them (STALE_MEMBER_EPOCH:
+   Kafka's assignment-epoch check). An older epoch is fine otherwise: our epochs move on as
+   soon as an answer changes the assignment, so a member commits what it is told to release
+   with the epoch it consumed under. A commit without a member id (an admin tool, a
+   standalone consumer, a Spark job) is accepted only while the group has no members, as
+   Kafka accepts a commit with member epoch -1 only for an empty group (UNKNOWN_MEMBER_ID).
+8. A group holds at most `max_size` members (`group.consumer.max.size`): a new member of a
+   full group is refused with GROUP_MAX_SIZE_REACHED; a retried join of a member is not new.
 """
 
 from __future__ import annotations
@@ -36,8 +46,14 @@ class Member:
     last_seen_ms: int
     epoch: int = 0
     assignment: frozenset[TopicPartition] = frozenset()
-    owned: frozenset[TopicPartition] = frozenset()
+    # What the member owns (rule 2), each partition with the member epoch at which it was
+    # given and owned without a break since (its "assignment epoch", rule 7).
+    owned_since: dict[TopicPartition, int] = field(default_factory=dict)
     confirmed_epoch: int = 0  # the last epoch the member confirmed holding
+
+    @property
+    def owned(self) -> frozenset[TopicPartition]:
+        return frozenset(self.owned_since)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +74,19 @@ class MemberAnswer:
         }
 
 
+DEFAULT_MAX_SIZE = 200  # group.consumer.max.size (Kafka: unbounded; see docs/design/groups.md)
+
+
 @dataclass
 class Group:
+    """Mutated only by `join`, `heartbeat`, `leave` and `expire`; `check_commit` and the
+    views change nothing but expire silent members. Invariants: no partition is in two
+    members' `owned`; `len(members) <= max_size`.
+    """
+
     name: str
     frozen_until_ms: int = 0
+    max_size: int = DEFAULT_MAX_SIZE
     members: dict[str, Member] = field(default_factory=dict)
 
     # -- membership -----------------------------------------------------------------------
@@ -80,6 +105,12 @@ class Group:
         if existing is not None:  # a retried join (its answer was lost): the same member
             existing.last_seen_ms = now_ms
             return MemberAnswer(member_id, existing.epoch, existing.assignment)
+        if len(self.members) >= self.max_size:  # rule 8
+            raise KraftliteError(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"group {self.name} has {len(self.members)} members, its maximum "
+                "(group.consumer.max.size)",
+            )
         self.members[member_id] = Member(
             member_id, client_id, frozenset(topics), session_timeout_ms, now_ms
         )
@@ -97,7 +128,9 @@ class Group:
             )
         member.last_seen_ms = now_ms
         if member_epoch == member.epoch:  # rule 2: it holds exactly its last answer
-            member.owned = member.assignment
+            member.owned_since = {
+                tp: since for tp, since in member.owned_since.items() if tp in member.assignment
+            }
             member.confirmed_epoch = member_epoch
         return self._answer(member_id, now_ms, partition_counts)
 
@@ -136,7 +169,7 @@ class Group:
             {m.member_id: m.assignment for m in self.members.values()},
         )[member_id]
         owned_elsewhere = {
-            tp for m in self.members.values() if m.member_id != member_id for tp in m.owned
+            tp for m in self.members.values() if m.member_id != member_id for tp in m.owned_since
         }
         kept = member.assignment & target
         if now_ms < self.frozen_until_ms:  # rule 6
@@ -147,7 +180,8 @@ class Group:
         if new != member.assignment or member.epoch == 0:
             member.epoch += 1  # rule 4
             member.assignment = new
-            member.owned = member.owned | new  # what it is told to release it still owns
+            for tp in new:  # what it is told to release it still owns, since it was given
+                member.owned_since.setdefault(tp, member.epoch)
         return MemberAnswer(member_id, member.epoch, member.assignment)
 
     # -- commits ----------------------------------------------------------------------------
@@ -159,25 +193,42 @@ class Group:
         partitions: Iterable[TopicPartition],
         now_ms: int,
     ) -> None:
-        """Rule 7: raise unless this commit may be applied."""
+        """Rule 7: raise unless this commit may be applied. Changes nothing but expiry."""
         self.expire(now_ms)
-        wanted = set(partitions)
+        wanted = sorted(set(partitions))
         if member_id is None:
-            owned = {tp for m in self.members.values() for tp in m.owned}
-            if wanted & owned:
+            if self.members:
                 raise KraftliteError(
                     ErrorCode.UNKNOWN_MEMBER_ID,
-                    f"partitions {sorted(wanted & owned)} are owned by members of {self.name}; "
-                    "commit as the member that owns them",
+                    f"group {self.name} has {len(self.members)} members: commit as a member "
+                    "(member_id and member_epoch); a commit without one is only for a group "
+                    "with no members",
                 )
             return
         member = self._member(member_id)
-        foreign = wanted - member.owned
+        if member_epoch is None:
+            raise KraftliteError(
+                ErrorCode.INVALID_REQUEST, "a commit with member_id needs its member_epoch"
+            )
+        if member_epoch > member.epoch:
+            raise KraftliteError(
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"member {member_id} sent epoch {member_epoch}; the current one is {member.epoch}",
+            )
+        foreign = [tp for tp in wanted if tp not in member.owned_since]
         if foreign:
             raise KraftliteError(
                 ErrorCode.FENCED_MEMBER_EPOCH,
                 f"member {member_id} (epoch {member_epoch}, current {member.epoch}) does not own "
-                f"{sorted(foreign)}",
+                f"{foreign}",
+            )
+        older = [tp for tp in wanted if member_epoch < member.owned_since[tp]]
+        if older:
+            raise KraftliteError(
+                ErrorCode.STALE_MEMBER_EPOCH,
+                f"member {member_id} sent epoch {member_epoch}, older than the epoch at which "
+                f"it was given {older} (current {member.epoch}): a commit from before it "
+                "owned them",
             )
 
     # -- views ------------------------------------------------------------------------------

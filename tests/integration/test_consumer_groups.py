@@ -12,8 +12,9 @@ import pytest
 
 from kraftlite.client import Admin, Consumer, Producer
 from kraftlite.groups.coordinator import OFFSETS_TOPIC
-from kraftlite.protocol.partitioner import partition_for_key
 from tests.harness.processes import FAST_SESSIONS, Cluster, http
+
+NO_FORWARD = {"X-Kraftlite-No-Forward": "1"}
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 GROUPS = {
@@ -55,6 +56,18 @@ def consumer(cluster: Cluster, group: str) -> Consumer:
         session_timeout_ms=2000,
         auto_commit_interval_ms=200,
     )
+
+
+def coordinator_of(cluster: Cluster, group: str) -> int:
+    """The group's coordinator's broker id (`__consumer_offsets` is for brokers only: ask a
+    broker not to forward, and its 421 names the coordinator).
+    """
+    url = cluster.urls[1]
+    status, answer = http("GET", f"{url}/v1/groups/{group}/offsets", headers=NO_FORWARD)
+    if status == 200:
+        return 1
+    assert status == 421 and answer["error_code"] == "NOT_COORDINATOR", answer
+    return int(answer["leader_id"])
 
 
 async def until(condition, timeout_s: float = 30, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
@@ -184,9 +197,7 @@ async def test_committed_offsets_survive_the_coordinators_broker(cluster: Cluste
         },
     )
     assert status == 204
-    index = partition_for_key(b"g4", 10)
-    status, offsets_topic = http("GET", cluster.urls[1] + f"/v1/topics/{OFFSETS_TOPIC}")
-    coordinator = offsets_topic["partitions"][index]["leader"]
+    coordinator = coordinator_of(cluster, "g4")
     cluster.processes[coordinator].kill()
     try:
         other = next(b for b in cluster.urls if b != coordinator)
@@ -338,13 +349,13 @@ async def test_bad_group_requests_change_nothing(cluster: Cluster) -> None:
         ("POST", "/v1/groups/g7/members", {"topics": ["plain"], "member_id": "x" * 65}, 400),
         ("POST", f"{offsets}/records", {"records": [{"value": "x"}]}, 400),
         ("POST", f"{offsets}/partitions/0/records", {"records": [{"value": "x"}]}, 400),
-        ("DELETE", offsets, None, 400),
+        ("DELETE", offsets, None, 403),  # internal topics: only brokers change them
     ]  # fmt: skip
     for method, path, body, code in cases:
         status, answer = http(method, url + path, body)
         assert status == code, (path, answer)
-    status, _ = http("GET", url + f"/v1/topics/{OFFSETS_TOPIC}")
-    assert status == 200
+    status, answer = http("GET", url + "/v1/groups/g7/offsets")  # the offsets topic serves
+    assert (status, answer["offsets"]) == (200, [])  # and no bad commit landed
 
 
 async def test_a_member_that_cannot_reach_its_coordinator_stops_consuming(
@@ -391,3 +402,99 @@ async def test_partitions_are_taken_away_only_when_the_application_polls_again(
     finally:
         await one.close()
         await two.close()
+
+
+async def test_commits_are_checked_against_member_epoch_and_the_log_end(
+    cluster: Cluster,
+) -> None:
+    """KIP-848's commit rules and the partition's high watermark (issue 12), through a
+    broker that is not the coordinator as well as the coordinator itself.
+    """
+    await topic_with_records(cluster, "checked", 2, 10)  # five records per partition
+    member = consumer(cluster, "g10")
+    member.enable_auto_commit = False
+    try:
+        await member.subscribe(["checked"])
+        await until(lambda: len(member.assignment()) == 2, what="both partitions")
+        got = 0
+        for _ in range(100):
+            got += len(await member.poll(200))
+            if got == 10:
+                break
+        await member.commit()
+        assert await member.committed() == {("checked", 0): 5, ("checked", 1): 5}
+        epoch = member.member_epoch
+
+        def commit(offset: int, **fields: object) -> tuple[int, str | None]:
+            body = {"offsets": [{"topic": "checked", "partition": 0, "offset": offset}], **fields}
+            status, answer = http("POST", cluster.urls[2] + "/v1/groups/g10/offsets", body)
+            return status, None if answer is None else answer["error_code"]
+
+        me = {"member_id": member.member_id}
+        assert commit(1, **me, member_epoch=epoch + 1) == (409, "FENCED_MEMBER_EPOCH")
+        assert commit(1, **me, member_epoch=0) == (409, "STALE_MEMBER_EPOCH")
+        assert commit(1, **me) == (400, "INVALID_REQUEST")
+        assert commit(1) == (404, "UNKNOWN_MEMBER_ID")  # no member id: the group is not empty
+        assert commit(1, member_id="ghost", member_epoch=epoch) == (404, "UNKNOWN_MEMBER_ID")
+        assert commit(6, **me, member_epoch=epoch) == (416, "OFFSET_OUT_OF_RANGE")
+        assert commit(2**64 - 1, **me, member_epoch=epoch) == (416, "OFFSET_OUT_OF_RANGE")
+        status, answer = http(
+            "POST",
+            cluster.urls[1] + "/v1/groups/g10/offsets",
+            {
+                **me,
+                "member_epoch": epoch,
+                "offsets": [
+                    {"topic": "checked", "partition": 1, "offset": 3, "metadata": "x" * 4097}
+                ],
+            },
+        )
+        assert (status, answer["error_code"]) == (413, "OFFSET_METADATA_TOO_LARGE")
+        assert await member.committed() == {("checked", 0): 5, ("checked", 1): 5}
+        assert commit(5, **me, member_epoch=epoch) == (204, None)  # at the high watermark
+        assert commit(0, **me, member_epoch=epoch) == (204, None)  # a seek back is legal
+        assert (await member.committed())[("checked", 0)] == 0
+    finally:
+        await member.close()
+    status, answer = http(
+        "POST",
+        cluster.urls[3] + "/v1/groups/g10/offsets",
+        {"offsets": [{"topic": "nope", "partition": 0, "offset": 0}]},
+    )
+    assert (status, answer["error_code"]) == (404, "UNKNOWN_TOPIC_OR_PARTITION")
+    status, _ = http(
+        "POST",
+        cluster.urls[3] + "/v1/groups/g10/offsets",
+        {"offsets": [{"topic": "checked", "partition": 1, "offset": 5, "metadata": "€" * 1365}]},
+    )
+    assert status == 204  # an empty group takes an admin commit (4095 bytes of metadata)
+
+
+async def test_reads_create_no_group_and_an_emptied_group_goes(cluster: Cluster) -> None:
+    for url in cluster.urls.values():
+        status, answer = http("GET", url + "/v1/groups/never-made")
+        assert (status, answer["error_code"]) == (404, "GROUP_ID_NOT_FOUND")
+        status, answer = http("GET", url + "/v1/groups/never-made/offsets")
+        assert (status, answer["offsets"]) == (200, [])
+        path = "/v1/groups/never-made/members/m1"
+        status, answer = http("POST", url + path + "/heartbeat", {"member_epoch": 1})
+        assert (status, answer["error_code"]) == (404, "UNKNOWN_MEMBER_ID")
+        status, answer = http("DELETE", url + path)
+        assert (status, answer["error_code"]) == (404, "UNKNOWN_MEMBER_ID")
+    await topic_with_records(cluster, "passing", 1, 0)
+    status, joined = http(
+        "POST",
+        cluster.urls[1] + "/v1/groups/passing-by/members",
+        {"topics": ["passing"], "session_timeout_ms": 2000},
+    )
+    assert status == 200, joined
+    status, described = http("GET", cluster.urls[2] + "/v1/groups/passing-by")
+    assert status == 200 and len(described["members"]) == 1
+    member = joined["member_id"]
+    status, _ = http("DELETE", cluster.urls[3] + f"/v1/groups/passing-by/members/{member}")
+    assert status == 204
+    status, answer = http("GET", cluster.urls[1] + "/v1/groups/passing-by")
+    assert (status, answer["error_code"]) == (404, "GROUP_ID_NOT_FOUND")  # nothing committed
+    status, listed = http("GET", cluster.urls[1] + "/v1/groups")
+    names = {g["group"] for g in listed["groups"]}
+    assert "never-made" not in names and "passing-by" not in names

@@ -122,7 +122,6 @@ def test_epochs_fence_zombies_and_commits() -> None:
     with pytest.raises(KraftliteError) as caught:
         group.check_commit(None, None, revoked.assignment, 8)  # owned by a member
     assert caught.value.code is ErrorCode.UNKNOWN_MEMBER_ID
-    group.check_commit(None, None, [("b", 0)], 9)  # nobody's: a standalone commit
 
 
 def test_a_new_coordinator_hands_out_nothing_for_one_session() -> None:
@@ -151,11 +150,14 @@ def test_a_new_coordinator_hands_out_nothing_for_one_session() -> None:
 def test_never_two_owners(history: list[tuple]) -> None:
     """Members that behave (release at once, confirm with the answered epoch, or lag behind
     with an older one): the coordinator's owned sets never overlap, and what each member
-    really holds is always within what the coordinator thinks it owns.
+    really holds is always within what the coordinator thinks it owns; and a member may
+    always commit what it held before an answer, with the epoch it held it under (what the
+    client does with the partitions an answer takes away).
     """
     group, now = Group("g"), 0
     epochs: dict[str, int] = {}
     holds: dict[str, frozenset] = {}
+    released: dict[str, tuple[int, frozenset]] = {}
     for event in history:
         try:
             match event:
@@ -163,6 +165,7 @@ def test_never_two_owners(history: list[tuple]) -> None:
                     answer = group.join(member, "c", topics.split(","), 2_000, now, COUNTS)
                     epochs[member], holds[member] = answer.member_epoch, answer.assignment
                 case ("beat", member, confirm) if member in epochs:
+                    released[member] = (epochs[member], holds[member])
                     sent = epochs[member] if confirm else max(epochs[member] - 1, 0)
                     answer = group.heartbeat(member, sent, now, COUNTS)
                     epochs[member], holds[member] = answer.member_epoch, answer.assignment
@@ -180,6 +183,10 @@ def test_never_two_owners(history: list[tuple]) -> None:
         for member in list(holds):
             if member not in group.members:  # expired: a real client stops at once too
                 del holds[member], epochs[member]
+        for member, (epoch, held) in released.items():
+            if member in group.members:  # what it was told to release, committed on the
+                group.check_commit(member, epoch, held, now)  # way out with its old epoch
+        released.clear()
         owned = [(m.member_id, tp) for m in group.members.values() for tp in m.owned]
         assert len({tp for _, tp in owned}) == len(owned), owned
         for member, held in holds.items():
@@ -209,3 +216,190 @@ def test_offset_records_round_trip_and_bad_ones_are_reported() -> None:
     for bad_key, bad_value in [(b"offset\x00[1,2]", value), (key, b"{}"), (key, b"not json")]:
         with pytest.raises(BadOffsetRecordError):
             parse_offset_record(bad_key, bad_value)
+
+
+# ---------------------------------------------------------------- commits: who may commit
+
+
+def refused(code: ErrorCode, call, *args) -> str:  # type: ignore[no-untyped-def]
+    with pytest.raises(KraftliteError) as caught:
+        call(*args)
+    assert caught.value.code is code, caught.value
+    return caught.value.message
+
+
+def stable_member(group: Group, member: str = "m1", now: int = 0) -> frozenset:
+    answer = group.join(member, "c", ["a"], 10_000, now, COUNTS)
+    group.heartbeat(member, answer.member_epoch, now + 1, COUNTS)
+    return answer.assignment
+
+
+def test_a_commit_for_an_unknown_member_or_group_is_refused() -> None:
+    group = Group("g")
+    refused(ErrorCode.UNKNOWN_MEMBER_ID, group.check_commit, "ghost", 1, [("a", 0)], 0)
+    stable_member(group)
+    refused(ErrorCode.UNKNOWN_MEMBER_ID, group.check_commit, "ghost", 1, [("a", 0)], 2)
+    refused(ErrorCode.INVALID_REQUEST, group.check_commit, "m1", None, [("a", 0)], 3)
+
+
+def test_a_commit_from_a_newer_epoch_than_the_members_is_fenced() -> None:
+    group = Group("g")
+    stable_member(group)
+    group.check_commit("m1", 1, [("a", 0)], 2)
+    refused(ErrorCode.FENCED_MEMBER_EPOCH, group.check_commit, "m1", 2, [("a", 0)], 3)
+    refused(ErrorCode.FENCED_MEMBER_EPOCH, group.check_commit, "m1", 2**63, [("a", 0)], 4)
+
+
+def test_a_member_commits_only_partitions_it_owns() -> None:
+    group = Group("g")
+    group.join("m1", "c", ["b"], 10_000, 0, COUNTS)
+    group.join("m2", "c", ["a"], 10_000, 0, COUNTS)
+    message = refused(ErrorCode.FENCED_MEMBER_EPOCH, group.check_commit, "m1", 1, [("a", 0)], 1)
+    assert "does not own" in message
+    refused(ErrorCode.FENCED_MEMBER_EPOCH, group.check_commit, "m1", 1, [("c", 0)], 1)
+    group.check_commit("m1", 1, [("b", 0), ("b", 2)], 1)
+
+
+def test_a_commit_older_than_the_partitions_assignment_epoch_is_stale() -> None:
+    """KIP-848's assignment epoch: an older epoch is fine for a partition held since then
+    (a commit of what is being released), stale for one given back later.
+    """
+    group = Group("g")
+    everything = stable_member(group)  # epoch 1: all six
+    group.join("m2", "c", ["a"], 10_000, 2, COUNTS)
+    kept = group.heartbeat("m1", 1, 3, COUNTS).assignment  # epoch 2: told to release three
+    gone = everything - kept
+    group.check_commit("m1", 1, everything, 4)  # releasing: its epoch-1 positions are good
+    group.heartbeat("m1", 2, 5, COUNTS)  # released
+    group.leave("m2", 6)  # before it took them: they come back to m1 at epoch 3
+    back = group.heartbeat("m1", 2, 7, COUNTS)
+    assert back.member_epoch == 3 and back.assignment == everything
+    message = refused(ErrorCode.STALE_MEMBER_EPOCH, group.check_commit, "m1", 2, gone, 8)
+    assert "older than the epoch" in message
+    refused(ErrorCode.STALE_MEMBER_EPOCH, group.check_commit, "m1", 0, kept, 8)
+    group.check_commit("m1", 1, kept, 9)  # held since epoch 1 without a break
+    group.check_commit("m1", 3, everything, 10)
+
+
+def test_a_commit_without_a_member_is_only_for_a_group_without_members() -> None:
+    """Kafka accepts a commit with member epoch -1 (admin, standalone) only for an empty
+    group; anything else could overwrite a live member's progress.
+    """
+    group = Group("g")
+    group.check_commit(None, None, [("a", 0)], 0)
+    group.join("m1", "c", ["b"], 1_000, 0, COUNTS)  # owns nothing of topic a
+    refused(ErrorCode.UNKNOWN_MEMBER_ID, group.check_commit, None, None, [("a", 0)], 1)
+    group.check_commit(None, None, [("a", 0)], 1_001 + 1_000)  # m1 expired: empty again
+
+
+def test_a_full_group_refuses_new_members_but_not_a_retried_join() -> None:
+    group = Group("g", max_size=2)
+    group.join("m1", "c", ["a"], 1_000, 0, COUNTS)
+    group.join("m2", "c", ["a"], 10_000, 0, COUNTS)
+    message = refused(
+        ErrorCode.GROUP_MAX_SIZE_REACHED, group.join, "m3", "c", ["a"], 10_000, 1, COUNTS
+    )
+    assert "group.consumer.max.size" in message
+    assert group.join("m1", "c", ["a"], 1_000, 2, COUNTS).member_id == "m1"  # its answer lost
+    assert sorted(group.members) == ["m1", "m2"]
+    group.join("m3", "c", ["a"], 10_000, 5_000, COUNTS)  # m1 expired: room again
+    assert sorted(group.members) == ["m2", "m3"]
+
+
+# ------------------------------------------------------------- commits: what may be committed
+
+
+def test_offset_metadata_is_bounded_in_utf8_bytes() -> None:
+    from kraftlite.groups.offsets import CommittedOffset, check_metadata  # noqa: PLC0415
+
+    def commit(metadata: str) -> list:
+        return [(("a", 0), CommittedOffset(1, metadata))]
+
+    check_metadata(commit(""), 4096)
+    check_metadata(commit("x" * 4096), 4096)
+    check_metadata(commit("€" * 1365), 4096)  # 4095 bytes
+    message = refused(ErrorCode.OFFSET_METADATA_TOO_LARGE, check_metadata, commit("x" * 4097), 4096)
+    assert "offset.metadata.max.bytes" in message
+    refused(ErrorCode.OFFSET_METADATA_TOO_LARGE, check_metadata, commit("€" * 1366), 4096)
+    refused(ErrorCode.OFFSET_METADATA_TOO_LARGE, check_metadata, commit("x" * (8 << 20)), 4096)
+
+
+def test_offsets_only_for_partitions_that_exist() -> None:
+    from kraftlite.groups.offsets import check_partitions  # noqa: PLC0415
+
+    check_partitions([("a", 0), ("a", 5), ("b", 2)], COUNTS)
+    refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, check_partitions, [("nope", 0)], COUNTS)
+    refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, check_partitions, [("a", 6)], COUNTS)
+    refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, check_partitions, [("b", 2**63)], COUNTS)
+
+
+def test_a_commit_carries_a_bounded_number_of_offsets() -> None:
+    from kraftlite.groups.offsets import MAX_OFFSETS_PER_COMMIT, check_count  # noqa: PLC0415
+
+    check_count(MAX_OFFSETS_PER_COMMIT)
+    refused(ErrorCode.INVALID_REQUEST, check_count, MAX_OFFSETS_PER_COMMIT + 1)
+
+
+def test_committed_offsets_are_between_zero_and_the_high_watermark() -> None:
+    from kraftlite.groups.offsets import CommittedOffset, check_in_range  # noqa: PLC0415
+
+    def commit(offset: int) -> list:
+        return [(("a", 0), CommittedOffset(offset, ""))]
+
+    bounds = {("a", 0): 10}
+    for good in (0, 5, 10):
+        check_in_range(commit(good), bounds)
+    for bad in (11, 2**64 - 1, -1):
+        refused(ErrorCode.OFFSET_OUT_OF_RANGE, check_in_range, commit(bad), bounds)
+    with pytest.raises(KraftliteError) as caught:
+        check_in_range(commit(11), bounds)
+    assert caught.value.details["high_watermark"] == 10
+    check_in_range(commit(0), {})  # an empty partition: only 0
+    refused(ErrorCode.OFFSET_OUT_OF_RANGE, check_in_range, commit(1), {})
+    # The leader could not be asked: only what the known bound proves is accepted.
+    check_in_range(commit(10), bounds, {("a", 0)})
+    error = refused(ErrorCode.REQUEST_TIMED_OUT, check_in_range, commit(11), bounds, {("a", 0)})
+    assert "retry" in error
+
+
+def test_known_high_watermarks_only_grow_and_follow_the_topic_id() -> None:
+    from kraftlite.groups.offsets import HighWatermarks  # noqa: PLC0415
+
+    known = HighWatermarks()
+    assert known.bound(("id1", 0)) == 0
+    known.learn(("id1", 0), 10)
+    known.learn(("id1", 0), 7)  # a new leader lagging its predecessor for a moment
+    assert known.bound(("id1", 0)) == 10
+    known.learn(("id2", 0), 3)
+    known.retain({"id2"})  # topic id1 was deleted (perhaps created again as id3)
+    assert known.bound(("id1", 0)) == 0 and known.bound(("id2", 0)) == 3
+
+
+# ------------------------------------------------------------------- reads create no state
+
+
+def test_reads_create_no_group_and_empty_groups_go() -> None:
+    from kraftlite.groups.coordinator import CommittedOffset, Shard  # noqa: PLC0415
+
+    shard = Shard(leader_epoch=0, frozen_until_ms=0, max_size=5)
+    assert shard.existing("g", 0).members == {} and shard.groups == {}
+    assert not shard.exists("g")
+    refused(ErrorCode.UNKNOWN_MEMBER_ID, shard.existing("g", 0).heartbeat, "m", 1, 0, COUNTS)
+    refused(ErrorCode.UNKNOWN_MEMBER_ID, shard.existing("g", 0).leave, "m", 0)
+    assert shard.groups == {}
+    assert shard.existing("g", 0).max_size == 5
+    shard.group("g").join("m1", "c", ["a"], 1_000, 0, COUNTS)
+    assert shard.exists("g") and list(shard.existing("g", 500).members) == ["m1"]
+    assert shard.existing("g", 2_000).members == {}  # expired on a read: the group is gone
+    assert shard.groups == {} and not shard.exists("g")
+    shard.group("g").join("m1", "c", ["a"], 1_000, 3_000, COUNTS)
+    shard.group("h").join("m1", "c", ["a"], 9_000, 3_000, COUNTS)
+    shard.maybe_sweep(4_500, 1_000)  # nobody asks for g again: the sweep drops it
+    assert list(shard.groups) == ["h"]
+    shard.maybe_sweep(20_000, 1_000_000)  # (not yet time to sweep again)
+    assert list(shard.groups) == ["h"]
+    shard.offsets["o"] = {("a", 0): CommittedOffset(1, "")}
+    assert shard.exists("o") and "o" not in shard.groups  # offsets alone keep a group
+    shard.group("e")
+    shard.drop_if_empty("e")  # a refused join leaves nothing
+    assert "e" not in shard.groups
