@@ -312,6 +312,8 @@ class BrokerConfig(StorageSettings):
     group_max_session_timeout_ms: int = _key(
         "group.consumer.max.session.timeout.ms", positive_option, default=30_000
     )
+    group_max_size: int = _key("group.consumer.max.size", positive_option, default=200)
+    offset_metadata_max_bytes: int = _key("offset.metadata.max.bytes", _non_negative, default=4096)
 
     @property
     def url(self) -> str:

@@ -204,6 +204,8 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
                     heartbeat_interval_ms=config.group_heartbeat_interval_ms,
                     min_session_timeout_ms=config.group_min_session_timeout_ms,
                     max_session_timeout_ms=config.group_max_session_timeout_ms,
+                    max_size=config.group_max_size,
+                    offset_metadata_max_bytes=config.offset_metadata_max_bytes,
                 ),
                 limits,
             ),

@@ -25,7 +25,10 @@ def problem(error: KraftliteError, status: int | None = None) -> web.Response:
         "retriable": error.retriable,
         **error.details,
     }
-    return web.Response(status=status, body=orjson.dumps(body), content_type=PROBLEM_JSON)
+    response = web.Response(status=status, body=orjson.dumps(body), content_type=PROBLEM_JSON)
+    if error.code is ErrorCode.SASL_AUTHENTICATION_FAILED:  # RFC 9110: a 401 names schemes
+        response.headers["WWW-Authenticate"] = 'Basic realm="kraftlite", Bearer realm="kraftlite"'
+    return response
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:

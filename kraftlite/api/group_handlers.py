@@ -15,6 +15,7 @@ from aiohttp import web
 
 from kraftlite.api.errors import json_response, read_json_object
 from kraftlite.api.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
+from kraftlite.api.internal_auth import caller, forwarded_for
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import GroupCoordinator
 from kraftlite.groups.offsets import CommittedOffset, check_count
@@ -67,6 +68,7 @@ async def _forward(request: web.Request, url: str, coordinator: GroupCoordinator
         "Content-Type": "application/json",
         FORWARDED: "1",
         METADATA_VERSION: str(broker.replicas.image.version),
+        **forwarded_for(request),  # the coordinator authorizes the client, not us
     }
     try:
         async with broker.forward_session.request(
@@ -237,7 +239,7 @@ async def list_groups(request: web.Request) -> web.Response:
     """Every broker's coordinated groups (asked of each live broker)."""
     coordinator = request.app[COORDINATOR]
     broker = coordinator.broker
-    if request.headers.get(FORWARDED):
+    if request.headers.get(FORWARDED) and caller(request).is_cluster:  # a broker's fan-out
         return json_response({"groups": coordinator.local_groups()})
     image = broker.replicas.image
     urls = [

@@ -387,8 +387,13 @@ SCHEMAS: Final[Json] = {
     ),
     "JoinGroupRequest": _object(
         {
-            "topics": _array(_ref("TopicName"), minItems=1),
-            "client_id": _str(),
+            "topics": _array(_ref("TopicName"), minItems=1, maxItems=1000),
+            "client_id": _str("printable", maxLength=255),
+            "member_id": _str(
+                "chosen by the client (a retried join is the same member)",
+                minLength=1,
+                maxLength=64,
+            ),
             "session_timeout_ms": _int(minimum=1),
         },
         required=["topics"],
@@ -407,19 +412,20 @@ SCHEMAS: Final[Json] = {
     ),
     "CommitOffsetsRequest": _object(
         {
-            "member_id": _str(),
-            "member_epoch": _int(),
+            "member_id": _str("absent only for a group with no members"),
+            "member_epoch": _int("required with member_id"),
             "offsets": _array(
                 _object(
                     {
                         "topic": _ref("TopicName"),
                         "partition": _PARTITION_INDEX,
-                        "offset": _OFFSET,
-                        "metadata": _str(),
+                        "offset": _long("at most the partition's high watermark", minimum=0),
+                        "metadata": _str("at most offset.metadata.max.bytes (4096) of UTF-8"),
                     },
                     required=["topic", "partition", "offset"],
                 ),
                 minItems=1,
+                maxItems=10_000,
             ),
         },
         required=["offsets"],
@@ -913,7 +919,7 @@ PATHS: Final[Json] = {
             "groups",
             "Describe a group: its state, members and their assignments",
             {"200": _answer("the group", _ref("Group"))},
-            errors=_COORDINATOR,
+            errors=[ErrorCode.GROUP_ID_NOT_FOUND, *_COORDINATOR],
         ),
     },
     "/v1/groups/{group}/members": {
@@ -925,7 +931,7 @@ PATHS: Final[Json] = {
             {"200": _answer("the new member and its assignment", _ref("MemberResponse"))},
             description="Forwarded to the group's coordinator.",
             body=_json_body("JoinGroupRequest"),
-            errors=[*_BODY, *_COORDINATOR],
+            errors=[*_BODY, ErrorCode.GROUP_MAX_SIZE_REACHED, *_COORDINATOR],
         ),
     },
     "/v1/groups/{group}/members/{member_id}/heartbeat": {
@@ -959,10 +965,20 @@ PATHS: Final[Json] = {
             "groups",
             "Commit offsets",
             {"204": _answer("committed")},
-            description="A commit from a stale member epoch for a partition the member no "
-            "longer owns is refused.",
+            description="KIP-848's rules: an unknown member (or no member_id while the group "
+            "has members) is UNKNOWN_MEMBER_ID; a newer epoch than the member's, or a partition "
+            "it does not own, FENCED_MEMBER_EPOCH; an epoch older than the one the partition "
+            "was assigned at, STALE_MEMBER_EPOCH. Offsets must lie between 0 and the "
+            "partition's high watermark; all or nothing.",
             body=_json_body("CommitOffsetsRequest"),
-            errors=[*_BODY, *_UNKNOWN, *_COORDINATOR],
+            errors=[
+                *_BODY,
+                *_UNKNOWN,
+                ErrorCode.OFFSET_METADATA_TOO_LARGE,
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                ErrorCode.STALE_MEMBER_EPOCH,
+                *_COORDINATOR,
+            ],
         ),
         "get": _operation(
             "group_offsets",

@@ -7,6 +7,7 @@ import os
 import random
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -56,6 +57,10 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
+# Trusted for https:// URLs by `http` (a test CA, set by tests that turn TLS on).
+TLS_CONTEXT: list[ssl.SSLContext] = []
+
+
 def http(
     method: str,
     url: str,
@@ -72,7 +77,8 @@ def http(
         headers={"Content-Type": "application/json", **(headers or {})},
     )
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        context = TLS_CONTEXT[-1] if TLS_CONTEXT and url.startswith("https:") else None
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
             raw = response.read()
             return response.status, json.loads(raw) if raw else None
     except urllib.error.HTTPError as error:
@@ -193,6 +199,7 @@ class ControllerQuorum:
     root: Path
     size: int = 3
     config: dict[str, Any] = field(default_factory=dict)  # extra TOML keys
+    scheme: str = "http"  # https when the config turns TLS on
     # With a proxy, Raft links between controllers go through it (see `_raft_views`).
     network: FaultProxy | None = None
     processes: dict[int, Process] = field(default_factory=dict)
@@ -208,7 +215,7 @@ class ControllerQuorum:
         for node_id, raft_address in raft.items():
             quorum = ",".join(f"{i}@{address}" for i, address in views[node_id].items())
             listen = f"127.0.0.1:{ports[self.size + node_id - 1]}"
-            self.urls[node_id] = f"http://{listen}"
+            self.urls[node_id] = f"{self.scheme}://{listen}"
             self.processes[node_id] = Process(
                 f"controller-{node_id}",
                 [
@@ -308,6 +315,7 @@ class Cluster:
     broker_config: dict[str, Any] = field(default_factory=dict)  # extra TOML keys
     controller_config: dict[str, Any] = field(default_factory=dict)
     faults: bool = False
+    scheme: str = "http"  # https when the configs turn TLS on
     quorum: ControllerQuorum = field(init=False)
     network: FaultProxy | None = field(init=False, default=None)
     processes: dict[int, Process] = field(default_factory=dict)
@@ -317,7 +325,7 @@ class Cluster:
         if self.faults:
             self.network = FaultProxy(self.pids)
         self.quorum = ControllerQuorum(
-            self.root, config=self.controller_config, network=self.network
+            self.root, config=self.controller_config, network=self.network, scheme=self.scheme
         )
         controller_urls = list(self.quorum.urls.values())
         if self.faults:
@@ -328,7 +336,7 @@ class Cluster:
         controllers = ",".join(controller_urls)
         for broker_id, port in enumerate(free_ports(self.brokers), start=1):
             listen = f"127.0.0.1:{port}"
-            self.urls[broker_id] = f"http://{listen}"
+            self.urls[broker_id] = f"{self.scheme}://{listen}"
             config = self.root / f"broker-{broker_id}.toml"
             settings = dict(self.broker_config)
             if self.faults:

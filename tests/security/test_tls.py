@@ -1,0 +1,126 @@
+"""TLS everywhere on a real cluster, with a CA made in the test (trustme): https listeners,
+nodes calling each other over TLS with their certificates, a client certificate's subject
+as the principal, and plain HTTP or an untrusted certificate refused.
+"""
+
+from __future__ import annotations
+
+import ssl
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trustme
+
+from tests.harness.processes import TLS_CONTEXT, Cluster, http
+
+pytestmark = [pytest.mark.security, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA) -> Iterator[Cluster]:
+    root = tmp_path_factory.mktemp("tls")
+    node = ca.issue_cert("127.0.0.1", "localhost", common_name="kraftlite-node")
+    node.cert_chain_pems[0].write_to_path(str(root / "node.pem"))
+    for blob in node.cert_chain_pems[1:]:
+        blob.write_to_path(str(root / "node.pem"), append=True)
+    node.private_key_pem.write_to_path(str(root / "node.key"))
+    ca.cert_pem.write_to_path(str(root / "ca.pem"))
+    settings = {
+        "tls.cert.file": str(root / "node.pem"),
+        "tls.key.file": str(root / "node.key"),
+        "tls.ca.file": str(root / "ca.pem"),
+        "tls.client.auth": "requested",
+        "auth.required": True,
+        "super.users": ["User:CN=ops,OU=operations,O=kraftlite-tests"],
+    }
+    client = ssl.create_default_context(cafile=str(root / "ca.pem"))
+    ops = ca.issue_cert(
+        "ops@example.org",
+        common_name="ops",
+        organization_name="kraftlite-tests",
+        organization_unit_name="operations",
+    )
+    ops.configure_cert(client)  # the harness's own calls present the super user's certificate
+    TLS_CONTEXT.append(client)
+    running = Cluster(root, broker_config=settings, controller_config=settings, scheme="https")
+    try:
+        running.start()
+        yield running
+    finally:
+        running.stop()
+        TLS_CONTEXT.remove(client)
+
+
+def _context(ca: trustme.CA, tmp: Path, common_name: str | None) -> ssl.SSLContext:
+    ca.cert_pem.write_to_path(str(tmp / "ca.pem"))
+    context = ssl.create_default_context(cafile=str(tmp / "ca.pem"))
+    if common_name is not None:
+        ca.issue_cert(f"{common_name}@example.org", common_name=common_name).configure_cert(context)
+    return context
+
+
+def _get(url: str, context: ssl.SSLContext) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10, context=context) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        body = error.read().decode()
+        error.close()
+        return error.code, body
+
+
+def test_the_cluster_runs_over_tls(cluster: Cluster) -> None:
+    """Brokers registered, replicated and answered over https: the super user's certificate
+    creates a topic and produces with acks=all to three replicas."""
+    url = cluster.urls[1]
+    assert url.startswith("https://")
+    status, answer = http("POST", url + "/v1/topics", {"name": "secure", "replication_factor": 3})
+    assert status == 201, answer
+    status, answer = http(
+        "POST",
+        cluster.urls[2] + "/v1/topics/secure/records?acks=all",
+        {"records": [{"value": "x"}]},
+    )
+    assert status == 200, answer
+    status, view = http("GET", cluster.quorum.urls[1] + "/v1/cluster")
+    assert status == 200
+    assert all(b["url"].startswith("https://") for b in view["brokers"])
+
+
+def test_a_client_certificate_is_its_principal(
+    cluster: Cluster, ca: trustme.CA, tmp_path: Path
+) -> None:
+    url = cluster.urls[1] + "/v1/cluster"
+    status, body = _get(url, _context(ca, tmp_path, "dave"))  # authenticated, not authorized
+    assert status == 403 and "CLUSTER_AUTHORIZATION_FAILED" in body
+    assert "User:CN=dave" in body
+    status, body = _get(url, _context(ca, tmp_path, None))  # no certificate: no principal
+    assert status == 401 and "SASL_AUTHENTICATION_FAILED" in body
+
+
+def test_plain_http_and_untrusted_certificates_get_nowhere(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    plain = cluster.urls[1].replace("https://", "http://") + "/readyz"
+    with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+        urllib.request.urlopen(plain, timeout=5).close()
+    stranger = trustme.CA()  # a certificate from another CA
+    stranger.cert_pem.write_to_path(str(tmp_path / "other.pem"))
+    context = ssl.create_default_context(cafile=str(tmp_path / "other.pem"))
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(cluster.urls[1] + "/readyz", timeout=5, context=context).close()
+    untrusted_client = ssl.create_default_context()
+    untrusted_client.check_hostname = False
+    untrusted_client.verify_mode = ssl.CERT_NONE
+    stranger.issue_cert("x@example.org", common_name="admin").configure_cert(untrusted_client)
+    # a certificate the cluster's CA did not sign: the handshake is refused
+    with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+        _get(cluster.urls[1] + "/v1/cluster", untrusted_client)
