@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import base64
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -76,6 +78,12 @@ def refused(answer: tuple[int, Any], status: int, code: str) -> None:
 
 def test_every_request_must_authenticate(cluster: Cluster) -> None:
     url = cluster.urls[1]
+    request = urllib.request.Request(url + "/v1/cluster")
+    with pytest.raises(urllib.error.HTTPError) as raised:
+        urllib.request.urlopen(request, timeout=10)
+    assert raised.value.code == 401
+    assert "Basic" in raised.value.headers["WWW-Authenticate"]
+    raised.value.close()
     refused(http("GET", url + "/v1/topics"), 401, "SASL_AUTHENTICATION_FAILED")
     refused(
         http("GET", url + "/v1/topics", headers=basic("admin", "wrong")),
