@@ -11,6 +11,7 @@ import contextlib
 import functools
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,7 +30,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from kraftlite.client import KraftliteError, SyncAdmin, SyncConsumer, SyncProducer
+from kraftlite.client import Credentials, KraftliteError, SyncAdmin, SyncConsumer, SyncProducer
 from kraftlite.clock import SystemClock
 
 DEFAULT_BOOTSTRAP = "http://127.0.0.1:9092"
@@ -37,13 +38,74 @@ COMMIT_INTERVAL_MS = 5000
 EXIT_API_ERROR = 1
 F = TypeVar("F", bound=Callable[..., Any])
 
-bootstrap_option = click.option(
-    "--bootstrap",
-    default=DEFAULT_BOOTSTRAP,
-    show_default=True,
-    envvar="KRAFTLITE_BOOTSTRAP",
-    help="Broker URL(s), comma-separated.",
-)
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """Where the cluster is and how to authenticate (every client command's options)."""
+
+    urls: str
+    credentials: Credentials
+
+    def admin(self) -> SyncAdmin:
+        return SyncAdmin(self.urls, credentials=self.credentials)
+
+    def producer(self, **settings: Any) -> SyncProducer:
+        return SyncProducer(self.urls, credentials=self.credentials, **settings)
+
+    def consumer(self, **settings: Any) -> SyncConsumer:
+        return SyncConsumer(self.urls, credentials=self.credentials, **settings)
+
+
+_FILE = click.Path(exists=True, dir_okay=False)
+_CONNECTION_OPTIONS = [
+    click.option(
+        "--bootstrap",
+        default=DEFAULT_BOOTSTRAP,
+        show_default=True,
+        envvar="KRAFTLITE_BOOTSTRAP",
+        help="Broker URL(s), comma-separated.",
+    ),
+    click.option("--user", envvar="KRAFTLITE_USER", help="A SCRAM user (HTTP Basic)."),
+    click.option(
+        "--password",
+        envvar="KRAFTLITE_PASSWORD",
+        help="The user's password; prefer KRAFTLITE_PASSWORD (asked for if missing).",
+    ),
+    click.option("--token", envvar="KRAFTLITE_TOKEN", help="A bearer token (`kraftlite token`)."),
+    click.option("--ca-file", envvar="KRAFTLITE_CA_FILE", type=_FILE, help="CA for https://."),
+    click.option("--cert-file", type=_FILE, help="A TLS client certificate (PEM)."),
+    click.option("--key-file", type=_FILE, help="The client certificate's key (PEM)."),
+]
+
+
+def bootstrap_option(command: F) -> F:
+    """The connection options; the command gets them as one `bootstrap: Connection`."""
+
+    @functools.wraps(command)
+    def wrapper(
+        *args: Any,
+        bootstrap: str,
+        user: str | None,
+        password: str | None,
+        token: str | None,
+        ca_file: str | None,
+        cert_file: str | None,
+        key_file: str | None,
+        **kwargs: Any,
+    ) -> Any:
+        if user is not None and password is None:
+            password = click.prompt(f"Password for {user}", hide_input=True, err=True)
+        try:
+            credentials = Credentials(user, password, token, ca_file, cert_file, key_file)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        return command(*args, bootstrap=Connection(bootstrap, credentials), **kwargs)
+
+    for option in reversed(_CONNECTION_OPTIONS):
+        wrapper = option(wrapper)
+    return wrapper  # type: ignore[return-value]
+
+
 output_option = click.option(
     "--output", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
@@ -88,7 +150,7 @@ def topics_create(  # noqa: PLR0917 - click passes every option positionally
     partitions: int,
     replication_factor: int | None,
     configs: tuple[str, ...],
-    bootstrap: str,
+    bootstrap: Connection,
     output: str,
 ) -> None:
     parsed = {}
@@ -97,7 +159,7 @@ def topics_create(  # noqa: PLR0917 - click passes every option positionally
         if not sep:
             raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--config")
         parsed[key] = value
-    with SyncAdmin(bootstrap) as admin:
+    with bootstrap.admin() as admin:
         created = admin.create_topic(name, partitions, replication_factor, parsed)
     _show_topic(created, output)
 
@@ -106,8 +168,8 @@ def topics_create(  # noqa: PLR0917 - click passes every option positionally
 @bootstrap_option
 @output_option
 @api_errors
-def topics_list(bootstrap: str, output: str) -> None:
-    with SyncAdmin(bootstrap) as admin:
+def topics_list(bootstrap: Connection, output: str) -> None:
+    with bootstrap.admin() as admin:
         listed = admin.list_topics()
     if output == "json":
         _json(listed)
@@ -123,8 +185,8 @@ def topics_list(bootstrap: str, output: str) -> None:
 @bootstrap_option
 @output_option
 @api_errors
-def topics_describe(name: str, bootstrap: str, output: str) -> None:
-    with SyncAdmin(bootstrap) as admin:
+def topics_describe(name: str, bootstrap: Connection, output: str) -> None:
+    with bootstrap.admin() as admin:
         _show_topic(admin.describe_topic(name), output)
 
 
@@ -132,8 +194,8 @@ def topics_describe(name: str, bootstrap: str, output: str) -> None:
 @click.argument("name")
 @bootstrap_option
 @api_errors
-def topics_delete(name: str, bootstrap: str) -> None:
-    with SyncAdmin(bootstrap) as admin:
+def topics_delete(name: str, bootstrap: Connection) -> None:
+    with bootstrap.admin() as admin:
         admin.delete_topic(name)
     click.echo(f"deleted {name}", err=True)
 
@@ -177,13 +239,13 @@ def produce(  # noqa: PLR0917 - click passes every option positionally
     key_separator: str | None,
     acks: str,
     progress: bool,
-    bootstrap: str,
+    bootstrap: Connection,
 ) -> None:
     """Produce one record per line of stdin (or --file)."""
     lines = source.open("rb") if source else sys.stdin.buffer
     sent = 0
     with (
-        SyncProducer(bootstrap, acks=acks) as producer,
+        bootstrap.producer(acks=acks) as producer,
         _rate_bar("produced", total=None, enabled=progress) as advance,
     ):
         futures = []
@@ -226,7 +288,7 @@ def consume(  # noqa: PLR0917 - click passes every option positionally
     group: str | None,
     output: str,
     progress: bool,
-    bootstrap: str,
+    bootstrap: Connection,
 ) -> None:
     """Print a topic's records (value per line; JSON lines with --output json)."""
     if group and partitions:
@@ -238,8 +300,8 @@ def consume(  # noqa: PLR0917 - click passes every option positionally
     clock = SystemClock()
     last_commit = clock.monotonic_ms()
     with (
-        SyncConsumer(
-            bootstrap, auto_offset_reset=reset, group_id=group, enable_auto_commit=False
+        bootstrap.consumer(
+            auto_offset_reset=reset, group_id=group, enable_auto_commit=False
         ) as consumer,
         _rate_bar("consumed", total=max_messages, enabled=progress) as advance,
     ):
@@ -332,8 +394,8 @@ def cluster() -> None:
 @bootstrap_option
 @output_option
 @api_errors
-def cluster_status(bootstrap: str, output: str) -> None:
-    with SyncAdmin(bootstrap) as admin:
+def cluster_status(bootstrap: Connection, output: str) -> None:
+    with bootstrap.admin() as admin:
         described = admin.cluster()
     if output == "json":
         _json(described)
@@ -363,8 +425,8 @@ def groups() -> None:
 @bootstrap_option
 @output_option
 @api_errors
-def groups_list(bootstrap: str, output: str) -> None:
-    with SyncAdmin(bootstrap) as admin:
+def groups_list(bootstrap: Connection, output: str) -> None:
+    with bootstrap.admin() as admin:
         listed = admin.list_groups()
     if output == "json":
         _json(listed)
@@ -380,8 +442,8 @@ def groups_list(bootstrap: str, output: str) -> None:
 @bootstrap_option
 @output_option
 @api_errors
-def groups_describe(group: str, bootstrap: str, output: str) -> None:
-    with SyncAdmin(bootstrap) as admin:
+def groups_describe(group: str, bootstrap: Connection, output: str) -> None:
+    with bootstrap.admin() as admin:
         described = admin.describe_group(group)
         offsets = admin.group_offsets(group)
     if output == "json":
@@ -409,4 +471,201 @@ def groups_describe(group: str, bootstrap: str, output: str) -> None:
     console.print(lag)
 
 
-COMMANDS = (topics, produce, consume, cluster, groups)
+# ---------------------------------------------------------------------------- security
+
+
+@click.group()
+def users() -> None:
+    """SCRAM users: create (or change a password), list, delete."""
+
+
+@users.command("create")
+@click.argument("name")
+@click.option(
+    "--user-password",
+    envvar="KRAFTLITE_NEW_USER_PASSWORD",
+    help="The new user's password (asked for if missing; or KRAFTLITE_NEW_USER_PASSWORD).",
+)
+@click.option(
+    "--mechanism",
+    type=click.Choice(["SCRAM-SHA-256", "SCRAM-SHA-512"]),
+    default="SCRAM-SHA-256",
+    show_default=True,
+)
+@bootstrap_option
+@api_errors
+def users_create(
+    name: str, user_password: str | None, mechanism: str, bootstrap: Connection
+) -> None:
+    if user_password is None:
+        user_password = click.prompt(
+            f"Password for {name}", hide_input=True, confirmation_prompt=True, err=True
+        )
+    with bootstrap.admin() as admin:
+        created = admin.create_user(name, user_password, mechanism)
+    click.echo(f"user {created['name']} ({mechanism})")
+
+
+@users.command("list")
+@bootstrap_option
+@output_option
+@api_errors
+def users_list(bootstrap: Connection, output: str) -> None:
+    with bootstrap.admin() as admin:
+        listed = admin.list_users()
+    if output == "json":
+        _json(listed)
+        return
+    table = Table("user", "mechanisms")
+    for user in listed:
+        table.add_row(user["name"], ", ".join(c["mechanism"] for c in user["credentials"]))
+    Console().print(table)
+
+
+@users.command("delete")
+@click.argument("name")
+@bootstrap_option
+@api_errors
+def users_delete(name: str, bootstrap: Connection) -> None:
+    with bootstrap.admin() as admin:
+        admin.delete_user(name)
+    click.echo(f"deleted user {name}")
+
+
+_ACL_COLUMNS = (
+    "principal",
+    "permission",
+    "operation",
+    "resource_type",
+    "pattern_type",
+    "resource_name",
+    "host",
+)
+
+
+def _acl_options(command: F) -> F:
+    for option in reversed(
+        [
+            click.option("--principal", help="User:<name>, or User:* for everyone."),
+            click.option("--operation", help="READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, ..."),
+            click.option("--resource-type", type=click.Choice(["TOPIC", "GROUP", "CLUSTER"])),
+            click.option("--resource-name", help="A name, or * (every one)."),
+            click.option("--pattern-type", type=click.Choice(["LITERAL", "PREFIXED"])),
+            click.option("--permission", type=click.Choice(["ALLOW", "DENY"])),
+            click.option("--host", help="A client address, or * (any)."),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def _given(**fields: str | None) -> dict[str, str]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+@click.group()
+def acls() -> None:
+    """ACLs (Kafka's semantics: deny wins, no match is denied): add, list, remove."""
+
+
+@acls.command("add")
+@_acl_options
+@bootstrap_option
+@output_option
+@api_errors
+def acls_add(bootstrap: Connection, output: str, **fields: str | None) -> None:
+    with bootstrap.admin() as admin:
+        created = admin.create_acl(**_given(**fields))
+    _show_acls([created], output)
+
+
+@acls.command("list")
+@_acl_options
+@bootstrap_option
+@output_option
+@api_errors
+def acls_list(bootstrap: Connection, output: str, **fields: str | None) -> None:
+    with bootstrap.admin() as admin:
+        listed = admin.list_acls(**_given(**fields))
+    _show_acls(listed, output)
+
+
+@acls.command("remove")
+@_acl_options
+@bootstrap_option
+@output_option
+@api_errors
+def acls_remove(bootstrap: Connection, output: str, **fields: str | None) -> None:
+    """Every ACL matching all the options given (at least one)."""
+    given = _given(**fields)
+    if not given:
+        raise click.UsageError("name at least one field of the ACLs to remove")
+    with bootstrap.admin() as admin:
+        removed = admin.delete_acls(**given)
+    _show_acls(removed, output)
+
+
+def _show_acls(listed: list[dict[str, Any]], output: str) -> None:
+    if output == "json":
+        _json(listed)
+        return
+    table = Table(*_ACL_COLUMNS)
+    for acl in listed:
+        table.add_row(*(str(acl[c]) for c in _ACL_COLUMNS))
+    Console().print(table)
+
+
+@click.group()
+def quotas() -> None:
+    """Byte-rate quotas per principal: set, list."""
+
+
+@quotas.command("set")
+@click.argument("principal")
+@click.option("--producer-byte-rate", type=click.FloatRange(min=0, min_open=True))
+@click.option("--consumer-byte-rate", type=click.FloatRange(min=0, min_open=True))
+@click.option("--request-percentage", type=click.FloatRange(min=0, min_open=True))
+@click.option("--remove", "removed", multiple=True, help="A quota to remove (repeatable).")
+@bootstrap_option
+@api_errors
+def quotas_set(  # noqa: PLR0917 - click passes every option positionally
+    principal: str,
+    producer_byte_rate: float | None,
+    consumer_byte_rate: float | None,
+    request_percentage: float | None,
+    removed: tuple[str, ...],
+    bootstrap: Connection,
+) -> None:
+    values: dict[str, float | None] = {
+        k: v
+        for k, v in {
+            "producer_byte_rate": producer_byte_rate,
+            "consumer_byte_rate": consumer_byte_rate,
+            "request_percentage": request_percentage,
+        }.items()
+        if v is not None
+    }
+    values |= dict.fromkeys(removed)
+    with bootstrap.admin() as admin:
+        _json(admin.alter_quotas(principal, **values))
+
+
+@quotas.command("list")
+@bootstrap_option
+@api_errors
+def quotas_list(bootstrap: Connection) -> None:
+    with bootstrap.admin() as admin:
+        _json(admin.list_quotas())
+
+
+@click.command()
+@bootstrap_option
+@api_errors
+def token(bootstrap: Connection) -> None:
+    """Print a bearer token for the authenticated user (use it with --token)."""
+    with bootstrap.admin() as admin:
+        issued = admin.create_token()
+    click.echo(issued["token"])
+
+
+COMMANDS = (topics, produce, consume, cluster, groups, users, acls, quotas, token)

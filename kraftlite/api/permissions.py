@@ -6,7 +6,8 @@ Rules:
 2. Actions come from the path; where the resource is in the body (a topic created, the
    topics a group member subscribes to or commits for), from the parsed body, checked
    before the handler runs. Lists (topics, groups) are filtered by DESCRIBE in the handler.
-3. Kafka's choices, API by API: Metadata/DescribeTopics DESCRIBE topic; CreateTopics CREATE
+3. Kafka's choices, API by API: the broker list (Metadata, DescribeCluster) for any
+   authenticated client; DescribeQuorum DESCRIBE cluster; DescribeTopics DESCRIBE topic; CreateTopics CREATE
    on the cluster or the topic; DeleteTopics DELETE; CreatePartitions ALTER;
    AlterConfigs ALTER_CONFIGS; Produce WRITE; Fetch READ; ListOffsets DESCRIBE;
    consumer group heartbeat READ group and DESCRIBE each subscribed topic; OffsetCommit
@@ -84,7 +85,7 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("GET", "/metrics"): PUBLIC,
     ("GET", "/v1/openapi.json"): PUBLIC,
     ("GET", "/v1/quorum"): _cluster(Operation.DESCRIBE),
-    ("GET", "/v1/cluster"): _cluster(Operation.DESCRIBE),
+    ("GET", "/v1/cluster"): AUTHENTICATED,  # the brokers, as Kafka's Metadata gives anyone
     ("GET", "/v1/topics"): AUTHENTICATED,
     ("POST", "/v1/topics"): _create_topic,
     ("GET", "/v1/topics/{topic}"): _topic(Operation.DESCRIBE),

@@ -5,6 +5,7 @@ API's error code and a retriable flag.
 
 from kraftlite.client.admin import Admin
 from kraftlite.client.consumer import Consumer, ConsumerRecord
+from kraftlite.client.credentials import Credentials
 from kraftlite.client.producer import Producer, RecordMetadata
 from kraftlite.client.sync import SyncAdmin, SyncConsumer, SyncProducer
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -13,6 +14,7 @@ __all__ = [
     "Admin",
     "Consumer",
     "ConsumerRecord",
+    "Credentials",
     "ErrorCode",
     "KraftliteError",
     "Producer",

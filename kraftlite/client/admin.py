@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
+from kraftlite.client.credentials import Credentials
 from kraftlite.client.transport import Transport
 
 
 class Admin:
-    def __init__(self, bootstrap: str | list[str], *, transport: Transport | None = None) -> None:
-        self._transport = transport or Transport(bootstrap)
+    def __init__(
+        self,
+        bootstrap: str | list[str],
+        *,
+        transport: Transport | None = None,
+        credentials: Credentials | None = None,
+    ) -> None:
+        self._transport = transport or Transport(bootstrap, credentials=credentials)
 
     async def __aenter__(self) -> Admin:
         return self
@@ -73,6 +81,52 @@ class Admin:
         """Committed offsets with each partition's high watermark and lag."""
         answer = await self._transport.call("GET", f"/v1/groups/{group}/offsets")
         return list(answer["offsets"])
+
+    # -- users, ACLs, quotas, tokens (docs/security.md) ------------------------------------
+
+    async def create_user(
+        self, name: str, password: str, mechanism: str = "SCRAM-SHA-256"
+    ) -> dict[str, Any]:
+        """Create a user, or change its password."""
+        user: dict[str, Any] = await self._transport.call(
+            "POST", "/v1/users", {"name": name, "password": password, "mechanism": mechanism}
+        )
+        return user
+
+    async def list_users(self) -> list[dict[str, Any]]:
+        return list((await self._transport.call("GET", "/v1/users"))["users"])
+
+    async def delete_user(self, name: str) -> None:
+        await self._transport.call("DELETE", f"/v1/users/{name}")
+
+    async def create_acl(self, **acl: str) -> dict[str, Any]:
+        """principal, operation, resource_type, resource_name, and optionally host,
+        permission (ALLOW), pattern_type (LITERAL)."""
+        created: dict[str, Any] = await self._transport.call("POST", "/v1/acls", acl)
+        return created
+
+    async def list_acls(self, **filters: str) -> list[dict[str, Any]]:
+        query = f"?{urllib.parse.urlencode(filters)}" if filters else ""
+        return list((await self._transport.call("GET", f"/v1/acls{query}"))["acls"])
+
+    async def delete_acls(self, **filters: str) -> list[dict[str, Any]]:
+        """Every ACL matching all the filters given (at least one)."""
+        return list((await self._transport.call("DELETE", "/v1/acls", filters))["deleted"])
+
+    async def alter_quotas(self, principal: str, **quotas: float | None) -> dict[str, Any]:
+        """producer_byte_rate, consumer_byte_rate, request_percentage; None removes one."""
+        altered: dict[str, Any] = await self._transport.call(
+            "POST", "/v1/quotas", {"principal": principal, **quotas}
+        )
+        return altered
+
+    async def list_quotas(self) -> list[dict[str, Any]]:
+        return list((await self._transport.call("GET", "/v1/quotas"))["quotas"])
+
+    async def create_token(self) -> dict[str, Any]:
+        """A bearer token for the authenticated user: {"token", "expires_at", "principal"}."""
+        token: dict[str, Any] = await self._transport.call("POST", "/v1/tokens")
+        return token
 
     async def cluster(self) -> dict[str, Any]:
         described: dict[str, Any] = await self._transport.call("GET", "/v1/cluster")

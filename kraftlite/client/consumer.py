@@ -28,6 +28,7 @@ from typing import Any
 import structlog
 from aiohttp import ClientError
 
+from kraftlite.client.credentials import Credentials
 from kraftlite.client.transport import BATCH_TYPE, NO_FORWARD, Transport
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
@@ -61,6 +62,7 @@ class Consumer:
         client_id: str = "kraftlite-python",
         max_bytes_per_partition: int = 1 << 20,
         transport: Transport | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         if auto_offset_reset not in {"earliest", "latest"}:
             raise ValueError("auto_offset_reset must be earliest or latest")
@@ -71,7 +73,7 @@ class Consumer:
         self.session_timeout_ms = session_timeout_ms
         self.client_id = client_id
         self.max_bytes = max_bytes_per_partition
-        self._transport = transport or Transport(bootstrap)
+        self._transport = transport or Transport(bootstrap, credentials=credentials)
         self._positions: dict[TopicPartition, int | None] = {}
         self._topics: list[str] = []
         self.member_id: str | None = None

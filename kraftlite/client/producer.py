@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import ClientError
 
+from kraftlite.client.credentials import Credentials
 from kraftlite.client.transport import BATCH_TYPE, NO_FORWARD, Transport
 from kraftlite.clock import SystemClock
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -56,6 +57,7 @@ class Producer:
         retry_backoff_ms: int = 100,
         request_timeout_ms: int = 30_000,
         transport: Transport | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         if acks not in {"all", "-1", "1", "0"}:
             raise ValueError("acks must be all, -1, 1 or 0")
@@ -65,7 +67,7 @@ class Producer:
         self.retries = retries
         self.retry_backoff_s = retry_backoff_ms / 1000
         self.request_timeout_ms = request_timeout_ms
-        self._transport = transport or Transport(bootstrap)
+        self._transport = transport or Transport(bootstrap, credentials=credentials)
         self._clock = SystemClock()
         self._pending: dict[tuple[str, int], _Pending] = {}
         self._locks: dict[tuple[str, int], asyncio.Lock] = {}

@@ -47,9 +47,9 @@ def _on_loop(loop: _LoopThread, method: Any) -> Any:
 
 
 class SyncAdmin:
-    def __init__(self, bootstrap: str | list[str]) -> None:
+    def __init__(self, bootstrap: str | list[str], **settings: Any) -> None:
         self._loop = _LoopThread()
-        self._admin = Admin(bootstrap)
+        self._admin = Admin(bootstrap, **settings)
 
     def __enter__(self) -> SyncAdmin:
         return self

@@ -20,6 +20,7 @@ import aiohttp
 import orjson
 
 from kraftlite.api import headers
+from kraftlite.client.credentials import NONE, Credentials
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 
 NO_FORWARD = {headers.NO_FORWARD: "1"}
@@ -35,7 +36,15 @@ class PartitionInfo:
 
 
 class Transport:
-    def __init__(self, bootstrap: str | list[str], *, request_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        bootstrap: str | list[str],
+        *,
+        request_timeout_s: float = 30.0,
+        credentials: Credentials | None = None,
+    ) -> None:
+        self.credentials = credentials or NONE
+        self._auth_headers = self.credentials.headers()
         urls = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
         self.bootstrap = [u.strip().rstrip("/") for u in urls if u.strip()]
         if not self.bootstrap:
@@ -48,8 +57,9 @@ class Transport:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
+            context = self.credentials.ssl_context()
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=64),
+                connector=aiohttp.TCPConnector(limit=64, ssl=True if context is None else context),
                 timeout=aiohttp.ClientTimeout(total=self.request_timeout_s),
             )
         return self._session
@@ -103,7 +113,11 @@ class Transport:
     ) -> Any:
         """One call; a JSON answer parsed, or raw bytes for a binary answer."""
         payload = data if data is not None else None if body is None else orjson.dumps(body)
-        all_headers = {"Content-Type": "application/json", **(headers or {})}
+        all_headers = {
+            "Content-Type": "application/json",
+            **self._auth_headers,
+            **(headers or {}),
+        }
         timeout = None if timeout_s is None else aiohttp.ClientTimeout(total=timeout_s)
         async with self.session.request(
             method,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftlite.api.headers import NO_FORWARD
+from kraftlite.client.credentials import NONE, Credentials
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 
 BATCH_TYPE = "application/vnd.kraftlite.batch"
@@ -38,12 +39,29 @@ class TopicState:
     partitions: list[PartitionState]
 
 
+@dataclass(frozen=True, slots=True)
+class Brokers:
+    """Where the cluster is and how to authenticate (`kraftlite.bootstrap` and the
+    `kraftlite.auth.*` options); picklable, so executors' tasks carry it."""
+
+    urls: tuple[str, ...]
+    credentials: Credentials = NONE
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.urls)
+
+    def __len__(self) -> int:
+        return len(self.urls)
+
+
 class Cluster:
-    def __init__(self, bootstrap: tuple[str, ...], timeout_s: float = 30.0) -> None:
+    def __init__(self, bootstrap: Brokers | tuple[str, ...], timeout_s: float = 30.0) -> None:
         if not bootstrap:
             raise ValueError("kraftlite.bootstrap is required (broker URLs, comma-separated)")
-        self.bootstrap = bootstrap
+        self.bootstrap = bootstrap if isinstance(bootstrap, Brokers) else Brokers(bootstrap)
         self.timeout_s = timeout_s
+        self._auth_headers = self.bootstrap.credentials.headers()
+        self._ssl_context = self.bootstrap.credentials.ssl_context()
 
     def _request(
         self,
@@ -55,10 +73,12 @@ class Cluster:
     ) -> tuple[bytes, Any]:
         # S310: the URLs are the brokers' (http), from the options and the cluster
         request = urllib.request.Request(  # noqa: S310
-            url, data=data, headers=headers or {}, method=method
+            url, data=data, headers={**self._auth_headers, **(headers or {})}, method=method
         )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310
+            with urllib.request.urlopen(  # noqa: S310
+                request, timeout=self.timeout_s, context=self._ssl_context
+            ) as response:
                 return response.read(), response.headers
         except urllib.error.HTTPError as error:
             raw = error.read()

@@ -35,7 +35,7 @@ from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol.partitioner import partition_for_key
 from kraftlite.spark.arrow import COLUMN_TYPES
-from kraftlite.spark.cluster import Cluster
+from kraftlite.spark.cluster import Brokers, Cluster
 from kraftlite.spark.source import OptionError, Options, bootstrap_urls, positive_option
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ SINK_TYPES: dict[str, set[str]] = {
 class SinkSettings:
     """What every write task needs, checked once on the driver (rule 1)."""
 
-    bootstrap: tuple[str, ...]
+    bootstrap: Brokers
     topic: str | None
     batch_max_bytes: int
     request_timeout_ms: int

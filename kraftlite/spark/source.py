@@ -31,10 +31,18 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from kraftlite.client.credentials import Credentials
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol.batch import split_batches
 from kraftlite.spark.arrow import Columns, to_record_batch
-from kraftlite.spark.cluster import LOG, Cluster, DataLossError, PartitionState, TopicState
+from kraftlite.spark.cluster import (
+    LOG,
+    Brokers,
+    Cluster,
+    DataLossError,
+    PartitionState,
+    TopicState,
+)
 
 EARLIEST, LATEST = -2, -1
 
@@ -63,7 +71,7 @@ class Options(dict[str, str]):
 class OffsetRange(InputPartition):
     """One Spark partition: [start, end) of one topic partition, and all `read()` needs."""
 
-    bootstrap: tuple[str, ...]
+    bootstrap: Brokers
     topic: str
     partition: int
     start: int
@@ -183,7 +191,7 @@ def _resolve(
 class ReadSettings:
     """The options every read uses, checked once on the driver."""
 
-    bootstrap: tuple[str, ...]
+    bootstrap: Brokers
     columns: Columns
     fail_on_data_loss: bool
     fetch_max_bytes: int
@@ -209,7 +217,10 @@ class ReadSettings:
         )  # fmt: skip
 
 
-def bootstrap_urls(options: Mapping[str, str]) -> tuple[str, ...]:
+def bootstrap_urls(options: Mapping[str, str]) -> Brokers:
+    """`kraftlite.bootstrap`, and the `kraftlite.auth.*` options: `user` and `password`,
+    or `token`; `ca.file` for https:// brokers; `cert.file` and `key.file` for a client
+    certificate (docs/spark.md)."""
     urls = tuple(
         u.strip().rstrip("/")
         for u in options.get("kraftlite.bootstrap", "").split(",")
@@ -217,7 +228,11 @@ def bootstrap_urls(options: Mapping[str, str]) -> tuple[str, ...]:
     )
     if not urls:
         raise OptionError("kraftlite.bootstrap is required (broker URLs, comma-separated)")
-    return urls
+    try:
+        credentials = Credentials.from_options(options, "kraftlite.auth.")
+    except ValueError as exc:
+        raise OptionError(f"kraftlite.auth.*: {exc}") from None
+    return Brokers(urls, credentials)
 
 
 def positive_option(options: Mapping[str, str], name: str, default: int) -> int:

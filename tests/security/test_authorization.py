@@ -6,6 +6,10 @@ escalate, the audit log records it all.
 from __future__ import annotations
 
 import base64
+import json
+import os
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -14,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from kraftlite.client import Credentials, SyncAdmin, SyncConsumer, SyncProducer
 from tests.harness.observe import error_code
 from tests.harness.processes import Cluster, http, signed_http
 
@@ -294,3 +299,87 @@ def test_the_audit_log_names_who_did_what(cluster: Cluster) -> None:
         assert f'"event":"{event}"' in logs, event
     assert '"principal":"User:admin"' in logs
     assert "pw-a" not in logs and "admin-password-1" not in logs
+
+
+def test_the_python_client_and_the_cli_authenticate(cluster: Cluster) -> None:
+    bootstrap = list(cluster.urls.values())
+    admin = Credentials(*ADMIN)
+    with SyncAdmin(bootstrap, credentials=admin) as client:
+        client.create_topic("client-topic", partitions=1)
+        token = client.create_token()["token"]
+    with SyncProducer(bootstrap, credentials=Credentials(token=token)) as producer:
+        sent = producer.send("client-topic", b"hello", key=b"k").result()
+    with SyncConsumer(
+        bootstrap, credentials=admin, group_id="cli-group", auto_offset_reset="earliest"
+    ) as consumer:
+        consumer.subscribe(["client-topic"])
+        deadline = time.monotonic() + 20
+        values: list[bytes] = []
+        while not values and time.monotonic() < deadline:
+            values = [r.value for r in consumer.poll(1000)]
+    assert sent.offset == 0 and values == [b"hello"]
+
+    env = {
+        **os.environ,
+        "KRAFTLITE_BOOTSTRAP": bootstrap[0],
+        "KRAFTLITE_USER": ADMIN[0],
+        "KRAFTLITE_PASSWORD": ADMIN[1],
+    }
+
+    def cli(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "kraftlite", *args],
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    made = cli("users", "create", "dan", KRAFTLITE_NEW_USER_PASSWORD="pw-d")
+    assert made.returncode == 0, made.stderr
+    added = cli(
+        "acls",
+        "add",
+        "--principal",
+        "User:dan",
+        "--operation",
+        "READ",
+        "--resource-type",
+        "TOPIC",
+        "--resource-name",
+        "client-",
+        "--pattern-type",
+        "PREFIXED",
+        "--output",
+        "json",
+    )
+    assert added.returncode == 0, added.stderr
+    listed = cli("acls", "list", "--principal", "User:dan", "--output", "json")
+    assert json.loads(listed.stdout)[0]["resource_name"] == "client-"
+    quota = cli("quotas", "set", "User:dan", "--producer-byte-rate", "1048576")
+    assert quota.returncode == 0 and json.loads(quota.stdout)["producer_byte_rate"] == 1048576
+    dan = {"KRAFTLITE_USER": "dan", "KRAFTLITE_PASSWORD": "pw-d"}
+    deadline = time.monotonic() + 10
+    while (shown := cli("topics", "list", "--output", "json", **dan)).returncode != 0:
+        assert time.monotonic() < deadline, shown.stderr
+        time.sleep(0.2)
+    assert [t["name"] for t in json.loads(shown.stdout)] == ["client-topic"]
+    issued = cli("token", **dan)
+    assert issued.returncode == 0 and issued.stdout.startswith("kl1.")
+    by_token = cli(
+        "topics",
+        "list",
+        "--output",
+        "json",
+        KRAFTLITE_USER="",
+        KRAFTLITE_PASSWORD="",
+        KRAFTLITE_TOKEN=issued.stdout.strip(),
+    )
+    assert by_token.returncode == 0, by_token.stderr
+    denied = cli("topics", "delete", "client-topic", **dan)
+    assert denied.returncode == 1 and "TOPIC_AUTHORIZATION_FAILED" in denied.stderr
+    wrong = cli("topics", "list", KRAFTLITE_PASSWORD="nope")
+    assert wrong.returncode == 1 and "SASL_AUTHENTICATION_FAILED" in wrong.stderr
+    removed = cli("acls", "remove", "--principal", "User:dan", "--output", "json")
+    assert removed.returncode == 0 and len(json.loads(removed.stdout)) == 1
