@@ -47,8 +47,10 @@ from kraftlite.api.internal_auth import (
 from kraftlite.api.listener import read_timeout_middleware
 from kraftlite.api.openapi import OPENAPI
 from kraftlite.api.permissions import authorization_middleware
+from kraftlite.api.throttle import THROTTLE, Throttle, throttle_middleware
 from kraftlite.broker.broker import Broker
 from kraftlite.broker.partition import Acks, Partition
+from kraftlite.clock import SystemClock
 from kraftlite.config import ListenerLimits
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 from kraftlite.groups.coordinator import GroupCoordinator, GroupSettings
@@ -725,6 +727,7 @@ def make_broker_app(
             authenticate_middleware,
             caught_up,
             authorization_middleware,
+            throttle_middleware,
             metadata_at_least,
         ],
         client_max_size=broker.settings.limits.socket_request_max_bytes,
@@ -732,6 +735,7 @@ def make_broker_app(
     app[BROKER] = broker
     app[CLUSTER_AUTH] = auth
     app[AUTH] = authenticator
+    app[THROTTLE] = Throttle(SystemClock())
     app[JSON_PARSE] = asyncio.Semaphore(1)
     app[groups.COORDINATOR] = GroupCoordinator(broker, group_settings)
     r = app.router

@@ -44,6 +44,8 @@ from kraftlite.api.internal_auth import (
 )
 from kraftlite.api.listener import read_timeout_middleware
 from kraftlite.api.permissions import authorization_middleware
+from kraftlite.api.throttle import THROTTLE, Throttle, throttle_middleware
+from kraftlite.clock import SystemClock
 from kraftlite.config import ListenerLimits
 from kraftlite.controller import access, decisions
 from kraftlite.controller.quorum_controller import QuorumController
@@ -494,10 +496,12 @@ def make_controller_app(
             cluster_auth_middleware,
             authenticate_middleware,
             authorization_middleware,
+            throttle_middleware,
         ],
         client_max_size=1 << 20,
     )
     app[AUTH] = authenticator
+    app[THROTTLE] = Throttle(SystemClock())
     app[CONNECTOR] = connector
     app[CONTROLLER] = controller
     app[CLUSTER_AUTH] = auth

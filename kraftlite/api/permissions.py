@@ -7,8 +7,8 @@ Rules:
    topics a group member subscribes to or commits for), from the parsed body, checked
    before the handler runs. Lists (topics, groups) are filtered by DESCRIBE in the handler.
 3. Kafka's choices, API by API: the broker list (Metadata, DescribeCluster) for any
-   authenticated client; DescribeQuorum DESCRIBE cluster; DescribeTopics DESCRIBE topic; CreateTopics CREATE
-   on the cluster or the topic; DeleteTopics DELETE; CreatePartitions ALTER;
+   authenticated client; DescribeQuorum DESCRIBE cluster; DescribeTopics DESCRIBE topic;
+   CreateTopics CREATE on the cluster or the topic; DeleteTopics DELETE; CreatePartitions ALTER;
    AlterConfigs ALTER_CONFIGS; Produce WRITE; Fetch READ; ListOffsets DESCRIBE;
    consumer group heartbeat READ group and DESCRIBE each subscribed topic; OffsetCommit
    READ group and READ topic; OffsetFetch and DescribeGroups DESCRIBE group; ListGroups

@@ -383,3 +383,47 @@ def test_the_python_client_and_the_cli_authenticate(cluster: Cluster) -> None:
     assert wrong.returncode == 1 and "SASL_AUTHENTICATION_FAILED" in wrong.stderr
     removed = cli("acls", "remove", "--principal", "User:dan", "--output", "json")
     assert removed.returncode == 0 and len(json.loads(removed.stdout)) == 1
+
+
+def test_quotas_throttle_and_recover(cluster: Cluster) -> None:
+    url = cluster.urls[1]
+    as_admin("POST", url + "/v1/topics", {"name": "metered"})
+    as_admin("POST", url + "/v1/users", {"name": "erin", "password": "pw-e"})
+    add_acl(
+        cluster,
+        principal="User:erin",
+        operation="WRITE",
+        resource_type="TOPIC",
+        resource_name="metered",
+    )
+    status, quota = as_admin(
+        "POST", url + "/v1/quotas", {"principal": "User:erin", "producer_byte_rate": 50_000}
+    )
+    assert status == 200 and quota["producer_byte_rate"] == 50_000
+    body = json.dumps({"records": [{"value": "x" * 20_000}]}).encode()
+
+    def produce() -> int:
+        request = urllib.request.Request(
+            url + "/v1/topics/metered/records?acks=1",
+            data=body,
+            method="POST",
+            headers={"Content-Type": "application/json", **basic("erin", "pw-e")},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200
+            return int(response.headers.get("X-Kraftlite-Throttle-Time-Ms", "0"))
+
+    wait_for_metadata(
+        cluster, lambda: http("GET", url + "/v1/topics", headers=basic("erin", "pw-e"))[0] == 200
+    )
+    throttles = [produce() for _ in range(8)]  # 160 KB at 50 KB/s with a 50 KB burst
+    assert throttles[0] == 0 and max(throttles) > 0, throttles
+    # each throttled answer was held back, so the client stayed near its rate; later the
+    # bucket refills and nothing is held back
+    time.sleep(1.5)
+    assert produce() == 0
+    status, _ = as_admin(
+        "POST", url + "/v1/quotas", {"principal": "User:erin", "producer_byte_rate": None}
+    )
+    assert status == 200
+    wait_for_metadata(cluster, lambda: all(produce() == 0 for _ in range(4)))
