@@ -13,6 +13,7 @@ Rules:
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -142,7 +143,12 @@ class _Config:
 
     def listens_on_loopback(self) -> bool:
         host = str(getattr(self, "listen", "")).rpartition(":")[0].strip("[]")
-        return host in {"localhost", "::1"} or host.startswith("127.")
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:  # a host name: it may resolve anywhere
+            return False
 
     def clients_must_authenticate(self) -> bool:
         """`auth.required`, or when unset: unless the listener is loopback only."""

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import collections
 import hashlib
 import hmac
@@ -53,6 +52,7 @@ access = structlog.get_logger("kraftlite.access")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _CACHE_SIZE = 10_000
 _PASSWORD_CHECKS = 2  # PBKDF2s in flight at once; more wait
+_MAX_WAITING_CHECKS = 64  # past this many waiting, answer 429 at once
 _DENIED_CODE = {
     ResourceType.TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
     ResourceType.GROUP: ErrorCode.GROUP_AUTHORIZATION_FAILED,
@@ -85,43 +85,59 @@ class Authenticator:
         self._pepper = secrets.token_bytes(32)  # keys the cache: no password hash in memory
         self._good: collections.OrderedDict[bytes, tuple[str, int]] = collections.OrderedDict()
         self._checks = asyncio.Semaphore(_PASSWORD_CHECKS)
+        self._waiting = 0
+        self._decoy = scram.make_credential(
+            "decoy", secrets.token_hex(16), scram.DEFAULT_MECHANISM, secrets.token_bytes(32)
+        )
 
     @property
     def image(self) -> MetadataImage:
         return self._image()
 
-    async def principal(self, request: web.Request) -> str | None:
-        """The client's principal from its credentials; None when it sent none."""
+    async def principal(self, request: web.Request) -> tuple[str, str] | None:
+        """(principal, how it logged in) from the client's credentials; None for none."""
         header = request.headers.get("Authorization")
         if header is not None:
             scheme, _, value = header.partition(" ")
             if scheme.lower() == "basic":
-                return await self._basic(value.strip())
+                return await self._basic(value.strip()), "basic"
             if scheme.lower() == "bearer":
-                return self._bearer(value.strip())
+                return self._bearer(value.strip()), "bearer"
             raise _unauthenticated("unsupported Authorization scheme (Basic or Bearer)")
-        return _certificate_principal(request)
+        found = _certificate_principal(request)
+        return None if found is None else (found, "certificate")
 
     async def _basic(self, value: str) -> str:
         try:
             user, sep, password = base64.b64decode(value, validate=True).decode().partition(":")
-        except (binascii.Error, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError):  # binascii.Error is a ValueError
             raise _unauthenticated("malformed Basic credentials") from None
         if not sep:
             raise _unauthenticated("malformed Basic credentials")
         image = self.image
         version = image.user_versions.get(user)
         credentials = image.users.get(user)
-        if not credentials or version is None:
-            raise _unauthenticated("unknown user or wrong password", user=user)
         key = hmac.new(self._pepper, f"{user}\0{password}".encode(), hashlib.sha256).digest()
-        if self._good.get(key) == (user, version):
+        if credentials and self._good.get(key) == (user, version):
             self._good.move_to_end(key)
             return f"User:{user}"
-        credential = credentials.get(scram.DEFAULT_MECHANISM) or next(iter(credentials.values()))
-        async with self._checks:
-            ok = await asyncio.to_thread(scram.check_password, credential, password)
-        if not ok:
+        if self._waiting >= _MAX_WAITING_CHECKS:  # a flood of guesses: fail fast
+            raise KraftliteError(
+                ErrorCode.THROTTLING_QUOTA_EXCEEDED, "too many password checks in progress"
+            )
+        # an unknown user costs the same PBKDF2 as a wrong password: no user enumeration
+        credential = (
+            (credentials.get(scram.DEFAULT_MECHANISM) or next(iter(credentials.values())))
+            if credentials
+            else self._decoy
+        )
+        self._waiting += 1
+        try:
+            async with self._checks:
+                ok = await asyncio.to_thread(scram.check_password, credential, password)
+        finally:
+            self._waiting -= 1
+        if not ok or not credentials or version is None:
             raise _unauthenticated("unknown user or wrong password", user=user)
         self._good[key] = (user, version)
         while len(self._good) > _CACHE_SIZE:
@@ -184,7 +200,7 @@ async def authenticate_middleware(request: web.Request, handler: Handler) -> web
     try:
         if who.node is None and not _public(request):  # a client calling us directly
             try:
-                principal = await authenticator.principal(request)
+                found = await authenticator.principal(request)
             except KraftliteError as exc:
                 audit.warning(
                     "authentication_failed",
@@ -194,12 +210,12 @@ async def authenticate_middleware(request: web.Request, handler: Handler) -> web
                     user=exc.details.pop("user", None),
                 )
                 raise
-            if principal is None and authenticator.settings.required:
+            if found is None and authenticator.settings.required:
                 raise _unauthenticated(
                     "authentication required (Basic, Bearer or a client certificate)"
                 )
-            if principal is not None:
-                who = Caller(principal, who.host)
+            if found is not None:
+                who = Caller(found[0], who.host, login=found[1])
                 set_caller(request, who)
         response = await handler(request)
     except KraftliteError as exc:
@@ -223,7 +239,7 @@ async def authenticate_middleware(request: web.Request, handler: Handler) -> web
 
 
 def _public(request: web.Request) -> bool:
-    return request.path in {"/healthz", "/readyz", "/metrics", "/v1/openapi.json"}
+    return request.path in {"/healthz", "/readyz", "/v1/openapi.json"}
 
 
 def authorize(request: web.Request, *actions: Action) -> None:
@@ -272,8 +288,9 @@ async def issue_token(request: web.Request) -> web.Response:
     authenticator = request.app[AUTH]
     who = caller(request)
     user = who.principal.removeprefix("User:")
-    if who.is_cluster or user not in authenticator.image.users:
-        raise _unauthenticated("tokens are issued to SCRAM users: authenticate with Basic")
+    if who.login != "basic" or user not in authenticator.image.users:
+        # not to a token's holder: a token must not renew itself past its expiry
+        raise _unauthenticated("tokens are issued to SCRAM users who log in with Basic")
     token, expires_at = authenticator.issue_token(user)
     audit_change(request, "token_issued", user=user, expires_at=expires_at)
     return web.Response(

@@ -44,7 +44,7 @@ from kraftlite.api.internal_auth import (
     cluster_auth_middleware,
     forwarded_for,
 )
-from kraftlite.api.listener import read_timeout_middleware
+from kraftlite.api.listener import READ_TIMEOUT_MS, read_body_middleware
 from kraftlite.api.openapi import OPENAPI
 from kraftlite.api.permissions import authorization_middleware
 from kraftlite.api.throttle import THROTTLE, Throttle, throttle_middleware
@@ -67,6 +67,7 @@ BATCH_TYPE = "application/vnd.kraftlite.batch"
 MAX_WAIT_MS = 30_000
 DEFAULT_MAX_BYTES = 1 << 20
 MAX_JSON_RECORDS = 10_000
+MAX_JSON_FETCH_BYTES = 1 << 20  # a JSON fetch decodes on the event loop: keep it short
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -138,12 +139,17 @@ async def _leader_or_forward(
 
 
 async def _controller_call(
-    request: web.Request, body: Any = None, query: dict[str, str] | None = None
+    request: web.Request, body: Any = None, *, with_query: bool = False
 ) -> web.Response:
     """Pass an admin call through to the controller quorum and relay the answer."""
     broker = request.app[BROKER]
     status, answer, headers = await broker.controllers.call_with_headers(
-        request.method, request.path, body, params=query, headers=forwarded_for(request)
+        # the raw path (and query), as the client sent it and as it was authorized: decoded,
+        # a name holding "/../" would reach another resource
+        request.method,
+        request.rel_url.raw_path_qs if with_query else request.rel_url.raw_path,
+        body,
+        headers=forwarded_for(request),
     )
     version = headers.get(METADATA_VERSION)
     if version is not None and version.isdigit():
@@ -272,7 +278,7 @@ async def admin_passthrough(request: web.Request) -> web.Response:
     """Users, ACLs and quotas live in the controllers' metadata: pass the call on, as the
     client (the controller authorizes it again)."""
     body = await read_json_object(request) if request.body_exists else None
-    return await _controller_call(request, body, query=dict(request.query))
+    return await _controller_call(request, body, with_query=True)
 
 
 async def create_topic(request: web.Request) -> web.Response:
@@ -600,6 +606,8 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     # (decoded one by one into JSON) at most MAX_JSON_RECORDS records
     max_bytes = min(max_bytes, broker.settings.limits.fetch_max_bytes)
     max_records = min(max_records, MAX_JSON_RECORDS)
+    if BATCH_TYPE not in request.headers.get("Accept", ""):  # decoded record by record
+        max_bytes = min(max_bytes, MAX_JSON_FETCH_BYTES)
     encoding = json_records.encoding_of(query.get("encoding"), "encoding")
     binary = BATCH_TYPE in request.headers.get("Accept", "")
     target = await _leader_or_forward(request, topic, index)
@@ -718,13 +726,12 @@ def make_broker_app(
     group_settings: GroupSettings | None = None,
     limits: ListenerLimits | None = None,
 ) -> web.Application:
-    read_in_time = read_timeout_middleware((limits or ListenerLimits()).read_timeout_ms)
     app = web.Application(
         middlewares=[
             problem_middleware,
-            read_in_time,
-            cluster_auth_middleware,
-            authenticate_middleware,
+            cluster_auth_middleware,  # refuses forged node calls before reading their body
+            authenticate_middleware,  # refuses bad credentials before reading the body
+            read_body_middleware,
             caught_up,
             authorization_middleware,
             throttle_middleware,
@@ -735,6 +742,7 @@ def make_broker_app(
     app[BROKER] = broker
     app[CLUSTER_AUTH] = auth
     app[AUTH] = authenticator
+    app[READ_TIMEOUT_MS] = (limits or ListenerLimits()).read_timeout_ms
     app[THROTTLE] = Throttle(SystemClock())
     app[JSON_PARSE] = asyncio.Semaphore(1)
     app[groups.COORDINATOR] = GroupCoordinator(broker, group_settings)

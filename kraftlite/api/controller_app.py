@@ -42,7 +42,7 @@ from kraftlite.api.internal_auth import (
     cluster_auth_middleware,
     forwarded_for,
 )
-from kraftlite.api.listener import read_timeout_middleware
+from kraftlite.api.listener import READ_TIMEOUT_MS, read_body_middleware
 from kraftlite.api.permissions import authorization_middleware
 from kraftlite.api.throttle import THROTTLE, Throttle, throttle_middleware
 from kraftlite.clock import SystemClock
@@ -60,6 +60,7 @@ HTTP = web.AppKey("http", aiohttp.ClientSession)
 CONNECTOR: web.AppKey[Callable[[], aiohttp.BaseConnector]] = web.AppKey("connector")
 MAX_METADATA_WAIT_MS = 30_000
 MAX_ITERATIONS = 100_000
+MAX_PASSWORD_CHARS = 256
 
 
 async def _forward_or_refuse(request: web.Request) -> web.StreamResponse | None:
@@ -201,11 +202,18 @@ async def cluster(request: web.Request) -> web.Response:
 async def list_topics(request: web.Request) -> web.Response:
     image = request.app[CONTROLLER].image
     topics = sorted(image.topics.values(), key=lambda t: t.name)
-    visible = [t for t in topics if may(request, describe_topic_action(t.name))]
+    clients = not caller(request).is_cluster
+    visible = [
+        t
+        for t in topics
+        if not (clients and is_internal_topic(t.name))
+        and may(request, describe_topic_action(t.name))
+    ]
     return json_response({"topics": [topic_summary(t) for t in visible]})
 
 
 async def describe_topic(request: web.Request) -> web.Response:
+    _only_brokers_change_internal_topics(request)  # and see them
     return _topic_or_404(request.app[CONTROLLER], request.match_info["topic"])
 
 
@@ -272,12 +280,13 @@ def _password(body: dict[str, object]) -> str:
     password = body.get("password")
     if (
         not isinstance(password, str)
-        or not password
+        or not 0 < len(password) <= MAX_PASSWORD_CHARS
         or len(password.encode()) > scram.MAX_PASSWORD_BYTES
     ):
         raise KraftliteError(
             ErrorCode.INVALID_REQUEST,
-            f"password must be a string of 1-{scram.MAX_PASSWORD_BYTES} bytes",
+            f"password must be 1-{MAX_PASSWORD_CHARS} characters "
+            f"(at most {scram.MAX_PASSWORD_BYTES} bytes of UTF-8)",
         )
     return password
 
@@ -291,7 +300,7 @@ async def create_user(request: web.Request) -> web.StreamResponse:
     name = access.validate_user_name(body.get("name"))
     password = _password(body)
     mechanism = body.get("mechanism", scram.DEFAULT_MECHANISM)
-    if mechanism not in scram.MECHANISMS:
+    if not isinstance(mechanism, str) or mechanism not in scram.MECHANISMS:
         raise KraftliteError(
             ErrorCode.INVALID_REQUEST, f"mechanism must be one of {', '.join(scram.MECHANISMS)}"
         )
@@ -342,11 +351,13 @@ async def create_acl(request: web.Request) -> web.StreamResponse:
 
 
 def _acl_filter(values: Mapping[str, object]) -> dict[str, str]:
-    return {k: v for k, v in values.items() if isinstance(v, str) and k != "id"}
+    return acls.filter_from_request(values)
 
 
 async def list_acls(request: web.Request) -> web.Response:
     image = request.app[CONTROLLER].image
+    if len(request.query) != len(set(request.query)):
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "each ACL filter field at most once")
     wanted = _acl_filter(request.query)
     matching = [a for _, a in sorted(image.acls.items()) if acls.matches_filter(a, wanted)]
     return json_response({"acls": [acls.acl_view(a) for a in matching]})
@@ -488,19 +499,19 @@ def make_controller_app(
     limits: ListenerLimits | None = None,
     connector: Callable[[], aiohttp.BaseConnector] = aiohttp.TCPConnector,
 ) -> web.Application:
-    read_in_time = read_timeout_middleware((limits or ListenerLimits()).read_timeout_ms)
     app = web.Application(
         middlewares=[
             problem_middleware,
-            read_in_time,
-            cluster_auth_middleware,
-            authenticate_middleware,
+            cluster_auth_middleware,  # refuses forged node calls before reading their body
+            authenticate_middleware,  # refuses bad credentials before reading the body
+            read_body_middleware,
             authorization_middleware,
             throttle_middleware,
         ],
         client_max_size=1 << 20,
     )
     app[AUTH] = authenticator
+    app[READ_TIMEOUT_MS] = (limits or ListenerLimits()).read_timeout_ms
     app[THROTTLE] = Throttle(SystemClock())
     app[CONNECTOR] = connector
     app[CONTROLLER] = controller

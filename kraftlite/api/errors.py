@@ -52,7 +52,10 @@ async def problem_middleware(
         }.get(exc.status, ErrorCode.INVALID_REQUEST)
         if exc.status < 400:
             raise
-        return problem(KraftliteError(code, exc.reason or ERROR_INFO[code].message), exc.status)
+        answer = problem(KraftliteError(code, exc.reason or ERROR_INFO[code].message), exc.status)
+        if "Allow" in exc.headers:  # RFC 9110: a 405 says which methods the resource has
+            answer.headers["Allow"] = exc.headers["Allow"]
+        return answer
     except Exception:
         log.exception("request_failed", path=request.path, method=request.method)
         return problem(KraftliteError(ErrorCode.UNKNOWN_SERVER_ERROR))
@@ -67,7 +70,20 @@ async def read_json_object(request: web.Request) -> dict[str, Any]:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, f"body is not JSON: {exc}") from None
     if not isinstance(body, dict):
         raise KraftliteError(ErrorCode.INVALID_REQUEST, "body must be a JSON object")
-    return body
+    normalized: dict[str, Any] = _integral(body)
+    return normalized
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema's integers include 1.0: a number with no fraction is taken as the integer
+    it is, as the OpenAPI document promises (admin and group bodies; bounded by 1 MiB)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value
 
 
 def int_field(body: dict[str, Any], name: str, default: int | None = None) -> int:

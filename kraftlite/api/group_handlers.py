@@ -13,6 +13,7 @@ import aiohttp
 import orjson
 from aiohttp import web
 
+from kraftlite.api.auth import describe_topic_action, may
 from kraftlite.api.errors import json_response, read_json_object
 from kraftlite.api.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
 from kraftlite.api.internal_auth import caller, forwarded_for
@@ -20,6 +21,7 @@ from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import GroupCoordinator
 from kraftlite.groups.offsets import CommittedOffset, check_count
 from kraftlite.metadata.topics import validate_topic_name
+from kraftlite.protocol import names
 
 COORDINATOR = web.AppKey("coordinator", GroupCoordinator)
 _MAX_GROUP_NAME = 249
@@ -30,9 +32,10 @@ _MAX_SUBSCRIBED_TOPICS = 1000  # per join; a subscription is a list of topic nam
 
 def _group_name(request: web.Request) -> str:
     name = request.match_info["group"]
-    if not 0 < len(name) <= _MAX_GROUP_NAME or not name.isprintable():
+    if not names.is_name(name, _MAX_GROUP_NAME):
         raise KraftliteError(
-            ErrorCode.INVALID_REQUEST, "group names are 1-249 printable characters"
+            ErrorCode.INVALID_REQUEST,
+            f"group names are 1-{_MAX_GROUP_NAME} characters, no control characters",
         )
     return name
 
@@ -103,23 +106,17 @@ async def join(request: web.Request) -> web.Response:
     for topic in topics:
         validate_topic_name(topic)
     client_id = body.get("client_id", "")
-    if (
-        not isinstance(client_id, str)
-        or len(client_id) > _MAX_CLIENT_ID
-        or not client_id.isprintable()
+    if not isinstance(client_id, str) or (
+        client_id and not names.is_name(client_id, _MAX_CLIENT_ID)
     ):
         raise KraftliteError(
             ErrorCode.INVALID_REQUEST,
-            f"client_id must be at most {_MAX_CLIENT_ID} printable characters",
+            f"client_id must be at most {_MAX_CLIENT_ID} characters, no control characters",
         )
     member_id = body.get("member_id", uuid.uuid4().hex)
-    if (
-        not isinstance(member_id, str)
-        or not 0 < len(member_id) <= _MAX_MEMBER_ID
-        or not member_id.isprintable()
-    ):
+    if not names.is_name(member_id, _MAX_MEMBER_ID):
         raise KraftliteError(
-            ErrorCode.INVALID_REQUEST, "member_id must be 1-64 printable characters"
+            ErrorCode.INVALID_REQUEST, "member_id must be 1-64 characters, no control characters"
         )
     answer = request.app[COORDINATOR].join(
         group,
@@ -186,7 +183,12 @@ async def fetch_offsets(request: web.Request) -> web.Response:
     if (forwarded := await _at_coordinator(request, group)) is not None:
         return forwarded
     coordinator = request.app[COORDINATOR]
-    committed = coordinator.committed(group)
+    # Kafka's OffsetFetch: only topics the caller may describe (with auth on)
+    committed = {
+        tp: c
+        for tp, c in coordinator.committed(group).items()
+        if may(request, describe_topic_action(tp[0]))
+    }
     ends = await _high_watermarks(coordinator, {topic for topic, _ in committed})
     offsets = []
     for (topic, partition), c in sorted(committed.items()):
@@ -232,7 +234,13 @@ async def describe(request: web.Request) -> web.Response:
     group = _group_name(request)
     if (forwarded := await _at_coordinator(request, group)) is not None:
         return forwarded
-    return json_response(request.app[COORDINATOR].describe(group))
+    described = request.app[COORDINATOR].describe(group)
+    for member in described["members"]:  # topics the caller may not describe are left out
+        member["topics"] = [t for t in member["topics"] if may(request, describe_topic_action(t))]
+        member["assignment"] = [
+            a for a in member["assignment"] if may(request, describe_topic_action(a["topic"]))
+        ]
+    return json_response(described)
 
 
 async def list_groups(request: web.Request) -> web.Response:

@@ -15,12 +15,13 @@ Rules:
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from aiohttp import ClientHandlerType, ClientRequest, ClientResponse, web
 
 from kraftlite.api.headers import FORWARDED, METADATA_VERSION
+from kraftlite.api.listener import read_body
 from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.security import cluster_auth
@@ -40,6 +41,13 @@ class Caller:
     host: str
     is_cluster: bool = False
     node: str | None = None
+    login: str | None = None  # how a client proved it: basic, bearer, certificate
+
+
+def steering(headers: Mapping[str, str]) -> str:
+    """The node-only headers that change what a call does, for the MAC."""
+    forwarded, version = headers.get(FORWARDED), headers.get(METADATA_VERSION)
+    return "" if forwarded is None and version is None else f"{forwarded or ''}\n{version or ''}"
 
 
 def acting_for(principal: str, host: str) -> str:
@@ -63,7 +71,9 @@ class ClusterAuth:
         self._replays = cluster_auth.ReplayCache()
         self._clock = clock
 
-    def sign(self, method: str, path_qs: str, body: bytes, principal: str = "") -> str:
+    def sign(
+        self, method: str, path_qs: str, body: bytes, principal: str = "", extra: str = ""
+    ) -> str:
         return self._signer.header(
             method,
             path_qs,
@@ -71,19 +81,22 @@ class ClusterAuth:
             now_ms=self._clock.now_ms(),
             nonce=secrets.token_hex(12),
             principal=principal,
+            extra=extra,
         )
 
-    def check(
-        self, header: str, method: str, path_qs: str, body: bytes, principal: str
-    ) -> str | None:
-        """The signing node's name, or None for a bad, stale or replayed signature."""
-        now_ms = self._clock.now_ms()
-        verified = cluster_auth.verify(self._key, header, method, path_qs, body, principal, now_ms)
-        if verified is None or not self._replays.first_use(
-            verified.nonce, verified.timestamp_ms, now_ms
-        ):
-            return None
-        return verified.node
+    def check_head(  # noqa: PLR0917 - the request's parts
+        self, header: str, method: str, path_qs: str, principal: str, extra: str, length: int
+    ) -> cluster_auth.Verified | None:
+        """The head's claims, before the body is read; None for a bad or stale one."""
+        return cluster_auth.verify_head(
+            self._key, header, method, path_qs, principal, extra, length, self._clock.now_ms()
+        )
+
+    def check_body(self, verified: cluster_auth.Verified, body: bytes) -> bool:
+        """The body is the signed one, and the nonce is used for the first time."""
+        return cluster_auth.verify_body(self._key, verified, body) and self._replays.first_use(
+            verified.nonce, verified.timestamp_ms, self._clock.now_ms()
+        )
 
     def client_middleware(
         self,
@@ -98,7 +111,7 @@ class ClusterAuth:
                 request.headers.get(CLIENT_HOST_HEADER, ""),
             )
             request.headers[HEADER] = self.sign(
-                request.method, request.url.raw_path_qs, data, principal
+                request.method, request.url.raw_path_qs, data, principal, steering(request.headers)
             )
             return await handler(request)
 
@@ -131,12 +144,24 @@ async def cluster_auth_middleware(request: web.Request, handler: Handler) -> web
     for value in (principal, host):
         if len(value) > _MAX_PRINCIPAL or not value.isprintable():
             raise _refused("malformed principal or client host")
-    body = await request.read()  # bounded by the app's client_max_size
-    node = request.app[CLUSTER_AUTH].check(
-        header, request.method, request.raw_path, body, acting_for(principal, host)
+    declared = request.content_length or 0
+    if request.body_exists and request.content_length is None:
+        raise _refused("a signed call states its body's length")
+    auth = request.app[CLUSTER_AUTH]
+    verified = auth.check_head(
+        header,
+        request.method,
+        request.raw_path,
+        acting_for(principal, host),
+        steering(request.headers),
+        declared,
     )
-    if node is None:
-        raise _refused("bad, expired or replayed cluster signature")
+    if verified is None:  # refused before a byte of the body is read
+        raise _refused("bad or expired cluster signature")
+    body = await read_body(request)
+    if len(body) != declared or not auth.check_body(verified, body):
+        raise _refused("bad or replayed cluster signature")
+    node = verified.node
     caller = (
         Caller(principal, host, node=node)
         if principal

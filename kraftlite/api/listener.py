@@ -9,8 +9,9 @@ Rules:
    `connections.max.idle.ms` since it opened or since its last answer; bytes of an
    incomplete request do not restart that clock, so headers sent a byte at a time
    (slowloris) are cut off too. Measured on aiohttp 3.14 (tests/security).
-3. A request's body must arrive within `request.read.timeout.ms`, or 408-like
-   REQUEST_TIMED_OUT; it is read (and its size checked) before any handler runs.
+3. A request's body must arrive within `request.read.timeout.ms`, or REQUEST_TIMED_OUT;
+   it is read (and its size checked) once the request is authenticated, before any handler
+   runs: a stranger's body is never buffered.
 """
 
 from __future__ import annotations
@@ -142,20 +143,25 @@ def runner_for(app: web.Application, limits: ListenerLimits, shutdown_s: float) 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def read_timeout_middleware(timeout_ms: int) -> Callable[..., Awaitable[web.StreamResponse]]:
-    """Rule 3: the whole body, within the timeout and the app's size limit, up front."""
+READ_TIMEOUT_MS = web.AppKey("read_timeout_ms", int)
 
-    @web.middleware
-    async def read_in_time(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.body_exists:
-            try:
-                async with asyncio.timeout(timeout_ms / 1000):
-                    await request.read()  # kept by aiohttp: handlers read it again for free
-            except TimeoutError:
-                raise KraftliteError(
-                    ErrorCode.REQUEST_TIMED_OUT,
-                    f"the request body did not arrive within {timeout_ms} ms",
-                ) from None
-        return await handler(request)
 
-    return read_in_time
+async def read_body(request: web.Request) -> bytes:
+    """Rule 3: the whole body, within the app's timeout and size limit (aiohttp keeps it:
+    handlers that read it again get it at once)."""
+    timeout_ms = request.app.get(READ_TIMEOUT_MS, ListenerLimits().read_timeout_ms)
+    try:
+        async with asyncio.timeout(timeout_ms / 1000):
+            return await request.read()
+    except TimeoutError:
+        raise KraftliteError(
+            ErrorCode.REQUEST_TIMED_OUT, f"the request body did not arrive within {timeout_ms} ms"
+        ) from None
+
+
+@web.middleware
+async def read_body_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Rule 3, for every request that got past authentication."""
+    if request.body_exists:
+        await read_body(request)
+    return await handler(request)

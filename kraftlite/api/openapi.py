@@ -17,8 +17,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from kraftlite import __version__
+from kraftlite.controller.access import USER_NAME_EXCLUDED
 from kraftlite.errors import ERROR_INFO, ErrorCode
 from kraftlite.metadata.topics import TOPIC_CONFIGS
+from kraftlite.protocol import names
 
 Json = dict[str, Any]
 
@@ -91,13 +93,15 @@ _BYTES = _str(
     "UTF-8 text, or base64 with the matching encoding; null for none (a null value is a tombstone)",
     nullable=True,
 )
-_PARTITION_INDEX = _int("partition index", minimum=0)
+_PARTITION_INDEX = _int("partition index", minimum=0, maximum=2**31 - 1)
 _OFFSET = _long("offset", minimum=0)
 _BROKER_ID = _int("broker id; -1 for none")
 
 _ACL_FIELDS: Final[Json] = {
-    "principal": _str("User:<name>, or User:* for every principal", pattern="^User:.+"),
-    "host": _str("the client's address, or * for any", default="*"),
+    "principal": _str(
+        "User:<name>, or User:* for every principal", pattern="^User:" + names.pattern(250)[1:]
+    ),
+    "host": _str("the client's address, or * for any", default="*", pattern=names.pattern(255)),
     "operation": _str(
         enum=[
             "ALL",
@@ -114,20 +118,28 @@ _ACL_FIELDS: Final[Json] = {
     ),
     "permission": _str(enum=["ALLOW", "DENY"], default="ALLOW"),
     "resource_type": _str(enum=["TOPIC", "GROUP", "CLUSTER"]),
-    "resource_name": _str("a name, or * (LITERAL) for every one; ignored for CLUSTER"),
+    "resource_name": _str(
+        "a name, or * (LITERAL) for every one; ignored for CLUSTER", pattern=names.pattern(255)
+    ),
     "pattern_type": _str(enum=["LITERAL", "PREFIXED"], default="LITERAL"),
 }
 _QUOTA_FIELDS: Final[Json] = {
-    "producer_byte_rate": {"type": ["number", "null"], "exclusiveMinimum": 0},
-    "consumer_byte_rate": {"type": ["number", "null"], "exclusiveMinimum": 0},
-    "request_percentage": {"type": ["number", "null"], "exclusiveMinimum": 0},
+    key: {"type": ["number", "null"], "exclusiveMinimum": 0, "exclusiveMaximum": 2**53}
+    for key in ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
 }
 
 SCHEMAS: Final[Json] = {
     "UserRequest": _object(
         {
-            "name": _str("1-255 printable characters, no ':', '*' or spaces"),
-            "password": _str("kept only as a salted SCRAM credential", minLength=1),
+            "name": _str(
+                "1-255 characters: no controls, spaces or any of :*/?#%\\",
+                pattern=names.pattern(255, USER_NAME_EXCLUDED),
+            ),
+            "password": _str(
+                "kept only as a salted SCRAM credential (at most 1024 bytes of UTF-8)",
+                minLength=1,
+                maxLength=256,
+            ),
             "mechanism": _str(enum=["SCRAM-SHA-256", "SCRAM-SHA-512"], default="SCRAM-SHA-256"),
             "iterations": _int(minimum=4096, maximum=100_000, default=4096),
         },
@@ -143,13 +155,24 @@ SCHEMAS: Final[Json] = {
         required=["name", "credentials"],
     ),
     "Users": _object({"users": _array(_ref("User"))}, required=["users"]),
-    "AclRequest": _object(_ACL_FIELDS, required=["principal", "operation", "resource_type"]),
+    "AclRequest": {
+        **_object(_ACL_FIELDS, required=["principal", "operation", "resource_type"]),
+        "if": {"properties": {"resource_type": {"const": "CLUSTER"}}},
+        "else": {"required": ["resource_name"]},  # a TOPIC or GROUP ACL names its resource
+    },
     "Acl": _object({"id": _str(), **_ACL_FIELDS}, required=["id", *_ACL_FIELDS]),
     "Acls": _object({"acls": _array(_ref("Acl"))}, required=["acls"]),
-    "AclFilter": _object(_ACL_FIELDS, description="ACLs matching every field given (at least one)"),
+    "AclFilter": _object(
+        _ACL_FIELDS,
+        description="ACLs matching every field given (at least one)",
+        minProperties=1,
+        additionalProperties=False,
+    ),
     "AclsDeleted": _object({"deleted": _array(_ref("Acl"))}, required=["deleted"]),
     "QuotaRequest": _object(
-        {"principal": _str(pattern="^User:.+"), **_QUOTA_FIELDS}, required=["principal"]
+        {"principal": _str(pattern="^User:.{1,255}$"), **_QUOTA_FIELDS},
+        required=["principal"],
+        anyOf=[{"required": [key]} for key in _QUOTA_FIELDS],
     ),
     "Quota": _object({"principal": _str(), **_QUOTA_FIELDS}, required=["principal"]),
     "Quotas": _object({"quotas": _array(_ref("Quota"))}, required=["quotas"]),
@@ -272,8 +295,10 @@ SCHEMAS: Final[Json] = {
         {
             "name": _ref("TopicName"),
             "partitions": _int(minimum=1, maximum=10_000, default=1),
-            "replication_factor": _int("default min(3, live brokers)", minimum=1),
-            "configs": _ref("TopicConfigsUpdate"),
+            "replication_factor": {
+                "anyOf": [_int("default min(3, live brokers)", minimum=1), {"type": "null"}]
+            },
+            "configs": {"anyOf": [_ref("TopicConfigsUpdate"), {"type": "null"}]},
         },
         required=["name"],
     ),
@@ -388,13 +413,21 @@ SCHEMAS: Final[Json] = {
     "JoinGroupRequest": _object(
         {
             "topics": _array(_ref("TopicName"), minItems=1, maxItems=1000),
-            "client_id": _str("printable", maxLength=255),
+            "client_id": {"anyOf": [_str(const=""), _str(pattern=names.pattern(255))]},
             "member_id": _str(
                 "chosen by the client (a retried join is the same member)",
-                minLength=1,
-                maxLength=64,
+                pattern=names.pattern(64),
             ),
-            "session_timeout_ms": _int(minimum=1),
+            "session_timeout_ms": {
+                "anyOf": [
+                    _int(
+                        "within group.consumer.min/max.session.timeout.ms (defaults shown)",
+                        minimum=1000,
+                        maximum=30_000,
+                    ),
+                    {"type": "null"},
+                ]
+            },
         },
         required=["topics"],
     ),
@@ -588,8 +621,10 @@ def _path(name: str, description: str, schema: Json) -> Json:
 PARAMETERS: Final[Json] = {
     "topic": _path("topic", "topic name", _ref("TopicName")),
     "partition": _path("partition", "partition index", _PARTITION_INDEX),
-    "group": _path("group", "consumer group id", _str()),
-    "member_id": _path("member_id", "member id from the join answer", _str()),
+    "group": _path("group", "consumer group id", _str(pattern=names.pattern(249))),
+    "member_id": _path(
+        "member_id", "member id from the join answer", _str(pattern=names.pattern(64))
+    ),
     "acks": _query(
         "acks",
         "all (or -1): answer once every record is below the high watermark and the ISR has at "
@@ -931,7 +966,12 @@ PATHS: Final[Json] = {
             {"200": _answer("the new member and its assignment", _ref("MemberResponse"))},
             description="Forwarded to the group's coordinator.",
             body=_json_body("JoinGroupRequest"),
-            errors=[*_BODY, ErrorCode.GROUP_MAX_SIZE_REACHED, *_COORDINATOR],
+            errors=[
+                *_BODY,
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                *_COORDINATOR,
+            ],
         ),
     },
     "/v1/groups/{group}/members/{member_id}/heartbeat": {
@@ -973,6 +1013,7 @@ PATHS: Final[Json] = {
             body=_json_body("CommitOffsetsRequest"),
             errors=[
                 *_BODY,
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
                 *_UNKNOWN,
                 ErrorCode.OFFSET_METADATA_TOO_LARGE,
                 ErrorCode.OFFSET_OUT_OF_RANGE,
@@ -1018,7 +1059,9 @@ PATHS: Final[Json] = {
         ),
     },
     "/v1/users/{name}": {
-        "parameters": [_path("name", "user name", _str())],
+        "parameters": [
+            _path("name", "user name", _str(pattern=names.pattern(255, USER_NAME_EXCLUDED)))
+        ],
         "delete": _operation(
             "delete_user",
             "security",
@@ -1034,16 +1077,8 @@ PATHS: Final[Json] = {
             "ACLs matching the query's fields",
             {"200": _answer("the ACLs", _ref("Acls"))},
             parameters=[
-                _query(name, "only ACLs with this value", _str())
-                for name in (
-                    "principal",
-                    "host",
-                    "operation",
-                    "permission",
-                    "resource_type",
-                    "resource_name",
-                    "pattern_type",
-                )
+                _query(name, "only ACLs with this value", schema)
+                for name, schema in _ACL_FIELDS.items()
             ],
         ),
         "post": _operation(
@@ -1081,16 +1116,49 @@ PATHS: Final[Json] = {
     },
 }
 
+
+def _merge_errors(responses: Json, codes: list[ErrorCode]) -> Json:
+    """`responses` with `codes` added, each status's codes in one oneOf (no code twice)."""
+    known = {
+        example
+        for answer in responses.values()
+        for example in answer.get("content", {}).get(PROBLEM_JSON, {}).get("examples", {})
+    }
+    wanted = [c for c in dict.fromkeys(codes) if c.name not in known]
+    merged = dict(responses)
+    for status, answer in _error_responses(wanted).items():
+        if status not in merged or PROBLEM_JSON not in merged[status].get("content", {}):
+            merged.setdefault(status, answer)
+            continue
+        old = merged[status]["content"][PROBLEM_JSON]
+        new = answer["content"][PROBLEM_JSON]
+        schemas = old["schema"].get("oneOf", [old["schema"]])
+        schemas = schemas + new["schema"].get("oneOf", [new["schema"]])
+        merged[status] = {
+            "description": f"{merged[status]['description']}; {answer['description']}",
+            "content": {
+                PROBLEM_JSON: {
+                    "schema": {"oneOf": schemas},
+                    "examples": old["examples"] | new["examples"],
+                }
+            },
+        }
+    return merged
+
+
 # Every operation but the public ones may answer 401 and 403.
-_PUBLIC_PATHS = {"/healthz", "/readyz", "/metrics", "/v1/openapi.json"}
+_PUBLIC_PATHS = {"/healthz", "/readyz", "/v1/openapi.json"}
 for _path_name, _item in PATHS.items():
     for _method, _op in _item.items():
         if _method == "parameters" or _path_name in _PUBLIC_PATHS:
             continue
-        _op["responses"] = (
-            _error_responses([ErrorCode.SASL_AUTHENTICATION_FAILED, *_AUTHORIZATION_ERRORS])
-            | _op["responses"]
-        )
+        more = [ErrorCode.SASL_AUTHENTICATION_FAILED, *_AUTHORIZATION_ERRORS]
+        more.append(ErrorCode.INVALID_REQUEST)  # a bad path or query parameter, any operation
+        if "{topic}" in _path_name:
+            more.append(ErrorCode.INVALID_TOPIC_EXCEPTION)
+        if _path_name.endswith("/records") and _method == "post":
+            more += [ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_ENOUGH_REPLICAS]
+        _op["responses"] = _merge_errors(_op["responses"], more)
         _op["security"] = [{"basic": []}, {"bearer": []}, {"mtls": []}, {}]
 
 # ---------------------------------------------------------------------------- the document

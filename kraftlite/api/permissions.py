@@ -25,7 +25,10 @@ import orjson
 from aiohttp import web
 
 from kraftlite.api.auth import authorize, may
+from kraftlite.controller.access import validate_user_name
 from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.metadata.topics import validate_topic_name
+from kraftlite.protocol import names
 from kraftlite.security.acls import CLUSTER_NAME, Action, Operation, ResourceType
 
 Rule = Callable[[web.Request, Mapping[str, Any]], list[Action]]
@@ -33,6 +36,7 @@ PUBLIC: Final = "public"  # operations endpoints, no check
 AUTHENTICATED: Final = "authenticated"  # any authenticated principal (the handler filters)
 NODES: Final = "nodes"  # internal: cluster_auth_middleware admits nodes only
 _MAX_CHECKED_BODY = 1 << 20
+MAX_GROUP_NAME: Final = 249
 
 
 def _topic(op: Operation) -> Rule:
@@ -82,7 +86,7 @@ _BODY_RULES: Final = {_join, _commit, _create_topic}
 PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("GET", "/healthz"): PUBLIC,
     ("GET", "/readyz"): PUBLIC,
-    ("GET", "/metrics"): PUBLIC,
+    ("GET", "/metrics"): _cluster(Operation.DESCRIBE),  # names every topic
     ("GET", "/v1/openapi.json"): PUBLIC,
     ("GET", "/v1/quorum"): _cluster(Operation.DESCRIBE),
     ("GET", "/v1/cluster"): AUTHENTICATED,  # the brokers, as Kafka's Metadata gives anyone
@@ -128,7 +132,23 @@ def route_key(request: web.Request) -> tuple[str, str] | None:
     resource = route.resource
     if resource is None or route.method == "*":
         return None
-    return route.method, resource.canonical
+    method = "GET" if route.method == "HEAD" else route.method  # aiohttp adds HEAD to GETs
+    return method, resource.canonical
+
+
+def _check_names(request: web.Request) -> None:
+    """Names in the path are checked before they are authorized: a name that is not one
+    (a topic holding "/../") must not be authorized as one thing and act on another."""
+    info = request.match_info
+    if "topic" in info:
+        validate_topic_name(info["topic"], internal=True)
+    if "group" in info and not names.is_name(info["group"], MAX_GROUP_NAME):
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST,
+            f"group names are 1-{MAX_GROUP_NAME} characters, no control characters",
+        )
+    if "name" in info:
+        validate_user_name(info["name"])
 
 
 async def _json_body(request: web.Request) -> Mapping[str, Any]:
@@ -151,6 +171,7 @@ async def authorization_middleware(request: web.Request, handler: Handler) -> we
     rule = PERMISSIONS.get(key)
     if rule is None:  # a route added without an entry: refuse rather than serve unchecked
         raise KraftliteError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "route has no ACL rule")
+    _check_names(request)  # what is authorized is exactly what the handler will act on
     if isinstance(rule, str):
         return await handler(request)
     body = await _json_body(request) if rule in _BODY_RULES else {}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
 
@@ -40,20 +40,33 @@ async def throttle_middleware(request: web.Request, handler: Handler) -> web.Str
     if not quotas:
         return await handler(request)
     started = time.perf_counter()
-    response = await handler(request)
+    response: web.StreamResponse | None = None
+    try:
+        response = await handler(request)
+    finally:  # a request that failed cost time too, and is held back the same
+        delay_ms = await _account(request, who.principal, quotas, response, started)
+        if delay_ms:
+            if response is not None:
+                response.headers[THROTTLE_HEADER] = str(delay_ms)
+            await asyncio.sleep(delay_ms / 1000)
+    return response
+
+
+async def _account(
+    request: web.Request,
+    principal: str,
+    quotas: Mapping[str, float],
+    response: web.StreamResponse | None,
+    started: float,
+) -> int:
     throttle = request.app[THROTTLE]
     now = throttle.clock.now_ms()
-    delays = [
-        throttle.tracker.record(quotas, who.principal, REQUEST, time.perf_counter() - started, now)
-    ]
+    elapsed = time.perf_counter() - started
+    delays = [throttle.tracker.record(quotas, principal, REQUEST, elapsed, now)]
     if _records_route(request) and request.method == "POST":
         cost = len(await request.read())
-        delays.append(throttle.tracker.record(quotas, who.principal, PRODUCE, cost, now))
+        delays.append(throttle.tracker.record(quotas, principal, PRODUCE, cost, now))
     elif _records_route(request) and isinstance(response, web.Response):
         cost = len(response.body) if isinstance(response.body, bytes) else 0
-        delays.append(throttle.tracker.record(quotas, who.principal, FETCH, cost, now))
-    delay_ms = max(delays)
-    if delay_ms:
-        response.headers[THROTTLE_HEADER] = str(delay_ms)
-        await asyncio.sleep(delay_ms / 1000)
-    return response
+        delays.append(throttle.tracker.record(quotas, principal, FETCH, cost, now))
+    return max(delays)

@@ -26,6 +26,7 @@ from kraftlite.metadata.records import (
     RemoveUserScramCredentialRecord,
     UserScramCredentialRecord,
 )
+from kraftlite.protocol import names
 from kraftlite.security import acls
 from kraftlite.security.scram import MECHANISMS, MIN_ITERATIONS
 
@@ -34,17 +35,17 @@ MAX_ACLS: Final = 100_000
 QUOTA_KEYS: Final = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
 
 
+USER_NAME_EXCLUDED: Final = ":*/?#%\\ "  # principal syntax, wildcards, URL syntax, spaces
+
+
 def validate_user_name(name: object) -> str:
-    if (
-        not isinstance(name, str)
-        or not 0 < len(name) <= MAX_USER_NAME
-        or not name.isprintable()
-        or any(c in name for c in ":* ")
-    ):
+    if not names.is_name(name, MAX_USER_NAME, USER_NAME_EXCLUDED):
         raise KraftliteError(
             ErrorCode.INVALID_REQUEST,
-            f"user names are 1-{MAX_USER_NAME} printable characters without ':', '*' or spaces",
+            f"user names are 1-{MAX_USER_NAME} characters, no control characters, spaces "
+            f"or any of {USER_NAME_EXCLUDED.strip()!r}",
         )
+    assert isinstance(name, str)
     return name
 
 

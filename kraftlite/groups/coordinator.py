@@ -283,7 +283,11 @@ class GroupCoordinator:
         topics: list[str],
         session_timeout_ms: int | None,
     ) -> dict[str, Any]:
-        timeout = session_timeout_ms or self.settings.default_session_timeout_ms
+        timeout = (
+            min(self.settings.default_session_timeout_ms, self.settings.max_session_timeout_ms)
+            if session_timeout_ms is None
+            else session_timeout_ms
+        )
         if (
             not self.settings.min_session_timeout_ms
             <= timeout

@@ -67,6 +67,8 @@ def _optional_int(record: dict[str, Any], name: str, where: str) -> int | None:
     value = record.get(name)
     if value is None:
         return None
+    if isinstance(value, float) and value.is_integer():  # JSON Schema: 1.0 is an integer
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not -(2**63) <= value < 2**63:
         raise _bad(f"{where}.{name} must be a 64-bit integer")
     return value

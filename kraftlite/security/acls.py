@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.records import AccessControlEntryRecord
+from kraftlite.protocol import names
 
 
 class ResourceType(Enum):
@@ -126,24 +127,26 @@ def authorize(
 
 def _field(body: Mapping[str, Any], name: str, enum: type[Enum] | None = None) -> str:
     value = body.get(name)
-    if not isinstance(value, str) or not 0 < len(value) <= _MAX_NAME or not value.isprintable():
-        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"{name} must be 1-255 printable chars")
-    if enum is not None:
+    if not names.is_name(value, _MAX_NAME):
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, f"{name} must be 1-{_MAX_NAME} characters, no controls"
+        )
+    assert isinstance(value, str)
+    if enum is not None:  # exactly, as Kafka's names are written (the OpenAPI enum)
         try:
-            enum(value.upper())
+            enum(value)
         except ValueError:
             choices = ", ".join(e.value for e in enum)
             raise KraftliteError(
                 ErrorCode.INVALID_REQUEST, f"{name} must be one of {choices}"
             ) from None
-        return value.upper()
     return value
 
 
 def acl_from_request(acl_id: str, body: Mapping[str, Any]) -> AccessControlEntryRecord:
     """`POST /v1/acls`'s body as a record, or INVALID_REQUEST naming the field."""
     principal = _field(body, "principal")
-    if not principal.startswith("User:") or principal == "User:":
+    if not _principal_syntax(principal):
         raise KraftliteError(ErrorCode.INVALID_REQUEST, "principal must be User:<name> or User:*")
     resource_type = _field(body, "resource_type", ResourceType)
     name = CLUSTER_NAME if resource_type == "CLUSTER" else _field(body, "resource_name")
@@ -173,6 +176,35 @@ _FILTER_FIELDS: Final = {
 }
 
 
+_FILTER_ENUMS: Final[Mapping[str, type[Enum]]] = {
+    "operation": Operation,
+    "permission": Permission,
+    "resource_type": ResourceType,
+    "pattern_type": PatternType,
+}
+
+
+def filter_from_request(values: Mapping[str, object]) -> dict[str, str]:
+    """A list or delete filter, checked: a misspelt field or value is an error, never a
+    filter that matches more than was meant."""
+    wanted: dict[str, str] = {}
+    for name, value in values.items():
+        if name not in _FILTER_FIELDS:
+            raise KraftliteError(
+                ErrorCode.INVALID_REQUEST,
+                f"unknown ACL filter field {name!r} (known: {', '.join(_FILTER_FIELDS)})",
+            )
+        enum = _FILTER_ENUMS.get(name)
+        wanted[name] = _field({name: value}, name, enum)
+        if name == "principal" and not _principal_syntax(wanted[name]):
+            raise KraftliteError(ErrorCode.INVALID_REQUEST, "principal must be User:<name>")
+    return wanted
+
+
+def _principal_syntax(value: str) -> bool:
+    return value.startswith("User:") and value != "User:"
+
+
 def matches_filter(acl: AccessControlEntryRecord, wanted: Mapping[str, str]) -> bool:
     """Rule 4: `wanted` maps filter names (the request's) to values; upper-cased enums."""
     for name, value in wanted.items():
@@ -183,7 +215,7 @@ def matches_filter(acl: AccessControlEntryRecord, wanted: Mapping[str, str]) -> 
         if field in {"principal", "resource_name", "host"}:
             if actual != value:
                 return False
-        elif actual != value.upper():
+        elif actual != value:
             return False
     return True
 

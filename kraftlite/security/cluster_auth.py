@@ -8,10 +8,13 @@ Rules:
 1. Every node holds the cluster secret (`cluster.secret` or KRAFTLITE_CLUSTER_SECRET). It
    never travels: keys are derived from it per purpose (HMAC-SHA256 with a label), one to
    sign internal HTTP calls and one that is the Raft transport's password.
-2. A signed call carries `X-Kraftlite-Cluster-Auth: v1 NODE TS NONCE MAC`. The MAC covers
-   the method, the raw path and query, the timestamp, the nonce, the node's name, the
-   principal the call acts for (empty: the node itself) and the SHA-256 of the body, so
-   nothing of a captured call can be reused in another.
+2. A signed call carries `X-Kraftlite-Cluster-Auth: v2 NODE TS NONCE HEAD BODY`. HEAD is
+   an HMAC of the method, the raw path and query, the timestamp, the nonce, the node's
+   name, the principal (and address) the call acts for (empty: the node itself), the
+   headers that steer it (content type, forwarded, metadata version) and the body's
+   length; BODY an HMAC of HEAD and the body's SHA-256. The receiver checks HEAD before it
+   reads the body, so a stranger's body is never buffered, and BODY once it has it.
+   Nothing of a captured call can be reused in another.
 3. The receiver accepts a MAC only within MAX_SKEW_MS of its own wall clock, and each nonce
    only once while it could still be accepted (ReplayCache), so a captured call cannot be
    replayed. Node clocks must agree within that skew (NTP).
@@ -33,7 +36,7 @@ HEADER = "X-Kraftlite-Cluster-Auth"
 # address that client called from; covered by the MAC, believed only on a signed call.
 PRINCIPAL_HEADER = "X-Kraftlite-Principal"
 CLIENT_HOST_HEADER = "X-Kraftlite-Client-Host"
-VERSION = "v1"
+VERSION = "v2"
 MAX_SKEW_MS = 30_000
 MIN_SECRET_LENGTH = 16
 _MAX_FIELD = 128
@@ -49,7 +52,7 @@ def raft_password(secret: str) -> str:
     return derive_key(secret, "raft password").hex()
 
 
-def _mac(  # noqa: PLR0917 - the canonical request's fields, in order
+def _head_mac(  # noqa: PLR0917 - the canonical request's fields, in order
     key: bytes,
     method: str,
     path_qs: str,
@@ -57,7 +60,8 @@ def _mac(  # noqa: PLR0917 - the canonical request's fields, in order
     nonce: str,
     node: str,
     principal: str,
-    body: bytes,
+    extra: str,
+    body_length: int,
 ) -> str:
     canonical = "\n".join(
         (
@@ -68,10 +72,16 @@ def _mac(  # noqa: PLR0917 - the canonical request's fields, in order
             nonce,
             node,
             principal,
-            hashlib.sha256(body).hexdigest(),
+            extra,
+            str(body_length),
         )
     )
     return hmac.new(key, canonical.encode(), hashlib.sha256).hexdigest()
+
+
+def _body_mac(key: bytes, head_mac: str, body: bytes) -> str:
+    digest = hashlib.sha256(body).hexdigest()
+    return hmac.new(key, f"{head_mac}\n{digest}".encode(), hashlib.sha256).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,16 +100,67 @@ class Signer:
         now_ms: int,
         nonce: str,
         principal: str = "",
+        extra: str = "",
     ) -> str:
-        mac = _mac(self.key, method, path_qs, now_ms, nonce, self.node, principal, body)
-        return f"{VERSION} {self.node} {now_ms} {nonce} {mac}"
+        head = _head_mac(
+            self.key, method, path_qs, now_ms, nonce, self.node, principal, extra, len(body)
+        )
+        return f"{VERSION} {self.node} {now_ms} {nonce} {head} {_body_mac(self.key, head, body)}"
 
 
 @dataclass(frozen=True, slots=True)
 class Verified:
+    """A call whose head (everything but the body) verified; `body_mac` checks the body."""
+
     node: str
     nonce: str
     timestamp_ms: int
+    head_mac: str
+    body_mac: str
+
+
+def _hex64(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
+def verify_head(  # noqa: PLR0917 - the request's parts
+    key: bytes,
+    header: str,
+    method: str,
+    path_qs: str,
+    principal: str,
+    extra: str,
+    body_length: int,
+    now_ms: int,
+) -> Verified | None:
+    """Rule 2's first half, before a byte of the body is read: a well-formed, fresh header
+    whose head MAC covers this request and its declared body length; else None. So a
+    stranger costs a header parse and one HMAC, never a body buffered."""
+    parts = header.split(" ")
+    if len(parts) != 6 or parts[0] != VERSION:
+        return None
+    _, node, timestamp, nonce, head, body = parts
+    for field in (node, nonce):
+        if not (0 < len(field) <= _MAX_FIELD and field.isascii() and field.isprintable()):
+            return None
+    if not (_hex64(head) and _hex64(body)):
+        return None
+    if not timestamp.isascii() or not timestamp.isdigit() or len(timestamp) > 15:
+        return None
+    timestamp_ms = int(timestamp)
+    if abs(now_ms - timestamp_ms) > MAX_SKEW_MS:
+        return None
+    expected = _head_mac(
+        key, method, path_qs, timestamp_ms, nonce, node, principal, extra, body_length
+    )
+    if not hmac.compare_digest(expected, head):
+        return None
+    return Verified(node, nonce, timestamp_ms, head, body)
+
+
+def verify_body(key: bytes, verified: Verified, body: bytes) -> bool:
+    """Rule 2's second half: the body is the one the head was signed with."""
+    return hmac.compare_digest(_body_mac(key, verified.head_mac, body), verified.body_mac)
 
 
 def verify(  # noqa: PLR0917 - the request's parts
@@ -110,26 +171,11 @@ def verify(  # noqa: PLR0917 - the request's parts
     body: bytes,
     principal: str,
     now_ms: int,
+    extra: str = "",
 ) -> Verified | None:
-    """The signed call's claims if `header` is a valid, fresh MAC of this request; else None.
-
-    Replays are the caller's to refuse (ReplayCache), after this says the MAC is good.
-    """
-    parts = header.split(" ")
-    if len(parts) != 5 or parts[0] != VERSION:
-        return None
-    _, node, timestamp, nonce, mac = parts
-    if not (0 < len(node) <= _MAX_FIELD and 0 < len(nonce) <= _MAX_FIELD and len(mac) == 64):
-        return None
-    if not timestamp.isascii() or not timestamp.isdigit() or len(timestamp) > 15:
-        return None
-    timestamp_ms = int(timestamp)
-    if abs(now_ms - timestamp_ms) > MAX_SKEW_MS:
-        return None
-    expected = _mac(key, method, path_qs, timestamp_ms, nonce, node, principal, body)
-    if not hmac.compare_digest(expected, mac):
-        return None
-    return Verified(node, nonce, timestamp_ms)
+    """Both halves at once (for callers that hold the whole request)."""
+    verified = verify_head(key, header, method, path_qs, principal, extra, len(body), now_ms)
+    return verified if verified is not None and verify_body(key, verified, body) else None
 
 
 class ReplayCache:

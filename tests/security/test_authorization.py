@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -427,3 +428,123 @@ def test_quotas_throttle_and_recover(cluster: Cluster) -> None:
     )
     assert status == 200
     wait_for_metadata(cluster, lambda: all(produce() == 0 for _ in range(4)))
+
+
+def _raw_exchange(url: str, head: bytes, *, wait_s: float = 10) -> bytes:
+    """Send a request head (and no more) on a raw socket; what came back before the server
+    closed or `wait_s` passed."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=wait_s) as sock:
+        sock.sendall(head)
+        answer = b""
+        deadline = time.monotonic() + wait_s
+        while b"\r\n\r\n" not in answer and time.monotonic() < deadline:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+        return answer
+
+
+def test_no_body_is_buffered_before_the_caller_is_known(cluster: Cluster) -> None:
+    """The review's 95 MB body sent without credentials: refused from the headers, at once,
+    with the body never read (it is never even sent here)."""
+    url = cluster.urls[1]
+    started = time.monotonic()
+    answer = _raw_exchange(
+        url,
+        b"POST /v1/topics/orders-eu/records HTTP/1.1\r\nHost: x\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 100000000\r\n\r\n",
+    )
+    assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
+    forged = "v2 broker-1 {} n {} {}".format(int(time.time() * 1000), "a" * 64, "b" * 64)
+    answer = _raw_exchange(
+        url,
+        f"POST /v1/internal/replica-fetch HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n"
+        f"X-Kraftlite-Cluster-Auth: {forged}\r\n\r\n".encode(),
+    )
+    assert answer.startswith(b"HTTP/1.1 403"), answer[:200]
+    assert time.monotonic() - started < 8  # not waiting out the read timeout for a body
+
+
+def test_malformed_credentials_are_401_not_500(cluster: Cluster) -> None:
+    url = cluster.urls[1]
+    head = b"GET /v1/topics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic \xc3\xa9\xc3\xa9==\r\n\r\n"
+    assert _raw_exchange(url, head).startswith(b"HTTP/1.1 401")
+    mac = "é" * 64
+    head = (
+        f"GET /v1/internal/offsets HTTP/1.1\r\nHost: x\r\n"
+        f"X-Kraftlite-Cluster-Auth: v2 n {int(time.time() * 1000)} n {mac} {mac}\r\n\r\n"
+    ).encode()
+    assert _raw_exchange(url, head).startswith(b"HTTP/1.1 403")
+
+
+def test_names_are_checked_before_they_are_authorized(cluster: Cluster) -> None:
+    """`mine%2F..%2Fvictim` was authorized as a `mine` topic and reached `victim`."""
+    for path in (
+        "/v1/topics/orders-eu%2F..%2Forders-secret/configs",
+        "/v1/topics/orders-eu%2F..%2F..%2Fusers%2Fbob",
+    ):
+        status, answer = http("PUT", cluster.urls[1] + path, {"configs": {}}, headers=basic(*ADMIN))
+        assert status in {400, 404, 405}, answer
+        assert error_code(answer) in {"INVALID_TOPIC_EXCEPTION", "INVALID_REQUEST"}, answer
+
+
+def test_a_token_cannot_renew_itself(cluster: Cluster) -> None:
+    status, token = as_admin("POST", cluster.urls[1] + "/v1/tokens")
+    assert status == 201, token
+    refused(
+        http("POST", cluster.urls[1] + "/v1/tokens", headers=bearer(token["token"])),
+        401,
+        "SASL_AUTHENTICATION_FAILED",
+    )
+
+
+def test_a_misspelt_acl_filter_deletes_nothing(cluster: Cluster) -> None:
+    before = as_admin("GET", cluster.urls[1] + "/v1/acls")[1]["acls"]
+    assert before
+    for bad in ({"permision": "DENY"}, {"operation": "write"}, {"principal": "alice"}, {}):
+        status, answer = as_admin("DELETE", cluster.urls[1] + "/v1/acls", bad)
+        assert status == 400, (bad, answer)
+    assert as_admin("GET", cluster.urls[1] + "/v1/acls")[1]["acls"] == before
+
+
+def test_metrics_need_describe_cluster_and_head_works(cluster: Cluster) -> None:
+    url = cluster.urls[1]
+    refused(http("GET", url + "/metrics"), 401, "SASL_AUTHENTICATION_FAILED")
+    request = urllib.request.Request(url + "/metrics", headers=basic(*ADMIN))
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 200 and b"kraftlite_" in response.read()
+    head = urllib.request.Request(url + "/healthz", method="HEAD")
+    with urllib.request.urlopen(head, timeout=10) as response:
+        assert response.status == 200
+
+
+def test_group_offsets_show_only_topics_the_caller_may_describe(cluster: Cluster) -> None:
+    url = cluster.urls[1]
+    as_admin("POST", url + "/v1/topics", {"name": "hidden"})
+    as_admin("POST", url + "/v1/topics/hidden/records", {"records": [{"value": "x"}] * 3})
+    status, _ = as_admin(
+        "POST",
+        url + "/v1/groups/shared-g/offsets",
+        {"offsets": [{"topic": "hidden", "partition": 0, "offset": 1, "metadata": "private"}]},
+    )
+    assert status == 204
+    as_admin("POST", url + "/v1/users", {"name": "frank", "password": "pw-f"})
+    add_acl(
+        cluster,
+        principal="User:frank",
+        operation="ALL",
+        resource_type="GROUP",
+        resource_name="shared-g",
+    )
+    frank = basic("frank", "pw-f")
+
+    def offsets() -> tuple[int, Any]:
+        return http("GET", url + "/v1/groups/shared-g/offsets", headers=frank)
+
+    wait_for_metadata(cluster, lambda: offsets()[0] == 200)
+    assert offsets()[1]["offsets"] == []  # the commit exists; frank may not see its topic
+    assert as_admin("GET", url + "/v1/groups/shared-g/offsets")[1]["offsets"][0]["metadata"] == (
+        "private"
+    )

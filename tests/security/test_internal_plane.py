@@ -16,10 +16,17 @@ from typing import Any
 import orjson
 import pytest
 
+from kraftlite.api.internal_auth import acting_for
 from kraftlite.clock import SystemClock
-from kraftlite.security.cluster_auth import HEADER, PRINCIPAL_HEADER, Signer, derive_key
+from kraftlite.security.cluster_auth import (
+    CLIENT_HOST_HEADER,
+    HEADER,
+    PRINCIPAL_HEADER,
+    Signer,
+    derive_key,
+)
 from tests.harness.observe import create, describe, error_code, wait_for_full_isr
-from tests.harness.processes import CLUSTER_SECRET, Cluster, http
+from tests.harness.processes import CLUSTER_SECRET, Cluster, http, signed_http
 
 pytestmark = [pytest.mark.security, pytest.mark.timeout(300)]
 
@@ -128,11 +135,11 @@ def _signed_headers(
             body,
             now_ms=SystemClock().now_ms(),
             nonce=secrets.token_hex(8),
-            principal=principal,
+            principal=acting_for(principal, "127.0.0.1"),
         ),
     }
     if principal:
-        headers[PRINCIPAL_HEADER] = principal
+        headers |= {PRINCIPAL_HEADER: principal, CLIENT_HOST_HEADER: "127.0.0.1"}
     return headers
 
 
@@ -243,8 +250,12 @@ def test_clients_cannot_touch_internal_topics(cluster: Cluster) -> None:
         {"records": [{"value": "x"}]},
     )
     assert status in {400, 403}, answer
-    # the brokers' topic is as they made it
-    status, view = http("GET", controller + "/v1/topics/__consumer_offsets")
+    # clients do not even see it; the brokers' topic is as they made it
+    _refused(
+        *http("GET", controller + "/v1/topics/__consumer_offsets"), "TOPIC_AUTHORIZATION_FAILED"
+    )
+    assert "__consumer_offsets" not in str(http("GET", controller + "/v1/topics")[1])
+    status, view = signed_http("GET", controller + "/v1/topics/__consumer_offsets")
     assert status == 200, view
     assert len(view["partitions"]) == 10
     assert view["configs"]["retention.ms"] == "-1"

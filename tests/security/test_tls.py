@@ -98,7 +98,7 @@ def test_the_cluster_runs_over_tls(cluster: Cluster) -> None:
 def test_a_client_certificate_is_its_principal(
     cluster: Cluster, ca: trustme.CA, tmp_path: Path
 ) -> None:
-    url = cluster.urls[1] + "/v1/cluster"
+    url = cluster.urls[1] + "/v1/users"
     status, body = _get(url, _context(ca, tmp_path, "dave"))  # authenticated, not authorized
     assert status == 403 and "CLUSTER_AUTHORIZATION_FAILED" in body
     assert "User:CN=dave" in body

@@ -72,7 +72,7 @@ def test_acls_are_added_once_and_deleted_by_filter() -> None:
     assert set(image.acls) == {"a1", "a3"}
     with pytest.raises(KraftliteError):
         access.delete_acls(image, {})
-    removed = access.delete_acls(image, {"operation": "write"})
+    removed = access.delete_acls(image, {"operation": "WRITE"})
     assert [a.id for a in removed.response] == ["a3"]
     image = commit(image, removed)
     assert set(image.acls) == {"a1"}

@@ -152,10 +152,10 @@ def test_acls_from_requests_are_validated() -> None:
         "x",
         {
             "principal": "User:alice",
-            "operation": "write",
-            "resource_type": "topic",
+            "operation": "WRITE",
+            "resource_type": "TOPIC",
             "resource_name": "orders",
-            "pattern_type": "prefixed",
+            "pattern_type": "PREFIXED",
         },
     )
     assert (made.operation, made.resource_type, made.pattern_type) == ("WRITE", "TOPIC", "PREFIXED")
@@ -168,6 +168,12 @@ def test_acls_from_requests_are_validated() -> None:
         {},
         {"principal": "alice", "operation": "READ", "resource_type": "TOPIC", "resource_name": "t"},
         {"principal": "User:a", "operation": "EAT", "resource_type": "TOPIC", "resource_name": "t"},
+        {
+            "principal": "User:a",
+            "operation": "read",
+            "resource_type": "TOPIC",
+            "resource_name": "t",
+        },
         {"principal": "User:a", "operation": "READ", "resource_type": "DB", "resource_name": "t"},
         {"principal": "User:a", "operation": "READ", "resource_type": "TOPIC"},
         {
@@ -198,7 +204,7 @@ def test_acls_from_requests_are_validated() -> None:
 def test_filters_match_field_by_field() -> None:
     entry = acl("WRITE", "orders", pattern="PREFIXED")
     assert matches_filter(entry, {})
-    assert matches_filter(entry, {"principal": "User:alice", "operation": "write"})
+    assert matches_filter(entry, {"principal": "User:alice", "operation": "WRITE"})
     assert not matches_filter(entry, {"principal": "User:bob"})
     assert not matches_filter(entry, {"pattern_type": "LITERAL"})
     assert matches_filter(entry, {"resource_name": "orders", "unknown": "ignored"})

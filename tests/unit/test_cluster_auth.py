@@ -14,6 +14,8 @@ from kraftlite.security.cluster_auth import (
     derive_key,
     raft_password,
     verify,
+    verify_body,
+    verify_head,
 )
 
 KEY = derive_key("a-cluster-secret-of-some-length", "internal http")
@@ -66,22 +68,39 @@ def test_timestamps_outside_the_skew_are_refused() -> None:
     assert verify(KEY, _header(), *REQUEST, "", NOW - MAX_SKEW_MS - 1) is None
 
 
+_M = "0" * 64
+
+
 @pytest.mark.parametrize(
     "header",
     [
         "",
-        "v1",
-        "v2 broker-1 1 n1 " + "0" * 64,
-        "v1 broker-1 notanumber n1 " + "0" * 64,
-        "v1 broker-1 -5 n1 " + "0" * 64,
-        "v1 broker-1 1 n1 short",
-        "v1  1 n1 " + "0" * 64,
-        "v1 broker-1 1 n1 " + "0" * 64 + " extra",
-        "v1 broker-1 1" + "0" * 100 + " n1 " + "0" * 64,
+        "v2",
+        f"v1 broker-1 1 n1 {_M}",  # the old version
+        f"v3 broker-1 1 n1 {_M} {_M}",
+        f"v2 broker-1 notanumber n1 {_M} {_M}",
+        f"v2 broker-1 -5 n1 {_M} {_M}",
+        f"v2 broker-1 1 n1 short {_M}",
+        f"v2 broker-1 1 n1 {_M} {'g' * 64}",  # not hex
+        f"v2 broker-1 1 n1 {'é' * 64} {_M}",  # not ASCII: refused, never a TypeError
+        f"v2 bröker 1 n1 {_M} {_M}",
+        f"v2  1 n1 {_M} {_M}",
+        f"v2 broker-1 1 n1 {_M} {_M} extra",
+        f"v2 broker-1 1{'0' * 100} n1 {_M} {_M}",
     ],
 )
 def test_malformed_headers_are_refused(header: str) -> None:
     assert verify(KEY, header, *REQUEST, "", NOW) is None
+
+
+def test_the_head_verifies_before_the_body_is_read() -> None:
+    method, path, body = REQUEST
+    header = _header()
+    head = verify_head(KEY, header, method, path, "", "", len(body), NOW)
+    assert head is not None and verify_body(KEY, head, body)
+    assert not verify_body(KEY, head, body + b" ")  # another body of any length
+    assert verify_head(KEY, header, method, path, "", "", len(body) + 1, NOW) is None
+    assert verify_head(KEY, header, method, path, "", "1\n", len(body), NOW) is None  # steering
 
 
 @given(st.text(max_size=200))

@@ -1,0 +1,31 @@
+"""Names clients choose (groups, members, client ids, users, ACL fields): one rule, stated
+once and published in the OpenAPI document as the same pattern, so what the document allows
+the server accepts. Pure.
+
+A name has no C0 or C1 control characters (they would break log lines and terminals) and
+is not empty; each kind has its own length and, for users, a few reserved characters.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+NO_CONTROLS: Final = "[^\\x00-\\x1f\\x7f-\\x9f]"
+_NAME: Final = re.compile(f"{NO_CONTROLS}+")
+
+
+def pattern(max_length: int, excluded: str = "") -> str:
+    """The JSON-schema pattern of a name of 1 to `max_length` characters without controls
+    (nor the `excluded` characters)."""
+    allowed = NO_CONTROLS if not excluded else f"[^\\x00-\\x1f\\x7f-\\x9f{re.escape(excluded)}]"
+    return f"^{allowed}{{1,{max_length}}}$"
+
+
+def is_name(value: object, max_length: int, excluded: str = "") -> bool:
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= max_length
+        and _NAME.fullmatch(value) is not None
+        and not any(c in excluded for c in value)
+    )

@@ -1,0 +1,63 @@
+"""Schemathesis against the served OpenAPI document: requests generated from the document
+(valid and invalid), sent to a real cluster; no answer may be a server error, and every
+answer must match what the document says (status, content type, schema). Bounded examples
+per operation, so it fits in CI; the cluster must be healthy afterwards."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+
+from kraftlite.api.openapi import OPENAPI
+from tests.harness.processes import Cluster, http
+
+pytestmark = [
+    pytest.mark.security,
+    pytest.mark.timeout(600),
+    # binary batches are not generated (their parser has its own corruption property tests,
+    # tests/unit/test_batch_format.py); JSON bodies are
+    pytest.mark.filterwarnings("ignore:Skipped test cases with unsupported payload media types"),
+]
+schema = schemathesis.openapi.from_dict(OPENAPI)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    running = Cluster(tmp_path_factory.mktemp("fuzz"))
+    running.start()
+    try:
+        status, answer = http("POST", running.urls[1] + "/v1/topics", {"name": "fuzz"})
+        assert status == 201, answer
+        yield running
+    finally:
+        running.stop()
+
+
+@schema.parametrize()
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=True,
+)
+def test_the_api_answers_as_documented(case: Any, cluster: Cluster) -> None:
+    # 503/504 are documented, retriable answers (no leader yet, acks not in time with a
+    # fuzzed timeout_ms of 1); a 500 (an unexpected exception) is always a bug
+    response = case.call_and_validate(
+        base_url=cluster.urls[1], timeout=30, excluded_checks=[not_a_server_error]
+    )
+    assert response.status_code != 500, response.text
+
+
+def test_the_cluster_is_healthy_after_the_fuzzing(cluster: Cluster) -> None:
+    for url in cluster.urls.values():
+        assert http("GET", url + "/readyz")[0] == 200
+    status, answer = http(
+        "POST", cluster.urls[2] + "/v1/topics/fuzz/records", {"records": [{"value": "ok"}]}
+    )
+    assert status == 200, answer
