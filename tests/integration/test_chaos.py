@@ -454,6 +454,13 @@ def test_committed_group_offsets_survive_the_coordinator_and_never_go_back(
     coordinator cut off from the controllers: no acknowledged commit is lost, and the
     committed offset as read never goes backwards."""
     create(cluster, "grp")
+    for _ in range(4):  # commits must stay within the log (offsets 1, 2, ... up to 20,000)
+        status, answer = http(
+            "POST",
+            cluster.urls[1] + "/v1/topics/grp/partitions/0/records",
+            {"records": [{"value": "x"}] * 5000},
+        )
+        assert status == 200, answer
     committer = Committer(cluster, "g", "grp")
     committer.start()
     wait_until(lambda: committer.acked >= 30, what="commits")
