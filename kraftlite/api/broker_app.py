@@ -24,7 +24,6 @@ from kraftlite.api import metrics
 from kraftlite.api.auth import (
     AUTH,
     Authenticator,
-    authenticate_middleware,
     describe_topic_action,
     issue_token,
     may,
@@ -33,7 +32,6 @@ from kraftlite.api.errors import (
     PROBLEM_JSON,
     int_param,
     json_response,
-    problem_middleware,
     read_json_object,
 )
 from kraftlite.api.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
@@ -41,13 +39,12 @@ from kraftlite.api.internal_auth import (
     CLUSTER_AUTH,
     ClusterAuth,
     caller,
-    cluster_auth_middleware,
     forwarded_for,
 )
-from kraftlite.api.listener import READ_TIMEOUT_MS, read_body_middleware
+from kraftlite.api.listener import READ_TIMEOUT_MS
 from kraftlite.api.openapi import OPENAPI
-from kraftlite.api.permissions import authorization_middleware
-from kraftlite.api.throttle import THROTTLE, Throttle, throttle_middleware
+from kraftlite.api.permissions import boundary_middlewares
+from kraftlite.api.throttle import THROTTLE, Throttle
 from kraftlite.broker.broker import Broker
 from kraftlite.broker.partition import Acks, Partition
 from kraftlite.clock import SystemClock
@@ -727,16 +724,9 @@ def make_broker_app(
     limits: ListenerLimits | None = None,
 ) -> web.Application:
     app = web.Application(
-        middlewares=[
-            problem_middleware,
-            cluster_auth_middleware,  # refuses forged node calls before reading their body
-            authenticate_middleware,  # refuses bad credentials before reading the body
-            read_body_middleware,
-            caught_up,
-            authorization_middleware,
-            throttle_middleware,
-            metadata_at_least,
-        ],
+        middlewares=boundary_middlewares(
+            before_authorization=(caught_up,), after=(metadata_at_least,)
+        ),
         client_max_size=broker.settings.limits.socket_request_max_bytes,
     )
     app[BROKER] = broker

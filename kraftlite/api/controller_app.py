@@ -21,7 +21,6 @@ from kraftlite.api.auth import (
     AUTH,
     Authenticator,
     audit_change,
-    authenticate_middleware,
     describe_topic_action,
     issue_token,
     may,
@@ -30,7 +29,6 @@ from kraftlite.api.errors import (
     int_field,
     int_param,
     json_response,
-    problem_middleware,
     read_json_object,
     str_field,
 )
@@ -39,12 +37,11 @@ from kraftlite.api.internal_auth import (
     CLUSTER_AUTH,
     ClusterAuth,
     caller,
-    cluster_auth_middleware,
     forwarded_for,
 )
-from kraftlite.api.listener import READ_TIMEOUT_MS, read_body_middleware
-from kraftlite.api.permissions import authorization_middleware
-from kraftlite.api.throttle import THROTTLE, Throttle, throttle_middleware
+from kraftlite.api.listener import READ_TIMEOUT_MS
+from kraftlite.api.permissions import boundary_middlewares
+from kraftlite.api.throttle import THROTTLE, Throttle
 from kraftlite.clock import SystemClock
 from kraftlite.config import ListenerLimits
 from kraftlite.controller import access, decisions
@@ -500,14 +497,7 @@ def make_controller_app(
     connector: Callable[[], aiohttp.BaseConnector] = aiohttp.TCPConnector,
 ) -> web.Application:
     app = web.Application(
-        middlewares=[
-            problem_middleware,
-            cluster_auth_middleware,  # refuses forged node calls before reading their body
-            authenticate_middleware,  # refuses bad credentials before reading the body
-            read_body_middleware,
-            authorization_middleware,
-            throttle_middleware,
-        ],
+        middlewares=boundary_middlewares(),
         client_max_size=1 << 20,
     )
     app[AUTH] = authenticator

@@ -23,8 +23,13 @@ from typing import Any, Final
 
 import orjson
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
-from kraftlite.api.auth import authorize, may
+from kraftlite.api.auth import authenticate_middleware, authorize, may
+from kraftlite.api.errors import problem_middleware
+from kraftlite.api.internal_auth import cluster_auth_middleware
+from kraftlite.api.listener import read_body_middleware
+from kraftlite.api.throttle import throttle_middleware
 from kraftlite.controller.access import validate_user_name
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.topics import validate_topic_name
@@ -177,3 +182,22 @@ async def authorization_middleware(request: web.Request, handler: Handler) -> we
     body = await _json_body(request) if rule in _BODY_RULES else {}
     authorize(request, *rule(request, body))
     return await handler(request)
+
+
+def boundary_middlewares(
+    *, before_authorization: tuple[Middleware, ...] = (), after: tuple[Middleware, ...] = ()
+) -> list[Middleware]:
+    """Every node's middleware chain, in the one order the trust boundary needs: errors as
+    problem+json; forged node calls refused before their body is read; clients
+    authenticated from their headers, then their body read (bounded in size and time);
+    each route's actions authorized before any handler; quotas; then the app's own."""
+    return [
+        problem_middleware,
+        cluster_auth_middleware,
+        authenticate_middleware,
+        read_body_middleware,
+        *before_authorization,
+        authorization_middleware,
+        throttle_middleware,
+        *after,
+    ]
