@@ -403,7 +403,11 @@ class Cluster:
         self.quorum.start()
         for process in self.processes.values():
             process.start()
-        self.wait_ready()
+        try:
+            self.wait_ready()
+        except BaseException:  # a fixture whose start fails leaves no process behind
+            self.stop()
+            raise
 
     def wait_ready(self, broker_ids: list[int] | None = None, timeout_s: float = 60) -> None:
         deadline = time.monotonic() + timeout_s
