@@ -40,15 +40,18 @@ async def throttle_middleware(request: web.Request, handler: Handler) -> web.Str
     if not quotas:
         return await handler(request)
     started = time.perf_counter()
-    response: web.StreamResponse | None = None
     try:
         response = await handler(request)
-    finally:  # a request that failed cost time too, and is held back the same
-        delay_ms = await _account(request, who.principal, quotas, response, started)
-        if delay_ms:
-            if response is not None:
-                response.headers[THROTTLE_HEADER] = str(delay_ms)
-            await asyncio.sleep(delay_ms / 1000)
+    except asyncio.CancelledError:  # the client went away: nothing to hold back
+        raise
+    except BaseException:  # a request that failed cost time too, and is held back the same
+        delay_ms = await _account(request, who.principal, quotas, None, started)
+        await asyncio.sleep(delay_ms / 1000)
+        raise
+    delay_ms = await _account(request, who.principal, quotas, response, started)
+    if delay_ms:
+        response.headers[THROTTLE_HEADER] = str(delay_ms)
+        await asyncio.sleep(delay_ms / 1000)
     return response
 
 
