@@ -43,6 +43,7 @@ from kraftlite.api.internal_auth import Caller, caller, set_caller
 from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import MetadataImage
+from kraftlite.metadata.topics import is_internal_topic
 from kraftlite.security import acls, scram, tokens
 from kraftlite.security.acls import Action, Operation, ResourceType
 from kraftlite.security.cluster_auth import derive_key
@@ -275,8 +276,13 @@ def audit_change(request: web.Request, event: str, **fields: object) -> None:
     audit.info(event, principal=who.principal, host=who.host, node=who.node, **fields)
 
 
-def cluster_action(operation: Operation) -> Action:
-    return Action(operation, ResourceType.CLUSTER, acls.CLUSTER_NAME)
+def brokers_only(request: web.Request, topic: str) -> None:
+    """Internal topics (`__consumer_offsets`: every group's offsets) are the brokers' own:
+    no client reads, changes or even describes them, whatever its ACLs."""
+    if is_internal_topic(topic) and not caller(request).is_cluster:
+        raise KraftliteError(
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"{topic} is internal: only brokers use it"
+        )
 
 
 def describe_topic_action(topic: str) -> Action:

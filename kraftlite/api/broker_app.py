@@ -24,6 +24,7 @@ from kraftlite.api import metrics
 from kraftlite.api.auth import (
     AUTH,
     Authenticator,
+    brokers_only,
     describe_topic_action,
     issue_token,
     may,
@@ -38,7 +39,6 @@ from kraftlite.api.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
 from kraftlite.api.internal_auth import (
     CLUSTER_AUTH,
     ClusterAuth,
-    caller,
     forwarded_for,
 )
 from kraftlite.api.listener import READ_TIMEOUT_MS
@@ -203,17 +203,9 @@ async def list_topics(request: web.Request) -> web.Response:
     return json_response({"topics": [topic_summary(t) for t in visible]})
 
 
-def _brokers_only(request: web.Request, topic: str) -> None:
-    """Internal topics (`__consumer_offsets`: every group's offsets) are the brokers' own."""
-    if is_internal_topic(topic) and not caller(request).is_cluster:
-        raise KraftliteError(
-            ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"{topic} is internal: only brokers use it"
-        )
-
-
 async def describe_topic(request: web.Request) -> web.Response:
     broker = request.app[BROKER]
-    _brokers_only(request, request.match_info["topic"])
+    brokers_only(request, request.match_info["topic"])
     topic = broker.replicas.topic(request.match_info["topic"])
     view = topic_view(topic)
     offsets = await _partition_offsets(broker, topic.name)
@@ -587,7 +579,7 @@ async def _forward_batch(
 async def fetch(request: web.Request) -> web.StreamResponse:
     broker = request.app[BROKER]
     topic, index = request.match_info["topic"], _partition_index(request)
-    _brokers_only(request, topic)
+    brokers_only(request, topic)
     query = request.query
     offset = int_param(query.get("offset"), "offset", -1)
     if "offset" not in query:
@@ -649,7 +641,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
 
 async def list_offsets(request: web.Request) -> web.StreamResponse:
     topic, index = request.match_info["topic"], _partition_index(request)
-    _brokers_only(request, topic)
+    brokers_only(request, topic)
     at = request.query.get("at", "latest")
     target = await _leader_or_forward(request, topic, index)
     if isinstance(target, web.Response):

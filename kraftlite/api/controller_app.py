@@ -21,6 +21,7 @@ from kraftlite.api.auth import (
     AUTH,
     Authenticator,
     audit_change,
+    brokers_only,
     describe_topic_action,
     issue_token,
     may,
@@ -118,17 +119,6 @@ def _topic_or_404(controller: QuorumController, name: str) -> web.Response:
     return response
 
 
-def _only_brokers_change_internal_topics(request: web.Request) -> None:
-    """`__consumer_offsets` and the like hold every group's state: a client that shortens
-    their retention, deletes them or changes their partition count breaks every group.
-    """
-    name = request.match_info["topic"]
-    if is_internal_topic(name) and not caller(request).is_cluster:
-        raise KraftliteError(
-            ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"{name} is internal: only brokers change it"
-        )
-
-
 # ---------------------------------------------------------------------------- operations
 
 
@@ -210,7 +200,7 @@ async def list_topics(request: web.Request) -> web.Response:
 
 
 async def describe_topic(request: web.Request) -> web.Response:
-    _only_brokers_change_internal_topics(request)  # and see them
+    brokers_only(request, request.match_info["topic"])
     return _topic_or_404(request.app[CONTROLLER], request.match_info["topic"])
 
 
@@ -241,7 +231,7 @@ async def create_topic(request: web.Request) -> web.StreamResponse:
 
 @needs_active_controller
 async def delete_topic(request: web.Request) -> web.StreamResponse:
-    _only_brokers_change_internal_topics(request)
+    brokers_only(request, request.match_info["topic"])
     name = request.match_info["topic"]
     controller = request.app[CONTROLLER]
     await controller.submit(lambda image: decisions.delete_topic(image, name))
@@ -250,7 +240,7 @@ async def delete_topic(request: web.Request) -> web.StreamResponse:
 
 @needs_active_controller
 async def create_partitions(request: web.Request) -> web.StreamResponse:
-    _only_brokers_change_internal_topics(request)
+    brokers_only(request, request.match_info["topic"])
     controller = request.app[CONTROLLER]
     name = request.match_info["topic"]
     count = (await read_json_object(request)).get("count")
@@ -262,7 +252,7 @@ async def create_partitions(request: web.Request) -> web.StreamResponse:
 
 @needs_active_controller
 async def alter_configs(request: web.Request) -> web.StreamResponse:
-    _only_brokers_change_internal_topics(request)
+    brokers_only(request, request.match_info["topic"])
     controller = request.app[CONTROLLER]
     name = request.match_info["topic"]
     configs = (await read_json_object(request)).get("configs")
