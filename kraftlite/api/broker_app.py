@@ -35,7 +35,6 @@ from kraftlite.api.errors import (
     json_response,
     read_json_object,
 )
-from kraftlite.api.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
 from kraftlite.api.internal_auth import (
     CLUSTER_AUTH,
     ClusterAuth,
@@ -55,12 +54,12 @@ from kraftlite.metadata.topics import INTERNAL_TOPICS, is_internal_topic
 from kraftlite.metadata.views import topic_summary, topic_view
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import framing, json_records
+from kraftlite.protocol.headers import BATCH_TYPE, FORWARDED, METADATA_VERSION, NO_FORWARD
 from kraftlite.protocol.partitioner import partition_for_key
 
 T = TypeVar("T")
 BROKER = web.AppKey("broker", Broker)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-BATCH_TYPE = "application/vnd.kraftlite.batch"
 MAX_WAIT_MS = 30_000
 DEFAULT_MAX_BYTES = 1 << 20
 MAX_JSON_RECORDS = 10_000

@@ -33,7 +33,6 @@ from kraftlite.api.errors import (
     read_json_object,
     str_field,
 )
-from kraftlite.api.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
 from kraftlite.api.internal_auth import (
     CLUSTER_AUTH,
     ClusterAuth,
@@ -51,6 +50,7 @@ from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.topics import INTERNAL_TOPICS, is_internal_topic
 from kraftlite.metadata.views import broker_view, image_to_json, topic_summary, topic_view
+from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
 from kraftlite.security import acls, scram
 
 CONTROLLER = web.AppKey("controller", QuorumController)

@@ -15,13 +15,13 @@ from aiohttp import web
 
 from kraftlite.api.auth import describe_topic_action, may
 from kraftlite.api.errors import json_response, read_json_object
-from kraftlite.api.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
 from kraftlite.api.internal_auth import caller, forwarded_for
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import GroupCoordinator
 from kraftlite.groups.offsets import CommittedOffset, check_count
 from kraftlite.metadata.topics import validate_topic_name
 from kraftlite.protocol import names
+from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
 
 COORDINATOR = web.AppKey("coordinator", GroupCoordinator)
 _MAX_GROUP_NAME = 249

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 from aiohttp import ClientHandlerType, ClientRequest, ClientResponse, web
 
-from kraftlite.api.headers import FORWARDED, METADATA_VERSION
 from kraftlite.api.listener import read_body
 from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION
 from kraftlite.security import cluster_auth
 from kraftlite.security.cluster_auth import CLIENT_HOST_HEADER, HEADER, PRINCIPAL_HEADER
 

@@ -19,12 +19,12 @@ from typing import Any
 import aiohttp
 import orjson
 
-from kraftlite.api import headers
 from kraftlite.client.credentials import NONE, Credentials
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
+from kraftlite.protocol import headers
+from kraftlite.protocol.headers import BATCH_TYPE
 
 NO_FORWARD = {headers.NO_FORWARD: "1"}
-BATCH_TYPE = "application/vnd.kraftlite.batch"
 METADATA_ATTEMPTS = 20  # about 10 s in all
 
 

@@ -35,7 +35,6 @@ import aiohttp
 import orjson
 import structlog
 
-from kraftlite.api.headers import METADATA_VERSION
 from kraftlite.broker.partition import Acks, Partition, Role
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.assignor import TopicPartition
@@ -50,6 +49,7 @@ from kraftlite.groups.offsets import (
     check_partitions,
 )
 from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol.headers import METADATA_VERSION
 from kraftlite.protocol.partitioner import partition_for_key
 
 if TYPE_CHECKING:

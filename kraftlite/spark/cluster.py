@@ -16,11 +16,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kraftlite.api.headers import NO_FORWARD
 from kraftlite.client.credentials import NONE, Credentials
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
+from kraftlite.protocol.headers import BATCH_TYPE, NO_FORWARD
 
-BATCH_TYPE = "application/vnd.kraftlite.batch"
 LOG = logging.getLogger("kraftlite.spark")
 
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import aiohttp
 
-from kraftlite.api.headers import NO_FORWARD
 from kraftlite.client.consumer import Consumer
 from kraftlite.errors import KraftliteError
 from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol.headers import NO_FORWARD
 from kraftlite.storage.log import LogStorage, StorageConfig
 from tests.harness.checker import (
     StoredRecord,

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from kraftlite.api.headers import NO_FORWARD
 from kraftlite.groups.coordinator import OFFSETS_TOPIC
+from kraftlite.protocol.headers import NO_FORWARD
 from kraftlite.protocol.partitioner import partition_for_key
 from tests.harness.checker import assert_no_violations, group_offsets_monotone, reads_not_stale
 from tests.harness.nemesis import chaos_run

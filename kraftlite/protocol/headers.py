@@ -1,4 +1,5 @@
-"""HTTP headers of the kraftlite API, shared by brokers, controllers and clients."""
+"""HTTP headers and media types of the kraftlite API, shared by brokers, controllers, clients
+and the Spark source (the protocol, not the server's edge: clients import this, never api/)."""
 
 from typing import Final
 
@@ -8,3 +9,6 @@ NO_FORWARD: Final = "X-Kraftlite-No-Forward"
 FORWARDED: Final = "X-Kraftlite-Forwarded"
 # On admin writes: the metadata version that holds the change (read-your-writes on brokers).
 METADATA_VERSION: Final = "X-Kraftlite-Metadata-Version"
+
+# The binary record batch (protocol/batch.py, docs/batch-format.md).
+BATCH_TYPE: Final = "application/vnd.kraftlite.batch"
