@@ -29,9 +29,10 @@ import structlog
 from aiohttp import ClientError
 
 from kraftlite.client.credentials import Credentials
-from kraftlite.client.transport import BATCH_TYPE, NO_FORWARD, Transport
+from kraftlite.client.transport import NO_FORWARD, Transport
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol.headers import BATCH_TYPE
 
 log = structlog.get_logger(__name__)
 TopicPartition = tuple[str, int]

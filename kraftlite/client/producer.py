@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from aiohttp import ClientError
 
 from kraftlite.client.credentials import Credentials
-from kraftlite.client.transport import BATCH_TYPE, NO_FORWARD, Transport
+from kraftlite.client.transport import NO_FORWARD, Transport
 from kraftlite.clock import SystemClock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol.headers import BATCH_TYPE
 from kraftlite.protocol.partitioner import partition_for_key
 
 _PER_RECORD_OVERHEAD = 24  # lengths and a timestamp in the columnar body
