@@ -45,18 +45,20 @@ from kraftlite.api.throttle import THROTTLE, Throttle
 from kraftlite.clock import SystemClock
 from kraftlite.config import ListenerLimits
 from kraftlite.controller import access, decisions
+from kraftlite.controller.metadata_server import MetadataServer
 from kraftlite.controller.quorum_controller import QuorumController
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.topics import INTERNAL_TOPICS, is_internal_topic
-from kraftlite.metadata.views import broker_view, image_to_json, topic_summary, topic_view
+from kraftlite.metadata.views import broker_view, topic_summary, topic_view
 from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
+from kraftlite.protocol.internal import MessageError, MetadataFetchRequest
 from kraftlite.security import acls, scram
 
 CONTROLLER = web.AppKey("controller", QuorumController)
+METADATA = web.AppKey("metadata", MetadataServer)
 HTTP = web.AppKey("http", aiohttp.ClientSession)
 CONNECTOR: web.AppKey[Callable[[], aiohttp.BaseConnector]] = web.AppKey("connector")
-MAX_METADATA_WAIT_MS = 30_000
 MAX_ITERATIONS = 100_000
 MAX_PASSWORD_CHARS = 256
 
@@ -460,16 +462,13 @@ async def alter_partition(request: web.Request) -> web.StreamResponse:
 
 
 async def metadata(request: web.Request) -> web.Response:
-    """Brokers follow metadata here: long-poll until the image is newer than `after_version`,
-    then get the whole image (any controller serves it from its replica of the log).
-    """
-    controller = request.app[CONTROLLER]
-    after = int_param(request.query.get("after_version"), "after_version", -1)
-    wait_ms = min(
-        int_param(request.query.get("max_wait_ms"), "max_wait_ms", 0), MAX_METADATA_WAIT_MS
-    )
-    image = await controller.log.wait_for_change(after, max(wait_ms, 0) / 1000)
-    return json_response(image_to_json(image))
+    """Brokers follow the metadata log here by offset (controller/metadata_server.py)."""
+    try:
+        wanted = MetadataFetchRequest.from_params(request.query)
+    except MessageError as exc:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+    body = await request.app[METADATA].fetch(wanted)
+    return web.Response(body=body, content_type="application/json")
 
 
 async def _http_client(app: web.Application) -> AsyncIterator[None]:
@@ -495,6 +494,7 @@ def make_controller_app(
     app[THROTTLE] = Throttle(SystemClock())
     app[CONNECTOR] = connector
     app[CONTROLLER] = controller
+    app[METADATA] = MetadataServer(controller.log)
     app[CLUSTER_AUTH] = auth
     app.cleanup_ctx.append(_http_client)
     app.router.add_get("/healthz", healthz)

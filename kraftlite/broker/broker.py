@@ -6,7 +6,8 @@ Rules:
    registration (it then knows every partition it holds).
 2. Heartbeats every `broker.heartbeat.interval.ms`; an answer saying the epoch is stale or the
    broker unknown means the controller lost us: register again (same incarnation).
-3. Metadata is followed by long-polling any controller for the image after our version
+3. Metadata is a log followed by offset: long-poll any controller for the batches after
+   the version we applied, replay them (metadata/follower.py), and act on what they touched
    (HTTP observers; docs/design/replication.md says why not pysyncobj read-only nodes).
 4. Shutdown is controlled: ask to be fenced (leadership moves away first), then stop.
 5. Leadership is leased from the controllers (lease.py): every answered heartbeat renews
@@ -30,12 +31,15 @@ from kraftlite.broker.lease import LeadershipLease
 from kraftlite.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
-from kraftlite.metadata.image import MetadataImage
-from kraftlite.metadata.views import image_from_json
+from kraftlite.metadata.follower import MetadataFollower
+from kraftlite.metadata.image import StaleBatchError
+from kraftlite.metadata.records import RecordCodecError
+from kraftlite.protocol.internal import MessageError, MetadataFetchRequest, MetadataFetchResponse
 from kraftlite.storage.log import LogStorage
 
 log = structlog.get_logger(__name__)
 METADATA_WAIT_MS = 10_000
+INLINE_METADATA_BYTES = 256 << 10  # larger metadata answers are replayed in a thread
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +102,8 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._catching_up: asyncio.Task[None] | None = None
         self._registered = asyncio.Event()
+        self.metadata = MetadataFollower()  # the log as followed; replicas act on it
+        self._metadata_lock = asyncio.Lock()
 
     @property
     def broker_id(self) -> int:
@@ -234,15 +240,15 @@ class Broker:
             if asyncio.get_running_loop().time() >= deadline:
                 return  # the next heartbeat answer tries again
             try:
-                image = await self._fetch_image(wait_ms=200, attempt_timeout_s=1.0)
+                moved = await self._follow(wait_ms=200, attempt_timeout_s=1.0)
             except KraftliteError as exc:
                 log.warning("metadata_catch_up_failed", error=str(exc))
                 await asyncio.sleep(0.1)
                 continue
-            if image.version < version:
+            if self.metadata.image.version < version:
                 self.controllers.rotate()
-            if await self._apply_if_newer(image) is None and image.version < version:
-                await asyncio.sleep(0.05)
+                if not moved:
+                    await asyncio.sleep(0.05)
 
     def _metadata_stuck(self) -> bool:
         """Heartbeats answered for a whole session, yet our metadata never reached their
@@ -286,44 +292,59 @@ class Broker:
                 )
             lease_was_valid = lease_valid
 
-    async def _fetch_image(
-        self, wait_ms: int, attempt_timeout_s: float | None = None
-    ) -> MetadataImage:
-        """The image after ours (or our registration) from a controller, waiting up to
-        `wait_ms` for one; whatever it has at the end of the wait.
+    async def _follow(self, wait_ms: int, attempt_timeout_s: float | None = None) -> bool:
+        """Fetch the metadata batches after ours from a controller (waiting up to `wait_ms`
+        for some), apply them, and act on them; True if our metadata moved.
         """
-        # Nothing older than our own registration is applied: a controller still catching
-        # up could otherwise make us lead at old epochs, or delete logs as orphans.
-        after = max(self.replicas.image.version, self.broker_epoch - 1)
-        _, answer = await self.controllers.call(
+        wanted = MetadataFetchRequest(self.metadata.image.version, wait_ms)
+        _, body = await self.controllers.call(
             "GET",
             "/v1/internal/metadata",
-            params={"after_version": str(after), "max_wait_ms": str(wait_ms)},
+            params=wanted.to_params(),
             timeout_s=wait_ms / 1000 + 10,
             attempt_timeout_s=attempt_timeout_s or wait_ms / 1000 + 5,
+            raw=True,
         )
-        return image_from_json(answer)
+        async with self._metadata_lock:
+            try:
+                if len(body) > INLINE_METADATA_BYTES:  # decode and replay off the loop
+                    moved = await asyncio.to_thread(self._replay, body)
+                else:
+                    moved = self._replay(body)
+            except (MessageError, RecordCodecError, StaleBatchError) as exc:
+                # A gap or a bad answer: nothing of it applied; ask again (another one).
+                raise KraftliteError(ErrorCode.NOT_CONTROLLER, f"metadata answer: {exc}") from None
+            await self._act_on_metadata()
+        return moved
 
-    async def _apply_if_newer(self, image: MetadataImage) -> MetadataImage | None:
-        """Apply `image` if it is newer than ours and reaches our registration; None if not."""
+    def _replay(self, body: bytes) -> bool:
+        answer = MetadataFetchResponse.decode(body)
+        return self.metadata.apply(answer.batches, answer.snapshot)  # type: ignore[arg-type]
+
+    async def _act_on_metadata(self) -> None:
+        """Take what the followed metadata brings, once it reaches our own registration:
+        nothing older is acted on (a controller still catching up could otherwise make us
+        lead at old epochs, or delete logs as orphans). The caller holds the metadata lock.
+        """
+        image = self.metadata.image
         before = self.replicas.image.version
         if image.version <= max(before, self.broker_epoch - 1):
-            return None
-        self.replicas.apply_image(image)
+            return
+        changes = self.metadata.changes_since(self.replicas.image, self.broker_id)
+        self.replicas.apply_image(image, changes, self.metadata.config_topics())
+        self.metadata.acted()
         self.lease.applied(image.version)
         if before < self.broker_epoch <= image.version:
             try:
                 await self._heartbeat()  # caught up with our registration: unfence now
             except KraftliteError as exc:  # the periodic heartbeat will
                 log.warning("unfence_heartbeat_failed", error=str(exc))
-        return image
 
     async def _metadata_loop(self) -> None:
         await self._registered.wait()
         while True:
             try:
-                image = await self._fetch_image(METADATA_WAIT_MS)
-                if await self._apply_if_newer(image) is None:
+                if not await self._follow(METADATA_WAIT_MS):
                     self.controllers.rotate()  # this one lags (or nothing changed): try another
             except KraftliteError as exc:
                 log.warning("metadata_fetch_failed", error=str(exc))

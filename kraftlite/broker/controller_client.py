@@ -49,9 +49,11 @@ class ControllerClient:
         timeout_s: float = 15.0,
         attempt_timeout_s: float | None = None,
         params: dict[str, str] | None = None,
+        raw: bool = False,
     ) -> tuple[int, Any]:
         """(status, JSON body) of the first controller that answers; KraftliteError for an
-        error answer that retrying elsewhere would not change, or when time runs out.
+        error answer that retrying elsewhere would not change, or when time runs out. With
+        `raw`, a successful answer's body comes back as bytes, unparsed.
         """
         status, payload, _ = await self.call_with_headers(
             method,
@@ -60,6 +62,7 @@ class ControllerClient:
             timeout_s=timeout_s,
             attempt_timeout_s=attempt_timeout_s,
             params=params,
+            raw=raw,
         )
         return status, payload
 
@@ -73,6 +76,7 @@ class ControllerClient:
         attempt_timeout_s: float | None = None,
         params: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
+        raw: bool = False,
     ) -> tuple[int, Any, dict[str, str]]:
         """`call`, with the answer's headers; `headers` go with the request."""
         loop = asyncio.get_running_loop()
@@ -96,7 +100,7 @@ class ControllerClient:
                     headers={"Content-Type": "application/json", **(headers or {})},
                     timeout=aiohttp.ClientTimeout(total=remaining),
                 ) as response:
-                    raw = await response.read()
+                    body_bytes = await response.read()
                     status = response.status
                     answer_headers = dict(response.headers)
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
@@ -104,10 +108,13 @@ class ControllerClient:
                 self._suspect_until[index] = loop.time() + SUSPECT_S
             else:
                 self._suspect_until.pop(index, None)
+                if raw and status < 400:
+                    self._preferred = index
+                    return status, body_bytes, answer_headers
                 try:
-                    payload = orjson.loads(raw) if raw else None
+                    payload = orjson.loads(body_bytes) if body_bytes else None
                 except orjson.JSONDecodeError:
-                    payload = raw[:200].decode("utf-8", "replace")
+                    payload = body_bytes[:200].decode("utf-8", "replace")
                 if status < 400:
                     self._preferred = index
                     return status, payload, answer_headers

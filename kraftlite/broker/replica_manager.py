@@ -28,7 +28,7 @@ from kraftlite.broker.partition import IsrProposal, Partition, Role
 from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import MetadataImage, PartitionRegistration, TopicImage
-from kraftlite.metadata.local_changes import local_changes
+from kraftlite.metadata.local_changes import LocalChanges, local_changes
 from kraftlite.storage.log import LogStorage
 
 log = structlog.get_logger(__name__)
@@ -77,24 +77,41 @@ class ReplicaManager:
 
     # -- metadata -------------------------------------------------------------------------
 
-    def apply_image(self, image: MetadataImage) -> None:
-        """Take every change `image` brings for this broker. The image becomes current only
-        once all are applied: if one fails, the next image brings them all again.
+    def apply_image(
+        self,
+        image: MetadataImage,
+        changes: LocalChanges | None = None,
+        config_topics: set[str] | None = None,
+    ) -> None:
+        """Take every change `image` brings for this broker (`changes`, computed from the
+        records that led to it; by comparing whole images if not given). The image becomes
+        current only once all are applied: if one fails, they are all brought again.
         """
         old = self.image
         me = self.settings.broker_id
-        changes = local_changes(old, image, me)
+        if changes is None:
+            changes, config_topics = local_changes(old, image, me), None
         self._newest_image = image  # broker_url() resolves leaders against it meanwhile
         for local in (*changes.leaders, *changes.followers):
             partition = self._hosted(local.topic_id, local.topic, local.partition)
+            partition.configs = image.topics[local.topic_id].configs
             partition.apply_registration(local.registration)
             self._route(partition)
         for topic_id, _, index in changes.deletes:
             self._delete(topic_id, index)
-        for partition in self.partitions.values():
-            topic = image.topics.get(partition.topic_id)
-            if topic is not None:
-                partition.configs = topic.configs
+        if config_topics is None:
+            for partition in self.partitions.values():
+                topic = image.topics.get(partition.topic_id)
+                if topic is not None:
+                    partition.configs = topic.configs
+        else:
+            for topic_id in config_topics:
+                topic = image.topics.get(topic_id)
+                if topic is not None:
+                    for index in topic.partitions:
+                        hosted = self.partitions.get((topic_id, index))
+                        if hosted is not None:
+                            hosted.configs = topic.configs
         if self._first_image:
             self._delete_orphans(image)
             self._first_image = False

@@ -255,6 +255,14 @@ def encode_batch(batch: RecordBatch) -> bytes:
 def decode_batch(payload: bytes) -> RecordBatch:
     try:
         body = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise RecordCodecError(f"not a record batch: {exc}") from exc
+    return batch_from_json(body)
+
+
+def batch_from_json(body: Any) -> RecordBatch:
+    """A batch from its decoded JSON (brokers read batches inside a metadata answer)."""
+    try:
         if not isinstance(body, dict):
             raise RecordCodecError("a record batch is a JSON object")
         request_id = body.get("request_id")
@@ -263,7 +271,7 @@ def decode_batch(payload: bytes) -> RecordBatch:
             tuple(record_from_json(item) for item in body["records"]),
             None if request_id is None else str(request_id),
         )
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, RecordCodecError):
             raise
         raise RecordCodecError(f"not a record batch: {exc}") from exc

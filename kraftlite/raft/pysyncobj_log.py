@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
+import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,6 +49,10 @@ LEADER_FALLBACK_TIMEOUT_MS = 2000
 LEADERSHIP_CONFIRMATION_MS = LEADER_FALLBACK_TIMEOUT_MS - 500
 CONFIRMATION_REFRESH_MS = 500  # the active controller starts a new one this often
 CONFIRMATION_WAIT_MS = 800  # a heartbeat waits no longer for one (its attempt gets 1 s)
+# Committed batches kept in memory for brokers that follow the log by offset; one further
+# behind gets a snapshot of the image instead.
+RETAINED_BATCHES = 100_000
+RETAINED_BYTES = 128 << 20
 
 
 class Outcome(Enum):
@@ -79,7 +84,9 @@ class MetadataStateMachine(SyncObjConsumer):  # type: ignore[misc]
     """The replicated state: the metadata image and the ids of recent proposals."""
 
     def __init__(
-        self, on_image: Callable[[MetadataImage], None], on_fatal: Callable[[Exception], None]
+        self,
+        on_image: Callable[[MetadataImage, bytes | None], None],
+        on_fatal: Callable[[Exception], None],
     ) -> None:
         # Set before SyncObjConsumer.__init__: pysyncobj leaves these out of snapshots.
         self._on_image = on_image
@@ -110,7 +117,7 @@ class MetadataStateMachine(SyncObjConsumer):  # type: ignore[misc]
             self.requests[batch.request_id] = image.version
             while len(self.requests) > _REMEMBERED_REQUESTS:
                 self.requests.popitem(last=False)
-        self._on_image(image)
+        self._on_image(image, payload)
         return Outcome.COMMITTED.value, image.version
 
     @replicated  # type: ignore[untyped-decorator]
@@ -120,7 +127,7 @@ class MetadataStateMachine(SyncObjConsumer):  # type: ignore[misc]
 
     def _deserialize(self, data: Any) -> None:  # a snapshot was loaded or installed
         super()._deserialize(data)
-        self._on_image(self.image)
+        self._on_image(self.image, None)  # no batch: followers of the log need a snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +160,11 @@ class RaftMetadataLog:
     ) -> None:
         self._loop = loop
         self._image = MetadataImage.EMPTY
+        # The committed batches that led to the image, as proposed (encoded) bytes: the
+        # last ones, contiguous, after version `_recent_base` (brokers follow them by offset).
+        self._recent: collections.deque[bytes] = collections.deque()
+        self._recent_base = 0
+        self._recent_bytes = 0
         self._changed = asyncio.Event()
         self._listeners: list[Callable[[MetadataImage], None]] = []
         self._state = MetadataStateMachine(self._from_tick_thread, on_fatal)
@@ -186,12 +198,13 @@ class RaftMetadataLog:
 
     # -- images -------------------------------------------------------------------------
 
-    def _from_tick_thread(self, image: MetadataImage) -> None:
-        self._loop.call_soon_threadsafe(self._publish, image)
+    def _from_tick_thread(self, image: MetadataImage, payload: bytes | None) -> None:
+        self._loop.call_soon_threadsafe(self._publish, image, payload)
 
-    def _publish(self, image: MetadataImage) -> None:
+    def _publish(self, image: MetadataImage, payload: bytes | None) -> None:
         if image.version < self._image.version:
             return  # an older image arrived late
+        self._retain(image.version, payload)
         self._image = image
         self._changed.set()
         self._changed = asyncio.Event()
@@ -202,6 +215,35 @@ class RaftMetadataLog:
     def image(self) -> MetadataImage:
         """The latest image applied on this node (may lag the leader's)."""
         return self._image
+
+    def _retain(self, version: int, payload: bytes | None) -> None:
+        """Keep `payload`, the batch that made `version`, if it continues the kept ones; a
+        jump (a snapshot was loaded) starts over after it.
+        """
+        if payload is None or version != self._recent_base + len(self._recent) + 1:
+            self._recent.clear()
+            self._recent_base, self._recent_bytes = version, 0
+            return
+        self._recent.append(payload)
+        self._recent_bytes += len(payload)
+        while len(self._recent) > RETAINED_BATCHES or self._recent_bytes > RETAINED_BYTES:
+            self._recent_bytes -= len(self._recent.popleft())
+            self._recent_base += 1
+
+    def batches_after(self, version: int, max_bytes: int) -> list[bytes] | None:
+        """The committed batches after `version`, oldest first, about `max_bytes` of them
+        (at least one); None when this node no longer keeps the first of them.
+        """
+        if version < self._recent_base:
+            return None
+        found: list[bytes] = []
+        size = 0
+        for payload in itertools.islice(self._recent, version - self._recent_base, None):
+            if found and size + len(payload) > max_bytes:
+                break
+            found.append(payload)
+            size += len(payload)
+        return found
 
     def add_listener(self, listener: Callable[[MetadataImage], None]) -> None:
         self._listeners.append(listener)

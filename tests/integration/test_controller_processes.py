@@ -66,27 +66,44 @@ def test_quorum_admin_and_failover(quorum: ControllerQuorum) -> None:
     assert body["leader_id"] == leader
     assert sorted(v["id"] for v in body["voters"]) == [1, 2, 3]
 
-    # brokers follow metadata by long-polling any controller. Once every controller has
-    # registered its URL nothing changes: no broker exists whose session could expire.
-    def follower_snapshot() -> dict:
-        status, snapshot = signed_http("GET", quorum.urls[follower] + "/v1/internal/metadata")
-        assert status == 200
-        return snapshot
+    # brokers follow the metadata log by offset from any controller. Once every controller
+    # has registered its URL nothing changes: no broker exists whose session could expire.
+    def follower_log(after: int, wait_ms: int = 0) -> dict:
+        status, answer = signed_http(
+            "GET",
+            quorum.urls[follower]
+            + f"/v1/internal/metadata?v=1&after_version={after}&max_wait_ms={wait_ms}",
+        )
+        assert status == 200, answer
+        return answer
 
-    wait_for(lambda: len(follower_snapshot()["controllers"]) == 3)
-    snapshot = follower_snapshot()
-    assert snapshot["topics"] == [] and snapshot["brokers"] == []
-    version = snapshot["version"]
+    def controllers_known() -> bool:
+        answer = follower_log(0)
+        urls = {}
+        for batch in answer["batches"]:
+            for record in batch["records"]:
+                if record["type"] == "RegisterControllerRecord":
+                    urls[record["data"]["node_id"]] = record["data"]["url"]
+        return answer["snapshot"] is None and len(urls) == 3
+
+    wait_for(controllers_known)
+    answer = follower_log(0)
+    version = answer["version"]
+    # the batches are the committed log: consecutive versions from the one asked after
+    assert [b["expected_version"] for b in answer["batches"]] == list(range(version))
+    assert follower_log(2)["batches"] == answer["batches"][2:]
     started = time.monotonic()
-    status, same = signed_http(
-        "GET",
-        quorum.urls[follower] + f"/v1/internal/metadata?after_version={version}&max_wait_ms=500",
-    )
-    assert same["version"] == version and time.monotonic() - started >= 0.4
-    status, bad = signed_http(
-        "GET", quorum.urls[follower] + "/v1/internal/metadata?after_version=x"
-    )
-    assert (status, bad["error_code"]) == (400, "INVALID_REQUEST")
+    same = follower_log(version, wait_ms=500)
+    assert same["version"] == version and same["batches"] == []
+    assert time.monotonic() - started >= 0.4
+    for bad in (
+        "after_version=x",
+        "after_version=1",
+        "v=1&after_version=-2",
+        "v=2&after_version=0",
+    ):
+        status, refused = signed_http("GET", quorum.urls[follower] + "/v1/internal/metadata?" + bad)
+        assert (status, refused["error_code"]) == (400, "INVALID_REQUEST"), bad
 
     # a broker registers through a follower (forwarded), then heartbeats until unfenced
     register_live_broker(quorum.urls[follower], 1)

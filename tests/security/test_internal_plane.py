@@ -104,7 +104,7 @@ def test_a_stranger_cannot_act_as_a_broker(cluster: Cluster) -> None:
                 "new_isr": [partition["leader"]],
             },
         ),
-        ("GET", "/v1/internal/metadata?after_version=-1", None),
+        ("GET", "/v1/internal/metadata?v=1&after_version=-1", None),
     ]
     for method, path, body in attacks:
         for url in cluster.quorum.urls.values():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pickle
 import random
 
+import orjson
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -18,7 +19,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from kraftlite.controller import decisions as d
 from kraftlite.errors import KraftliteError
 from kraftlite.metadata import records as r
+from kraftlite.metadata.follower import MetadataFollower
 from kraftlite.metadata.image import MetadataImage, apply_batch, check_invariants
+from kraftlite.metadata.local_changes import LocalChanges, local_changes
+from kraftlite.metadata.views import image_to_json
 
 BROKERS = st.integers(1, 5)
 TOPICS = st.sampled_from(["a", "b", "c"])
@@ -30,6 +34,11 @@ class ControllerMachine(RuleBasedStateMachine):
         self.image = MetadataImage.EMPTY
         self.rng = random.Random(0)
         self.incarnations = 0
+        # Brokers following the log: each replays the committed batches (as JSON, the way
+        # they travel) at its own pace, and acts on what the batches touched.
+        self.log: list[dict] = []
+        self.followers = {b: MetadataFollower() for b in (1, 2, 3)}
+        self.acted = dict.fromkeys(self.followers, MetadataImage.EMPTY)
 
     def commit(self, decide) -> None:
         try:
@@ -37,7 +46,9 @@ class ControllerMachine(RuleBasedStateMachine):
         except KraftliteError:
             return  # refused: no records, nothing to check
         before = self.image
-        self.image = apply_batch(before, r.RecordBatch(before.version, result.records))
+        batch = r.RecordBatch(before.version, result.records)
+        self.image = apply_batch(before, batch)
+        self.log.append(orjson.loads(r.encode_batch(batch)))
         check_invariants(self.image)
         for topic, index, now in self.image.partitions():
             old_topic = before.topics.get(topic.topic_id)
@@ -113,9 +124,40 @@ class ControllerMachine(RuleBasedStateMachine):
     def rebalance(self) -> None:
         self.commit(lambda: d.elect_preferred_leaders(self.image))
 
+    @rule(broker=st.sampled_from([1, 2, 3]), count=st.integers(1, 6), snapshot=st.booleans())
+    def follow(self, broker: int, count: int, snapshot: bool) -> None:
+        """The broker fetches up to `count` batches (or a snapshot of the image, as when it
+        is behind what the controller keeps) and acts: the changes computed from what the
+        records touched are exactly those of comparing the two whole images.
+        """
+        follower = self.followers[broker]
+        if snapshot:
+            follower.apply([], orjson.loads(orjson.dumps(image_to_json(self.image))))
+        else:
+            start = follower.image.version
+            follower.apply(self.log[start : start + count], None)
+            follower.apply(self.log[max(start - 1, 0) : start + 1], None)  # overlap: skipped
+        assert follower.image == apply_log(self.log[: follower.image.version])
+        acted = self.acted[broker]
+        changes = follower.changes_since(acted, broker)
+        assert _as_sets(changes) == _as_sets(local_changes(acted, follower.image, broker))
+        follower.acted()
+        self.acted[broker] = follower.image
+
     @invariant()
     def image_survives_a_snapshot(self) -> None:
         assert pickle.loads(pickle.dumps(self.image)) == self.image
+
+
+def apply_log(batches: list[dict]) -> MetadataImage:
+    image = MetadataImage.EMPTY
+    for batch in batches:
+        image = apply_batch(image, r.batch_from_json(batch))
+    return image
+
+
+def _as_sets(changes: LocalChanges) -> tuple[set, set, set]:
+    return set(changes.leaders), set(changes.followers), set(changes.deletes)
 
 
 ControllerMachine.TestCase.settings = settings(

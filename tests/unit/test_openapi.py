@@ -15,6 +15,7 @@ from openapi_spec_validator import OpenAPIV31SpecValidator, validate
 from kraftlite.api import errors as api_errors
 from kraftlite.api.openapi import BATCH_TYPE, OPENAPI, PLANNED, PROBLEM_JSON, STATUS_EXTENSION
 from kraftlite.errors import ErrorCode
+from kraftlite.protocol import headers
 
 BROKER_APP = Path(__file__).resolve().parents[2] / "kraftlite" / "api" / "broker_app.py"
 METHODS = {"get", "post", "put", "delete", "patch", "head", "options"}
@@ -72,14 +73,7 @@ def test_the_document_survives_serving_as_json() -> None:
 
 def test_media_types_match_the_servers() -> None:
     assert PROBLEM_JSON == api_errors.PROBLEM_JSON
-    constants = {
-        target.id: node.value.value
-        for node in ast.parse(BROKER_APP.read_text()).body
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-        for target in node.targets
-        if isinstance(target, ast.Name)
-    }
-    assert constants["BATCH_TYPE"] == BATCH_TYPE
+    assert BATCH_TYPE == headers.BATCH_TYPE  # the one the broker, client and Spark use
 
 
 # ---------------------------------------------------------------------------- routes
