@@ -33,7 +33,7 @@ def _apps() -> tuple[web.Application, web.Application]:
     auth = ClusterAuth(SECRET, "test", clock)
     authenticator = Authenticator(AuthSettings(), SECRET, lambda: MetadataImage.EMPTY, clock)
     broker: Any = SimpleNamespace(settings=SimpleNamespace(limits=RequestLimits()))
-    controller: Any = SimpleNamespace()
+    controller: Any = SimpleNamespace(log=None)
     return (
         make_broker_app(broker, auth, authenticator),
         make_controller_app(controller, auth, authenticator),
