@@ -30,6 +30,7 @@ import aiohttp
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from kraftlite.protocol.internal import AlterPartitionRequest, IsrChange
 from tests.harness.processes import ControllerQuorum, http, http_retry
 
 
@@ -43,20 +44,24 @@ async def alter_partition_loop(
     full = list(state["replicas"])
     while time.monotonic() < deadline:
         new_isr = full[:1] if len(state["isr"]) > 1 else full
-        body = {
-            "broker_id": broker["id"],
-            "broker_epoch": broker["epoch"],
-            "topic_id": topic["topic_id"],
-            "partition": 0,
-            "leader_epoch": state["leader_epoch"],
-            "partition_epoch": state["partition_epoch"],
-            "new_isr": new_isr,
-        }
+        body = AlterPartitionRequest(
+            broker["id"],
+            broker["epoch"],
+            (
+                IsrChange(
+                    topic["topic_id"],
+                    0,
+                    state["leader_epoch"],
+                    state["partition_epoch"],
+                    tuple(new_isr),
+                ),
+            ),
+        ).to_json()
         async with session.post(url + "/v1/internal/alter-partition", json=body) as response:
             answer = await response.json()
-            if response.status != 200:
+            if response.status != 200 or "error_code" in answer["partitions"][0]:
                 raise RuntimeError(f"AlterPartition failed: {answer}")
-        state = {**state, **answer}
+        state = {**state, **answer["partitions"][0]}
         changes += 1
     return changes
 

@@ -52,7 +52,11 @@ from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.topics import INTERNAL_TOPICS, is_internal_topic
 from kraftlite.metadata.views import broker_view, topic_summary, topic_view
 from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
-from kraftlite.protocol.internal import MessageError, MetadataFetchRequest
+from kraftlite.protocol.internal import (
+    AlterPartitionRequest,
+    MessageError,
+    MetadataFetchRequest,
+)
 from kraftlite.security import acls, scram
 
 CONTROLLER = web.AppKey("controller", QuorumController)
@@ -432,33 +436,14 @@ async def broker_heartbeat(request: web.Request) -> web.StreamResponse:
 
 @needs_active_controller
 async def alter_partition(request: web.Request) -> web.StreamResponse:
-    body = await read_json_object(request)
-    isr = body.get("new_isr")
-    if not isinstance(isr, list) or not all(
-        isinstance(b, int) and not isinstance(b, bool) for b in isr
-    ):
-        raise KraftliteError(ErrorCode.INVALID_REQUEST, "new_isr must be a list of broker ids")
-    alter = decisions.AlterPartitionRequest(
-        int_field(body, "broker_id"),
-        int_field(body, "broker_epoch"),
-        str_field(body, "topic_id"),
-        int_field(body, "partition"),
-        int_field(body, "leader_epoch"),
-        int_field(body, "partition_epoch"),
-        tuple(isr),
+    try:
+        alter = AlterPartitionRequest.from_json(await read_json_object(request))
+    except MessageError as exc:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+    answer = await request.app[CONTROLLER].submit(
+        lambda image: decisions.alter_partitions(image, alter)
     )
-    committed = await request.app[CONTROLLER].submit(
-        lambda image: decisions.alter_partition(image, alter)
-    )
-    return json_response(
-        {
-            "leader": committed.leader,
-            "leader_epoch": committed.leader_epoch,
-            "partition_epoch": committed.partition_epoch,
-            "isr": list(committed.isr),
-            "replicas": list(committed.replicas),
-        }
-    )
+    return json_response(answer.to_json())
 
 
 async def metadata(request: web.Request) -> web.Response:

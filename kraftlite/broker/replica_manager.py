@@ -4,8 +4,9 @@ Rules:
 1. Metadata is the only trigger: every new image becomes LocalChanges (pure) and each
    changed partition takes its registration (leader, follower, offline).
 2. A follower fetches from its leader through the one FollowerFetcher for that leader.
-3. ISR changes go to the controller (AlterPartition) one at a time per partition; the
-   leader acts on the committed answer only.
+3. ISR changes go to the controller in batches (AlterPartition with many partitions, sent
+   after a few milliseconds' linger); the leader acts on the committed answer only, and a
+   change whose outcome is unknown is sent again as it was.
 4. Background work (HW checkpoints, retention) never blocks the event loop: LMDB calls
    that may take long run in a thread; a partition's log serializes its own mutations.
 """
@@ -29,9 +30,17 @@ from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from kraftlite.metadata.local_changes import LocalChanges, local_changes
+from kraftlite.protocol.internal import (
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    IsrChange,
+    MessageError,
+)
 from kraftlite.storage.log import LogStorage
 
 log = structlog.get_logger(__name__)
+ALTER_PARTITION_LINGER_S = 0.005  # ISR changes collected this long go in one request
+ALTER_PARTITION_MAX_ITEMS = 2_000  # partitions per request (the controller takes 1 MiB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +79,8 @@ class ReplicaManager:
         self._lease_valid = lease_valid  # the broker's leadership lease (lease.py)
         self._fetchers: dict[int, FollowerFetcher] = {}
         self._tasks: list[asyncio.Task[None]] = []
-        self._alters: set[asyncio.Task[None]] = set()
+        self._isr_queue: dict[PartitionKey, tuple[Partition, IsrProposal]] = {}
+        self._isr_wake = asyncio.Event()
         self._first_image = True
         self._newest_image = MetadataImage.EMPTY
         self.image_changed = Notifier()
@@ -284,6 +294,7 @@ class ReplicaManager:
         interval_ms = min(self.settings.replica_lag_time_max_ms / 4, 500)
         self._tasks = [
             loop.create_task(self._every(interval_ms, self._check_isrs), name="isr"),
+            loop.create_task(self._send_isr_changes(), name="alter-partition"),
             loop.create_task(
                 self._every(self.settings.hw_checkpoint_interval_ms, self._checkpoint),
                 name="hw-checkpoint",
@@ -295,11 +306,11 @@ class ReplicaManager:
         ]
 
     async def stop(self) -> None:
-        for task in [*self._tasks, *self._alters]:
+        for task in self._tasks:
             task.cancel()
         for fetcher in self._fetchers.values():
             await fetcher.stop()
-        for task in [*self._tasks, *self._alters]:
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         for partition in self.partitions.values():
@@ -322,53 +333,89 @@ class ReplicaManager:
                 self._send_alter_partition(partition, proposal)
 
     def _send_alter_partition(self, partition: Partition, proposal: IsrProposal) -> None:
-        task = asyncio.get_running_loop().create_task(self._alter_partition(partition, proposal))
-        self._alters.add(task)
-        task.add_done_callback(self._alters.discard)
-
-    async def _alter_partition(self, partition: Partition, proposal: IsrProposal) -> None:
-        """Send `proposal` until its outcome is known. While unknown (timeouts, no active
-        controller) it stays pending and is sent again as is: the controller answers a retry
-        of a committed change with the committed state.
+        """Queue `proposal` for the next AlterPartition (rule 3): changes collected over a
+        few milliseconds go to the controller in one request, and commit in one batch.
         """
-        body = {
-            "broker_id": self.settings.broker_id,
-            "broker_epoch": self._broker_epoch(),
-            "topic_id": partition.topic_id,
-            "partition": partition.index,
-            "leader_epoch": proposal.leader_epoch,
-            "partition_epoch": proposal.partition_epoch,
-            "new_isr": list(proposal.isr),
-        }
-        backoff = 0.1
-        while partition.is_pending(proposal):
-            try:
-                _, answer = await self._controllers.call(
-                    "POST", "/v1/internal/alter-partition", body, timeout_s=10
+        self._isr_queue[(partition.topic_id, partition.index)] = (partition, proposal)
+        self._isr_wake.set()
+
+    async def _send_isr_changes(self) -> None:
+        """Send queued ISR changes until each one's outcome is known. While unknown
+        (timeouts, no active controller) a change stays pending and is sent again as is:
+        the controller answers a retry of a committed change with the committed state.
+        """
+        backoff = 0.0
+        while True:
+            await self._isr_wake.wait()
+            await asyncio.sleep(max(ALTER_PARTITION_LINGER_S, backoff))
+            self._isr_wake.clear()
+            queued = [(p, pr) for p, pr in self._isr_queue.values() if p.is_pending(pr)]
+            self._isr_queue.clear()
+            unknown = []
+            for start in range(0, len(queued), ALTER_PARTITION_MAX_ITEMS):
+                unknown += await self._alter_partitions(
+                    queued[start : start + ALTER_PARTITION_MAX_ITEMS]
                 )
-                committed = PartitionRegistration(
-                    tuple(answer["replicas"]),
-                    tuple(answer["isr"]),
-                    answer["leader"],
-                    answer["leader_epoch"],
-                    answer["partition_epoch"],
+            for partition, proposal in unknown:  # unless a newer change replaced it
+                self._isr_queue.setdefault(
+                    (partition.topic_id, partition.index), (partition, proposal)
                 )
-            except KraftliteError as exc:
-                if exc.code in _NOT_COMMITTED:
-                    log.info("isr_change_refused", partition=partition.name, error=str(exc))
+            if self._isr_queue:
+                self._isr_wake.set()
+            backoff = min(max(backoff * 2, 0.1), 2.0) if unknown else 0.0
+
+    async def _alter_partitions(
+        self, queued: list[tuple[Partition, IsrProposal]]
+    ) -> list[tuple[Partition, IsrProposal]]:
+        """One AlterPartition request; returns the changes whose outcome is still unknown."""
+        request = AlterPartitionRequest(
+            self.settings.broker_id,
+            self._broker_epoch(),
+            tuple(
+                IsrChange(p.topic_id, p.index, pr.leader_epoch, pr.partition_epoch, pr.isr)
+                for p, pr in queued
+            ),
+        )
+        try:
+            _, body = await self._controllers.call(
+                "POST", "/v1/internal/alter-partition", request.to_json(), timeout_s=10
+            )
+            answer = AlterPartitionResponse.from_json(body)
+        except KraftliteError as exc:
+            if exc.code in _NOT_COMMITTED:  # the whole request was refused
+                log.info("isr_changes_refused", partitions=len(queued), error=str(exc))
+                for partition, proposal in queued:
                     partition.isr_change_refused(proposal)
-                    return
-                if exc.code in _SUPERSEDED:
-                    return  # the partition moved on: the next metadata image clears it
-                log.info("isr_change_unknown", partition=partition.name, error=str(exc))
-            except (KeyError, TypeError, ValueError) as exc:
-                log.warning("isr_change_bad_answer", partition=partition.name, error=repr(exc))
-            else:
-                log.info("isr_changed", partition=partition.name, isr=list(committed.isr))
-                partition.isr_change_committed(proposal, committed)
-                return
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 2.0)
+                return []
+            log.info("isr_changes_unknown", partitions=len(queued), error=str(exc))
+            return queued
+        except MessageError as exc:
+            log.warning("isr_changes_bad_answer", error=str(exc))
+            return queued
+        results = {(r.topic_id, r.partition): r for r in answer.results}
+        unknown = []
+        for partition, proposal in queued:
+            result = results.get((partition.topic_id, partition.index))
+            if result is None:
+                unknown.append((partition, proposal))
+            elif result.state is not None:
+                state = result.state
+                log.info("isr_changed", partition=partition.name, isr=list(state.isr))
+                partition.isr_change_committed(
+                    proposal,
+                    PartitionRegistration(
+                        state.replicas,
+                        state.isr,
+                        state.leader,
+                        state.leader_epoch,
+                        state.partition_epoch,
+                    ),
+                )
+            elif result.error_code in _NOT_COMMITTED_NAMES:
+                log.info("isr_change_refused", partition=partition.name, error=result.message)
+                partition.isr_change_refused(proposal)
+            # else superseded: the partition moved on, and the next metadata says how
+        return unknown
 
     async def _checkpoint(self) -> None:
         for partition in list(self.partitions.values()):
@@ -390,8 +437,9 @@ class ReplicaManager:
                 log.info("retention", partition=partition.name, deleted_records=deleted)
 
 
-# AlterPartition answers that mean the proposal was not committed (propose again later), and
-# those that mean the partition moved on (a newer metadata image will say how).
+# AlterPartition answers that mean the proposal was not committed (propose again later); the
+# others (INVALID_UPDATE_VERSION, FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_
+# OR_PARTITION) mean the partition moved on, and newer metadata will say how.
 _NOT_COMMITTED = frozenset(
     {
         ErrorCode.INELIGIBLE_REPLICA,
@@ -400,11 +448,4 @@ _NOT_COMMITTED = frozenset(
         ErrorCode.BROKER_ID_NOT_REGISTERED,
     }
 )
-_SUPERSEDED = frozenset(
-    {
-        ErrorCode.INVALID_UPDATE_VERSION,
-        ErrorCode.FENCED_LEADER_EPOCH,
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-    }
-)
+_NOT_COMMITTED_NAMES = frozenset(code.name for code in _NOT_COMMITTED)

@@ -46,6 +46,7 @@ from kraftlite.metadata.topics import (
     validate_topic_configs,
     validate_topic_name,
 )
+from kraftlite.protocol import internal
 from kraftlite.protocol.urls import node_url_problem
 
 T = TypeVar("T")
@@ -479,6 +480,55 @@ def alter_partition(
     if change is None:
         return ControllerResult((), current)
     return ControllerResult((change,), current.merge(change))
+
+
+def alter_partitions(
+    image: MetadataImage, request: internal.AlterPartitionRequest
+) -> ControllerResult[internal.AlterPartitionResponse]:
+    """Many partitions' ISR changes from one leader, decided together (Kafka's AlterPartition
+    carries many): the acceptable ones commit in one batch, each refused one gets its own
+    error and changes nothing. A sender that is not the registered broker is refused whole.
+    """
+    _registered(image, request.broker_id, request.broker_epoch)
+    records: list[MetadataRecord] = []
+    results = []
+    for change in request.changes:
+        try:
+            decided = alter_partition(
+                image,
+                AlterPartitionRequest(
+                    request.broker_id,
+                    request.broker_epoch,
+                    change.topic_id,
+                    change.partition,
+                    change.leader_epoch,
+                    change.partition_epoch,
+                    change.new_isr,
+                ),
+            )
+        except KraftliteError as exc:
+            results.append(
+                internal.IsrChangeResult(
+                    change.topic_id, change.partition, error_code=exc.code.name, message=exc.message
+                )
+            )
+            continue
+        records.extend(decided.records)
+        state = decided.response
+        results.append(
+            internal.IsrChangeResult(
+                change.topic_id,
+                change.partition,
+                internal.PartitionState(
+                    state.leader,
+                    state.leader_epoch,
+                    state.partition_epoch,
+                    state.isr,
+                    state.replicas,
+                ),
+            )
+        )
+    return ControllerResult(tuple(records), internal.AlterPartitionResponse(tuple(results)))
 
 
 def topic_partition_counts(image: MetadataImage) -> Mapping[str, int]:

@@ -130,7 +130,27 @@ def test_quorum_admin_and_failover(quorum: ControllerQuorum) -> None:
     status, bad = http_retry("POST", quorum.urls[leader] + "/v1/topics", {"name": "bad name"})
     assert (status, bad["error_code"]) == (400, "INVALID_TOPIC_EXCEPTION")
     for method, path, body, code in [
-        ("POST", "/v1/internal/alter-partition", {"new_isr": [True]}, 400),
+        ("POST", "/v1/internal/alter-partition", {"new_isr": [True]}, 400),  # no version
+        ("POST", "/v1/internal/alter-partition", {"v": 1, "broker_id": 1, "broker_epoch": 1}, 400),
+        (
+            "POST",
+            "/v1/internal/alter-partition",
+            {
+                "v": 1,
+                "broker_id": 1,
+                "broker_epoch": 1,
+                "partitions": [
+                    {
+                        "topic_id": "t",
+                        "partition": 0,
+                        "leader_epoch": 0,
+                        "partition_epoch": 0,
+                        "new_isr": [True],
+                    }
+                ],
+            },
+            400,
+        ),
         ("POST", "/v1/internal/brokers/" + "9" * 5000 + "/heartbeat", {"broker_epoch": 1}, 400),
         ("GET", "/v1/no-such-route", None, 404),
         ("PATCH", "/v1/topics", None, 405),

@@ -120,12 +120,20 @@ async def test_the_replica_manager_resends_a_proposal_until_its_outcome_is_known
     answers: list[Any] = [
         KraftliteError(ErrorCode.REQUEST_TIMED_OUT, "slow quorum"),
         KraftliteError(ErrorCode.NOT_CONTROLLER, "election"),
+        {"v": 1, "partitions": []},  # an answer that leaves it out: still unknown
         {
-            "replicas": [1, 3, 2],
-            "isr": [1],
-            "leader": 1,
-            "leader_epoch": 0,
-            "partition_epoch": 1,
+            "v": 1,
+            "partitions": [
+                {
+                    "topic_id": "T",
+                    "partition": 0,
+                    "replicas": [1, 3, 2],
+                    "isr": [1],
+                    "leader": 1,
+                    "leader_epoch": 0,
+                    "partition_epoch": 1,
+                }
+            ],
         },
     ]
     sent: list[dict[str, Any]] = []
@@ -149,9 +157,18 @@ async def test_the_replica_manager_resends_a_proposal_until_its_outcome_is_known
     clock.ms += 60_000  # 2 and 3 never fetched: shrink to the leader alone
     proposal = leader.maybe_change_isr(30_000)
     assert proposal is not None and proposal.isr == (1,)
-    await manager._alter_partition(leader, proposal)
-    assert len(sent) == 3 and all(body == sent[0] for body in sent)  # the same proposal
-    assert sent[0]["partition_epoch"] == 0 and sent[0]["new_isr"] == [1]
+    sender = asyncio.create_task(manager._send_isr_changes())
+    manager._send_alter_partition(leader, proposal)
+    try:
+        async with asyncio.timeout(10):
+            while leader.is_pending(proposal):  # noqa: ASYNC110 - the partition has no event for it
+                await asyncio.sleep(0.01)
+    finally:
+        sender.cancel()
+    assert len(sent) == 4 and all(body == sent[0] for body in sent)  # the same proposal
+    (change,) = sent[0]["partitions"]
+    assert change["partition_epoch"] == 0 and change["new_isr"] == [1]
+    assert sent[0]["broker_id"] == 1 and sent[0]["broker_epoch"] == 7
     assert leader.state is not None and leader.state.isr == (1,)
 
 

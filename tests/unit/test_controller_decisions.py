@@ -15,6 +15,7 @@ from kraftlite.metadata.image import (
     apply_batch,
     check_invariants,
 )
+from kraftlite.protocol import internal
 
 
 def commit(image: MetadataImage, result: d.ControllerResult) -> MetadataImage:
@@ -336,3 +337,43 @@ def test_a_fenced_broker_cannot_join_the_isr() -> None:
     image = commit(image, d.fence_expired_brokers(image, [3]))
     assert partition(image).isr == (1, 2)
     error(ErrorCode.INELIGIBLE_REPLICA, d.alter_partition, image, request(image, 1, (1, 2, 3)))
+
+
+def test_alter_partitions_commits_many_in_one_batch_and_refuses_some_in_part() -> None:
+    image = with_topic(brokers(1, 2, 3), partitions=4)  # leaders 1, 2, 3, 1
+    topic_id = image.topic_ids["t"]
+    registrations = image.topics[topic_id].partitions
+
+    def change(index: int, isr: tuple[int, ...], **fields: int) -> internal.IsrChange:
+        p = registrations[index]
+        values = {"leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch, **fields}
+        return internal.IsrChange(topic_id, index, new_isr=isr, **values)
+
+    request = internal.AlterPartitionRequest(
+        1,
+        image.brokers[1].broker_epoch,
+        (
+            change(0, (1, 2)),  # shrink: fine
+            change(1, (2, 3)),  # led by 2, not the sender
+            change(3, (1, 2), leader_epoch=5),  # a stale view of the leader epoch
+            internal.IsrChange(topic_id, 9, 0, 0, (1,)),  # no such partition
+        ),
+    )
+    result = d.alter_partitions(image, request)
+    assert result.records == (r.PartitionChangeRecord(topic_id=topic_id, partition=0, isr=(1, 2)),)
+    outcome = {x.partition: x.error_code for x in result.response.results}
+    assert outcome == {
+        0: None,
+        1: "NOT_LEADER_OR_FOLLOWER",
+        3: "FENCED_LEADER_EPOCH",
+        9: "UNKNOWN_TOPIC_OR_PARTITION",
+    }
+    assert result.response.results[0].state == internal.PartitionState(1, 0, 1, (1, 2), (1, 2, 3))
+    image = commit(image, result)
+    assert partition(image).isr == (1, 2)
+    # the answer travels as a typed message and reads back the same
+    wire = internal.AlterPartitionResponse.from_json(result.response.to_json())
+    assert wire == result.response
+    # a sender that is not the registered broker is refused as a whole
+    stale = internal.AlterPartitionRequest(1, 999, request.changes)
+    error(ErrorCode.STALE_BROKER_EPOCH, d.alter_partitions, image, stale)
