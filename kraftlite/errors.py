@@ -43,6 +43,8 @@ class ErrorCode(IntEnum):
     POLICY_VIOLATION = 44
     SASL_AUTHENTICATION_FAILED = 58
     GROUP_ID_NOT_FOUND = 69
+    FETCH_SESSION_ID_NOT_FOUND = 70
+    INVALID_FETCH_SESSION_EPOCH = 71
     GROUP_MAX_SIZE_REACHED = 81
     THROTTLING_QUOTA_EXCEEDED = 89
     RESOURCE_NOT_FOUND = 91
@@ -101,6 +103,8 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.POLICY_VIOLATION: ErrorInfo(400, False, "refused by the cluster's policy"),
     ErrorCode.SASL_AUTHENTICATION_FAILED: ErrorInfo(401, False, "authentication failed"),
     ErrorCode.GROUP_ID_NOT_FOUND: ErrorInfo(404, False, "no such group"),
+    ErrorCode.FETCH_SESSION_ID_NOT_FOUND: ErrorInfo(409, True, "no such fetch session"),
+    ErrorCode.INVALID_FETCH_SESSION_EPOCH: ErrorInfo(409, True, "fetch session epoch is stale"),
     ErrorCode.GROUP_MAX_SIZE_REACHED: ErrorInfo(409, False, "the group is full"),
     ErrorCode.THROTTLING_QUOTA_EXCEEDED: ErrorInfo(429, True, "quota exceeded"),
     ErrorCode.STALE_MEMBER_EPOCH: ErrorInfo(409, False, "member epoch is stale"),

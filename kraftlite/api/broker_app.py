@@ -55,6 +55,7 @@ from kraftlite.metadata.views import topic_summary, topic_view
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import framing, json_records
 from kraftlite.protocol.headers import BATCH_TYPE, FORWARDED, METADATA_VERSION, NO_FORWARD
+from kraftlite.protocol.internal import MessageError, ReplicaFetchRequest
 from kraftlite.protocol.partitioner import partition_for_key
 
 T = TypeVar("T")
@@ -665,14 +666,14 @@ async def list_offsets(request: web.Request) -> web.StreamResponse:
 
 
 async def replica_fetch(request: web.Request) -> web.Response:
-    body = await read_json_object(request)
     try:
-        answers, segments = await request.app[BROKER].replicas.serve_replica_fetch(body)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"bad replica fetch: {exc!r}") from None
+        wanted = ReplicaFetchRequest.from_json(await read_json_object(request))
+    except MessageError as exc:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"bad replica fetch: {exc}") from None
+    answer, segments = await request.app[BROKER].replicas.serve_replica_fetch(wanted)
     metrics.record_replica_fetch(any(segments))
     return web.Response(
-        body=framing.encode({"partitions": answers}, segments),
+        body=framing.encode(answer.to_json(), segments),
         headers={"Content-Type": framing.CONTENT_TYPE},
     )
 

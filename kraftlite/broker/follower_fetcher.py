@@ -1,9 +1,13 @@
 """Follower fetching: one long-polled request loop per leader broker, for every partition
 this broker follows from it (Kafka's fetcher threads, one fetch session per source broker).
 
-Each round asks, per partition, for the offset after our log end with the epoch of our last
-batch; the leader answers data, or a divergence to truncate to (KIP-595 over KIP-101), or an
-error. Our next request's offset is how the leader learns our log end offset.
+A fetch session (KIP-227's idea; the leader's side is fetch_sessions.py): the first request
+lists every partition with the offset after our log end and the epoch of our last batch;
+later ones list only partitions whose position moved (we appended or truncated, metadata
+changed them, or a backoff ended) and those we stopped fetching. The leader answers only
+partitions with news: data, a divergence to truncate to (KIP-595 over KIP-101), an error, or
+a new high watermark. A round with nothing new costs O(1) on both sides. Any failed request
+starts a new session, so the leader never holds a position we did not mean.
 """
 
 from __future__ import annotations
@@ -19,6 +23,13 @@ import structlog
 from kraftlite.broker.partition import Partition, ReplicaFetchResult, Role
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import framing
+from kraftlite.protocol.internal import (
+    NEW_SESSION,
+    FetchPosition,
+    PartitionFetchAnswer,
+    ReplicaFetchRequest,
+    ReplicaFetchResponse,
+)
 
 log = structlog.get_logger(__name__)
 PartitionKey = tuple[str, int]
@@ -48,14 +59,26 @@ class FollowerFetcher:
         self._max_bytes = max_bytes
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # The fetch session (fetch_sessions.py on the leader): its id and next epoch, the
+        # positions the leader holds for us, partitions whose position it must hear
+        # (`_dirty`), and partitions it must forget.
+        self.session_id = NEW_SESSION
+        self._session_epoch = 0
+        self._sent: dict[PartitionKey, FetchPosition] = {}
+        self._dirty: set[PartitionKey] = set()
+        self._forgotten: set[PartitionKey] = set()
         # A partition whose last answer was an error sits out until then (loop time), so one
         # partition waiting for metadata does not turn the long-poll into a busy loop.
         self._backoff_until: dict[PartitionKey, float] = {}
+        self.full_fetches = 0
+        self.rounds = 0
 
     def add(self, partition: Partition) -> None:
         key = (partition.topic_id, partition.index)
         self.partitions[key] = partition
         self._backoff_until.pop(key, None)  # new metadata: try at once
+        self._forgotten.discard(key)
+        self._dirty.add(key)
         self._changed.set()
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(
@@ -63,8 +86,10 @@ class FollowerFetcher:
             )
 
     def remove(self, key: PartitionKey) -> None:
-        self.partitions.pop(key, None)
+        if self.partitions.pop(key, None) is not None and key in self._sent:
+            self._forgotten.add(key)
         self._backoff_until.pop(key, None)
+        self._dirty.discard(key)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -74,15 +99,10 @@ class FollowerFetcher:
 
     async def _run(self) -> None:
         backoff = 0.05
-        loop = asyncio.get_running_loop()
         while True:
             if not self.partitions:
                 self._changed.clear()
                 await self._changed.wait()
-                continue
-            now = loop.time()
-            if all(self._backoff_until.get(key, 0) > now for key in self.partitions):
-                await asyncio.sleep(min(self._backoff_until[key] for key in self.partitions) - now)
                 continue
             try:
                 await self._fetch_once()
@@ -91,41 +111,59 @@ class FollowerFetcher:
                 raise
             except Exception as exc:  # noqa: BLE001 - leader down or moving: metadata will tell
                 log.debug("replica_fetch_failed", leader=self.leader_id, error=repr(exc))
+                self.session_id = NEW_SESSION  # it may have seen the request: start over
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
+
+    def _position(self, partition: Partition) -> FetchPosition | None:
+        if partition.role is not Role.FOLLOWER or partition.leader_id != self.leader_id:
+            return None  # metadata is moving it; the replica manager re-routes it
+        return FetchPosition(
+            partition.topic_id,
+            partition.index,
+            partition.leader_epoch,
+            partition.log.log_end_offset,
+            partition.log.latest_epoch,
+        )
+
+    def _request(self) -> tuple[ReplicaFetchRequest, dict[PartitionKey, FetchPosition]]:
+        """The next fetch: every position when starting a session, else those that moved
+        (and partitions back from a backoff), and what to forget.
+        """
+        now = asyncio.get_running_loop().time()
+        expired = [k for k, until in self._backoff_until.items() if until <= now]
+        for key in expired:
+            del self._backoff_until[key]
+            self._dirty.add(key)
+        full = self.session_id == NEW_SESSION
+        keys = self.partitions if full else self._dirty
+        positions = {}
+        for key in keys:
+            partition = self.partitions.get(key)
+            position = None if partition is None else self._position(partition)
+            if position is not None:
+                positions[key] = position
+        request = ReplicaFetchRequest(
+            self._broker_id,
+            self._broker_epoch(),
+            self._max_wait_ms,
+            self._max_bytes,
+            self.session_id,
+            0 if full else self._session_epoch,
+            tuple(positions.values()),
+            () if full else tuple(self._forgotten),
+        )
+        return request, positions
 
     async def _fetch_once(self) -> None:
         url = self._leader_url(self.leader_id)
         if url is None:
             raise KraftliteError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leader URL unknown")
-        now = asyncio.get_running_loop().time()
-        asked = {
-            key: (p, p.leader_epoch)
-            for key, p in self.partitions.items()
-            if p.role is Role.FOLLOWER
-            and p.leader_id == self.leader_id
-            and self._backoff_until.get(key, 0) <= now
-        }
-        body = {
-            "replica_id": self._broker_id,
-            "broker_epoch": self._broker_epoch(),
-            "max_wait_ms": self._max_wait_ms,
-            "max_bytes": self._max_bytes,
-            "partitions": [
-                {
-                    "topic_id": p.topic_id,
-                    "partition": p.index,
-                    "leader_epoch": epoch,
-                    "fetch_offset": p.log.log_end_offset,
-                    "last_fetched_epoch": p.log.latest_epoch,
-                }
-                for p, epoch in asked.values()
-            ],
-        }
+        request, positions = self._request()
         self._changed.clear()
         async with self._session.post(
             url + REPLICA_FETCH_PATH,
-            data=orjson.dumps(body),
+            data=orjson.dumps(request.to_json()),
             headers={"Content-Type": "application/json"},
             timeout=aiohttp.ClientTimeout(total=self._max_wait_ms / 1000 + 10),
         ) as response:
@@ -135,27 +173,48 @@ class FollowerFetcher:
                     ErrorCode.UNKNOWN_SERVER_ERROR, f"replica fetch: HTTP {response.status}"
                 )
         header, segments = framing.decode(raw)
-        for answer, data in zip(header["partitions"], segments, strict=True):
-            entry = asked.get((answer["topic_id"], answer["partition"]))
-            if entry is None:
-                continue
-            partition, epoch = entry
-            key = (partition.topic_id, partition.index)
-            try:  # one partition's failure must not stop the others
-                failed = self._apply(partition, epoch, answer, data)
-            except Exception as exc:  # noqa: BLE001 - logged; the partition backs off
-                log.warning("replica_apply_failed", partition=partition.name, error=repr(exc))
-                failed = True
-            if failed:
-                self._backoff_until[key] = asyncio.get_running_loop().time() + ERROR_BACKOFF_S
-            else:
-                self._backoff_until.pop(key, None)
+        answer = ReplicaFetchResponse.from_json(header)
+        self.rounds += 1
+        if request.session_id == NEW_SESSION:
+            self.full_fetches += 1
+            self._sent = {}
+            self._forgotten.clear()  # the new session holds only what we listed
+            self._session_epoch = 1
+        else:
+            self._session_epoch += 1
+        self.session_id = answer.session_id
+        self._sent.update(positions)
+        for key in request.forgotten:
+            self._sent.pop(key, None)
+            self._forgotten.discard(key)
+        self._dirty -= positions.keys()
+        for item, data in zip(answer.partitions, segments, strict=True):
+            self._take(item, data)
 
-    def _apply(self, partition: Partition, epoch: int, answer: dict, data: memoryview) -> bool:  # type: ignore[type-arg]
+    def _take(self, item: PartitionFetchAnswer, data: memoryview) -> None:
+        key = (item.topic_id, item.partition)
+        partition = self.partitions.get(key)
+        sent = self._sent.get(key)
+        if partition is None or sent is None:
+            return
+        before = (partition.log.log_end_offset, partition.log.latest_epoch)
+        try:  # one partition's failure must not stop the others
+            failed = self._apply(partition, sent.leader_epoch, item, data)
+        except Exception as exc:  # noqa: BLE001 - logged; the partition backs off
+            log.warning("replica_apply_failed", partition=partition.name, error=repr(exc))
+            failed = True
+        if failed:
+            self._backoff_until[key] = asyncio.get_running_loop().time() + ERROR_BACKOFF_S
+        elif (partition.log.log_end_offset, partition.log.latest_epoch) != before:
+            self._dirty.add(key)  # the leader learns our new position in the next round
+
+    def _apply(
+        self, partition: Partition, epoch: int, answer: PartitionFetchAnswer, data: memoryview
+    ) -> bool:
         """Apply one partition's answer; True if it was an error (back off)."""
-        code = answer.get("error_code")
+        code = answer.error_code
         if code == ErrorCode.OFFSET_OUT_OF_RANGE.name:
-            start = int(answer.get("log_start_offset", 0))
+            start = answer.log_start_offset
             if partition.log.log_end_offset < start:
                 partition.reset_to_leader_start(start, epoch)
                 return False
@@ -164,11 +223,11 @@ class FollowerFetcher:
             return True  # NOT_LEADER / FENCED_LEADER_EPOCH: wait for metadata to move
         partition.append_from_leader(
             ReplicaFetchResult(
-                answer["high_watermark"],
-                answer["log_start_offset"],
+                answer.high_watermark,
+                answer.log_start_offset,
                 bytes(data),
-                answer.get("diverging_epoch"),
-                answer.get("diverging_end_offset", -1),
+                answer.diverging_epoch,
+                answer.diverging_end_offset,
             ),
             epoch,
         )

@@ -88,8 +88,14 @@ class Partition:
         self.registration: PartitionRegistration | None = None
         self.configs: Mapping[str, str] = {}
         self.state: rs.LeaderState | None = None  # when leader
-        self.appended = Notifier()  # new records in the log (wakes follower fetches)
-        self.hw_moved = Notifier()  # higher watermark or a role change (wakes everyone else)
+        self.hw_moved = Notifier()  # higher watermark or a role change (wakes local waiters)
+        # Told of every change followers must hear of (records, HW, log start, role), or
+        # with False of one that only the ISR check cares about (a follower's fetch); the
+        # replica manager wakes fetch sessions and marks the partition for ISR checks.
+        self.on_change: Callable[[Partition, bool], None] | None = None
+        # When each follower's fetch session last fetched this partition (rule 5 of
+        # replica_state): asked before an append, never on an idle partition.
+        self.sessions_seen: Callable[[Partition], Mapping[int, int]] | None = None
         # Called with the ISR to propose when the leader's view calls for a change.
         self.on_isr_change: Callable[[Partition, tuple[int, ...]], None] | None = None
 
@@ -136,7 +142,7 @@ class Partition:
         self.leader_id = registration.leader
         self.leader_epoch = registration.leader_epoch
         self.hw_moved.notify()
-        self.appended.notify()
+        self.changed()
 
     def go_offline(self) -> None:
         """The topic is gone or this broker left the replica set."""
@@ -144,7 +150,7 @@ class Partition:
         self.role = Role.OFFLINE
         self.leader_id = NO_LEADER
         self.hw_moved.notify()
-        self.appended.notify()
+        self.changed()
 
     def not_leader(self) -> KraftliteError:
         return KraftliteError(
@@ -187,8 +193,12 @@ class Partition:
         min_isr = self.config_int("min.insync.replicas")
         if acks is Acks.ALL and not rs.enough_replicas(state, min_isr):
             raise _not_enough_replicas(self.name, state, min_isr, appended=False)
+        if self.sessions_seen is not None:
+            seen = self.sessions_seen(self)
+            if seen:
+                state = self.state = rs.sessions_fetched(state, self.log.log_end_offset, seen)
         info = self.log.append(batch, state.leader_epoch)
-        self.appended.notify()
+        self.changed()
         self._advance_high_watermark()
         if acks is not Acks.ALL:
             return info
@@ -233,6 +243,7 @@ class Partition:
         if self.state.high_watermark != before:
             self.log.set_high_watermark(self.state.high_watermark)
             self.hw_moved.notify()
+            self.changed()
 
     # -- consumer reads -----------------------------------------------------------------
 
@@ -314,6 +325,7 @@ class Partition:
             )
         now = self._clock.monotonic_ms()
         self.state = rs.record_fetch(state, follower_id, fetch_offset, log.log_end_offset, now)
+        self.changed(followers=False)
         self._advance_high_watermark()
         proposal = None
         expansion = rs.expansion_at_fetch(self.state, follower_id, now)
@@ -325,6 +337,17 @@ class Partition:
             log.log_start_offset,
             log.read(fetch_offset, max_bytes),
             isr_proposal=proposal,
+        )
+
+    def changed(self, *, followers: bool = True) -> None:
+        if self.on_change is not None:
+            self.on_change(self, followers)
+
+    def isr_settled(self) -> bool:
+        """No ISR change can come due before this replica changes again (replica_state)."""
+        state = self.state
+        return state is None or (
+            not self._lapsed and rs.isr_settled(state, self.log.log_end_offset)
         )
 
     def maybe_change_isr(self, max_lag_ms: int) -> IsrProposal | None:
@@ -401,6 +424,7 @@ class Partition:
             log.append_replicated(result.data)
         log.set_high_watermark(min(result.high_watermark, log.log_end_offset))
         self._follow_log_start(result.log_start_offset)
+        self.changed(followers=False)  # a new high watermark to checkpoint
 
     def _follow_log_start(self, leader_log_start: int) -> None:
         """Drop what lies below the leader's log start (Kafka's maybeIncrementLogStartOffset):

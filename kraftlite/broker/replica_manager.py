@@ -17,14 +17,14 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 import structlog
 
 from kraftlite.broker.controller_client import ControllerClient
+from kraftlite.broker.fetch_sessions import FetchSessions, SessionPartition
 from kraftlite.broker.follower_fetcher import FollowerFetcher, PartitionKey
-from kraftlite.broker.notifier import Notifier, wait_any
+from kraftlite.broker.notifier import Notifier
 from kraftlite.broker.partition import IsrProposal, Partition, Role
 from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -35,12 +35,16 @@ from kraftlite.protocol.internal import (
     AlterPartitionResponse,
     IsrChange,
     MessageError,
+    PartitionFetchAnswer,
+    ReplicaFetchRequest,
+    ReplicaFetchResponse,
 )
-from kraftlite.storage.log import LogStorage
+from kraftlite.storage.log import LogStorage, PartitionLog
 
 log = structlog.get_logger(__name__)
 ALTER_PARTITION_LINGER_S = 0.005  # ISR changes collected this long go in one request
 ALTER_PARTITION_MAX_ITEMS = 2_000  # partitions per request (the controller takes 1 MiB)
+RETENTION_SLICE = 1_000  # partitions per thread hop of a retention round
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +84,9 @@ class ReplicaManager:
         self._fetchers: dict[int, FollowerFetcher] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._isr_queue: dict[PartitionKey, tuple[Partition, IsrProposal]] = {}
+        self._active: set[PartitionKey] = set()  # partitions the ISR check must look at
+        self._hw_dirty: set[PartitionKey] = set()  # high watermarks to checkpoint
+        self.fetch_sessions = FetchSessions()
         self._isr_wake = asyncio.Event()
         self._first_image = True
         self._newest_image = MetadataImage.EMPTY
@@ -141,6 +148,8 @@ class ReplicaManager:
                 self.settings.broker_id,
                 lease_valid=self._lease_valid,
             )
+            partition.on_change = self._partition_changed
+            partition.sessions_seen = self._sessions_seen
             self.partitions[key] = partition
         return partition
 
@@ -228,64 +237,99 @@ class ReplicaManager:
 
     # -- replica fetch, as leader ---------------------------------------------------------
 
-    async def serve_replica_fetch(self, request: dict[str, Any]) -> tuple[list[dict], list[bytes]]:  # type: ignore[type-arg]
-        """Answer a follower's fetch for all its partitions; long-poll while none has data."""
+    async def serve_replica_fetch(
+        self, request: ReplicaFetchRequest
+    ) -> tuple[ReplicaFetchResponse, list[bytes]]:
+        """Answer a follower's fetch in its session (fetch_sessions.py): the partitions it
+        named or that changed since, with news only; long-poll while none has any.
+        """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(int(request.get("max_wait_ms", 0)), 30_000) / 1000
-        max_bytes = int(request.get("max_bytes", 8 << 20))
-        follower = int(request["replica_id"])
+        deadline = loop.time() + request.max_wait_ms / 1000
+        follower = request.replica_id
         registration = self.image.brokers.get(follower)
-        if registration is None or registration.broker_epoch != int(request["broker_epoch"]):
+        if registration is None or registration.broker_epoch != request.broker_epoch:
             # A previous incarnation's fetch (or a stranger's) must not count as the
             # follower's log end offset: the HW would move on data it may not hold.
             raise KraftliteError(
                 ErrorCode.STALE_BROKER_EPOCH,
-                f"replica {follower} with broker epoch {request['broker_epoch']} is not the "
+                f"replica {follower} with broker epoch {request.broker_epoch} is not the "
                 "registered one",
             )
+        session, candidates = self.fetch_sessions.open(request, self._clock.monotonic_ms())
         while True:
-            answers, segments, waits = [], [], []
-            news = False  # data, an error or a divergence: answer now
-            for item in request["partitions"]:
-                answer, data = self._replica_fetch_one(follower, item, max_bytes)
-                answers.append(answer)
-                segments.append(data)
-                news = news or bool(data) or "error_code" in answer or "diverging_epoch" in answer
-                partition = self.partitions.get((item["topic_id"], item["partition"]))
-                if partition is not None:
-                    waits.append(partition.appended)
-            if news or loop.time() >= deadline:
-                return answers, segments
-            await wait_any(waits, deadline - loop.time())
+            answers: list[PartitionFetchAnswer] = []
+            segments: list[bytes] = []
+            budget = request.max_bytes
+            for key in candidates:
+                if budget <= 0:  # the rest next round
+                    session.dirty.add(key)
+                    session.wake.set()
+                    continue
+                entry = session.partitions.get(key)
+                if entry is None:
+                    continue
+                answer, data = self._replica_fetch_one(follower, entry, budget)
+                if answer is not None:
+                    answers.append(answer)
+                    segments.append(data)
+                    budget -= len(data)
+            if answers or loop.time() >= deadline:
+                return ReplicaFetchResponse(session.session_id, tuple(answers)), segments
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(session.wake.wait(), deadline - loop.time())
+            candidates = session.take_dirty()
 
     def _replica_fetch_one(
-        self, follower: int, item: dict[str, Any], max_bytes: int
-    ) -> tuple[dict[str, Any], bytes]:
-        key = (item["topic_id"], item["partition"])
-        answer: dict[str, Any] = {"topic_id": key[0], "partition": key[1]}
-        partition = self.partitions.get(key)
+        self, follower: int, entry: SessionPartition, max_bytes: int
+    ) -> tuple[PartitionFetchAnswer | None, bytes]:
+        """One partition's answer, or None when the follower has nothing new to hear."""
+        position = entry.position
+        topic_id, index = position.topic_id, position.partition
+        partition = self.partitions.get((topic_id, index))
         if partition is None:
-            answer.update(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER.name, message="no replica")
-            return answer, b""
+            error = KraftliteError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "no replica")
+            return _error_answer(topic_id, index, error), b""
         try:
             result = partition.replica_fetch(
                 follower,
-                int(item["leader_epoch"]),
-                int(item["fetch_offset"]),
-                int(item["last_fetched_epoch"]),
+                position.leader_epoch,
+                position.fetch_offset,
+                position.last_fetched_epoch,
                 max_bytes,
             )
         except KraftliteError as exc:
-            answer.update(error_code=exc.code.name, message=exc.message, **exc.details)
-            return answer, b""
+            return _error_answer(topic_id, index, exc), b""
         if result.isr_proposal is not None:
             self._send_alter_partition(partition, result.isr_proposal)
-        answer["high_watermark"] = result.high_watermark
-        answer["log_start_offset"] = result.log_start_offset
-        if result.diverging_epoch is not None:
-            answer["diverging_epoch"] = result.diverging_epoch
-            answer["diverging_end_offset"] = result.diverging_end_offset
+        if (
+            not result.data
+            and result.diverging_epoch is None
+            and result.high_watermark == entry.told_high_watermark
+            and result.log_start_offset == entry.told_log_start
+        ):
+            return None, b""
+        entry.told_high_watermark = result.high_watermark
+        entry.told_log_start = result.log_start_offset
+        answer = PartitionFetchAnswer(
+            topic_id,
+            index,
+            result.high_watermark,
+            result.log_start_offset,
+            result.diverging_epoch,
+            result.diverging_end_offset if result.diverging_epoch is not None else -1,
+        )
         return answer, result.data
+
+    def _partition_changed(self, partition: Partition, followers: bool) -> None:
+        key = (partition.topic_id, partition.index)
+        self._hw_dirty.add(key)
+        if partition.state is not None:
+            self._active.add(key)
+        if followers:
+            self.fetch_sessions.changed(key)
+
+    def _sessions_seen(self, partition: Partition) -> dict[int, int]:
+        return self.fetch_sessions.last_rounds((partition.topic_id, partition.index))
 
     # -- background work ------------------------------------------------------------------
 
@@ -327,10 +371,19 @@ class ReplicaManager:
                 log.exception("background_work_failed", work=getattr(work, "__name__", "?"))
 
     async def _check_isrs(self) -> None:
-        for partition in list(self.partitions.values()):
+        """Only partitions that changed since they were last settled (Partition.isr_settled):
+        an idle partition costs nothing here.
+        """
+        active, self._active = self._active, set()
+        for key in active:
+            partition = self.partitions.get(key)
+            if partition is None or partition.state is None:
+                continue
             proposal = partition.maybe_change_isr(self.settings.replica_lag_time_max_ms)
             if proposal is not None:
                 self._send_alter_partition(partition, proposal)
+            if not partition.isr_settled():
+                self._active.add(key)
 
     def _send_alter_partition(self, partition: Partition, proposal: IsrProposal) -> None:
         """Queue `proposal` for the next AlterPartition (rule 3): changes collected over a
@@ -418,23 +471,56 @@ class ReplicaManager:
         return unknown
 
     async def _checkpoint(self) -> None:
-        for partition in list(self.partitions.values()):
-            with contextlib.suppress(KraftliteError):
-                await asyncio.to_thread(partition.log.checkpoint_high_watermark)
+        """Checkpoint the high watermarks that moved since the last round, in one thread."""
+        dirty, self._hw_dirty = self._hw_dirty, set()
+        logs = [p.log for key in dirty if (p := self.partitions.get(key)) is not None]
+        if logs:
+            await asyncio.to_thread(_checkpoint_all, logs)
 
     async def _retention(self) -> None:
-        for partition in list(self.partitions.values()):
-            try:
-                deleted = await asyncio.to_thread(
-                    partition.log.apply_retention,
-                    self._clock.now_ms(),
-                    partition.config_int("retention.ms"),
-                    partition.config_int("retention.bytes"),
-                )
-            except KraftliteError:
-                continue  # deleted meanwhile
-            if deleted:
-                log.info("retention", partition=partition.name, deleted_records=deleted)
+        """Apply retention to every partition, a slice at a time in one thread each."""
+        partitions = list(self.partitions.values())
+        for start in range(0, len(partitions), RETENTION_SLICE):
+            chunk = [
+                (p, p.config_int("retention.ms"), p.config_int("retention.bytes"))
+                for p in partitions[start : start + RETENTION_SLICE]
+            ]
+            deleted = await asyncio.to_thread(_apply_retention, chunk, self._clock.now_ms())
+            for partition, count in deleted:
+                log.info("retention", partition=partition.name, deleted_records=count)
+                partition.changed()  # followers hear of the new log start
+
+
+def _checkpoint_all(logs: list[PartitionLog]) -> None:
+    for partition_log in logs:
+        with contextlib.suppress(KraftliteError):  # deleted meanwhile
+            partition_log.checkpoint_high_watermark()
+
+
+def _apply_retention(
+    chunk: list[tuple[Partition, int, int]], now_ms: int
+) -> list[tuple[Partition, int]]:
+    deleted = []
+    for partition, retention_ms, retention_bytes in chunk:
+        try:
+            count = partition.log.apply_retention(now_ms, retention_ms, retention_bytes)
+        except KraftliteError:
+            continue  # deleted meanwhile
+        if count:
+            deleted.append((partition, count))
+    return deleted
+
+
+def _error_answer(topic_id: str, index: int, error: KraftliteError) -> PartitionFetchAnswer:
+    details = {k: v for k, v in error.details.items() if k == "log_start_offset"}
+    return PartitionFetchAnswer(
+        topic_id,
+        index,
+        log_start_offset=int(details.get("log_start_offset", 0)),
+        error_code=error.code.name,
+        message=error.message,
+        details=details,
+    )
 
 
 # AlterPartition answers that mean the proposal was not committed (propose again later); the

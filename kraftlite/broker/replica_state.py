@@ -18,6 +18,10 @@ Pure: time and the leader's log end offset are arguments. Kafka's rules (Partiti
    meanwhile, a follower can chase the HW forever under steady load and never rejoin.
 4. acks=all needs the committed ISR to have at least `min.insync.replicas` members, both
    before the append and when the HW passes the records.
+5. Fetch sessions (fetch_sessions.py) do not name an idle partition in every round; each
+   round still fetches it, at the position the session holds. So when the leader appends to
+   a partition, a follower whose LEO was the leader's end is credited with being caught up
+   at its session's last round (`sessions_fetched`), as if that round had named it.
 """
 
 from __future__ import annotations
@@ -127,6 +131,40 @@ def record_fetch(
     followers = dict(state.followers)
     followers[follower_id] = progress.fetched(fetch_offset, leader_end, now_ms)
     return replace(state, followers=followers)
+
+
+def sessions_fetched(
+    state: LeaderState, leader_end: int, last_round_ms: Mapping[int, int]
+) -> LeaderState:
+    """Rule 5, just before an append past `leader_end`: followers at the leader's end whose
+    session last fetched at `last_round_ms[follower]` were caught up then.
+    """
+    followers = dict(state.followers)
+    changed = False
+    for follower, at in last_round_ms.items():
+        progress = followers.get(follower)
+        if progress is None or progress.log_end_offset != leader_end:
+            continue
+        if at > progress.last_caught_up_ms:
+            followers[follower] = replace(progress, last_caught_up_ms=at, last_fetch_ms=at)
+            changed = True
+    return replace(state, followers=followers) if changed else state
+
+
+def isr_settled(state: LeaderState, leader_end: int) -> bool:
+    """No ISR change can become due until something happens to the partition (an append,
+    a fetch, a registration): no change pending, every ISR member at the leader's end (so
+    never lagging), and no replica able to join.
+    """
+    return (
+        state.pending_isr is None
+        and all(
+            state.followers.get(m, FollowerProgress()).log_end_offset == leader_end
+            for m in state.isr
+            if m != state.broker_id
+        )
+        and not any(_may_join(state, b) for b in state.replicas)
+    )
 
 
 def high_watermark(state: LeaderState, leader_end: int) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from kraftlite.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import PartitionRegistration
 from kraftlite.protocol import batch as fmt
+from kraftlite.protocol.internal import ReplicaFetchRequest
 from kraftlite.storage.log import LogStorage, StorageConfig
 
 pytestmark = pytest.mark.integration
@@ -280,12 +282,12 @@ async def test_a_replica_fetch_from_a_stale_broker_epoch_is_refused(
     manager.image = MetadataImage(
         9, {2: BrokerRegistration(2, "inc", 8, "http://b2", None, False)}, {}, {}, {}
     )
-    request = {"replica_id": 2, "broker_epoch": 5, "max_wait_ms": 0, "partitions": []}
+    request = ReplicaFetchRequest(replica_id=2, broker_epoch=5, max_wait_ms=0, max_bytes=1024)
     with pytest.raises(KraftliteError) as caught:
         await manager.serve_replica_fetch(request)
     assert caught.value.code is ErrorCode.STALE_BROKER_EPOCH
-    answers, _ = await manager.serve_replica_fetch({**request, "broker_epoch": 8})
-    assert answers == []
+    answer, _ = await manager.serve_replica_fetch(replace(request, broker_epoch=8))
+    assert answer.partitions == ()
 
 
 async def test_a_waiting_acks_all_produce_fails_when_leadership_moves(

@@ -1,0 +1,132 @@
+"""Replica fetch sessions on a leader (KIP-227's idea, for followers).
+
+Rules:
+1. One session per follower broker: a full fetch (session id NEW_SESSION) replaces it. The
+   session keeps, per partition, the position the follower last sent and the high
+   watermark and log start it was last told.
+2. A later fetch must name the session and its next epoch, else it is refused whole
+   (FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH) and the follower starts over:
+   a lost answer can never leave the two sides disagreeing about positions.
+3. A partition is looked at only when the fetch names it (its position moved) or when the
+   leader's replica changed since (`changed`: records appended, the high watermark or log
+   start moved, the role changed), so a round where nothing changed costs O(1), not
+   O(partitions), and idle partitions cost nothing.
+4. An answer carries only partitions with news: data, a divergence, an error, or a high
+   watermark or log start the follower has not been told.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass, field
+
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.protocol.internal import NEW_SESSION, FetchPosition, ReplicaFetchRequest
+
+PartitionKey = tuple[str, int]
+
+
+@dataclass(slots=True)
+class SessionPartition:
+    position: FetchPosition
+    told_high_watermark: int = -1
+    told_log_start: int = -1
+
+
+@dataclass
+class FetchSession:
+    session_id: int
+    follower: int
+    broker_epoch: int
+    next_epoch: int = 1
+    last_round_ms: int = 0  # when its latest fetch arrived
+    partitions: dict[PartitionKey, SessionPartition] = field(default_factory=dict)
+    dirty: set[PartitionKey] = field(default_factory=set)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def take_dirty(self) -> set[PartitionKey]:
+        dirty, self.dirty = self.dirty, set()
+        self.wake.clear()
+        return dirty
+
+
+class FetchSessions:
+    def __init__(self) -> None:
+        self._by_follower: dict[int, FetchSession] = {}
+        self._watching: dict[PartitionKey, dict[int, FetchSession]] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_follower)
+
+    def open(
+        self, request: ReplicaFetchRequest, now_ms: int
+    ) -> tuple[FetchSession, set[PartitionKey]]:
+        """The session this fetch belongs to (rules 1-2), updated with the fetch's positions,
+        and the partitions to look at now.
+        """
+        if request.session_id == NEW_SESSION:
+            self.close(request.replica_id)
+            session = FetchSession(_new_id(), request.replica_id, request.broker_epoch)
+            self._by_follower[request.replica_id] = session
+        else:
+            found = self._by_follower.get(request.replica_id)
+            if (
+                found is None
+                or found.session_id != request.session_id
+                or found.broker_epoch != request.broker_epoch
+            ):
+                raise KraftliteError(
+                    ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                    f"no fetch session {request.session_id} for replica {request.replica_id}",
+                )
+            if request.session_epoch != found.next_epoch:
+                raise KraftliteError(
+                    ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                    f"session epoch {request.session_epoch} is not {found.next_epoch}",
+                )
+            session = found
+            session.next_epoch += 1
+        session.last_round_ms = now_ms
+        for key in request.forgotten:
+            if session.partitions.pop(key, None) is not None:
+                self._unwatch(key, session)
+            session.dirty.discard(key)
+        touched = session.take_dirty()
+        for position in request.partitions:
+            key = (position.topic_id, position.partition)
+            entry = session.partitions.get(key)
+            if entry is None:
+                session.partitions[key] = SessionPartition(position)
+                self._watching.setdefault(key, {})[session.follower] = session
+            else:
+                entry.position = position
+            touched.add(key)
+        return session, touched
+
+    def close(self, follower: int) -> None:
+        session = self._by_follower.pop(follower, None)
+        if session is not None:
+            for key in session.partitions:
+                self._unwatch(key, session)
+
+    def _unwatch(self, key: PartitionKey, session: FetchSession) -> None:
+        watchers = self._watching.get(key)
+        if watchers is not None and watchers.get(session.follower) is session:
+            del watchers[session.follower]
+            if not watchers:
+                del self._watching[key]
+
+    def changed(self, key: PartitionKey) -> None:
+        """Rule 3: the leader's replica of `key` changed; wake the sessions that fetch it."""
+        for session in self._watching.get(key, {}).values():
+            session.dirty.add(key)
+            session.wake.set()
+
+    def last_rounds(self, key: PartitionKey) -> dict[int, int]:
+        """When each session that fetches `key` last fetched (replica_state rule 5)."""
+        return {f: s.last_round_ms for f, s in self._watching.get(key, {}).items()}
+
+
+def _new_id() -> int:
+    return secrets.randbits(31) or 1

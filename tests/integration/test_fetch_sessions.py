@@ -1,0 +1,198 @@
+"""Replica fetch sessions on a leader (broker/fetch_sessions.py), on real LMDB logs: a
+follower names every partition once, then only what moved; a round with nothing new
+answers nothing, idle partitions are not looked at, and an idle ISR member is not shrunk
+out when writes resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kraftlite.broker.partition import Acks
+from kraftlite.broker.replica_manager import ReplicaManager, ReplicationSettings
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.metadata import records as r
+from kraftlite.protocol import batch as fmt
+from kraftlite.protocol.internal import NEW_SESSION, FetchPosition, ReplicaFetchRequest
+from kraftlite.storage.log import LogStorage, StorageConfig
+from tests.harness.metadata import live_brokers, play
+
+pytestmark = pytest.mark.integration
+PARTITIONS = 50
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.ms = 1_000
+
+    def now_ms(self) -> int:
+        return self.ms
+
+    def monotonic_ms(self) -> int:
+        return self.ms
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> Iterator[LogStorage]:
+    opened = LogStorage(StorageConfig(path=tmp_path / "b1"))
+    yield opened
+    opened.close()
+
+
+def leader_of_everything(storage: LogStorage, clock: ManualClock) -> ReplicaManager:
+    """Broker 1 leading PARTITIONS partitions with replicas (1, 2, 3), every ISR full."""
+    image = play(live_brokers(1, 2, 3), r.TopicRecord(name="t", topic_id="T"))
+    image = play(
+        image,
+        *(
+            r.PartitionRecord(
+                topic_id="T", partition=i, replicas=(1, 2, 3), isr=(1, 2, 3), leader=1
+            )
+            for i in range(PARTITIONS)
+        ),
+    )
+    manager = ReplicaManager(
+        ReplicationSettings(broker_id=1),
+        storage,
+        controllers=None,  # type: ignore[arg-type]
+        session=None,  # type: ignore[arg-type]
+        clock=clock,
+        broker_epoch=lambda: 1,
+    )
+    manager.apply_image(image)
+    return manager
+
+
+def positions(offsets: dict[int, int], epoch: int = -1) -> tuple[FetchPosition, ...]:
+    return tuple(FetchPosition("T", i, 0, offset, epoch) for i, offset in offsets.items())
+
+
+def fetch(
+    manager: ReplicaManager, follower: int, session: int, epoch: int, moved=(), wait_ms=0, **kw
+) -> ReplicaFetchRequest:
+    return ReplicaFetchRequest(
+        follower,
+        manager.image.brokers[follower].broker_epoch,
+        wait_ms,
+        1 << 20,
+        session,
+        epoch,
+        moved,
+        **kw,
+    )
+
+
+async def produce(manager: ReplicaManager, index: int, value: bytes) -> None:
+    batch = fmt.encode_records([fmt.Record(value=value)], now_ms=1_000)
+    await manager.partitions[("T", index)].produce(batch, Acks.LEADER, 1)
+
+
+async def test_a_session_answers_only_news_and_an_idle_round_costs_nothing(
+    storage: LogStorage,
+) -> None:
+    clock = ManualClock()
+    manager = leader_of_everything(storage, clock)
+    everything = positions(dict.fromkeys(range(PARTITIONS), 0))
+    answer, _ = await manager.serve_replica_fetch(fetch(manager, 2, NEW_SESSION, 0, everything))
+    session = answer.session_id
+    assert session != NEW_SESSION
+    assert len(answer.partitions) == PARTITIONS  # the first answer tells every HW
+    assert all(p.high_watermark == 0 and p.error_code is None for p in answer.partitions)
+
+    # nothing new: the round waits, then answers nothing, without looking at a partition
+    looked = []
+    original = manager._replica_fetch_one
+    manager._replica_fetch_one = lambda *a: looked.append(a) or original(*a)  # type: ignore[method-assign]
+    answer, _ = await manager.serve_replica_fetch(fetch(manager, 2, session, 1, wait_ms=50))
+    assert answer.partitions == () and looked == []
+
+    # a record on one partition wakes the waiting round with that partition alone
+    waiting = asyncio.create_task(
+        manager.serve_replica_fetch(fetch(manager, 2, session, 2, wait_ms=5_000))
+    )
+    await asyncio.sleep(0.01)
+    await produce(manager, 7, b"x")
+    answer, segments = await asyncio.wait_for(waiting, 2)
+    assert [p.partition for p in answer.partitions] == [7]
+    assert [x.value for b in fmt.decode_stream(bytes(segments[0])) for x in b.records()] == [b"x"]
+    assert len(looked) == 1
+
+    # the follower appended it: its next position moves the HW (with 3 also there) ...
+    manager.fetch_sessions  # noqa: B018 - the leader's sessions, one per follower
+    await manager.serve_replica_fetch(fetch(manager, 3, NEW_SESSION, 0, positions({7: 1})))
+    answer, _ = await manager.serve_replica_fetch(fetch(manager, 2, session, 3, positions({7: 1})))
+    # ... and the new HW is news for this session: answered now or in the next round
+    if not answer.partitions:
+        answer, _ = await manager.serve_replica_fetch(fetch(manager, 2, session, 4))
+    assert [(p.partition, p.high_watermark) for p in answer.partitions] == [(7, 1)]
+
+
+async def test_a_stale_session_or_epoch_is_refused_whole_and_forgotten_partitions_go(
+    storage: LogStorage,
+) -> None:
+    clock = ManualClock()
+    manager = leader_of_everything(storage, clock)
+    first, _ = await manager.serve_replica_fetch(
+        fetch(manager, 2, NEW_SESSION, 0, positions({0: 0, 1: 0}))
+    )
+    session = first.session_id
+    for wrong, code in [
+        (fetch(manager, 2, session + 1, 1), ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
+        (fetch(manager, 2, session, 5), ErrorCode.INVALID_FETCH_SESSION_EPOCH),
+        (fetch(manager, 3, session, 1), ErrorCode.FETCH_SESSION_ID_NOT_FOUND),  # not 3's
+    ]:
+        with pytest.raises(KraftliteError) as caught:
+            await manager.serve_replica_fetch(wrong)
+        assert caught.value.code is code
+    # a replayed request (its answer lost) is refused too: the follower starts over
+    await manager.serve_replica_fetch(fetch(manager, 2, session, 1, forgotten=(("T", 1),)))
+    with pytest.raises(KraftliteError) as caught:
+        await manager.serve_replica_fetch(fetch(manager, 2, session, 1))
+    assert caught.value.code is ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    # partition 1 was forgotten: a record there is not news for this session
+    await produce(manager, 1, b"y")
+    answer, _ = await manager.serve_replica_fetch(fetch(manager, 2, session, 2))
+    assert answer.partitions == ()
+    await produce(manager, 0, b"z")
+    answer, _ = await manager.serve_replica_fetch(fetch(manager, 2, session, 3))
+    assert [p.partition for p in answer.partitions] == [0]
+    # a new full fetch replaces the session
+    again, _ = await manager.serve_replica_fetch(
+        fetch(manager, 2, NEW_SESSION, 0, positions({1: 0}))
+    )
+    assert again.session_id != session
+    with pytest.raises(KraftliteError):
+        await manager.serve_replica_fetch(fetch(manager, 2, session, 4))
+
+
+async def test_an_idle_caught_up_follower_stays_in_the_isr_when_writes_resume(
+    storage: LogStorage,
+) -> None:
+    """Idle partitions are not fetched by name, so the leader credits a caught-up
+    follower with its session's last round (replica_state rule 5); a follower whose
+    session stopped is shrunk out as before."""
+    clock = ManualClock()
+    manager = leader_of_everything(storage, clock)
+    lag = manager.settings.replica_lag_time_max_ms
+    for follower in (2, 3):
+        await manager.serve_replica_fetch(
+            fetch(manager, follower, NEW_SESSION, 0, positions({0: 0}))
+        )
+    partition = manager.partitions[("T", 0)]
+    await manager._check_isrs()
+    assert partition.isr_settled()  # both at the leader's end: nothing to check
+    session_2 = manager.fetch_sessions._by_follower[2]
+    for _ in range(3):  # a long idle time; only 2 keeps its session going
+        clock.ms += lag
+        session_2 = manager.fetch_sessions._by_follower[2]
+        await manager.serve_replica_fetch(
+            fetch(manager, 2, session_2.session_id, session_2.next_epoch)
+        )
+    await produce(manager, 0, b"resume")
+    await manager._check_isrs()
+    assert partition.state is not None
+    assert partition.state.pending_isr == (1, 2)  # 3 stopped fetching long ago: out
