@@ -13,6 +13,10 @@ Rules:
 4. Fencing a broker removes it from every ISR, except where it is the last member, so such a
    partition can come back with its data when the broker returns.
 5. Time and randomness are arguments (`now_ms`, `rng`), so every decision is reproducible.
+6. Fencing a broker, a controlled shutdown and leader rebalancing decide every partition at
+   once but may commit in bounded batches (`atomic=False`): partition changes come first and
+   the broker's FenceBrokerRecord last, so after any prefix the broker is still live, and
+   the next controller, finding it live, fences it again and finishes the job.
 """
 
 from __future__ import annotations
@@ -55,10 +59,15 @@ MAX_RACK_LENGTH = 255
 
 @dataclass(frozen=True, slots=True)
 class ControllerResult(Generic[T]):
-    """Records to commit as one batch, and the answer to give once they are committed."""
+    """Records to commit as one batch, and the answer to give once they are committed.
+
+    `atomic=False`: every prefix of the records is itself a safe change, so a large result
+    may commit in several bounded batches (rule 6).
+    """
 
     records: tuple[MetadataRecord, ...]
     response: T
+    atomic: bool = True
 
 
 # ------------------------------------------------------------------------------ leadership
@@ -159,7 +168,7 @@ def elect_preferred_leaders(image: MetadataImage) -> ControllerResult[int]:
             change = _change(topic.topic_id, index, current, preferred, current.isr)
             if change is not None:
                 changes.append(change)
-    return ControllerResult(tuple(changes), len(changes))
+    return ControllerResult(tuple(changes), len(changes), atomic=False)
 
 
 # ------------------------------------------------------------------------------ controllers
@@ -248,16 +257,17 @@ def broker_heartbeat(
     broker = image.brokers[broker_id]
     records: list[MetadataRecord] = []
     fenced = broker.fenced
+    atomic = True
     if want_shutdown and not broker.fenced:
-        records = [FenceBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch)]
-        records += _fence_changes(image, {broker_id})
-        fenced = True
+        records = [*_fence_changes(image, {broker_id})]
+        records.append(FenceBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch))
+        fenced, atomic = True, False
     elif not want_shutdown and broker.fenced and metadata_version >= broker_epoch:
         records = [UnfenceBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch)]
         records += _unfence_changes(image, broker_id)
         fenced = False
     return ControllerResult(
-        tuple(records), BrokerHeartbeatResponse(broker_epoch, fenced, want_shutdown)
+        tuple(records), BrokerHeartbeatResponse(broker_epoch, fenced, want_shutdown), atomic
     )
 
 
@@ -268,11 +278,11 @@ def fence_expired_brokers(
     to_fence = sorted(b for b in set(expired) if image.is_live(b))
     if not to_fence:
         return ControllerResult((), [])
-    records: list[MetadataRecord] = [
+    records: list[MetadataRecord] = [*_fence_changes(image, set(to_fence))]
+    records += [
         FenceBrokerRecord(broker_id=b, broker_epoch=image.brokers[b].broker_epoch) for b in to_fence
     ]
-    records += _fence_changes(image, set(to_fence))
-    return ControllerResult(tuple(records), to_fence)
+    return ControllerResult(tuple(records), to_fence, atomic=False)
 
 
 # ------------------------------------------------------------------------------ topics

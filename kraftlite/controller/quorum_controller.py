@@ -34,6 +34,7 @@ from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.records import (
     FenceBrokerRecord,
+    MetadataRecord,
     RecordBatch,
     RegisterBrokerRecord,
     UserScramCredentialRecord,
@@ -50,6 +51,9 @@ from kraftlite.raft.pysyncobj_log import (
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
+# Records per Raft commit (about 130 bytes each): a decision larger than this that may commit
+# in parts (decisions.py rule 6) does, so no Raft entry or apply grows with the cluster.
+MAX_BATCH_RECORDS = 5_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +158,9 @@ class QuorumController:
             result = decide(image)  # a refusal raises KraftliteError: nothing proposed
             if not result.records:
                 return result.response
+            if not result.atomic and len(result.records) > MAX_BATCH_RECORDS:
+                await self._commit_in_batches(result.records, deadline)
+                return result.response
             batch = RecordBatch(image.version, result.records, uuid.uuid4().hex)
             self._note_in_flight(batch)
             outcome = await self._propose_until_known(batch, deadline)
@@ -161,6 +168,25 @@ class QuorumController:
                 return result.response
             if loop.time() >= deadline:
                 raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, "metadata kept changing")
+
+    async def _commit_in_batches(
+        self, records: tuple[MetadataRecord, ...], deadline: float
+    ) -> None:
+        """decisions.py rule 6: commit a large non-atomic decision in bounded batches, each
+        against the version the previous one made. Nobody else writes meanwhile (we hold
+        the write lock), so a stale batch means we were deposed: stop, the rest is the next
+        controller's to redo from what committed.
+        """
+        for start in range(0, len(records), MAX_BATCH_RECORDS):
+            if not self.is_active():
+                raise self.not_controller()
+            chunk = records[start : start + MAX_BATCH_RECORDS]
+            batch = RecordBatch(self.log.image.version, chunk, uuid.uuid4().hex)
+            self._note_in_flight(batch)
+            if await self._propose_until_known(batch, deadline) is Outcome.STALE:
+                raise KraftliteError(
+                    ErrorCode.NOT_CONTROLLER, "metadata moved under a batched change"
+                )
 
     async def _propose_until_known(self, batch: RecordBatch, deadline: float) -> Outcome:
         loop = asyncio.get_running_loop()
@@ -343,6 +369,16 @@ class QuorumController:
     async def register_broker(
         self, broker_id: int, incarnation_id: str, url: str, rack: str | None
     ) -> int:
+        def fence_previous(image: MetadataImage) -> decisions.ControllerResult[list[int]]:
+            """A new incarnation: fence the old one first, in bounded batches (its
+            partitions may be many), so the registration itself stays one small batch.
+            """
+            existing = image.brokers.get(broker_id)
+            if existing is None or existing.incarnation_id == incarnation_id:
+                return decisions.ControllerResult((), [])
+            return decisions.fence_expired_brokers(image, [broker_id])
+
+        await self.submit(fence_previous)
         epoch = await self.submit(
             lambda image: decisions.register_broker(image, broker_id, incarnation_id, url, rack)
         )

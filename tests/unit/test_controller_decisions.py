@@ -120,12 +120,13 @@ def test_fencing_elects_the_next_isr_member_and_keeps_the_last_one() -> None:
     result = d.fence_expired_brokers(image, [1])
     assert result == d.ControllerResult(
         (
-            r.FenceBrokerRecord(broker_id=1, broker_epoch=image.brokers[1].broker_epoch),
             r.PartitionChangeRecord(
                 topic_id=image.topic_ids["t"], partition=0, leader=2, isr=(2, 3)
             ),
+            r.FenceBrokerRecord(broker_id=1, broker_epoch=image.brokers[1].broker_epoch),
         ),
         [1],
+        atomic=False,
     )
     image = commit(image, result)
     image = commit(image, d.fence_expired_brokers(image, [2, 3]))
@@ -377,3 +378,24 @@ def test_alter_partitions_commits_many_in_one_batch_and_refuses_some_in_part() -
     # a sender that is not the registered broker is refused as a whole
     stale = internal.AlterPartitionRequest(1, 999, request.changes)
     error(ErrorCode.STALE_BROKER_EPOCH, d.alter_partitions, image, stale)
+
+
+@pytest.mark.parametrize("shutdown", [False, True])
+def test_a_large_fence_may_commit_in_parts_and_every_prefix_is_safe(shutdown: bool) -> None:
+    """decisions.py rule 6: committed in bounded batches, a fence leaves after any prefix an
+    image that keeps every invariant with the broker still live, so the next controller
+    fences it again and finishes; the full run equals the one-batch result."""
+    image = with_topic(brokers(1, 2, 3), partitions=30)
+    if shutdown:
+        result = d.broker_heartbeat(image, 1, image.brokers[1].broker_epoch, 0, True)
+    else:
+        result = d.fence_expired_brokers(image, [1])
+    assert not result.atomic and isinstance(result.records[-1], r.FenceBrokerRecord)
+    whole = commit(image, result)
+    for cut in (1, 7, len(result.records) - 1):
+        part = apply_batch(image, r.RecordBatch(image.version, result.records[:cut]))
+        check_invariants(part)
+        assert part.is_live(1)
+        again = d.fence_expired_brokers(part, [1])  # the next controller's decision
+        rest = apply_batch(part, r.RecordBatch(part.version, again.records))
+        assert rest.topics == whole.topics and not rest.is_live(1)

@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
-from kraftlite.controller import decisions
+from kraftlite.controller import decisions, quorum_controller
 from kraftlite.controller.heartbeats import BrokerSessions
 from kraftlite.controller.quorum_controller import ControllerSettings, QuorumController
 from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.metadata import records as r
 from kraftlite.metadata.image import MetadataImage, StaleBatchError, apply_batch
-from kraftlite.metadata.records import RecordBatch
+from kraftlite.metadata.records import FenceBrokerRecord, RecordBatch
 from kraftlite.raft.pysyncobj_log import (
     LEADER_FALLBACK_TIMEOUT_MS,
     LEADERSHIP_CONFIRMATION_MS,
@@ -26,6 +27,7 @@ from kraftlite.raft.pysyncobj_log import (
     ProposeError,
     ProposeResult,
 )
+from tests.harness.metadata import live_brokers, play
 
 
 class ScriptedLog:
@@ -361,3 +363,45 @@ async def test_a_no_op_is_never_proposed_by_a_controller_that_is_not_active() ->
         await controller._commit_noop(asyncio.get_running_loop().time() + 1)
     assert caught.value.code is ErrorCode.NOT_CONTROLLER
     assert len(metadata_log.proposals) == proposed
+
+
+async def test_a_large_fence_commits_in_bounded_batches_and_a_deposed_one_stops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+
+    monkeypatch.setattr(quorum_controller, "MAX_BATCH_RECORDS", 4)
+    controller, metadata_log, _ = make_controller()
+    image = play(live_brokers(1, 2, 3), r.TopicRecord(name="t", topic_id="T"))
+    metadata_log.image = play(
+        image,
+        *(
+            r.PartitionRecord(topic_id="T", partition=i, replicas=(1, 2), isr=(1, 2), leader=1)
+            for i in range(10)
+        ),
+    )
+    fenced = await controller.submit(lambda image: decisions.fence_expired_brokers(image, [1]))
+    assert fenced == [1]
+    sizes = [len(b.records) for b in metadata_log.proposals]
+    assert sizes == [4, 4, 3]  # 10 leader moves, then the fence record, 4 at a time
+    assert isinstance(metadata_log.proposals[-1].records[-1], FenceBrokerRecord)
+    versions = [b.expected_version for b in metadata_log.proposals]
+    assert versions == list(range(versions[0], versions[0] + 3))  # each on the one before
+    assert not metadata_log.image.is_live(1)
+    assert all(p.leader == 2 for p in metadata_log.image.topics["T"].partitions.values())
+
+    # deposed half-way: the rest is not proposed; the broker is still live for the next one
+    metadata_log.image = play(
+        metadata_log.image,
+        r.UnfenceBrokerRecord(broker_id=1, broker_epoch=metadata_log.image.brokers[1].broker_epoch),
+    )
+    metadata_log.proposals.clear()
+
+    def deposed() -> None:
+        metadata_log.leader = False
+        raise ProposeError("not the leader", maybe_committed=False)
+
+    metadata_log.script = [lambda: None, deposed]
+    with pytest.raises(KraftliteError) as caught:
+        await controller.submit(lambda image: decisions.fence_expired_brokers(image, [2]))
+    assert caught.value.code is ErrorCode.NOT_CONTROLLER
+    assert metadata_log.image.is_live(2) and len(metadata_log.proposals) == 2
