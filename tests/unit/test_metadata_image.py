@@ -96,6 +96,16 @@ def test_images_pickle_round_trip() -> None:
     image = cluster()
     copy = pickle.loads(pickle.dumps(image))
     assert copy == image
+    assert copy.topics["T"].partitions == image.topics["T"].partitions
+
+
+def test_a_snapshot_from_before_flat_topics_still_loads() -> None:
+    """Raft snapshots written by the previous kraftlite held TopicImages and fewer fields."""
+    image = cluster()
+    old_state = (image.version, image.brokers, image.topics, image.topic_ids, image.controllers)
+    loaded = MetadataImage.__new__(MetadataImage)
+    loaded.__setstate__(old_state)
+    assert loaded.topics == image.topics and loaded.users == {} and loaded.acls == {}
 
 
 def test_the_metadata_snapshot_that_brokers_follow_round_trips() -> None:
