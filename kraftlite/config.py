@@ -358,6 +358,11 @@ class ControllerConfig(_Config):
     leader_imbalance_check_interval_ms: int = _key(
         "leader.imbalance.check.interval.ms", positive_option, default=30_000
     )
+    # Committed metadata batches kept in memory for brokers that follow the log by offset; a
+    # broker further behind gets a snapshot of the image first (docs/design/metadata.md).
+    metadata_log_retained_batches: int = _key(
+        "metadata.log.retained.batches", positive_option, default=100_000
+    )
 
     def voters(self) -> dict[str, int]:
         """Raft address -> node id, from `quorum`."""

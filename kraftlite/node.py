@@ -100,6 +100,7 @@ async def run_controller(
             peer_addresses=peers,
             data_dir=config.data_dir,
             password=password,
+            retained_batches=config.metadata_log_retained_batches,
         ),
         loop,
         _fatal,

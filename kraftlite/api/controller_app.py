@@ -169,6 +169,11 @@ async def quorum(request: web.Request) -> web.Response:
             "term": status["term"],
             "commit_index": status["commit_index"],
             "metadata_offset": controller.image.version,
+            "metadata_log": {  # what brokers following the log by offset are served from
+                "first_retained_version": controller.log.first_retained_version,
+                "batches_served": request.app[METADATA].batches_served,
+                "snapshots_served": request.app[METADATA].snapshots_served,
+            },
             "voters": voters,
         }
     )

@@ -147,6 +147,7 @@ class RaftSettings:
     heartbeat_period_s: float = 0.05
     bind_address: str | None = None
     port_limits: PortLimits = field(default_factory=PortLimits)
+    retained_batches: int = RETAINED_BATCHES  # metadata.log.retained.batches
 
 
 class RaftMetadataLog:
@@ -165,6 +166,7 @@ class RaftMetadataLog:
         self._recent: collections.deque[bytes] = collections.deque()
         self._recent_base = 0
         self._recent_bytes = 0
+        self._retained_batches = settings.retained_batches
         self._changed = asyncio.Event()
         self._listeners: list[Callable[[MetadataImage], None]] = []
         self._state = MetadataStateMachine(self._from_tick_thread, on_fatal)
@@ -226,9 +228,14 @@ class RaftMetadataLog:
             return
         self._recent.append(payload)
         self._recent_bytes += len(payload)
-        while len(self._recent) > RETAINED_BATCHES or self._recent_bytes > RETAINED_BYTES:
+        while len(self._recent) > self._retained_batches or self._recent_bytes > RETAINED_BYTES:
             self._recent_bytes -= len(self._recent.popleft())
             self._recent_base += 1
+
+    @property
+    def first_retained_version(self) -> int:
+        """Brokers at this version or later can follow by records; earlier need a snapshot."""
+        return self._recent_base
 
     def batches_after(self, version: int, max_bytes: int) -> list[bytes] | None:
         """The committed batches after `version`, oldest first, about `max_bytes` of them
