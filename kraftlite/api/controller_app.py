@@ -215,10 +215,34 @@ async def describe_topic(request: web.Request) -> web.Response:
     return _topic_or_404(request.app[CONTROLLER], request.match_info["topic"])
 
 
+async def _create_topics(request: web.Request, specs: object) -> web.Response:
+    """The batch form, `{"topics": [...]}`: one decision, one batch, an outcome per topic."""
+    controller = request.app[CONTROLLER]
+    outcomes = await controller.submit(
+        lambda image: decisions.create_topics(image, specs, rng=controller.rng)
+    )
+    image = controller.image
+    answers: list[dict[str, object]] = []
+    for outcome in outcomes:
+        topic = image.topic(outcome.name) if outcome.error is None else None
+        if topic is not None:
+            answers.append(topic_view(topic))
+        else:
+            error = outcome.error or KraftliteError(ErrorCode.UNKNOWN_SERVER_ERROR)
+            answers.append(
+                {"name": outcome.name, "error_code": error.code.name, "message": error.message}
+            )
+    response = json_response({"topics": answers})
+    response.headers[METADATA_VERSION] = str(image.version)
+    return response
+
+
 @needs_active_controller
 async def create_topic(request: web.Request) -> web.StreamResponse:
     controller = request.app[CONTROLLER]
     body = await read_json_object(request)
+    if "topics" in body:
+        return await _create_topics(request, body["topics"])
     name = body.get("name")
     await controller.submit(
         lambda image: decisions.create_topic(

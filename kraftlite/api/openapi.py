@@ -302,6 +302,38 @@ SCHEMAS: Final[Json] = {
         },
         required=["name"],
     ),
+    "CreateTopicsRequest": _object(
+        {
+            "topics": {
+                "type": "array",
+                "items": _ref("CreateTopicRequest"),
+                "minItems": 1,
+                "maxItems": 1000,
+            }
+        },
+        required=["topics"],
+        description="Many topics in one decision and one metadata batch (Kafka's "
+        "CreateTopics); at most 10,000 partitions in all.",
+    ),
+    "CreateTopicsAnswer": _object(
+        {
+            "topics": {
+                "type": "array",
+                "items": {
+                    "anyOf": [
+                        _ref("Topic"),
+                        _object(
+                            {"name": _str(), "error_code": _str(), "message": _str()},
+                            required=["name", "error_code", "message"],
+                        ),
+                    ]
+                },
+            }
+        },
+        required=["topics"],
+        description="One entry per topic asked for, in order: the topic, or why it was not "
+        "created (the others are created all the same).",
+    ),
     "CreatePartitionsRequest": _object(
         {"count": _int("the new partition count, above the current one", maximum=10_000)},
         required=["count"],
@@ -787,11 +819,23 @@ PATHS: Final[Json] = {
             {
                 "201": _answer(
                     "created: the topic as GET /v1/topics/{topic} returns it", _ref("Topic")
-                )
+                ),
+                "200": _answer("the batch form: each topic's outcome", _ref("CreateTopicsAnswer")),
             },
             description="Forwarded to the active controller. Replicas are placed on live "
-            "brokers, rack-aware.",
-            body=_json_body("CreateTopicRequest"),
+            'brokers, rack-aware. The batch form (`{"topics": [...]}`) creates many '
+            "topics in one decision and one metadata batch and answers 200 with an outcome "
+            "per topic; without CREATE on the cluster it needs CREATE on every topic named.",
+            body={
+                "required": True,
+                "content": {
+                    JSON: {
+                        "schema": {
+                            "oneOf": [_ref("CreateTopicRequest"), _ref("CreateTopicsRequest")]
+                        }
+                    }
+                },
+            },
             errors=[
                 *_BODY,
                 ErrorCode.INVALID_TOPIC_EXCEPTION,

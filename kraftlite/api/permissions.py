@@ -78,11 +78,18 @@ def _commit(request: web.Request, body: Mapping[str, Any]) -> list[Action]:
 
 
 def _create_topic(request: web.Request, body: Mapping[str, Any]) -> list[Action]:
-    """CREATE on the cluster, or else on the topic (Kafka accepts either)."""
+    """CREATE on the cluster, or else on the topic (Kafka accepts either); in the batch
+    form (`{"topics": [...]}`) on every topic named, or the request is refused whole."""
     if may(request, Action(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)):
         return []
-    name = body.get("name")
-    return [Action(Operation.CREATE, ResourceType.TOPIC, name if isinstance(name, str) else "")]
+    specs = body.get("topics") if "topics" in body else [body]
+    if not isinstance(specs, list) or not specs:
+        return [Action(Operation.CREATE, ResourceType.TOPIC, "")]
+    names = {s.get("name") if isinstance(s, Mapping) else None for s in specs}
+    return [
+        Action(Operation.CREATE, ResourceType.TOPIC, name if isinstance(name, str) else "")
+        for name in sorted(names, key=str)
+    ]
 
 
 _BODY_RULES: Final = {_join, _commit, _create_topic}

@@ -351,6 +351,69 @@ def create_topic(
     return ControllerResult(tuple(records), topic_id)
 
 
+MAX_TOPICS_PER_REQUEST = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class TopicCreated:
+    """One topic's outcome in a CreateTopics: its id, or the error that refused it."""
+
+    name: str
+    topic_id: str | None = None
+    error: KraftliteError | None = None
+
+
+def create_topics(
+    image: MetadataImage, specs: object, *, rng: random.Random
+) -> ControllerResult[list[TopicCreated]]:
+    """Create many topics in one decision and one batch (Kafka's CreateTopics): each topic
+    is checked as `create_topic` checks it, a refused one gets its own error and the others
+    are still created. At most MAX_TOPICS_PER_REQUEST topics and MAX_PARTITIONS partitions
+    in all, so the batch stays a bounded Raft entry.
+    """
+    if (
+        not isinstance(specs, list)
+        or not 0 < len(specs) <= MAX_TOPICS_PER_REQUEST
+        or not all(isinstance(spec, dict) for spec in specs)
+    ):
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST,
+            f"topics must be a list of 1-{MAX_TOPICS_PER_REQUEST} topic objects",
+        )
+    total = sum(p if isinstance(p := s.get("partitions", 1), int) else 0 for s in specs)
+    if total > MAX_PARTITIONS:
+        raise KraftliteError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"{total} partitions in one request; at most {MAX_PARTITIONS}",
+        )
+    records: list[MetadataRecord] = []
+    outcomes = []
+    seen: set[str] = set()
+    for spec in specs:
+        name = spec.get("name")
+        if isinstance(name, str) and name in seen:
+            twice = KraftliteError(ErrorCode.TOPIC_ALREADY_EXISTS, f"{name} is named twice")
+            outcomes.append(TopicCreated(name, error=twice))
+            continue
+        try:
+            result = create_topic(
+                image,
+                name,
+                spec.get("partitions", 1),
+                spec.get("replication_factor"),
+                spec.get("configs"),
+                rng=rng,
+            )
+        except KraftliteError as exc:
+            outcomes.append(TopicCreated(name if isinstance(name, str) else "", error=exc))
+            continue
+        assert isinstance(name, str)
+        seen.add(name)
+        records += result.records
+        outcomes.append(TopicCreated(name, result.response))
+    return ControllerResult(tuple(records), outcomes)
+
+
 def _existing_topic(image: MetadataImage, name: str) -> TopicImage:
     topic = image.topic(name)
     if topic is None:

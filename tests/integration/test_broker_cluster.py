@@ -369,3 +369,33 @@ def test_a_broker_that_created_a_topic_serves_it_at_once(cluster: Cluster) -> No
         assert status == 200, body
         assert http("DELETE", url + f"/v1/topics/{name}")[0] == 204
         assert http("GET", url + f"/v1/topics/{name}")[0] == 404
+
+
+def test_many_topics_created_in_one_request_and_one_metadata_change(cluster: Cluster) -> None:
+    """The batch form of POST /v1/topics (Kafka's CreateTopics), through a broker."""
+    url = cluster.urls[3]
+    status, before = http("GET", cluster.urls[1] + "/readyz")
+    specs = [{"name": f"batch-{i}", "partitions": 4, "replication_factor": 2} for i in range(30)]
+    specs.insert(7, {"name": "batch-3"})  # named twice: refused alone
+    status, body = http("POST", url + "/v1/topics", {"topics": specs})
+    assert status == 200, body
+    answers = body["topics"]
+    assert [a["name"] for a in answers] == [s["name"] for s in specs]
+    assert answers[7]["error_code"] == "TOPIC_ALREADY_EXISTS"
+    created = [a for a in answers if "error_code" not in a]
+    assert len(created) == 30 and all(len(a["partitions"]) == 4 for a in created)
+    # read your writes: the broker that answered serves every one of them now
+    for answer in created[:5]:
+        status, produced = http(
+            "POST", url + f"/v1/topics/{answer['name']}/records", {"records": [{"value": "x"}]}
+        )
+        assert status == 200, produced
+    # one metadata change for all 30 (and nothing half-applied by the refused one)
+    status, after = http("GET", cluster.urls[1] + "/readyz")
+    assert after["metadata_version"] - before["metadata_version"] <= 3
+    for bad in ({"topics": []}, {"topics": "x"}, {"topics": [{"name": "y", "partitions": 20000}]}):
+        status, refused = http("POST", url + "/v1/topics", bad)
+        assert status == 400 and refused["error_code"] in {
+            "INVALID_REQUEST",
+            "INVALID_PARTITIONS",
+        }, refused

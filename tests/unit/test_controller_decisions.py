@@ -399,3 +399,44 @@ def test_a_large_fence_may_commit_in_parts_and_every_prefix_is_safe(shutdown: bo
         again = d.fence_expired_brokers(part, [1])  # the next controller's decision
         rest = apply_batch(part, r.RecordBatch(part.version, again.records))
         assert rest.topics == whole.topics and not rest.is_live(1)
+
+
+def test_create_topics_is_one_batch_with_an_outcome_per_topic() -> None:
+    image = brokers(1, 2, 3)
+    specs = [
+        {"name": "a", "partitions": 3},
+        {"name": "bad name"},
+        {"name": "b", "partitions": 2, "replication_factor": 2},
+        {"name": "a"},  # named twice
+        {"name": "c", "replication_factor": 4},  # more than the live brokers
+    ]
+    result = d.create_topics(image, specs, rng=random.Random(1))
+    outcome = [(o.name, o.error.code.name if o.error else None) for o in result.response]
+    assert outcome == [
+        ("a", None),
+        ("bad name", "INVALID_TOPIC_EXCEPTION"),
+        ("b", None),
+        ("a", "TOPIC_ALREADY_EXISTS"),
+        ("c", "INVALID_REPLICATION_FACTOR"),
+    ]
+    image = commit(image, result)  # one batch: every created topic lands at one version
+    assert {t.name: len(t.partitions) for t in image.topics.values()} == {"a": 3, "b": 2}
+    assert [o.topic_id for o in result.response if o.error is None] == [
+        image.topic_ids["a"],
+        image.topic_ids["b"],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("specs", "code"),
+    [
+        ([], ErrorCode.INVALID_REQUEST),
+        ("a", ErrorCode.INVALID_REQUEST),
+        ([1], ErrorCode.INVALID_REQUEST),
+        ([{"name": f"t{i}"} for i in range(1001)], ErrorCode.INVALID_REQUEST),
+        ([{"name": "a", "partitions": 6000}, {"name": "b", "partitions": 6000}], None),
+    ],
+)
+def test_create_topics_bounds(specs: object, code: ErrorCode | None) -> None:
+    image = brokers(1, 2, 3)
+    error(code or ErrorCode.INVALID_PARTITIONS, d.create_topics, image, specs, rng=random.Random())
