@@ -96,6 +96,8 @@ class Partition:
         # When each follower's fetch session last fetched this partition (rule 5 of
         # replica_state): asked before an append, never on an idle partition.
         self.sessions_seen: Callable[[Partition], Mapping[int, int]] | None = None
+        # Whether a replica may join the ISR (live in this broker's metadata).
+        self.is_eligible: Callable[[int], bool] = rs.anyone
         # Called with the ISR to propose when the leader's view calls for a change.
         self.on_isr_change: Callable[[Partition, tuple[int, ...]], None] | None = None
 
@@ -328,7 +330,7 @@ class Partition:
         self.changed(followers=False)
         self._advance_high_watermark()
         proposal = None
-        expansion = rs.expansion_at_fetch(self.state, follower_id, now)
+        expansion = rs.expansion_at_fetch(self.state, follower_id, now, self.is_eligible)
         if expansion is not None:  # now, before an append moves the HW past this fetch
             proposal = IsrProposal(state.leader_epoch, state.partition_epoch, expansion)
             self.state = rs.propose_isr(self.state, expansion)
@@ -347,7 +349,7 @@ class Partition:
         """No ISR change can come due before this replica changes again (replica_state)."""
         state = self.state
         return state is None or (
-            not self._lapsed and rs.isr_settled(state, self.log.log_end_offset)
+            not self._lapsed and rs.isr_settled(state, self.log.log_end_offset, self.is_eligible)
         )
 
     def maybe_change_isr(self, max_lag_ms: int) -> IsrProposal | None:
@@ -365,7 +367,7 @@ class Partition:
         if self._lapsed:
             self._lapsed = False
             state = self.state = rs.resume_after_lapse(state, now)
-        change = rs.isr_change(state, self.log.log_end_offset, now, max_lag_ms)
+        change = rs.isr_change(state, self.log.log_end_offset, now, max_lag_ms, self.is_eligible)
         if change is None:
             return None
         self.state = rs.propose_isr(state, change)
@@ -402,6 +404,8 @@ class Partition:
         """
         if self.is_pending(proposal) and self.state is not None:
             self.state = rs.isr_change_failed(self.state, self._clock.monotonic_ms())
+            # The maximal ISR shrank back: the HW may move now, with no fetch to move it.
+            self._advance_high_watermark()
 
     # -- the follower's side ------------------------------------------------------------
 

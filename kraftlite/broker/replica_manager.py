@@ -132,8 +132,25 @@ class ReplicaManager:
         if self._first_image:
             self._delete_orphans(image)
             self._first_image = False
+        self._activate_for_unfenced(old, image)
         self.image = image
         self.image_changed.notify()
+
+    def _activate_for_unfenced(self, old: MetadataImage, new: MetadataImage) -> None:
+        """A broker that became live may join the ISRs it is out of: look at the partitions
+        we lead where it is such a replica (idle ones would not be looked at otherwise)."""
+        back = {b for b, r in new.brokers.items() if not r.fenced and not old.is_live(b)} - {
+            self.settings.broker_id
+        }
+        if not back:
+            return
+        for key, partition in self.partitions.items():
+            state = partition.state
+            if state is not None and any(b in state.replicas and b not in state.isr for b in back):
+                self._active.add(key)
+
+    def _eligible(self, broker_id: int) -> bool:
+        return self._newest_image.is_live(broker_id)
 
     def _hosted(self, topic_id: str, topic: str, index: int) -> Partition:
         key = (topic_id, index)
@@ -150,6 +167,7 @@ class ReplicaManager:
             )
             partition.on_change = self._partition_changed
             partition.sessions_seen = self._sessions_seen
+            partition.is_eligible = self._eligible
             self.partitions[key] = partition
         return partition
 

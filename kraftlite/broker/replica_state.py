@@ -26,10 +26,19 @@ Pure: time and the leader's log end offset are arguments. Kafka's rules (Partiti
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 UNKNOWN_OFFSET = -1
+# Which replicas may join an ISR: the leader's metadata says they are live (Kafka's
+# isReplicaIsrEligible). A fenced or shutting-down broker that still fetches for a moment
+# is not proposed (the controller would refuse it, and the pending expansion would hold the
+# high watermark on its stale log end meanwhile).
+Eligible = Callable[[int], bool]
+
+
+def anyone(_: int) -> bool:
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +160,7 @@ def sessions_fetched(
     return replace(state, followers=followers) if changed else state
 
 
-def isr_settled(state: LeaderState, leader_end: int) -> bool:
+def isr_settled(state: LeaderState, leader_end: int, eligible: Eligible = anyone) -> bool:
     """No ISR change can become due until something happens to the partition (an append,
     a fetch, a registration): no change pending, every ISR member at the leader's end (so
     never lagging), and no replica able to join.
@@ -163,7 +172,7 @@ def isr_settled(state: LeaderState, leader_end: int) -> bool:
             for m in state.isr
             if m != state.broker_id
         )
-        and not any(_may_join(state, b) for b in state.replicas)
+        and not any(_may_join(state, b, eligible) for b in state.replicas)
     )
 
 
@@ -186,7 +195,7 @@ def advance_high_watermark(state: LeaderState, leader_end: int) -> LeaderState:
 
 
 def isr_change(
-    state: LeaderState, leader_end: int, now_ms: int, max_lag_ms: int
+    state: LeaderState, leader_end: int, now_ms: int, max_lag_ms: int, eligible: Eligible = anyone
 ) -> tuple[int, ...] | None:
     """Rule 3: the ISR to propose now, or None. Shrinks come before expansions."""
     if state.pending_isr is not None:
@@ -201,27 +210,30 @@ def isr_change(
     }
     if lagging:
         return tuple(b for b in state.isr if b not in lagging)
-    joining = [b for b in state.replicas if _may_join(state, b)]
+    joining = [b for b in state.replicas if _may_join(state, b, eligible)]
     if joining:
         return tuple(b for b in state.replicas if b in state.isr or b in joining)
     return None
 
 
-def expansion_at_fetch(state: LeaderState, follower_id: int, now_ms: int) -> tuple[int, ...] | None:
+def expansion_at_fetch(
+    state: LeaderState, follower_id: int, now_ms: int, eligible: Eligible = anyone
+) -> tuple[int, ...] | None:
     """Rule 3's expansion, for the follower whose fetch was just recorded (and the HW
     advanced): the ISR to propose with it added, or None. Not while a refusal is recent:
     then the periodic check (`isr_change`) proposes it, at its own pace."""
     if state.pending_isr is not None or now_ms < state.fetch_expansion_after_ms:
         return None
-    if not _may_join(state, follower_id):
+    if not _may_join(state, follower_id, eligible):
         return None
     return tuple(b for b in state.replicas if b in state.isr or b == follower_id)
 
 
-def _may_join(state: LeaderState, replica: int) -> bool:
+def _may_join(state: LeaderState, replica: int, eligible: Eligible) -> bool:
     progress = state.followers.get(replica)
     return (
         replica not in state.isr
+        and eligible(replica)
         and progress is not None
         and progress.log_end_offset >= max(state.high_watermark, state.epoch_start_offset)
     )

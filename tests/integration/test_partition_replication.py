@@ -303,3 +303,40 @@ async def test_a_waiting_acks_all_produce_fails_when_leadership_moves(
         await waiting
     assert caught.value.code is ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert leader.role is Role.FOLLOWER
+
+
+async def test_a_refused_expansion_releases_the_high_watermark_without_another_fetch(
+    storages: dict[int, LogStorage],
+) -> None:
+    """Found by bench_scale.py: a broker shutting down fetched once more after being fenced,
+    qualified for the ISR, and the pending expansion held the HW on its stale log end. With
+    fetch sessions no idle follower fetch comes to move the HW, so the refusal must."""
+    clock = ManualClock()
+    leader = replica(storages, 1, clock)
+    two, three = replica(storages, 2, clock), replica(storages, 3, clock)
+    for r in (leader, two, three):
+        r.apply_registration(registration(1, 0, (1, 2)))
+    proposal = sync(three, leader, 3)  # 3 reaches the HW: an expansion is proposed
+    assert proposal is not None and proposal.isr == (1, 3, 2)
+    waiting = asyncio.create_task(leader.produce(batch("a"), Acks.ALL, 5))
+    await asyncio.sleep(0)
+    sync(two, leader, 2)
+    sync(two, leader, 2)  # 2 has "a"; 3 (pending) does not: the HW waits for 3
+    assert not waiting.done()
+    leader.isr_change_refused(proposal)  # the controller: 3 is fenced
+    await asyncio.wait_for(waiting, 1)  # released at once, not at the produce timeout
+    assert leader.log.high_watermark == 1
+
+
+async def test_a_fenced_replica_is_not_proposed_for_the_isr(
+    storages: dict[int, LogStorage],
+) -> None:
+    clock = ManualClock()
+    leader, three = replica(storages, 1, clock), replica(storages, 3, clock)
+    leader.apply_registration(registration(1, 0, (1, 2)))
+    three.apply_registration(registration(1, 0, (1, 2)))
+    leader.is_eligible = lambda broker: broker != 3  # 3 is fenced in our metadata
+    assert sync(three, leader, 3) is None  # caught up, yet not proposed at the fetch
+    assert leader.maybe_change_isr(30_000) is None  # nor by the periodic check
+    leader.is_eligible = lambda broker: True  # unfenced
+    assert leader.maybe_change_isr(30_000) == IsrProposal(0, 0, (1, 3, 2))
