@@ -245,9 +245,15 @@ async def _partition_offsets(broker: Broker, topic: str) -> dict[int, dict[str, 
 
 
 def local_offsets(broker: Broker, topic: str) -> dict[int, dict[str, int]]:
+    """The offsets of the topic's partitions this broker leads: O(the topic's partitions),
+    looked up through metadata, never a scan of every replica held here."""
+    image = broker.replicas.image.topic(topic)
+    if image is None:
+        return {}
     result = {}
-    for (_, index), partition in broker.replicas.partitions.items():
-        if partition.topic == topic and partition.serving_as_leader:
+    for index in image.partitions:
+        partition = broker.replicas.partitions.get((image.topic_id, index))
+        if partition is not None and partition.serving_as_leader:
             result[index] = {
                 "log_start_offset": partition.log.log_start_offset,
                 "high_watermark": partition.log.high_watermark,
