@@ -142,6 +142,7 @@ def register(url: str, broker_id: int) -> dict:
         "POST",
         url + "/v1/internal/brokers",
         {
+            "v": 1,
             "broker_id": broker_id,
             "incarnation_id": uuid.uuid4().hex,
             "url": f"http://127.0.0.1:{1000 + broker_id}",
@@ -151,7 +152,7 @@ def register(url: str, broker_id: int) -> dict:
     status, beat = http_retry(
         "POST",
         url + f"/v1/internal/brokers/{broker_id}/heartbeat",
-        {"broker_epoch": reg["broker_epoch"], "metadata_version": reg["broker_epoch"]},
+        {"v": 1, "broker_epoch": reg["broker_epoch"], "metadata_version": reg["broker_epoch"]},
     )
     assert status == 200, beat
     return {"id": broker_id, "epoch": reg["broker_epoch"]}
@@ -167,7 +168,7 @@ def measure_failover(quorum: ControllerQuorum) -> float:
             status, _ = http(
                 "POST",
                 quorum.urls[survivors[0]] + "/v1/internal/brokers",
-                {"broker_id": 99, "incarnation_id": uuid.uuid4().hex, "url": "http://x:1"},
+                {"v": 1, "broker_id": 99, "incarnation_id": uuid.uuid4().hex, "url": "http://x:1"},
                 timeout=5,
             )
         except OSError:

@@ -31,7 +31,6 @@ from kraftlite.api.errors import (
     int_param,
     json_response,
     read_json_object,
-    str_field,
 )
 from kraftlite.api.internal_auth import (
     CLUSTER_AUTH,
@@ -54,6 +53,10 @@ from kraftlite.metadata.views import broker_view, topic_summary, topic_view
 from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
 from kraftlite.protocol.internal import (
     AlterPartitionRequest,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
     MessageError,
     MetadataFetchRequest,
 )
@@ -418,49 +421,44 @@ async def list_quotas(request: web.Request) -> web.Response:
 @needs_active_controller
 async def register_broker(request: web.Request) -> web.StreamResponse:
     controller = request.app[CONTROLLER]
-    body = await read_json_object(request)
-    rack = body.get("rack")
-    if rack is not None and not isinstance(rack, str):
-        raise KraftliteError(ErrorCode.INVALID_REQUEST, "rack must be a string")
+    try:
+        wanted = BrokerRegistrationRequest.from_json(await read_json_object(request))
+    except MessageError as exc:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, str(exc)) from None
     epoch = await controller.register_broker(
-        int_field(body, "broker_id"),
-        str_field(body, "incarnation_id"),
-        str_field(body, "url"),
-        rack,
+        wanted.broker_id, wanted.incarnation_id, wanted.url, wanted.rack
     )
-    return json_response(
-        {
-            "broker_epoch": epoch,
-            "cluster_id": controller.settings.cluster_id,
-            "heartbeat_interval_ms": controller.settings.heartbeat_interval_ms,
-            "session_timeout_ms": controller.settings.session_timeout_ms,
-            "metadata_version": controller.image.version,
-        }
+    answer = BrokerRegistrationResponse(
+        epoch,
+        controller.settings.cluster_id,
+        controller.settings.heartbeat_interval_ms,
+        controller.settings.session_timeout_ms,
+        controller.image.version,
     )
+    return json_response(answer.to_json())
 
 
 @needs_active_controller
 async def broker_heartbeat(request: web.Request) -> web.StreamResponse:
-    body = await read_json_object(request)
-    want_shutdown = body.get("want_shutdown", False)
-    if not isinstance(want_shutdown, bool):
-        raise KraftliteError(ErrorCode.INVALID_REQUEST, "want_shutdown must be a boolean")
+    try:
+        beat = BrokerHeartbeatRequest.from_json(await read_json_object(request))
+    except MessageError as exc:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, str(exc)) from None
     controller = request.app[CONTROLLER]
     response, version = await controller.broker_heartbeat(
         int_param(request.match_info["broker_id"], "broker_id", -1),
-        int_field(body, "broker_epoch"),
-        int_field(body, "metadata_version", 0),
-        want_shutdown,
+        beat.broker_epoch,
+        beat.metadata_version,
+        beat.want_shutdown,
     )
-    return json_response(
-        {
-            "broker_epoch": response.broker_epoch,
-            "fenced": response.fenced,
-            "shutting_down": response.shutting_down,
-            "metadata_version": version,
-            "session_timeout_ms": controller.settings.session_timeout_ms,
-        }
+    answer = BrokerHeartbeatResponse(
+        response.broker_epoch,
+        response.fenced,
+        response.shutting_down,
+        version,
+        controller.settings.session_timeout_ms,
     )
+    return json_response(answer.to_json())
 
 
 @needs_active_controller

@@ -20,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import structlog
@@ -34,9 +35,18 @@ from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.follower import MetadataFollower
 from kraftlite.metadata.image import StaleBatchError
 from kraftlite.metadata.records import RecordCodecError
-from kraftlite.protocol.internal import MessageError, MetadataFetchRequest, MetadataFetchResponse
+from kraftlite.protocol.internal import (
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    MessageError,
+    MetadataFetchRequest,
+    MetadataFetchResponse,
+)
 from kraftlite.storage.log import LogStorage
 
+T = TypeVar("T")
 log = structlog.get_logger(__name__)
 METADATA_WAIT_MS = 10_000
 INLINE_METADATA_BYTES = 256 << 10  # larger metadata answers are replayed in a thread
@@ -63,6 +73,14 @@ class BrokerSettings:
     replication: ReplicationSettings | None = None
     limits: RequestLimits = RequestLimits()
     shutdown_timeout_s: float = 5.0
+
+
+def _message(read: Callable[[Any], T], body: Any) -> T:
+    """A controller's answer as its typed message; a malformed one is a failed call."""
+    try:
+        return read(body)
+    except MessageError as exc:
+        raise KraftliteError(ErrorCode.NOT_CONTROLLER, f"bad controller answer: {exc}") from None
 
 
 class Broker:
@@ -179,20 +197,17 @@ class Broker:
 
     async def _register(self) -> None:
         sent = self.clock.monotonic_ms()
-        _, answer = await self._session_controllers.call(
-            "POST",
-            "/v1/internal/brokers",
-            {
-                "broker_id": self.broker_id,
-                "incarnation_id": self.incarnation_id,
-                "url": self.settings.url,
-                "rack": self.settings.rack,
-            },
+        wanted = BrokerRegistrationRequest(
+            self.broker_id, self.incarnation_id, self.settings.url, self.settings.rack
         )
-        self.broker_epoch = int(answer["broker_epoch"])
-        self.cluster_id = str(answer.get("cluster_id", ""))
-        self._heartbeat_interval_s = int(answer["heartbeat_interval_ms"]) / 1000
-        self._answered(sent, answer)
+        _, body = await self._session_controllers.call(
+            "POST", "/v1/internal/brokers", wanted.to_json()
+        )
+        answer = _message(BrokerRegistrationResponse.from_json, body)
+        self.broker_epoch = answer.broker_epoch
+        self.cluster_id = answer.cluster_id
+        self._heartbeat_interval_s = answer.heartbeat_interval_ms / 1000
+        self._answered(sent, answer.metadata_version, answer.session_timeout_ms)
         self._registered.set()
         log.info("broker_registered", broker_epoch=self.broker_epoch)
 
@@ -201,28 +216,24 @@ class Broker:
         # Each attempt gets a second at least: the controller may wait up to
         # CONFIRMATION_WAIT_MS for a Raft round trip before answering.
         timeout_s = max(self._heartbeat_interval_s, 2.0)
-        _, answer = await self._session_controllers.call(
+        beat = BrokerHeartbeatRequest(self.broker_epoch, self.replicas.image.version, want_shutdown)
+        _, body = await self._session_controllers.call(
             "POST",
             f"/v1/internal/brokers/{self.broker_id}/heartbeat",
-            {
-                "broker_epoch": self.broker_epoch,
-                "metadata_version": self.replicas.image.version,
-                "want_shutdown": want_shutdown,
-            },
+            beat.to_json(),
             timeout_s=timeout_s,
             attempt_timeout_s=timeout_s / 2,  # a hung controller gets half, the next the rest
         )
-        was_fenced, self.fenced = self.fenced, bool(answer["fenced"])
+        answer = _message(BrokerHeartbeatResponse.from_json, body)
+        was_fenced, self.fenced = self.fenced, answer.fenced
         if was_fenced != self.fenced:
             log.info("broker_fenced" if self.fenced else "broker_unfenced")
-        self._answered(sent, answer)
+        self._answered(sent, answer.metadata_version, answer.session_timeout_ms)
 
-    def _answered(self, sent_ms: int, answer: dict[str, Any]) -> None:
+    def _answered(self, sent_ms: int, metadata_version: int, session_timeout_ms: int) -> None:
         """Rule 5: renew the lease; fetch the answer's metadata version now if we lack it."""
         was_valid = self.lease.valid(self.clock.monotonic_ms())
-        self.lease.answered(
-            sent_ms, int(answer["metadata_version"]), int(answer["session_timeout_ms"])
-        )
+        self.lease.answered(sent_ms, metadata_version, session_timeout_ms)
         if not was_valid and self.lease.valid(self.clock.monotonic_ms()):
             log.info("leadership_lease_renewed")
         wanted = self.lease.waiting_for_version()

@@ -66,6 +66,120 @@ def _ids(data: Mapping[str, Any], name: str) -> tuple[int, ...]:
     return tuple(value)
 
 
+# ---------------------------------------------------------------------------- registration
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationRequest:
+    """`POST /v1/internal/brokers`: a broker process announces itself (a fresh incarnation
+    id per process start tells a restart from a retry)."""
+
+    broker_id: int
+    incarnation_id: str
+    url: str
+    rack: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "v": VERSION,
+            "broker_id": self.broker_id,
+            "incarnation_id": self.incarnation_id,
+            "url": self.url,
+            "rack": self.rack,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> BrokerRegistrationRequest:
+        data = _check_version(data)
+        rack = data.get("rack")
+        if rack is not None and not isinstance(rack, str):
+            raise MessageError("rack must be a string")
+        return cls(
+            _int(data, "broker_id", 0, 2**31 - 1),
+            _str(data, "incarnation_id", 64),
+            _str(data, "url", 2048),
+            rack,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationResponse:
+    broker_epoch: int
+    cluster_id: str
+    heartbeat_interval_ms: int
+    session_timeout_ms: int
+    metadata_version: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"v": VERSION, **{f: getattr(self, f) for f in self.__slots__}}
+
+    @classmethod
+    def from_json(cls, data: Any) -> BrokerRegistrationResponse:
+        data = _check_version(data)
+        cluster_id = data.get("cluster_id")
+        if not isinstance(cluster_id, str):
+            raise MessageError("cluster_id must be a string")
+        return cls(
+            _int(data, "broker_epoch", 0),
+            cluster_id,
+            _int(data, "heartbeat_interval_ms", 1),
+            _int(data, "session_timeout_ms", 1),
+            _int(data, "metadata_version", 0),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatRequest:
+    """`POST /v1/internal/brokers/{id}/heartbeat`: the broker's registration it speaks for,
+    the metadata version it has applied, and whether it asks to shut down."""
+
+    broker_epoch: int
+    metadata_version: int
+    want_shutdown: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "v": VERSION,
+            "broker_epoch": self.broker_epoch,
+            "metadata_version": self.metadata_version,
+            "want_shutdown": self.want_shutdown,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> BrokerHeartbeatRequest:
+        data = _check_version(data)
+        want_shutdown = data.get("want_shutdown", False)
+        if not isinstance(want_shutdown, bool):
+            raise MessageError("want_shutdown must be a boolean")
+        return cls(_int(data, "broker_epoch"), _int(data, "metadata_version", 0), want_shutdown)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHeartbeatResponse:
+    broker_epoch: int
+    fenced: bool
+    shutting_down: bool
+    metadata_version: int  # the active controller's, when it answered (broker/lease.py)
+    session_timeout_ms: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"v": VERSION, **{f: getattr(self, f) for f in self.__slots__}}
+
+    @classmethod
+    def from_json(cls, data: Any) -> BrokerHeartbeatResponse:
+        data = _check_version(data)
+        fenced, shutting_down = data.get("fenced"), data.get("shutting_down")
+        if not isinstance(fenced, bool) or not isinstance(shutting_down, bool):
+            raise MessageError("fenced and shutting_down must be booleans")
+        return cls(
+            _int(data, "broker_epoch"),
+            fenced,
+            shutting_down,
+            _int(data, "metadata_version", 0),
+            _int(data, "session_timeout_ms", 1),
+        )
+
+
 # ---------------------------------------------------------------------------- metadata fetch
 
 

@@ -44,14 +44,19 @@ def register_live_broker(url: str, broker_id: int) -> None:
     status, reg = http_retry(
         "POST",
         url + "/v1/internal/brokers",
-        {"broker_id": broker_id, "incarnation_id": uuid.uuid4().hex, "url": "http://127.0.0.1:1"},
+        {
+            "v": 1,
+            "broker_id": broker_id,
+            "incarnation_id": uuid.uuid4().hex,
+            "url": "http://127.0.0.1:1",
+        },
         signed=True,
     )
     assert status == 200, reg
     status, beat = http_retry(
         "POST",
         url + f"/v1/internal/brokers/{broker_id}/heartbeat",
-        {"broker_epoch": reg["broker_epoch"], "metadata_version": reg["broker_epoch"]},
+        {"v": 1, "broker_epoch": reg["broker_epoch"], "metadata_version": reg["broker_epoch"]},
         signed=True,
     )
     assert status == 200 and not beat["fenced"], beat
@@ -190,7 +195,7 @@ def test_quorum_admin_and_failover(quorum: ControllerQuorum) -> None:
     status, body = signed_http(
         "POST",
         quorum.urls[new_leader] + "/v1/internal/brokers",
-        {"broker_id": 2, "incarnation_id": "lost", "url": "http://127.0.0.1:2"},
+        {"v": 1, "broker_id": 2, "incarnation_id": "lost", "url": "http://127.0.0.1:2"},
         timeout=30,
     )
     assert status in {503, 504}, body

@@ -80,13 +80,13 @@ def test_a_stranger_cannot_act_as_a_broker(cluster: Cluster) -> None:
         (
             "POST",
             "/v1/internal/brokers",
-            {"broker_id": 7, "incarnation_id": "x", "url": "http://127.0.0.1:1"},
+            {"v": 1, "broker_id": 7, "incarnation_id": "x", "url": "http://127.0.0.1:1"},
         ),
         # broker 1 re-registered under an address the stranger chose
         (
             "POST",
             "/v1/internal/brokers",
-            {"broker_id": 1, "incarnation_id": "y", "url": "http://127.0.0.1:2"},
+            {"v": 1, "broker_id": 1, "incarnation_id": "y", "url": "http://127.0.0.1:2"},
         ),
         # a forged shutdown heartbeat that would fence broker 2
         ("POST", "/v1/internal/brokers/2/heartbeat", {"broker_epoch": 0, "want_shutdown": True}),
@@ -198,7 +198,7 @@ def test_registration_urls_must_be_plain_node_urls(cluster: Cluster) -> None:
         "file:///etc/passwd",
         "127.0.0.1:9999",
     ]:
-        body = orjson.dumps({"broker_id": 9, "incarnation_id": "z", "url": bad})
+        body = orjson.dumps({"v": 1, "broker_id": 9, "incarnation_id": "z", "url": bad})
         status, answer = _raw(
             "POST",
             controller,
