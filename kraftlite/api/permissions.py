@@ -85,11 +85,11 @@ def _create_topic(request: web.Request, body: Mapping[str, Any]) -> list[Action]
     specs = body.get("topics") if "topics" in body else [body]
     if not isinstance(specs, list) or not specs:
         return [Action(Operation.CREATE, ResourceType.TOPIC, "")]
-    names = {s.get("name") if isinstance(s, Mapping) else None for s in specs}
-    return [
-        Action(Operation.CREATE, ResourceType.TOPIC, name if isinstance(name, str) else "")
-        for name in sorted(names, key=str)
-    ]
+    names = {
+        name if isinstance(s, Mapping) and isinstance(name := s.get("name"), str) else ""
+        for s in specs
+    }
+    return [Action(Operation.CREATE, ResourceType.TOPIC, name) for name in sorted(names)]
 
 
 _BODY_RULES: Final = {_join, _commit, _create_topic}

@@ -45,10 +45,24 @@ class FetchSession:
     dirty: set[PartitionKey] = field(default_factory=set)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
+    deferred: list[PartitionKey] = field(default_factory=list)
+
     def take_dirty(self) -> set[PartitionKey]:
         dirty, self.dirty = self.dirty, set()
         self.wake.clear()
         return dirty
+
+    def defer(self, keys: list[PartitionKey]) -> None:
+        """Partitions a full answer had no room for: looked at first next round."""
+        self.deferred = keys
+
+    def take_deferred(self, keys: set[PartitionKey]) -> list[PartitionKey]:
+        """`keys` to look at, the ones deferred last round first."""
+        deferred, self.deferred = self.deferred, []
+        if not deferred:
+            return list(keys)
+        first = set(deferred)
+        return [*deferred, *(k for k in keys if k not in first)]
 
 
 class FetchSessions:

@@ -100,7 +100,7 @@ class FollowerFetcher:
     async def _run(self) -> None:
         backoff = 0.05
         while True:
-            if not self.partitions:
+            if not self.partitions and not self._forgotten:
                 self._changed.clear()
                 await self._changed.wait()
                 continue
@@ -187,7 +187,12 @@ class FollowerFetcher:
         for key in request.forgotten:
             self._sent.pop(key, None)
             self._forgotten.discard(key)
-        self._dirty -= positions.keys()
+        for key, sent in positions.items():
+            partition = self.partitions.get(key)
+            if partition is None:  # removed while the request was in flight
+                self._forgotten.add(key)
+            elif self._position(partition) == sent:
+                self._dirty.discard(key)  # else it moved meanwhile: send it again
         for item, data in zip(answer.partitions, segments, strict=True):
             self._take(item, data)
 

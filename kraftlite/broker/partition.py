@@ -183,7 +183,9 @@ class Partition:
         if self.state is None:
             raise self.not_leader()
         if not self._lease_valid():
-            self._lapsed = True
+            if not self._lapsed:
+                self._lapsed = True
+                self.changed(followers=False)  # the ISR check must see the lapse end
             raise self.lease_lapsed()
         return self.state
 

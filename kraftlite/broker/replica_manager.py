@@ -273,16 +273,16 @@ class ReplicaManager:
                 f"replica {follower} with broker epoch {request.broker_epoch} is not the "
                 "registered one",
             )
-        session, candidates = self.fetch_sessions.open(request, self._clock.monotonic_ms())
+        session, touched = self.fetch_sessions.open(request, self._clock.monotonic_ms())
+        candidates = session.take_deferred(touched)
         while True:
             answers: list[PartitionFetchAnswer] = []
             segments: list[bytes] = []
             budget = request.max_bytes
-            for key in candidates:
-                if budget <= 0:  # the rest next round
-                    session.dirty.add(key)
-                    session.wake.set()
-                    continue
+            for position, key in enumerate(candidates):
+                if budget <= 0:  # the rest first next round (rotated, so none starves)
+                    session.defer(candidates[position:])
+                    break
                 entry = session.partitions.get(key)
                 if entry is None:
                     continue
@@ -295,7 +295,7 @@ class ReplicaManager:
                 return ReplicaFetchResponse(session.session_id, tuple(answers)), segments
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(session.wake.wait(), deadline - loop.time())
-            candidates = session.take_dirty()
+            candidates = session.take_deferred(session.take_dirty())
 
     def _replica_fetch_one(
         self, follower: int, entry: SessionPartition, max_bytes: int
@@ -397,10 +397,15 @@ class ReplicaManager:
             partition = self.partitions.get(key)
             if partition is None or partition.state is None:
                 continue
-            proposal = partition.maybe_change_isr(self.settings.replica_lag_time_max_ms)
-            if proposal is not None:
-                self._send_alter_partition(partition, proposal)
-            if not partition.isr_settled():
+            try:
+                proposal = partition.maybe_change_isr(self.settings.replica_lag_time_max_ms)
+                if proposal is not None:
+                    self._send_alter_partition(partition, proposal)
+                settled = partition.isr_settled()
+            except Exception:  # one bad partition must not drop the others' checks
+                log.exception("isr_check_failed", partition=partition.name)
+                settled = False
+            if not settled:
                 self._active.add(key)
 
     def _send_alter_partition(self, partition: Partition, proposal: IsrProposal) -> None:
@@ -422,11 +427,14 @@ class ReplicaManager:
             self._isr_wake.clear()
             queued = [(p, pr) for p, pr in self._isr_queue.values() if p.is_pending(pr)]
             self._isr_queue.clear()
-            unknown = []
+            unknown: list[tuple[Partition, IsrProposal]] = []
             for start in range(0, len(queued), ALTER_PARTITION_MAX_ITEMS):
-                unknown += await self._alter_partitions(
-                    queued[start : start + ALTER_PARTITION_MAX_ITEMS]
-                )
+                chunk = queued[start : start + ALTER_PARTITION_MAX_ITEMS]
+                try:
+                    unknown += await self._alter_partitions(chunk)
+                except Exception:  # a bug: keep the changes, and the sender, alive
+                    log.exception("alter_partition_crashed", partitions=len(chunk))
+                    unknown += chunk
             for partition, proposal in unknown:  # unless a newer change replaced it
                 self._isr_queue.setdefault(
                     (partition.topic_id, partition.index), (partition, proposal)
@@ -493,7 +501,11 @@ class ReplicaManager:
         dirty, self._hw_dirty = self._hw_dirty, set()
         logs = [p.log for key in dirty if (p := self.partitions.get(key)) is not None]
         if logs:
-            await asyncio.to_thread(_checkpoint_all, logs)
+            try:
+                await asyncio.to_thread(_checkpoint_all, logs)
+            except BaseException:
+                self._hw_dirty |= dirty  # the next round writes them
+                raise
 
     async def _retention(self) -> None:
         """Apply retention to every partition, a slice at a time in one thread each."""

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field, replace
 
 UNKNOWN_OFFSET = -1
 # Which replicas may join an ISR: the leader's metadata says they are live (Kafka's
-# isReplicaIsrEligible). A fenced or shutting-down broker that still fetches for a moment
-# is not proposed (the controller would refuse it, and the pending expansion would hold the
-# high watermark on its stale log end meanwhile).
+# isReplicaIsrEligible). A fenced broker (one shutting down, or cut off, that still fetches
+# for a moment) is not proposed: the controller would refuse it, and the pending expansion
+# would hold the high watermark on its stale log end meanwhile.
 Eligible = Callable[[int], bool]
 
 

@@ -13,10 +13,15 @@ Rules:
 4. Fencing a broker removes it from every ISR, except where it is the last member, so such a
    partition can come back with its data when the broker returns.
 5. Time and randomness are arguments (`now_ms`, `rng`), so every decision is reproducible.
-6. Fencing a broker, a controlled shutdown and leader rebalancing decide every partition at
-   once but may commit in bounded batches (`atomic=False`): partition changes come first and
-   the broker's FenceBrokerRecord last, so after any prefix the broker is still live, and
-   the next controller, finding it live, fences it again and finishes the job.
+6. Fencing a broker, a controlled shutdown, an unfence and leader elections may commit in
+   bounded batches (`atomic=False`): the first batch's worth of records commits, and the
+   decision is taken again against the image that made, until the rest fits one batch.
+   Every prefix is a safe change: partition changes (leaders only from the ISR) come first
+   and a FenceBrokerRecord last, so until the end the broker is still live; an unfence
+   comes first and its elections after. If it stops half-way (deposed, timed out, the
+   broker heartbeating again), the broker is fenced again once its session expires, and
+   `elect_offline_leaders` (run after every takeover and periodically) elects partitions
+   left offline with a live ISR member.
 """
 
 from __future__ import annotations
@@ -171,6 +176,23 @@ def elect_preferred_leaders(image: MetadataImage) -> ControllerResult[int]:
     return ControllerResult(tuple(changes), len(changes), atomic=False)
 
 
+def elect_offline_leaders(image: MetadataImage) -> ControllerResult[int]:
+    """Elect a leader (rule 3) for every offline partition that has a live ISR member, or
+    any live replica where unclean election is on. Nothing normally leaves one behind:
+    fencing elects at once and an unfence elects what the broker brings back; this repairs
+    what a batched decision stopped half-way left (rule 6). Responds with the count.
+    """
+    changes = []
+    for topic, index, current in image.partitions():
+        if current.leader != NO_LEADER:
+            continue
+        leader, isr = elect_leader(current, image.is_live, _unclean_allowed(topic))
+        change = _change(topic.topic_id, index, current, leader, isr)
+        if change is not None:
+            changes.append(change)
+    return ControllerResult(tuple(changes), len(changes), atomic=False)
+
+
 # ------------------------------------------------------------------------------ controllers
 
 
@@ -265,7 +287,7 @@ def broker_heartbeat(
     elif not want_shutdown and broker.fenced and metadata_version >= broker_epoch:
         records = [UnfenceBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch)]
         records += _unfence_changes(image, broker_id)
-        fenced = False
+        fenced, atomic = False, False  # any prefix: the broker is live, some elected
     return ControllerResult(
         tuple(records), BrokerHeartbeatResponse(broker_epoch, fenced, want_shutdown), atomic
     )
@@ -380,7 +402,11 @@ def create_topics(
             ErrorCode.INVALID_REQUEST,
             f"topics must be a list of 1-{MAX_TOPICS_PER_REQUEST} topic objects",
         )
-    total = sum(p if isinstance(p := s.get("partitions", 1), int) else 0 for s in specs)
+    total = sum(
+        p
+        for spec in specs
+        if isinstance(p := spec.get("partitions", 1), int) and not isinstance(p, bool) and p > 0
+    )
     if total > MAX_PARTITIONS:
         raise KraftliteError(
             ErrorCode.INVALID_PARTITIONS,

@@ -84,6 +84,11 @@ class QuorumController:
         # Batches that fence or re-register brokers, by request id, while they may still
         # apply: (the version they were decided at, those brokers). See _note_in_flight.
         self._in_flight: dict[str, tuple[int, frozenset[int]]] = {}
+        # Brokers a decision committing in several batches fences or registers, until done.
+        self._batched_brokers: set[int] = set()
+        # Offline partitions may have a live ISR member to elect (a batched decision stopped
+        # half-way, or we just took over): see _repair_offline.
+        self._repair_due = True
         # When the latest no-op that committed in this term was started (see
         # _confirm_leadership), and the one in flight.
         self._leadership_confirmed_ms: int | None = None
@@ -149,44 +154,44 @@ class QuorumController:
         *,
         require_active: bool = True,
     ) -> T:
-        """`submit`'s work; the caller holds the write lock."""
-        loop = asyncio.get_running_loop()
-        while True:
-            if require_active and not self.is_active():
-                raise self.not_controller()  # deposed between attempts
-            image = self.log.image
-            result = decide(image)  # a refusal raises KraftliteError: nothing proposed
-            if not result.records:
-                return result.response
-            if not result.atomic and len(result.records) > MAX_BATCH_RECORDS:
-                await self._commit_in_batches(result.records, deadline)
-                return result.response
-            batch = RecordBatch(image.version, result.records, uuid.uuid4().hex)
-            self._note_in_flight(batch)
-            outcome = await self._propose_until_known(batch, deadline)
-            if outcome is not Outcome.STALE:
-                return result.response
-            if loop.time() >= deadline:
-                raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, "metadata kept changing")
+        """`submit`'s work; the caller holds the write lock.
 
-    async def _commit_in_batches(
-        self, records: tuple[MetadataRecord, ...], deadline: float
-    ) -> None:
-        """decisions.py rule 6: commit a large non-atomic decision in bounded batches, each
-        against the version the previous one made. Nobody else writes meanwhile (we hold
-        the write lock), so a stale batch means we were deposed: stop, the rest is the next
-        controller's to redo from what committed.
+        decisions.py rule 6: a non-atomic decision larger than MAX_BATCH_RECORDS commits its
+        first MAX_BATCH_RECORDS records, then is decided again against the image that made,
+        until what is left fits one batch. Each batch is thus decided against the image it
+        applies to (a write forwarded by another controller may land in between). Brokers
+        the decision fences or registers answer no heartbeat from the image meanwhile.
         """
-        for start in range(0, len(records), MAX_BATCH_RECORDS):
-            if not self.is_active():
-                raise self.not_controller()
-            chunk = records[start : start + MAX_BATCH_RECORDS]
-            batch = RecordBatch(self.log.image.version, chunk, uuid.uuid4().hex)
-            self._note_in_flight(batch)
-            if await self._propose_until_known(batch, deadline) is Outcome.STALE:
-                raise KraftliteError(
-                    ErrorCode.NOT_CONTROLLER, "metadata moved under a batched change"
-                )
+        loop = asyncio.get_running_loop()
+        batched: set[int] = set()
+        try:
+            while True:
+                if require_active and not self.is_active():
+                    raise self.not_controller()  # deposed between attempts
+                image = self.log.image
+                result = decide(image)  # a refusal raises KraftliteError: nothing proposed
+                if not result.records:
+                    return result.response
+                records = result.records
+                partial = not result.atomic and len(records) > MAX_BATCH_RECORDS
+                if partial:
+                    if not batched:
+                        batched = _brokers_changed(records)
+                        self._batched_brokers |= batched
+                    records = records[:MAX_BATCH_RECORDS]
+                    self._repair_due = True  # if we stop half-way: see _repair_offline
+                batch = RecordBatch(image.version, records, uuid.uuid4().hex)
+                self._note_in_flight(batch)
+                outcome = await self._propose_until_known(batch, deadline)
+                if outcome is not Outcome.STALE and not partial:
+                    return result.response
+                if partial and outcome is not Outcome.STALE:
+                    # progress: the rest gets a full request timeout of its own
+                    deadline = max(deadline, loop.time() + self.settings.request_timeout_s)
+                elif loop.time() >= deadline:
+                    raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, "metadata kept changing")
+        finally:
+            self._batched_brokers -= batched
 
     async def _propose_until_known(self, batch: RecordBatch, deadline: float) -> Outcome:
         loop = asyncio.get_running_loop()
@@ -252,6 +257,7 @@ class QuorumController:
             self.sessions.reset(self.image.brokers, now + LEADER_FALLBACK_TIMEOUT_MS)
             self._last_rebalance_ms = now
             self._leadership_confirmed_ms = None
+            self._repair_due = True
             self._active_term = term
             log.info("became_active_controller", version=self.image.version, term=term)
         bootstrap = self.settings.bootstrap_credential
@@ -269,9 +275,21 @@ class QuorumController:
                 log.info("brokers_fenced", brokers=fenced, reason="session expired")
         if now - self._last_rebalance_ms >= self.settings.leader_imbalance_check_interval_ms:
             self._last_rebalance_ms = now
+            self._repair_due = True
             moved = await self.submit(decisions.elect_preferred_leaders)
             if moved:
                 log.info("preferred_leaders_elected", partitions=moved)
+        if self._repair_due:
+            await self._repair_offline()
+
+    async def _repair_offline(self) -> None:
+        """Elect leaders for offline partitions that have a live ISR member (decisions.py
+        rule 6: a batched fence that stopped half-way can leave such partitions behind, with
+        the broker it was fencing still live). After a takeover, and periodically."""
+        self._repair_due = False
+        elected = await self.submit(decisions.elect_offline_leaders)
+        if elected:
+            log.info("offline_partitions_elected", partitions=elected)
 
     def _expired(self, image: MetadataImage) -> list[int]:
         now = self._clock.monotonic_ms()
@@ -299,7 +317,10 @@ class QuorumController:
             self._in_flight[batch.request_id] = (batch.expected_version, brokers)
 
     def _changing(self, broker_id: int) -> bool:
-        """Whether a batch that may still apply fences or re-registers `broker_id`."""
+        """Whether a batch that may still apply fences or re-registers `broker_id` (or a
+        decision committing in several batches is under way for it)."""
+        if broker_id in self._batched_brokers:
+            return True
         version = self.image.version
         self._in_flight = {k: v for k, v in self._in_flight.items() if v[0] >= version}
         return any(broker_id in brokers for _, brokers in self._in_flight.values())
@@ -424,6 +445,10 @@ class QuorumController:
         if not self.is_caught_up():
             raise self.not_controller()
         return response, self.image.version
+
+
+def _brokers_changed(records: tuple[MetadataRecord, ...]) -> set[int]:
+    return {r.broker_id for r in records if isinstance(r, FenceBrokerRecord | RegisterBrokerRecord)}
 
 
 def _ignore_outcome(task: asyncio.Task[None]) -> None:

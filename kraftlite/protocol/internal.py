@@ -531,14 +531,14 @@ class PartitionFetchAnswer:
         topic_id, partition = _str(data, "topic_id"), _int(data, "partition", 0)
         code = data.get("error_code")
         if code is not None:
-            details = {k: v for k, v in data.items() if k == "log_start_offset"}
+            start = _int(data, "log_start_offset", 0) if "log_start_offset" in data else 0
             return cls(
                 topic_id,
                 partition,
-                log_start_offset=int(details.get("log_start_offset", 0)),
+                log_start_offset=start,
                 error_code=str(code),
                 message=str(data.get("message", "")),
-                details=details,
+                details={"log_start_offset": start} if "log_start_offset" in data else {},
             )
         diverging = data.get("diverging_epoch")
         return cls(

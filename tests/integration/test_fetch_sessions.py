@@ -7,6 +7,7 @@ out when writes resume.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -196,3 +197,61 @@ async def test_an_idle_caught_up_follower_stays_in_the_isr_when_writes_resume(
     await manager._check_isrs()
     assert partition.state is not None
     assert partition.state.pending_isr == (1, 2)  # 3 stopped fetching long ago: out
+
+
+async def test_a_lease_lapse_on_an_idle_partition_gives_no_dead_follower_a_fresh_allowance(
+    tmp_path: Path,
+) -> None:
+    """From the review: a lapse noticed on a settled partition must be seen by the ISR check
+    when it ends, not at the next change hours later (when resume_after_lapse would give a
+    long-dead follower a fresh replica.lag.time.max.ms)."""
+    storage = LogStorage(StorageConfig(path=tmp_path / "b1"))
+    try:
+        clock = ManualClock()
+        lease = {"valid": True}
+        image = play(live_brokers(1, 2, 3), r.TopicRecord(name="t", topic_id="T"))
+        image = play(
+            image,
+            r.PartitionRecord(
+                topic_id="T", partition=0, replicas=(1, 2, 3), isr=(1, 2, 3), leader=1
+            ),
+        )
+        manager = ReplicaManager(
+            ReplicationSettings(broker_id=1),
+            storage,
+            controllers=None,  # type: ignore[arg-type]
+            session=None,  # type: ignore[arg-type]
+            clock=clock,
+            broker_epoch=lambda: 1,
+            lease_valid=lambda: lease["valid"],
+        )
+        manager.apply_image(image)
+        lag = manager.settings.replica_lag_time_max_ms
+        for follower in (2, 3):
+            await manager.serve_replica_fetch(
+                fetch(manager, follower, NEW_SESSION, 0, positions({0: 0}))
+            )
+        partition = manager.partitions[("T", 0)]
+        await manager._check_isrs()
+        assert partition.isr_settled()
+        # a short lease lapse (a controller failover); one produce is refused meanwhile
+        lease["valid"] = False
+        with contextlib.suppress(KraftliteError):
+            await produce(manager, 0, b"refused")
+        lease["valid"] = True
+        await manager._check_isrs()  # the partition is not active: the lapse is not resumed
+        # follower 3 dies now; 2 keeps fetching; a long idle time
+        for _ in range(3):
+            clock.ms += lag
+            s2 = manager.fetch_sessions._by_follower[2]
+            await manager.serve_replica_fetch(fetch(manager, 2, s2.session_id, s2.next_epoch))
+        await produce(manager, 0, b"resume")
+        await manager._check_isrs()
+        assert partition.state is not None
+        # without the lapse this is (1, 2) at once (the repo's own test); here 3 gets a
+        # fresh replica.lag.time.max.ms from the stale lapse and holds acks=all that long
+        assert partition.state.pending_isr == (1, 2), (
+            f"3, silent for {3 * lag} ms, kept: pending {partition.state.pending_isr}"
+        )
+    finally:
+        storage.close()

@@ -405,3 +405,51 @@ async def test_a_large_fence_commits_in_bounded_batches_and_a_deposed_one_stops(
         await controller.submit(lambda image: decisions.fence_expired_brokers(image, [2]))
     assert caught.value.code is ErrorCode.NOT_CONTROLLER
     assert metadata_log.image.is_live(2) and len(metadata_log.proposals) == 2
+
+
+async def test_a_brokers_heartbeat_waits_while_its_fence_commits_in_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review finding: answered from the image between two batches of its own fence, the
+    broker would have renewed its lease past the fence."""
+    monkeypatch.setattr(quorum_controller, "MAX_BATCH_RECORDS", 3)
+    controller, metadata_log, clock = make_controller()
+    controller._active_term = metadata_log.term  # caught up: heartbeats are answered
+    controller._leadership_confirmed_ms = clock.ms
+    image = play(live_brokers(1, 2, 3), r.TopicRecord(name="t", topic_id="T"))
+    metadata_log.image = play(
+        image,
+        *(
+            r.PartitionRecord(topic_id="T", partition=i, replicas=(1, 2), isr=(1, 2), leader=1)
+            for i in range(10)
+        ),
+    )
+    epoch = metadata_log.image.brokers[1].broker_epoch
+    metadata_log.hold = asyncio.Event()  # each proposal waits until released
+    fencing = asyncio.create_task(
+        controller.submit(lambda image: decisions.fence_expired_brokers(image, [1]))
+    )
+    while not metadata_log.proposals:  # noqa: ASYNC110 - the scripted log has no event
+        await asyncio.sleep(0)
+    metadata_log.hold.set()  # the first batch commits ...
+    metadata_log.hold = asyncio.Event()
+    while len(metadata_log.proposals) < 2:  # noqa: ASYNC110 - ... and the second is in flight
+        await asyncio.sleep(0)
+    assert metadata_log.image.is_live(1)  # mid-fence: the image still says live
+    beat = asyncio.create_task(
+        controller.broker_heartbeat(1, epoch, metadata_log.image.version, False)
+    )
+    await asyncio.sleep(0.05)
+    assert not beat.done()  # not answered from the mid-fence image
+    metadata_log.hold.set()
+    metadata_log.hold = None
+    await fencing
+    _, answered_at = await beat
+    fence = next(
+        b
+        for b in metadata_log.proposals
+        if any(isinstance(x, FenceBrokerRecord) for x in b.records)
+    )
+    # decided once the fence had committed: the broker's lease counts only from a version
+    # that holds it (the broker may then be unfenced again, being alive)
+    assert answered_at > fence.expected_version

@@ -1,0 +1,132 @@
+"""The follower side of fetch sessions (broker/follower_fetcher.py), against a fake leader
+whose answers the test releases one by one (from the review of issue 13's change).
+
+A fake HTTP session holds each replica fetch until the test releases it, so metadata can
+move a partition while a request naming it is in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from kraftlite.broker.follower_fetcher import FollowerFetcher
+from kraftlite.broker.partition import Role
+from kraftlite.protocol import framing
+
+
+@dataclass
+class FakeLog:
+    log_end_offset: int = 0
+    latest_epoch: int = -1
+
+
+@dataclass
+class FakePartition:
+    topic_id: str
+    index: int
+    leader_id: int = 1
+    leader_epoch: int = 0
+    role: Role = Role.FOLLOWER
+    log: FakeLog = field(default_factory=FakeLog)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic_id}-{self.index}"
+
+
+class HeldSession:
+    """post() records the request body and answers only when `release` is set."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.release = asyncio.Event()
+        self.session_id = 77
+
+    def post(self, url: str, data: bytes, **_: Any) -> Any:
+        body = orjson.loads(data)
+        self.requests.append(body)
+        outer = self
+
+        class Answer:
+            status = 200
+
+            async def __aenter__(self) -> Answer:
+                await outer.release.wait()
+                outer.release.clear()
+                return self
+
+            async def __aexit__(self, *exc: object) -> None:
+                return None
+
+            async def read(self) -> bytes:
+                return framing.encode(
+                    {"v": 1, "session_id": outer.session_id, "partitions": []}, []
+                )
+
+        return Answer()
+
+
+def make_fetcher(session: HeldSession) -> FollowerFetcher:
+    return FollowerFetcher(
+        1,
+        broker_id=2,
+        broker_epoch=lambda: 5,
+        leader_url=lambda _: "http://leader",
+        session=session,  # type: ignore[arg-type]
+        max_wait_ms=50,
+    )
+
+
+async def test_a_partition_removed_during_a_full_fetch_is_forgotten_by_the_leader() -> None:
+    """remove() adds to `_forgotten` only keys already in `_sent`; a full request's answer
+    then resets `_forgotten` and puts every listed key in `_sent`. A partition removed while
+    the full request naming it is in flight stays in the leader's session for good."""
+    session = HeldSession()
+    fetcher = make_fetcher(session)
+    p0, p1 = FakePartition("T", 0), FakePartition("T", 1)
+    fetcher.add(p0)  # type: ignore[arg-type]
+    fetcher.add(p1)  # type: ignore[arg-type]
+    await asyncio.sleep(0.01)  # the full request (both partitions) is in flight
+    assert session.requests[-1]["session_id"] == 0
+    fetcher.remove(("T", 1))  # metadata moved T-1 to another leader meanwhile
+    session.release.set()
+    await asyncio.sleep(0.01)  # the answer lands; the next incremental request goes out
+    session.release.set()
+    await asyncio.sleep(0.01)
+    await fetcher.stop()
+    forgotten_ever = [tuple(k) for r in session.requests for k in r["forgotten"]]
+    assert ("T", 1) in forgotten_ever, (
+        f"T-1 never forgotten; fetcher believes the leader holds {sorted(fetcher._sent)}"
+    )
+
+
+async def test_a_position_moved_by_metadata_during_a_fetch_is_sent_again() -> None:
+    """add() marks a partition dirty when metadata changes it (new leader epoch), but the
+    answer to the request already in flight does `_dirty -= positions.keys()`, so the new
+    position is not sent until an error (FENCED_LEADER_EPOCH) and a backoff recover it."""
+    session = HeldSession()
+    fetcher = make_fetcher(session)
+    p0 = FakePartition("T", 0, leader_epoch=3)
+    fetcher.add(p0)  # type: ignore[arg-type]
+    await asyncio.sleep(0.01)
+    session.release.set()  # the full request's answer: session 77
+    await asyncio.sleep(0.01)
+    p0.log.log_end_offset = 10  # we appended: the next request names T-0 again
+    fetcher._dirty.add(("T", 0))
+    session.release.set()  # answer the idle round in flight
+    await asyncio.sleep(0.01)
+    named = session.requests[-1]["partitions"]
+    assert [p["leader_epoch"] for p in named] == [3]  # in flight, naming epoch 3
+    p0.leader_epoch = 4  # metadata: same leader, new epoch, while that request is in flight
+    fetcher.add(p0)  # type: ignore[arg-type]
+    session.release.set()
+    await asyncio.sleep(0.01)
+    session.release.set()
+    await asyncio.sleep(0.01)
+    await fetcher.stop()
+    sent_epochs = [p["leader_epoch"] for r in session.requests for p in r["partitions"]]
+    assert 4 in sent_epochs, f"epoch 4 never named (requests named epochs {sent_epochs})"
