@@ -214,6 +214,9 @@ SCHEMAS: Final[Json] = {
             "url": _str(format="uri"),
             "rack": _str(nullable=True),
             "fenced": _bool("fenced brokers lead no partition and are out of every ISR"),
+            "in_controlled_shutdown": _bool(
+                "shutting down: its leaderships are moving away; it joins no ISR"
+            ),
             "broker_epoch": _long(),
         },
         required=["id", "url", "rack", "fenced", "broker_epoch"],

@@ -228,6 +228,8 @@ class Broker:
         was_fenced, self.fenced = self.fenced, answer.fenced
         if was_fenced != self.fenced:
             log.info("broker_fenced" if self.fenced else "broker_unfenced")
+            if not self.fenced:  # leaders refused us for ISRs while fenced: ask again
+                self.replicas.restart_fetch_sessions()
         self._answered(sent, answer.metadata_version, answer.session_timeout_ms)
 
     def _answered(self, sent_ms: int, metadata_version: int, session_timeout_ms: int) -> None:

@@ -72,6 +72,7 @@ class FollowerFetcher:
         self._backoff_until: dict[PartitionKey, float] = {}
         self.full_fetches = 0
         self.rounds = 0
+        self._restart = False
 
     def add(self, partition: Partition) -> None:
         key = (partition.topic_id, partition.index)
@@ -84,6 +85,13 @@ class FollowerFetcher:
             self._task = asyncio.get_running_loop().create_task(
                 self._run(), name=f"fetch-from-{self.leader_id}"
             )
+
+    def restart_session(self) -> None:
+        """Name every partition again in a new session from the next round (this broker
+        was just unfenced: each leader records a fetch of every partition, so caught-up
+        idle replicas rejoin the ISRs they were refused while fenced)."""
+        self._restart = True
+        self._changed.set()
 
     def remove(self, key: PartitionKey) -> None:
         if self.partitions.pop(key, None) is not None and key in self._sent:
@@ -130,6 +138,9 @@ class FollowerFetcher:
         """The next fetch: every position when starting a session, else those that moved
         (and partitions back from a backoff), and what to forget.
         """
+        if self._restart:
+            self._restart = False
+            self.session_id = NEW_SESSION
         now = asyncio.get_running_loop().time()
         expired = [k for k, until in self._backoff_until.items() if until <= now]
         for key in expired:

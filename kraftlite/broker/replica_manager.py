@@ -211,6 +211,11 @@ class ReplicaManager:
                 self.storage.delete_partition(name)
                 log.info("orphan_replica_deleted", name=name)
 
+    def restart_fetch_sessions(self) -> None:
+        """This broker was unfenced: every follower fetcher names all its partitions again."""
+        for fetcher in self._fetchers.values():
+            fetcher.restart_session()
+
     def broker_url(self, broker_id: int) -> str | None:
         broker = self._newest_image.brokers.get(broker_id)
         return None if broker is None else broker.url

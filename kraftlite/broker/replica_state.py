@@ -210,7 +210,12 @@ def isr_change(
     }
     if lagging:
         return tuple(b for b in state.isr if b not in lagging)
-    joining = [b for b in state.replicas if _may_join(state, b, eligible)]
+    joining = [
+        b
+        for b in state.replicas
+        if _may_join(state, b, eligible)
+        and now_ms - state.followers[b].last_fetch_ms <= JOIN_FETCH_WINDOW_MS
+    ]
     if joining:
         return tuple(b for b in state.replicas if b in state.isr or b in joining)
     return None
@@ -263,6 +268,10 @@ def isr_change_failed(state: LeaderState, now_ms: int) -> LeaderState:
 
 
 REFUSED_EXPANSION_BACKOFF_MS = 1000
+# The periodic check proposes a replica for the ISR only if it fetched this recently (Kafka
+# expands only at fetches): a broker that died caught up, and is still live in metadata
+# while its fence commits in batches, is not proposed back into the ISRs it is leaving.
+JOIN_FETCH_WINDOW_MS = 3000
 
 
 def enough_replicas(state: LeaderState, min_insync_replicas: int) -> bool:

@@ -38,6 +38,7 @@ from kraftlite.metadata.records import (
     LEADER_UNCHANGED,
     NO_LEADER,
     ConfigRecord,
+    ControlledShutdownRecord,
     FenceBrokerRecord,
     MetadataRecord,
     PartitionChangeRecord,
@@ -281,7 +282,11 @@ def broker_heartbeat(
     fenced = broker.fenced
     atomic = True
     if want_shutdown and not broker.fenced:
-        records = [*_fence_changes(image, {broker_id})]
+        # Ineligible first, so leaders stop proposing it for ISRs while its partitions move
+        # (rule 6: a shutdown may commit in several batches); then moves; then the fence.
+        if not broker.in_controlled_shutdown:
+            records.append(ControlledShutdownRecord(broker_id=broker_id, broker_epoch=broker_epoch))
+        records += _fence_changes(image, {broker_id})
         records.append(FenceBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch))
         fenced, atomic = True, False
     elif not want_shutdown and broker.fenced and metadata_version >= broker_epoch:
@@ -296,8 +301,10 @@ def broker_heartbeat(
 def fence_expired_brokers(
     image: MetadataImage, expired: Iterable[int]
 ) -> ControllerResult[list[int]]:
-    """Fence the live brokers among `expired` (no heartbeat within the session timeout)."""
-    to_fence = sorted(b for b in set(expired) if image.is_live(b))
+    """Fence the unfenced brokers among `expired` (no heartbeat within the session timeout;
+    a broker that died in a controlled shutdown included)."""
+    unfenced = set(image.unfenced_broker_ids())
+    to_fence = sorted(b for b in set(expired) if b in unfenced)
     if not to_fence:
         return ControllerResult((), [])
     records: list[MetadataRecord] = [*_fence_changes(image, set(to_fence))]

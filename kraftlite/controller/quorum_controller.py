@@ -293,7 +293,9 @@ class QuorumController:
 
     def _expired(self, image: MetadataImage) -> list[int]:
         now = self._clock.monotonic_ms()
-        return self.sessions.expired(image.live_broker_ids(), now, self.settings.session_timeout_ms)
+        return self.sessions.expired(
+            image.unfenced_broker_ids(), now, self.settings.session_timeout_ms
+        )
 
     def _fence_expired(self, image: MetadataImage) -> decisions.ControllerResult[list[int]]:
         """Decided under the write lock, on contact as of now: a heartbeat that arrived

@@ -27,6 +27,7 @@ from kraftlite.metadata.records import (
     AccessControlEntryRecord,
     ClientQuotaRecord,
     ConfigRecord,
+    ControlledShutdownRecord,
     FenceBrokerRecord,
     MetadataRecord,
     PartitionChangeRecord,
@@ -59,6 +60,13 @@ class BrokerRegistration:
     url: str
     rack: str | None
     fenced: bool
+    in_controlled_shutdown: bool = False  # may not lead or join an ISR (still unfenced)
+
+    def __setstate__(self, state: list[object]) -> None:
+        """Raft snapshots from before `in_controlled_shutdown` lack it (False)."""
+        names = [f.name for f in fields(self)]
+        for name, value in zip(names, [*state, *[False] * (len(names) - len(state))], strict=True):
+            object.__setattr__(self, name, value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,12 +138,17 @@ class MetadataImage:
         return None if topic_id is None else self.topics[topic_id]
 
     def live_broker_ids(self) -> list[int]:
-        """Registered and unfenced brokers, by id."""
+        """Registered, unfenced brokers not shutting down, by id."""
+        return sorted(b for b in self.brokers if self.is_live(b))
+
+    def unfenced_broker_ids(self) -> list[int]:
+        """Registered and unfenced brokers (a broker shutting down included), by id."""
         return sorted(b.broker_id for b in self.brokers.values() if not b.fenced)
 
     def is_live(self, broker_id: int) -> bool:
+        """Registered, unfenced and not shutting down: may lead and join ISRs."""
         broker = self.brokers.get(broker_id)
-        return broker is not None and not broker.fenced
+        return broker is not None and not broker.fenced and not broker.in_controlled_shutdown
 
     def partitions(self) -> Iterator[tuple[TopicImage, int, PartitionRegistration]]:
         for topic in self.topics.values():
@@ -228,12 +241,16 @@ class MetadataDelta:
                     record.rack,
                     fenced=True,
                 )
-            case FenceBrokerRecord() | UnfenceBrokerRecord():
+            case FenceBrokerRecord() | UnfenceBrokerRecord() | ControlledShutdownRecord():
                 broker = self.brokers.get(record.broker_id)
                 if broker is None or broker.broker_epoch != record.broker_epoch:
                     raise MetadataInvariantError(f"{record} for unknown broker epoch")
-                fenced = isinstance(record, FenceBrokerRecord)
-                self.brokers[record.broker_id] = replace(broker, fenced=fenced)
+                if isinstance(record, ControlledShutdownRecord):
+                    changed = replace(broker, in_controlled_shutdown=True)
+                else:  # fenced or back: either way no longer shutting down
+                    fenced = isinstance(record, FenceBrokerRecord)
+                    changed = replace(broker, fenced=fenced, in_controlled_shutdown=False)
+                self.brokers[record.broker_id] = changed
             case TopicRecord():
                 if record.name in self.topic_ids or record.topic_id in self.topics:
                     raise MetadataInvariantError(f"topic exists: {record}")
@@ -362,12 +379,14 @@ def apply_batch(image: MetadataImage, batch: RecordBatch) -> MetadataImage:
 
 def check_invariants(image: MetadataImage) -> None:
     """Raise MetadataInvariantError unless `image` satisfies every rule of a reachable image."""
+    unfenced = set(image.unfenced_broker_ids())
     for topic, index, p in image.partitions():
         where = f"{topic.name}-{index}"
         for broker_id in p.replicas:
             if broker_id not in image.brokers:
                 raise MetadataInvariantError(f"{where}: replica {broker_id} is not registered")
-        if p.leader != NO_LEADER and not image.is_live(p.leader):
+        if p.leader != NO_LEADER and p.leader not in unfenced:
+            # (a broker shutting down still leads until its leaderships have moved)
             raise MetadataInvariantError(f"{where}: leader {p.leader} is fenced")
         if p.leader != NO_LEADER and p.leader not in p.isr:
             raise MetadataInvariantError(f"{where}: leader {p.leader} not in ISR {p.isr}")
@@ -375,7 +394,7 @@ def check_invariants(image: MetadataImage) -> None:
             raise MetadataInvariantError(f"{where}: ISR {p.isr} not within {p.replicas}")
         if not p.isr:
             raise MetadataInvariantError(f"{where}: empty ISR")
-        fenced_in_isr = [b for b in p.isr if not image.is_live(b)]
+        fenced_in_isr = [b for b in p.isr if b not in unfenced]
         if fenced_in_isr and len(p.isr) > 1:
             # Fencing removes a broker from every ISR, except as the last member (so the
             # partition can come back clean when it returns).

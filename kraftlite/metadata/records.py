@@ -63,6 +63,17 @@ class UnfenceBrokerRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ControlledShutdownRecord:
+    """The broker asked to shut down: from here it may not lead or join an ISR (Kafka's
+    BrokerRegistrationChangeRecord.inControlledShutdown), while its leaderships move away;
+    a FenceBrokerRecord (or a new registration) ends it.
+    """
+
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TopicRecord:
     """A topic was created. Its id is unique forever; a recreated name gets a new id."""
 
@@ -168,6 +179,7 @@ MetadataRecord: TypeAlias = (
     | RegisterBrokerRecord
     | FenceBrokerRecord
     | UnfenceBrokerRecord
+    | ControlledShutdownRecord
     | TopicRecord
     | ConfigRecord
     | PartitionRecord
@@ -187,6 +199,7 @@ RECORD_TYPES: Final[Mapping[str, tuple[type[Any], int]]] = {
         RegisterBrokerRecord,
         FenceBrokerRecord,
         UnfenceBrokerRecord,
+        ControlledShutdownRecord,
         TopicRecord,
         ConfigRecord,
         PartitionRecord,

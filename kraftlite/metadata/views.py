@@ -56,6 +56,7 @@ def broker_view(broker: BrokerRegistration) -> dict[str, Any]:
         "url": broker.url,
         "rack": broker.rack,
         "fenced": broker.fenced,
+        "in_controlled_shutdown": broker.in_controlled_shutdown,
         "broker_epoch": broker.broker_epoch,
     }
 
@@ -85,7 +86,13 @@ def image_to_json(image: MetadataImage) -> dict[str, Any]:
 def image_from_json(data: dict[str, Any]) -> MetadataImage:
     brokers = {
         b["id"]: BrokerRegistration(
-            b["id"], b["incarnation_id"], b["broker_epoch"], b["url"], b["rack"], b["fenced"]
+            b["id"],
+            b["incarnation_id"],
+            b["broker_epoch"],
+            b["url"],
+            b["rack"],
+            b["fenced"],
+            b.get("in_controlled_shutdown", False),
         )
         for b in data["brokers"]
     }

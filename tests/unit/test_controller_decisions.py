@@ -392,14 +392,24 @@ def test_a_large_fence_may_commit_in_parts_and_every_prefix_is_safe(shutdown: bo
     else:
         result = d.fence_expired_brokers(image, [1])
     assert not result.atomic and isinstance(result.records[-1], r.FenceBrokerRecord)
+    if shutdown:  # ineligible for leadership and ISRs from the first record on
+        assert isinstance(result.records[0], r.ControlledShutdownRecord)
     whole = commit(image, result)
     for cut in (1, 7, len(result.records) - 1):
         part = apply_batch(image, r.RecordBatch(image.version, result.records[:cut]))
         check_invariants(part)
-        assert part.is_live(1)
-        again = d.fence_expired_brokers(part, [1])  # the next controller's decision
+        assert not part.brokers[1].fenced
+        assert part.is_live(1) is not shutdown
+        # the next controller's decision: the broker asks again, or its session expires
+        if shutdown:
+            again = d.broker_heartbeat(part, 1, part.brokers[1].broker_epoch, 0, True)
+        else:
+            again = d.fence_expired_brokers(part, [1])
         rest = apply_batch(part, r.RecordBatch(part.version, again.records))
-        assert rest.topics == whole.topics and not rest.is_live(1)
+        assert rest.topics == whole.topics and rest.brokers[1].fenced
+        # and a shutting-down broker that dies half-way is still fenced at its expiry
+        expired = d.fence_expired_brokers(part, [1])
+        assert expired.response == [1]
 
 
 def test_create_topics_is_one_batch_with_an_outcome_per_topic() -> None:

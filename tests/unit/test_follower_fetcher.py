@@ -130,3 +130,21 @@ async def test_a_position_moved_by_metadata_during_a_fetch_is_sent_again() -> No
     await fetcher.stop()
     sent_epochs = [p["leader_epoch"] for r in session.requests for p in r["partitions"]]
     assert 4 in sent_epochs, f"epoch 4 never named (requests named epochs {sent_epochs})"
+
+
+async def test_an_unfenced_broker_names_every_partition_again_in_a_new_session() -> None:
+    session = HeldSession()
+    fetcher = make_fetcher(session)
+    fetcher.add(FakePartition("T", 0))  # type: ignore[arg-type]
+    fetcher.add(FakePartition("T", 1))  # type: ignore[arg-type]
+    await asyncio.sleep(0.01)
+    session.release.set()  # the full request's answer: session 77
+    await asyncio.sleep(0.01)
+    assert session.requests[-1]["session_id"] == 77 and session.requests[-1]["partitions"] == []
+    fetcher.restart_session()
+    session.release.set()  # the idle round in flight ends; the next one starts over
+    await asyncio.sleep(0.01)
+    await fetcher.stop()
+    restarted = session.requests[-1]
+    assert restarted["session_id"] == 0
+    assert sorted(p["partition"] for p in restarted["partitions"]) == [0, 1]

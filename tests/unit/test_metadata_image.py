@@ -9,6 +9,7 @@ import pytest
 
 from kraftlite.metadata import records as r
 from kraftlite.metadata.image import (
+    BrokerRegistration,
     MetadataImage,
     MetadataInvariantError,
     PartitionRegistration,
@@ -97,6 +98,13 @@ def test_images_pickle_round_trip() -> None:
     copy = pickle.loads(pickle.dumps(image))
     assert copy == image
     assert copy.topics["T"].partitions == image.topics["T"].partitions
+
+
+def test_a_broker_registration_pickled_before_controlled_shutdown_still_loads() -> None:
+    loaded = BrokerRegistration.__new__(BrokerRegistration)
+    loaded.__setstate__([1, "inc", 5, "http://b1", None, False])  # the older six fields
+    assert loaded == BrokerRegistration(1, "inc", 5, "http://b1", None, False)
+    assert loaded.in_controlled_shutdown is False
 
 
 def test_a_snapshot_from_before_flat_topics_still_loads() -> None:

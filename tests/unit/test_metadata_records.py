@@ -12,6 +12,7 @@ EXAMPLES: list[r.MetadataRecord] = [
     r.RegisterBrokerRecord(broker_id=2, incarnation_id="x", broker_epoch=8, url="u", rack="r1"),
     r.FenceBrokerRecord(broker_id=1, broker_epoch=7),
     r.UnfenceBrokerRecord(broker_id=1, broker_epoch=7),
+    r.ControlledShutdownRecord(broker_id=1, broker_epoch=7),
     r.TopicRecord(name="orders", topic_id="00ff"),
     r.ConfigRecord(topic_id="00ff", name="retention.ms", value="1000"),
     r.ConfigRecord(topic_id="00ff", name="retention.ms", value=None),

@@ -198,3 +198,12 @@ def test_followers_get_a_fresh_lag_allowance_after_the_leaders_lease_lapsed() ->
     resumed = rs.resume_after_lapse(state, now_ms=5_000)
     assert rs.isr_change(resumed, 10, now_ms=5_000, max_lag_ms=2_000) is None
     assert rs.isr_change(resumed, 10, now_ms=7_001, max_lag_ms=2_000) == (1,)
+
+
+def test_the_periodic_check_proposes_only_replicas_that_fetched_recently() -> None:
+    """A broker that died caught up is still live in metadata while its fence commits in
+    batches; the leader must not propose it back (Kafka expands only at fetches)."""
+    state = rs.become_leader(1, 0, 0, (1, 2, 3), (1, 2), 10, 10, now_ms=0)
+    state = rs.record_fetch(state, 3, 10, 10, now_ms=100)  # 3 reached the HW, then died
+    assert rs.isr_change(state, 10, 100 + rs.JOIN_FETCH_WINDOW_MS, 10**6) == (1, 2, 3)
+    assert rs.isr_change(state, 10, 101 + rs.JOIN_FETCH_WINDOW_MS, 10**6) is None
