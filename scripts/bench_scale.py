@@ -26,8 +26,11 @@ all, replication factor 3, in topics of --partitions-per-topic. At each size:
   produce_fetch one JSON record produced (acks=all) on every partition, straight to its
                 leader, and fetched back from its offset; --concurrency requests in flight
   kill9         kill -9 of the broker leading the most partitions (about a third), then the
-                time until every partition takes an acks=all write again (so a partition
-                whose ISR still holds the dead broker counts only once the ISR has shrunk):
+                time until the active controller's metadata has moved every partition off it
+                (metadata_moved_s: leaders and ISRs), and until every partition (or
+                --probe-partitions-per-topic of each topic) takes an acks=all write again
+                (so a partition whose ISR still holds the dead broker counts only once the
+                ISR has shrunk):
                 one JSON produce per topic with a record for each partition not yet written,
                 sent to the surviving brokers (which forward to leaders) with timeout_ms
                 --probe-timeout-ms and retried, a partition counting as writable when a
@@ -519,8 +522,12 @@ class ScaleBench:
         """Until every partition takes an acks=all write (see the module docstring)."""
         urls = self.broker_urls(exclude)
         timeout_ms = self.args.probe_timeout_ms
-        pending = {name: set(range(count)) for name, count in self.topics.items()}
-        total = self.partitions
+        sample = self.args.probe_partitions_per_topic
+        pending = {
+            name: set(range(min(count, sample) if sample > 0 else count))
+            for name, count in self.topics.items()
+        }
+        total = sum(len(left) for left in pending.values())
         at: list[float] = []
         requests = 0
         sem = asyncio.Semaphore(self.args.probe_concurrency)
@@ -622,6 +629,21 @@ class ScaleBench:
         figures.pop("incomplete", None)
         return figures
 
+    async def moved_off(self, started: float, broker_id: int) -> dict[str, Any]:
+        """Until the active controller's metadata has no partition led by `broker_id` or
+        with it in the ISR: the cluster's own reaction, apart from the probes' cost."""
+        while True:
+            views = await self.describe_all()
+            left = sum(
+                1
+                for view in views.values()
+                for p in view["partitions"]
+                if p["leader"] == broker_id or broker_id in p["isr"]
+            )
+            if not left:
+                return {"metadata_moved_s": round(time.monotonic() - started, 3)}
+            await asyncio.sleep(0.2)
+
     async def kill9(self) -> dict[str, Any]:
         figures = self.partial
         broker_id = await self.victim(figures)
@@ -629,7 +651,10 @@ class ScaleBench:
         self.down.add(process.name)
         started = time.monotonic()
         process.kill()
-        figures |= await self.writable(started, exclude={broker_id})
+        moved, writable = await asyncio.gather(
+            self.moved_off(started, broker_id), self.writable(started, exclude={broker_id})
+        )
+        figures |= moved | writable
         return await self.after_restart(broker_id, figures)
 
     async def controlled_shutdown(self) -> dict[str, Any]:
@@ -651,11 +676,13 @@ class ScaleBench:
                 await asyncio.sleep(0.02)
             return {"exit_s": round(time.monotonic() - started, 2), "exit": popen.returncode}
 
-        ended, figures_writable = await asyncio.gather(
-            exited(), self.writable(started, exclude={broker_id})
+        ended, moved, figures_writable = await asyncio.gather(
+            exited(),
+            self.moved_off(started, broker_id),
+            self.writable(started, exclude={broker_id}),
         )
         process.popen = None
-        figures |= figures_writable | ended
+        figures |= figures_writable | moved | ended
         return await self.after_restart(broker_id, figures)
 
     async def controller_failover(self, size: int) -> dict[str, Any]:
@@ -810,6 +837,12 @@ def main() -> None:
     )
     parser.add_argument("--concurrency", type=int, default=64, help="produce/fetch, describes")
     parser.add_argument("--probe-concurrency", type=int, default=1000)
+    parser.add_argument(
+        "--probe-partitions-per-topic",
+        type=int,
+        default=0,
+        help="probe this many partitions of each topic after a fault (0: all of them)",
+    )
     parser.add_argument(
         "--probe-timeout-ms",
         type=int,
