@@ -395,10 +395,12 @@ class TopicCreated:
 def create_topics(
     image: MetadataImage, specs: object, *, rng: random.Random
 ) -> ControllerResult[list[TopicCreated]]:
-    """Create many topics in one decision and one batch (Kafka's CreateTopics): each topic
-    is checked as `create_topic` checks it, a refused one gets its own error and the others
-    are still created. At most MAX_TOPICS_PER_REQUEST topics and MAX_PARTITIONS partitions
-    in all, so the batch stays a bounded Raft entry.
+    """Create many topics in one decision and one batch (Kafka's CreateTopics). A request
+    that is itself wrong (a bad name, count or config in any topic) is refused whole; a
+    topic refused by the cluster's state (it exists, named twice, more replicas than live
+    brokers) gets its own error and the others are still created. At most
+    MAX_TOPICS_PER_REQUEST topics and MAX_PARTITIONS partitions in all, so the batch stays a
+    bounded Raft entry.
     """
     if (
         not isinstance(specs, list)
@@ -409,11 +411,9 @@ def create_topics(
             ErrorCode.INVALID_REQUEST,
             f"topics must be a list of 1-{MAX_TOPICS_PER_REQUEST} topic objects",
         )
-    total = sum(
-        p
-        for spec in specs
-        if isinstance(p := spec.get("partitions", 1), int) and not isinstance(p, bool) and p > 0
-    )
+    for spec in specs:  # what the request itself gets wrong refuses it whole
+        _check_topic_spec(spec)
+    total = sum(spec.get("partitions", 1) for spec in specs)
     if total > MAX_PARTITIONS:
         raise KraftliteError(
             ErrorCode.INVALID_PARTITIONS,
@@ -445,6 +445,29 @@ def create_topics(
         records += result.records
         outcomes.append(TopicCreated(name, result.response))
     return ControllerResult(tuple(records), outcomes)
+
+
+def _check_topic_spec(spec: dict[str, object]) -> None:
+    """The checks of `create_topic` that need no image: a name, counts and configs."""
+    validate_topic_name(spec.get("name"))
+    partitions = spec.get("partitions", 1)
+    if (
+        isinstance(partitions, bool)
+        or not isinstance(partitions, int)
+        or not 0 < partitions <= MAX_PARTITIONS
+    ):
+        raise KraftliteError(
+            ErrorCode.INVALID_PARTITIONS, f"partitions must be 1-{MAX_PARTITIONS}: {partitions!r}"
+        )
+    factor = spec.get("replication_factor")
+    if factor is not None and (
+        isinstance(factor, bool) or not isinstance(factor, int) or factor < 1
+    ):
+        raise KraftliteError(
+            ErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor {factor!r} is not 1 or more"
+        )
+    configs = spec.get("configs")
+    validate_topic_configs({} if configs is None else configs)
 
 
 def _existing_topic(image: MetadataImage, name: str) -> TopicImage:

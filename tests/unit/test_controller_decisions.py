@@ -416,7 +416,6 @@ def test_create_topics_is_one_batch_with_an_outcome_per_topic() -> None:
     image = brokers(1, 2, 3)
     specs = [
         {"name": "a", "partitions": 3},
-        {"name": "bad name"},
         {"name": "b", "partitions": 2, "replication_factor": 2},
         {"name": "a"},  # named twice
         {"name": "c", "replication_factor": 4},  # more than the live brokers
@@ -425,11 +424,19 @@ def test_create_topics_is_one_batch_with_an_outcome_per_topic() -> None:
     outcome = [(o.name, o.error.code.name if o.error else None) for o in result.response]
     assert outcome == [
         ("a", None),
-        ("bad name", "INVALID_TOPIC_EXCEPTION"),
         ("b", None),
         ("a", "TOPIC_ALREADY_EXISTS"),
         ("c", "INVALID_REPLICATION_FACTOR"),
     ]
+    # what is wrong with the request itself refuses it whole: nothing is created
+    for bad, code in [
+        ({"name": "bad name"}, ErrorCode.INVALID_TOPIC_EXCEPTION),
+        ({"partitions": 1}, ErrorCode.INVALID_TOPIC_EXCEPTION),
+        ({"name": "x", "partitions": 0}, ErrorCode.INVALID_PARTITIONS),
+        ({"name": "x", "replication_factor": True}, ErrorCode.INVALID_REPLICATION_FACTOR),
+        ({"name": "x", "configs": {"no.such": "1"}}, ErrorCode.INVALID_CONFIG),
+    ]:
+        error(code, d.create_topics, image, [specs[0], bad], rng=random.Random(1))
     image = commit(image, result)  # one batch: every created topic lands at one version
     assert {t.name: len(t.partitions) for t in image.topics.values()} == {"a": 3, "b": 2}
     assert [o.topic_id for o in result.response if o.error is None] == [
@@ -446,6 +453,7 @@ def test_create_topics_is_one_batch_with_an_outcome_per_topic() -> None:
         ([1], ErrorCode.INVALID_REQUEST),
         ([{"name": f"t{i}"} for i in range(1001)], ErrorCode.INVALID_REQUEST),
         ([{"name": "a", "partitions": 6000}, {"name": "b", "partitions": 6000}], None),
+        ([{"name": "a", "partitions": -9_990_000}, {"name": "b", "partitions": 10_000}], None),
     ],
 )
 def test_create_topics_bounds(specs: object, code: ErrorCode | None) -> None:
