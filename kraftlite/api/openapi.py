@@ -19,7 +19,7 @@ from typing import Any, Final
 from kraftlite import __version__
 from kraftlite.controller.access import USER_NAME_EXCLUDED
 from kraftlite.errors import ERROR_INFO, ErrorCode
-from kraftlite.metadata.topics import TOPIC_CONFIGS
+from kraftlite.metadata.topics import CONFIG_VALUES, TOPIC_CONFIGS
 from kraftlite.protocol import names
 
 Json = dict[str, Any]
@@ -33,6 +33,24 @@ PLANNED: Final = "planned"
 
 
 # ---------------------------------------------------------------------------- schema helpers
+
+
+def _config_value(name: str) -> Json:
+    """What a topic config takes: an integer from its minimum up (as a number or a decimal
+    string), or one of its strings (booleans as JSON booleans too); null resets it."""
+    allowed = CONFIG_VALUES[name]
+    if isinstance(allowed, int):
+        digits = "(0|[1-9][0-9]{0,17})"
+        pattern = {-1: f"^(-1|{digits})$", 0: f"^{digits}$"}.get(allowed, "^[1-9][0-9]{0,17}$")
+        choices: list[Json] = [
+            {"type": "integer", "minimum": allowed, "maximum": 2**63 - 1},
+            {"type": "string", "pattern": pattern},
+        ]
+    else:
+        choices = [{"enum": list(allowed)}]
+        if set(allowed) == {"true", "false"}:
+            choices.append({"type": "boolean"})
+    return {"anyOf": [*choices, {"type": "null"}]}
 
 
 def _ref(name: str, kind: str = "schemas") -> Json:
@@ -258,10 +276,7 @@ SCHEMAS: Final[Json] = {
     ),
     "TopicConfigsUpdate": _object(
         {
-            name: {
-                "type": ["string", "integer", "boolean", "null"],
-                "description": f"default {default}",
-            }
+            name: {**_config_value(name), "description": f"default {default}"}
             for name, (default, _) in TOPIC_CONFIGS.items()
         },
         description="Config values as strings (numbers and booleans are accepted); null resets "

@@ -81,6 +81,17 @@ TOPIC_CONFIGS: Final[Mapping[str, tuple[str, Callable[[str], str | None]]]] = {
 }
 
 
+# What each config takes, for the API document: the smallest integer, or the strings.
+CONFIG_VALUES: Final[Mapping[str, int | tuple[str, ...]]] = {
+    "retention.ms": -1,
+    "retention.bytes": -1,
+    "min.insync.replicas": 1,
+    "max.message.bytes": 0,
+    "cleanup.policy": ("delete",),
+    "unclean.leader.election.enable": ("true", "false"),
+}
+
+
 def normalize_config_value(name: str, value: object) -> str:
     """Kafka configs are strings; accept JSON numbers and booleans for convenience."""
     if isinstance(value, bool):

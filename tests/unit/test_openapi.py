@@ -148,3 +148,20 @@ def test_errors_are_problem_json(method: str, path: str, operation: dict[str, An
     for status, response in operation["responses"].items():
         if int(status) >= 400 and (method, path, status) != ("get", "/readyz", "503"):
             assert list(response["content"]) == [PROBLEM_JSON], f"{method} {path} {status}"
+
+
+def test_every_topic_config_has_a_value_schema_that_takes_its_default() -> None:
+    from jsonschema import Draft202012Validator  # noqa: PLC0415
+
+    from kraftlite.metadata.topics import CONFIG_VALUES, TOPIC_CONFIGS  # noqa: PLC0415
+
+    assert set(CONFIG_VALUES) == set(TOPIC_CONFIGS)
+    properties = OPENAPI["components"]["schemas"]["TopicConfigsUpdate"]["properties"]
+    for name, (default, check) in TOPIC_CONFIGS.items():
+        validator = Draft202012Validator(properties[name])
+        assert validator.is_valid(default) and validator.is_valid(None), name
+        # what the document takes, the server takes (schema-valid data is never refused)
+        for sample in ("0", "-1", "1", "true", "false", "delete", "compact", "x", 0, -1, 5, True):
+            if validator.is_valid(sample):
+                value = ("true" if sample else "false") if isinstance(sample, bool) else str(sample)
+                assert check(value) is None, (name, sample)
