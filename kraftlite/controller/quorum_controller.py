@@ -157,19 +157,26 @@ class QuorumController:
         """`submit`'s work; the caller holds the write lock.
 
         decisions.py rule 6: a non-atomic decision larger than MAX_BATCH_RECORDS commits its
-        first MAX_BATCH_RECORDS records, then is decided again against the image that made,
-        until what is left fits one batch. Each batch is thus decided against the image it
-        applies to (a write forwarded by another controller may land in between). Brokers
-        the decision fences or registers answer no heartbeat from the image meanwhile.
+        first MAX_BATCH_RECORDS records, then the next ones, each batch at the version the
+        one before made; if anything else landed in between (a write forwarded by another
+        controller) the decision is taken again against the new image first. Brokers the
+        decision fences or registers answer no heartbeat from the image meanwhile.
         """
         loop = asyncio.get_running_loop()
         batched: set[int] = set()
+        rest: tuple[tuple[MetadataRecord, ...], T, int] | None = None
         try:
             while True:
                 if require_active and not self.is_active():
                     raise self.not_controller()  # deposed between attempts
                 image = self.log.image
-                result = decide(image)  # a refusal raises KraftliteError: nothing proposed
+                if rest is not None and rest[2] == image.version:
+                    # nothing but our last batch landed since: the rest of the decision
+                    # still holds (its records are per partition), no need to decide again
+                    result = decisions.ControllerResult(rest[0], rest[1], atomic=False)
+                else:
+                    result = decide(image)  # a refusal raises KraftliteError: nothing proposed
+                rest = None
                 if not result.records:
                     return result.response
                 records = result.records
@@ -188,6 +195,8 @@ class QuorumController:
                 if partial and outcome is not Outcome.STALE:
                     # progress: the rest gets a full request timeout of its own
                     deadline = max(deadline, loop.time() + self.settings.request_timeout_s)
+                    if outcome is Outcome.COMMITTED:
+                        rest = (result.records[len(records) :], result.response, image.version + 1)
                 elif loop.time() >= deadline:
                     raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, "metadata kept changing")
         finally:

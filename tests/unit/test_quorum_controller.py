@@ -453,3 +453,43 @@ async def test_a_brokers_heartbeat_waits_while_its_fence_commits_in_batches(
     # decided once the fence had committed: the broker's lease counts only from a version
     # that holds it (the broker may then be unfenced again, being alive)
     assert answered_at > fence.expected_version
+
+
+async def test_a_batched_decision_is_decided_again_only_when_another_write_lands_between(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(quorum_controller, "MAX_BATCH_RECORDS", 4)
+    controller, metadata_log, _ = make_controller()
+    image = play(live_brokers(1, 2, 3), r.TopicRecord(name="t", topic_id="T"))
+    metadata_log.image = play(
+        image,
+        *(
+            r.PartitionRecord(topic_id="T", partition=i, replicas=(1, 2), isr=(1, 2), leader=1)
+            for i in range(10)
+        ),
+    )
+    decided = []
+
+    def fence(image: MetadataImage) -> decisions.ControllerResult[list[int]]:
+        decided.append(image.version)
+        return decisions.fence_expired_brokers(image, [1])
+
+    await controller.submit(fence)
+    assert len(decided) == 1  # one decision, committed in three batches
+
+    decided.clear()
+
+    def foreign_write() -> None:  # a controller's registration, forwarded, lands first
+        metadata_log.image = play(
+            metadata_log.image, r.RegisterControllerRecord(node_id=9, url="http://c9")
+        )
+
+    def fence_2(image: MetadataImage) -> decisions.ControllerResult[list[int]]:
+        decided.append(image.version)
+        return decisions.fence_expired_brokers(image, [2])  # 2 leads all ten now
+
+    metadata_log.script = [lambda: None, foreign_write]
+    await controller.submit(fence_2)
+    assert len(decided) == 2
+    assert metadata_log.image.brokers[2].fenced
+    assert all(p.leader == r.NO_LEADER for p in metadata_log.image.topics["T"].partitions.values())
