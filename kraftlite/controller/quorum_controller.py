@@ -139,13 +139,18 @@ class QuorumController:
         decide: Callable[[MetadataImage], decisions.ControllerResult[T]],
         *,
         require_active: bool = True,
+        offload: bool = False,
     ) -> T:
-        """Decide against the latest image, commit the records, return the response."""
+        """Decide against the latest image, commit the records, return the response.
+        `offload`: a decision over every partition runs in a thread, so the event loop
+        keeps answering heartbeats meanwhile (it must read nothing the loop changes)."""
         if require_active and not self.is_active():
             raise self.not_controller()
         deadline = asyncio.get_running_loop().time() + self.settings.request_timeout_s
         async with self._write_lock:
-            return await self._decide_and_commit(decide, deadline, require_active=require_active)
+            return await self._decide_and_commit(
+                decide, deadline, require_active=require_active, offload=offload
+            )
 
     async def _decide_and_commit(
         self,
@@ -153,6 +158,7 @@ class QuorumController:
         deadline: float,
         *,
         require_active: bool = True,
+        offload: bool = False,
     ) -> T:
         """`submit`'s work; the caller holds the write lock.
 
@@ -175,7 +181,8 @@ class QuorumController:
                     # still holds (its records are per partition), no need to decide again
                     result = decisions.ControllerResult(rest[0], rest[1], atomic=False)
                 else:
-                    result = decide(image)  # a refusal raises KraftliteError: nothing proposed
+                    # a refusal raises KraftliteError: nothing proposed
+                    result = await asyncio.to_thread(decide, image) if offload else decide(image)
                 rest = None
                 if not result.records:
                     return result.response
@@ -279,13 +286,13 @@ class QuorumController:
         if confirmed is None or now - confirmed >= CONFIRMATION_REFRESH_MS:
             self._start_confirmation()  # in the background: heartbeats rarely wait for one
         if self._expired(self.image):
-            fenced = await self.submit(self._fence_expired)
+            fenced = await self.submit(self._fence_expired, offload=True)
             if fenced:
                 log.info("brokers_fenced", brokers=fenced, reason="session expired")
         if now - self._last_rebalance_ms >= self.settings.leader_imbalance_check_interval_ms:
             self._last_rebalance_ms = now
             self._repair_due = True
-            moved = await self.submit(decisions.elect_preferred_leaders)
+            moved = await self.submit(decisions.elect_preferred_leaders, offload=True)
             if moved:
                 log.info("preferred_leaders_elected", partitions=moved)
         if self._repair_due:
@@ -296,7 +303,7 @@ class QuorumController:
         rule 6: a batched fence that stopped half-way can leave such partitions behind, with
         the broker it was fencing still live). After a takeover, and periodically."""
         self._repair_due = False
-        elected = await self.submit(decisions.elect_offline_leaders)
+        elected = await self.submit(decisions.elect_offline_leaders, offload=True)
         if elected:
             log.info("offline_partitions_elected", partitions=elected)
 
@@ -451,7 +458,7 @@ class QuorumController:
                 # A fence or registration of this broker may still apply: settle it first
                 # (a commit moves the version past it), then decide on what it left.
                 await self._commit_noop(deadline)
-            response = await self._decide_and_commit(decide, deadline)
+            response = await self._decide_and_commit(decide, deadline, offload=want_shutdown)
         await self._confirm_leadership()  # the queue may have taken a while
         if not self.is_caught_up():
             raise self.not_controller()

@@ -298,6 +298,8 @@ async def test_heartbeats_are_answered_only_within_a_confirmed_leadership() -> N
     controller, metadata_log, clock = make_controller()
     epoch = await register(controller, 1)
     await controller._tick()
+    await controller._start_confirmation()  # the tick's own confirmation, settled
+    clock.ms += LEADERSHIP_CONFIRMATION_MS  # and no longer recent
     before = metadata_log.barriers
     await controller.broker_heartbeat(1, epoch, epoch, False)
     await controller.broker_heartbeat(1, epoch, epoch, False)
