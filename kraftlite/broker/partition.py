@@ -369,7 +369,10 @@ class Partition:
         if self._lapsed:
             self._lapsed = False
             state = self.state = rs.resume_after_lapse(state, now)
-        change = rs.isr_change(state, self.log.log_end_offset, now, max_lag_ms, self.is_eligible)
+        seen = self.sessions_seen(self) if self.sessions_seen is not None else None
+        change = rs.isr_change(
+            state, self.log.log_end_offset, now, max_lag_ms, self.is_eligible, last_rounds=seen
+        )
         if change is None:
             return None
         self.state = rs.propose_isr(state, change)

@@ -195,7 +195,13 @@ def advance_high_watermark(state: LeaderState, leader_end: int) -> LeaderState:
 
 
 def isr_change(
-    state: LeaderState, leader_end: int, now_ms: int, max_lag_ms: int, eligible: Eligible = anyone
+    state: LeaderState,
+    leader_end: int,
+    now_ms: int,
+    max_lag_ms: int,
+    eligible: Eligible = anyone,
+    *,
+    last_rounds: Mapping[int, int] | None = None,
 ) -> tuple[int, ...] | None:
     """Rule 3: the ISR to propose now, or None. Shrinks come before expansions."""
     if state.pending_isr is not None:
@@ -214,7 +220,8 @@ def isr_change(
         b
         for b in state.replicas
         if _may_join(state, b, eligible)
-        and now_ms - state.followers[b].last_fetch_ms <= JOIN_FETCH_WINDOW_MS
+        and now_ms - max(state.followers[b].last_fetch_ms, (last_rounds or {}).get(b, 0))
+        <= JOIN_FETCH_WINDOW_MS
     ]
     if joining:
         return tuple(b for b in state.replicas if b in state.isr or b in joining)
@@ -268,9 +275,10 @@ def isr_change_failed(state: LeaderState, now_ms: int) -> LeaderState:
 
 
 REFUSED_EXPANSION_BACKOFF_MS = 1000
-# The periodic check proposes a replica for the ISR only if it fetched this recently (Kafka
-# expands only at fetches): a broker that died caught up, and is still live in metadata
-# while its fence commits in batches, is not proposed back into the ISRs it is leaving.
+# The periodic check proposes a replica for the ISR only if it fetched this recently, by
+# name or in a round of its fetch session (rule 5; Kafka expands only at fetches): a broker
+# that died caught up, and is still live in metadata while its fence commits in batches, is
+# not proposed back into the ISRs it is leaving.
 JOIN_FETCH_WINDOW_MS = 3000
 
 

@@ -207,3 +207,6 @@ def test_the_periodic_check_proposes_only_replicas_that_fetched_recently() -> No
     state = rs.record_fetch(state, 3, 10, 10, now_ms=100)  # 3 reached the HW, then died
     assert rs.isr_change(state, 10, 100 + rs.JOIN_FETCH_WINDOW_MS, 10**6) == (1, 2, 3)
     assert rs.isr_change(state, 10, 101 + rs.JOIN_FETCH_WINDOW_MS, 10**6) is None
+    # an idle partition is fetched in every round of the follower's session: that counts
+    later = 10_000 + rs.JOIN_FETCH_WINDOW_MS
+    assert rs.isr_change(state, 10, later, 10**6, last_rounds={3: 10_000}) == (1, 2, 3)
