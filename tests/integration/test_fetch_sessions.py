@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,20 +21,10 @@ from kraftlite.protocol import batch as fmt
 from kraftlite.protocol.internal import NEW_SESSION, FetchPosition, ReplicaFetchRequest
 from kraftlite.storage.log import LogStorage, StorageConfig
 from tests.harness.metadata import live_brokers, play
+from tests.integration.test_partition_replication import ManualClock
 
 pytestmark = pytest.mark.integration
 PARTITIONS = 50
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.ms = 1_000
-
-    def now_ms(self) -> int:
-        return self.ms
-
-    def monotonic_ms(self) -> int:
-        return self.ms
 
 
 @pytest.fixture
@@ -44,8 +34,13 @@ def storage(tmp_path: Path) -> Iterator[LogStorage]:
     opened.close()
 
 
-def leader_of_everything(storage: LogStorage, clock: ManualClock) -> ReplicaManager:
-    """Broker 1 leading PARTITIONS partitions with replicas (1, 2, 3), every ISR full."""
+def leader_of_everything(
+    storage: LogStorage,
+    clock: ManualClock,
+    partitions: int = PARTITIONS,
+    lease_valid: Callable[[], bool] = lambda: True,
+) -> ReplicaManager:
+    """Broker 1 leading `partitions` partitions with replicas (1, 2, 3), every ISR full."""
     image = play(live_brokers(1, 2, 3), r.TopicRecord(name="t", topic_id="T"))
     image = play(
         image,
@@ -53,7 +48,7 @@ def leader_of_everything(storage: LogStorage, clock: ManualClock) -> ReplicaMana
             r.PartitionRecord(
                 topic_id="T", partition=i, replicas=(1, 2, 3), isr=(1, 2, 3), leader=1
             )
-            for i in range(PARTITIONS)
+            for i in range(partitions)
         ),
     )
     manager = ReplicaManager(
@@ -63,6 +58,7 @@ def leader_of_everything(storage: LogStorage, clock: ManualClock) -> ReplicaMana
         session=None,  # type: ignore[arg-type]
         clock=clock,
         broker_epoch=lambda: 1,
+        lease_valid=lease_valid,
     )
     manager.apply_image(image)
     return manager
@@ -209,23 +205,7 @@ async def test_a_lease_lapse_on_an_idle_partition_gives_no_dead_follower_a_fresh
     try:
         clock = ManualClock()
         lease = {"valid": True}
-        image = play(live_brokers(1, 2, 3), r.TopicRecord(name="t", topic_id="T"))
-        image = play(
-            image,
-            r.PartitionRecord(
-                topic_id="T", partition=0, replicas=(1, 2, 3), isr=(1, 2, 3), leader=1
-            ),
-        )
-        manager = ReplicaManager(
-            ReplicationSettings(broker_id=1),
-            storage,
-            controllers=None,  # type: ignore[arg-type]
-            session=None,  # type: ignore[arg-type]
-            clock=clock,
-            broker_epoch=lambda: 1,
-            lease_valid=lambda: lease["valid"],
-        )
-        manager.apply_image(image)
+        manager = leader_of_everything(storage, clock, 1, lambda: lease["valid"])
         lag = manager.settings.replica_lag_time_max_ms
         for follower in (2, 3):
             await manager.serve_replica_fetch(

@@ -89,6 +89,18 @@ def make_controller() -> tuple[QuorumController, ScriptedLog, FixedClock]:
     return QuorumController(settings, metadata_log, clock), metadata_log, clock  # type: ignore[arg-type]
 
 
+def ten_partitions_led_by_1() -> MetadataImage:
+    """Brokers 1-3 live; topic T's ten partitions on (1, 2), led by 1."""
+    image = play(live_brokers(1, 2, 3), r.TopicRecord(name="t", topic_id="T"))
+    return play(
+        image,
+        *(
+            r.PartitionRecord(topic_id="T", partition=i, replicas=(1, 2), isr=(1, 2), leader=1)
+            for i in range(10)
+        ),
+    )
+
+
 async def register(controller: QuorumController, broker_id: int) -> int:
     return await controller.register_broker(broker_id, f"inc-{broker_id}", "http://b:9092", None)
 
@@ -373,14 +385,7 @@ async def test_a_large_fence_commits_in_bounded_batches_and_a_deposed_one_stops(
 
     monkeypatch.setattr(quorum_controller, "MAX_BATCH_RECORDS", 4)
     controller, metadata_log, _ = make_controller()
-    image = play(live_brokers(1, 2, 3), r.TopicRecord(name="t", topic_id="T"))
-    metadata_log.image = play(
-        image,
-        *(
-            r.PartitionRecord(topic_id="T", partition=i, replicas=(1, 2), isr=(1, 2), leader=1)
-            for i in range(10)
-        ),
-    )
+    metadata_log.image = ten_partitions_led_by_1()
     fenced = await controller.submit(lambda image: decisions.fence_expired_brokers(image, [1]))
     assert fenced == [1]
     sizes = [len(b.records) for b in metadata_log.proposals]
@@ -418,14 +423,7 @@ async def test_a_brokers_heartbeat_waits_while_its_fence_commits_in_batches(
     controller, metadata_log, clock = make_controller()
     controller._active_term = metadata_log.term  # caught up: heartbeats are answered
     controller._leadership_confirmed_ms = clock.ms
-    image = play(live_brokers(1, 2, 3), r.TopicRecord(name="t", topic_id="T"))
-    metadata_log.image = play(
-        image,
-        *(
-            r.PartitionRecord(topic_id="T", partition=i, replicas=(1, 2), isr=(1, 2), leader=1)
-            for i in range(10)
-        ),
-    )
+    metadata_log.image = ten_partitions_led_by_1()
     epoch = metadata_log.image.brokers[1].broker_epoch
     metadata_log.hold = asyncio.Event()  # each proposal waits until released
     fencing = asyncio.create_task(
@@ -462,14 +460,7 @@ async def test_a_batched_decision_is_decided_again_only_when_another_write_lands
 ) -> None:
     monkeypatch.setattr(quorum_controller, "MAX_BATCH_RECORDS", 4)
     controller, metadata_log, _ = make_controller()
-    image = play(live_brokers(1, 2, 3), r.TopicRecord(name="t", topic_id="T"))
-    metadata_log.image = play(
-        image,
-        *(
-            r.PartitionRecord(topic_id="T", partition=i, replicas=(1, 2), isr=(1, 2), leader=1)
-            for i in range(10)
-        ),
-    )
+    metadata_log.image = ten_partitions_led_by_1()
     decided = []
 
     def fence(image: MetadataImage) -> decisions.ControllerResult[list[int]]:
