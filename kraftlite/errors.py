@@ -35,6 +35,8 @@ class ErrorCode(IntEnum):
     INVALID_TIMESTAMP = 32
     NOT_ENOUGH_REPLICAS = 19
     INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    NO_REASSIGNMENT_IN_PROGRESS = 85
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
     INVALID_PARTITIONS = 37
@@ -83,6 +85,8 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorInfo(413, False, "request too large"),
     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorInfo(503, True, "not enough in-sync replicas"),
     ErrorCode.INVALID_REPLICATION_FACTOR: ErrorInfo(400, False, "invalid replication factor"),
+    ErrorCode.INVALID_REPLICA_ASSIGNMENT: ErrorInfo(400, False, "invalid replica assignment"),
+    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS: ErrorInfo(409, False, "no reassignment in progress"),
     ErrorCode.NOT_CONTROLLER: ErrorInfo(503, True, "not the active controller"),
     ErrorCode.INVALID_REQUEST: ErrorInfo(400, False, "invalid request"),
     ErrorCode.INVALID_PARTITIONS: ErrorInfo(400, False, "invalid partition count"),

@@ -766,6 +766,8 @@ def make_broker_app(
     r.add_delete("/v1/acls", admin_passthrough)
     r.add_get("/v1/quotas", admin_passthrough)
     r.add_post("/v1/quotas", admin_passthrough)
+    r.add_get("/v1/reassignments", admin_passthrough)  # the elastic cluster: the controllers'
+    r.add_post("/v1/reassignments", admin_passthrough)
     r.add_post("/v1/internal/replica-fetch", replica_fetch)
     r.add_get("/v1/internal/offsets", internal_offsets)
     return app

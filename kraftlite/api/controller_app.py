@@ -43,7 +43,7 @@ from kraftlite.api.permissions import boundary_middlewares
 from kraftlite.api.throttle import THROTTLE, Throttle
 from kraftlite.clock import SystemClock
 from kraftlite.config import ListenerLimits
-from kraftlite.controller import access, decisions
+from kraftlite.controller import access, decisions, reassignments
 from kraftlite.controller.metadata_server import MetadataServer
 from kraftlite.controller.quorum_controller import QuorumController
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -298,6 +298,53 @@ async def alter_configs(request: web.Request) -> web.StreamResponse:
     return _topic_or_404(controller, name)
 
 
+# ---------------------------------------------------------------------------- elastic cluster
+
+
+# A request moving more partitions than this decides in a thread (the event loop keeps
+# answering heartbeats meanwhile).
+OFFLOAD_PARTITIONS = 1_000
+
+
+@needs_active_controller
+async def alter_reassignments(request: web.Request) -> web.StreamResponse:
+    """Start, replace or cancel partition reassignments (controller/reassignments.py)."""
+    controller = request.app[CONTROLLER]
+    wanted = reassignments.parse_reassignments(await read_json_object(request))
+    outcomes = await controller.submit(
+        lambda image: reassignments.alter_reassignments(image, wanted),
+        offload=len(wanted) > OFFLOAD_PARTITIONS,
+    )
+    answers: list[dict[str, object]] = []
+    for outcome in outcomes:
+        if outcome.registration is not None:
+            answers.append(
+                reassignments.reassignment_view(
+                    outcome.topic, outcome.partition, outcome.registration
+                )
+            )
+        else:
+            error = outcome.error or KraftliteError(ErrorCode.UNKNOWN_SERVER_ERROR)
+            answers.append(
+                {
+                    "topic": outcome.topic,
+                    "partition": outcome.partition,
+                    "error_code": error.code.name,
+                    "message": error.message,
+                }
+            )
+    audit_change(request, "reassignments_altered", partitions=len(wanted))
+    response = json_response({"reassignments": answers}, status=202)
+    response.headers[METADATA_VERSION] = str(controller.image.version)
+    return response
+
+
+async def list_reassignments(request: web.Request) -> web.Response:
+    image = request.app[CONTROLLER].image
+    body = await asyncio.to_thread(reassignments.ongoing_reassignments, image)
+    return json_response({"reassignments": body})
+
+
 # ---------------------------------------------------------------------------- users, ACLs, quotas
 
 
@@ -519,6 +566,8 @@ def make_controller_app(
     app.router.add_delete("/v1/topics/{topic}", delete_topic)
     app.router.add_post("/v1/topics/{topic}/partitions", create_partitions)
     app.router.add_put("/v1/topics/{topic}/configs", alter_configs)
+    app.router.add_get("/v1/reassignments", list_reassignments)
+    app.router.add_post("/v1/reassignments", alter_reassignments)
     app.router.add_post("/v1/tokens", issue_token)
     app.router.add_get("/v1/users", list_users)
     app.router.add_post("/v1/users", create_user)

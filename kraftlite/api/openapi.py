@@ -291,6 +291,8 @@ SCHEMAS: Final[Json] = {
             "partition_epoch": _int(),
             "replicas": _array(_int(), "broker ids"),
             "isr": _array(_int(), "in-sync replicas, broker ids"),
+            "adding_replicas": _array(_int(), "joining in a reassignment"),
+            "removing_replicas": _array(_int(), "leaving in a reassignment"),
             "log_start_offset": _long(
                 "from the partition's leader; only in GET /v1/topics/{topic}, null when the "
                 "leader did not answer",
@@ -332,6 +334,69 @@ SCHEMAS: Final[Json] = {
         required=["topics"],
         description="Many topics in one decision and one metadata batch (Kafka's "
         "CreateTopics); at most 10,000 partitions in all.",
+    ),
+    "ReassignmentsRequest": _object(
+        {
+            "partitions": _array(
+                _object(
+                    {
+                        "topic": _ref("TopicName"),
+                        "partition": _PARTITION_INDEX,
+                        "replicas": {
+                            "anyOf": [
+                                _array(
+                                    _int(minimum=0, maximum=2**31 - 1),
+                                    minItems=1,
+                                    maxItems=64,
+                                    uniqueItems=True,
+                                ),
+                                {"type": "null"},
+                            ],
+                            "description": "the target replica list (its first is the "
+                            "preferred leader), or null to cancel the partition's move",
+                        },
+                    },
+                    required=["topic", "partition", "replicas"],
+                ),
+                minItems=1,
+                maxItems=10_000,
+                description="each partition at most once",
+            )
+        },
+        required=["partitions"],
+    ),
+    "Reassignment": _object(
+        {
+            "topic": _str(),
+            "partition": _PARTITION_INDEX,
+            "replicas": _array(_int(), "the target, then the replicas leaving"),
+            "adding": _array(_int(), "target replicas still joining"),
+            "removing": _array(_int(), "replicas that leave once every target is in sync"),
+            "isr": _array(_int()),
+            "leader": _BROKER_ID,
+        },
+        required=["topic", "partition", "replicas", "adding", "removing", "isr"],
+    ),
+    "Reassignments": _object(
+        {
+            "reassignments": _array(
+                {
+                    "anyOf": [
+                        _ref("Reassignment"),
+                        _object(
+                            {
+                                "topic": _str(),
+                                "partition": _int(),
+                                "error_code": _str(),
+                                "message": _str(),
+                            },
+                            required=["topic", "partition", "error_code", "message"],
+                        ),
+                    ]
+                }
+            )
+        },
+        required=["reassignments"],
     ),
     "CreateTopicsAnswer": _object(
         {
@@ -1158,6 +1223,37 @@ PATHS: Final[Json] = {
             {"200": _answer("what was deleted", _ref("AclsDeleted"))},
             body=_json_body("AclFilter"),
             errors=[*_BODY, *_CONTROLLER],
+        ),
+    },
+    "/v1/reassignments": {
+        "get": _operation(
+            "list_reassignments",
+            "cluster",
+            "Partitions being moved to other brokers",
+            {"200": _answer("every ongoing reassignment; empty when none", _ref("Reassignments"))},
+            description="Needs DESCRIBE on the cluster.",
+            errors=_CONTROLLER,
+        ),
+        "post": _operation(
+            "alter_reassignments",
+            "cluster",
+            "Move partitions to new replica lists, or cancel their moves",
+            {"202": _answer("each partition's move as committed", _ref("Reassignments"))},
+            description="Kafka's AlterPartitionReassignments (KIP-455), forwarded to the "
+            "active controller; needs ALTER on the cluster. New replicas fetch from the "
+            "leader and join the ISR once caught up; once every target replica is in the "
+            "ISR the final list commits (leadership first moving off a leaving leader) and "
+            "the removed replicas delete their logs. The whole request is refused if any "
+            "item is wrong (an unknown partition, repeated, unregistered or non-live new "
+            "brokers); cancelling a partition that is not moving is reported for it alone "
+            "(NO_REASSIGNMENT_IN_PROGRESS).",
+            body=_json_body("ReassignmentsRequest"),
+            errors=[
+                *_BODY,
+                *_UNKNOWN,
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                *_CONTROLLER,
+            ],
         ),
     },
     "/v1/quotas": {

@@ -13,7 +13,8 @@ Rules:
    consumer group heartbeat READ group and DESCRIBE each subscribed topic; OffsetCommit
    READ group and READ topic; OffsetFetch and DescribeGroups DESCRIBE group; ListGroups
    DESCRIBE cluster; users, ACLs: ALTER / DESCRIBE cluster; quotas ALTER_CONFIGS /
-   DESCRIBE_CONFIGS cluster.
+   DESCRIBE_CONFIGS cluster; AlterPartitionReassignments ALTER cluster,
+   ListPartitionReassignments DESCRIBE cluster.
 """
 
 from __future__ import annotations
@@ -128,6 +129,8 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("DELETE", "/v1/acls"): _cluster(Operation.ALTER),
     ("GET", "/v1/quotas"): _cluster(Operation.DESCRIBE_CONFIGS),
     ("POST", "/v1/quotas"): _cluster(Operation.ALTER_CONFIGS),
+    ("GET", "/v1/reassignments"): _cluster(Operation.DESCRIBE),
+    ("POST", "/v1/reassignments"): _cluster(Operation.ALTER),
     ("POST", "/v1/internal/brokers"): NODES,
     ("POST", "/v1/internal/brokers/{broker_id}/heartbeat"): NODES,
     ("POST", "/v1/internal/alter-partition"): NODES,

@@ -111,6 +111,65 @@ def _change(
     )
 
 
+def partition_change(
+    topic_id: str,
+    index: int,
+    current: PartitionRegistration,
+    *,
+    leader: int,
+    isr: tuple[int, ...],
+    replicas: tuple[int, ...] | None = None,
+    adding: tuple[int, ...] | None = None,
+    removing: tuple[int, ...] | None = None,
+) -> PartitionChangeRecord | None:
+    """The record that moves `current` to the given state (None: that field stays), or None
+    if nothing changes."""
+    replicas = None if replicas == current.replicas else replicas
+    adding = None if adding == current.adding else adding
+    removing = None if removing == current.removing else removing
+    if (
+        leader == current.leader
+        and isr == current.isr
+        and replicas is None
+        and adding is None
+        and removing is None
+    ):
+        return None
+    return PartitionChangeRecord(
+        topic_id=topic_id,
+        partition=index,
+        leader=LEADER_UNCHANGED if leader == current.leader else leader,
+        isr=None if isr == current.isr else isr,
+        replicas=replicas,
+        adding_replicas=adding,
+        removing_replicas=removing,
+    )
+
+
+def completed_reassignment(
+    current: PartitionRegistration, isr: tuple[int, ...], is_live: Callable[[int], bool]
+) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
+    """KIP-455: once every target replica is in `isr`, the final (replicas, isr, leader):
+    the target, the ISR within it, and a target replica as leader if the leader is leaving
+    (rule 3 among the target). None while a target replica is still catching up, or while
+    no target replica could lead.
+    """
+    if not current.reassigning:
+        return None
+    target = current.target
+    if not set(target) <= set(isr):
+        return None
+    final_isr = tuple(b for b in isr if b in target)
+    leader = current.leader
+    if leader not in target:
+        leader, _ = elect_leader(
+            PartitionRegistration(target, final_isr, NO_LEADER, 0, 0), is_live, unclean=False
+        )
+        if leader == NO_LEADER:
+            return None
+    return target, final_isr, leader
+
+
 def _unclean_allowed(topic: TopicImage) -> bool:
     return effective_config(topic.configs, "unclean.leader.election.enable") == "true"
 
@@ -499,7 +558,7 @@ def create_partitions(
             ErrorCode.INVALID_PARTITIONS,
             f"topic {name} has {current} partitions; count must be {current + 1}-{MAX_PARTITIONS}",
         )
-    factor = len(topic.partitions[0].replicas)
+    factor = len(topic.partitions[0].target)
     brokers = _placement_brokers(image)
     if factor > len(brokers):
         raise KraftliteError(
@@ -605,7 +664,21 @@ def alter_partition(
         raise KraftliteError(
             ErrorCode.INELIGIBLE_REPLICA, f"fenced brokers {ineligible} cannot join the ISR"
         )
-    change = _change(topic.topic_id, request.partition, current, current.leader, new_isr)
+    done = completed_reassignment(current, new_isr, image.is_live)
+    if done is not None:  # the last target replica joined: the reassignment completes
+        replicas, final_isr, leader = done
+        change = partition_change(
+            topic.topic_id,
+            request.partition,
+            current,
+            leader=leader,
+            isr=final_isr,
+            replicas=replicas,
+            adding=(),
+            removing=(),
+        )
+    else:
+        change = _change(topic.topic_id, request.partition, current, current.leader, new_isr)
     if change is None:
         return ControllerResult((), current)
     return ControllerResult((change,), current.merge(change))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import ClassVar, assert_never
+from typing import Any, ClassVar, assert_never
 
 from kraftlite.metadata.records import (
     LEADER_UNCHANGED,
@@ -73,6 +73,10 @@ class BrokerRegistration:
 class PartitionRegistration:
     """One partition's assignment. Invariants: leader in isr (or NO_LEADER); isr within
     replicas; leader_epoch and partition_epoch never decrease.
+
+    While a reassignment runs (KIP-455), `replicas` is the target followed by the replicas
+    leaving; `adding` are target replicas not in the original list, `removing` original
+    replicas not in the target. Both are empty otherwise.
     """
 
     replicas: tuple[int, ...]
@@ -80,6 +84,22 @@ class PartitionRegistration:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        """The replicas once the reassignment completes (the replicas if none runs)."""
+        return tuple(b for b in self.replicas if b not in self.removing)
+
+    @property
+    def original(self) -> tuple[int, ...]:
+        """The replicas before the reassignment (what cancelling it goes back to)."""
+        return tuple(b for b in self.replicas if b not in self.adding)
 
     def merge(self, change: PartitionChangeRecord) -> PartitionRegistration:
         leader = self.leader if change.leader == LEADER_UNCHANGED else change.leader
@@ -89,6 +109,10 @@ class PartitionRegistration:
             leader=leader,
             leader_epoch=self.leader_epoch + (leader != self.leader),
             partition_epoch=self.partition_epoch + 1,
+            adding=self.adding if change.adding_replicas is None else change.adding_replicas,
+            removing=(
+                self.removing if change.removing_replicas is None else change.removing_replicas
+            ),
         )
 
 
@@ -158,7 +182,9 @@ class MetadataImage:
 
 _IMAGE_FIELDS = tuple(f.name for f in fields(MetadataImage))
 _FLAT = "flat-topics-v1"
-_FlatPartition = tuple[int, tuple[int, ...], tuple[int, ...], int, int, int]
+# (index, replicas, isr, leader, leader_epoch, partition_epoch[, adding, removing]): the
+# last two only while a reassignment runs
+_FlatPartition = tuple[Any, ...]
 
 
 def _flat_topics(
@@ -173,6 +199,17 @@ def _flat_topics(
                 dict(t.configs),
                 [
                     (i, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch)
+                    if not p.reassigning
+                    else (
+                        i,
+                        p.replicas,
+                        p.isr,
+                        p.leader,
+                        p.leader_epoch,
+                        p.partition_epoch,
+                        p.adding,
+                        p.removing,
+                    )
                     for i, p in t.partitions.items()
                 ],
             )
@@ -188,7 +225,7 @@ def _unflat_topics(
         topic_id: TopicImage(
             topic_id,
             name,
-            {i: PartitionRegistration(r, isr, ld, le, pe) for i, r, isr, ld, le, pe in partitions},
+            {flat[0]: PartitionRegistration(*flat[1:]) for flat in partitions},
             configs,
         )
         for topic_id, name, configs, partitions in flat
@@ -359,6 +396,17 @@ def _check_partition(registration: PartitionRegistration, record: MetadataRecord
     replicas, isr, leader = registration.replicas, registration.isr, registration.leader
     if not replicas or len(set(replicas)) != len(replicas):
         raise MetadataInvariantError(f"replicas must be distinct and non-empty: {record}")
+    adding, removing = set(registration.adding), set(registration.removing)
+    if (
+        not adding | removing <= set(replicas)
+        or adding & removing
+        or len(adding) != len(registration.adding)
+        or len(removing) != len(registration.removing)
+        or not registration.target
+    ):
+        raise MetadataInvariantError(
+            f"adding and removing must be distinct replicas, leaving a target: {record}"
+        )
     if not set(isr) <= set(replicas) or len(set(isr)) != len(isr):
         raise MetadataInvariantError(f"ISR must be distinct replicas: {record}")
     if leader != NO_LEADER and leader not in isr:

@@ -108,6 +108,9 @@ class PartitionChangeRecord:
     """Change to one partition. None / LEADER_UNCHANGED mean "field did not change".
 
     Replay bumps partition_epoch on every change and leader_epoch whenever the leader changes.
+    A reassignment (KIP-455) sets `replicas` to the target followed by the replicas leaving,
+    with `adding_replicas` / `removing_replicas` naming both sides; completing or cancelling
+    it sets the final `replicas` and both to ().
     """
 
     topic_id: str
@@ -115,6 +118,8 @@ class PartitionChangeRecord:
     leader: int = LEADER_UNCHANGED
     isr: tuple[int, ...] | None = None
     replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -28,6 +28,8 @@ def partition_view(index: int, p: PartitionRegistration) -> dict[str, Any]:
         "partition_epoch": p.partition_epoch,
         "replicas": list(p.replicas),
         "isr": list(p.isr),
+        "adding_replicas": list(p.adding),
+        "removing_replicas": list(p.removing),
     }
 
 
@@ -46,7 +48,7 @@ def topic_summary(topic: TopicImage) -> dict[str, Any]:
     return {
         "name": topic.name,
         "partitions": len(topic.partitions),
-        "replication_factor": len(first.replicas) if first else 0,
+        "replication_factor": len(first.target) if first else 0,
     }
 
 
@@ -107,6 +109,8 @@ def image_from_json(data: dict[str, Any]) -> MetadataImage:
                     p["leader"],
                     p["leader_epoch"],
                     p["partition_epoch"],
+                    tuple(p.get("adding_replicas", ())),
+                    tuple(p.get("removing_replicas", ())),
                 )
                 for p in t["partitions"]
             },

@@ -399,15 +399,21 @@ class Cluster:
             self.network.close()
             self.network = None
 
-    def start(self) -> None:
+    def start(self, broker_ids: list[int] | None = None) -> None:
+        """The quorum and the brokers (`broker_ids` only, if given: the rest can join the
+        cluster later with `start_broker`)."""
         self.quorum.start()
-        for process in self.processes.values():
-            process.start()
+        for broker_id in broker_ids or list(self.processes):
+            self.processes[broker_id].start()
         try:
-            self.wait_ready()
+            self.wait_ready(broker_ids)
         except BaseException:  # a fixture whose start fails leaves no process behind
             self.stop()
             raise
+
+    def start_broker(self, broker_id: int) -> None:
+        self.processes[broker_id].start()
+        self.wait_ready([broker_id])
 
     def wait_ready(self, broker_ids: list[int] | None = None, timeout_s: float = 60) -> None:
         deadline = time.monotonic() + timeout_s

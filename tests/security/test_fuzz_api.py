@@ -24,7 +24,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:Skipped test cases with unsupported payload media types"),
 ]
 schema = schemathesis.openapi.from_dict(OPENAPI)
-STATE_DEPENDENT = {"INVALID_REPLICATION_FACTOR", "INVALID_PARTITIONS"}
+STATE_DEPENDENT = {"INVALID_REPLICATION_FACTOR", "INVALID_PARTITIONS", "INVALID_REPLICA_ASSIGNMENT"}
 
 
 @pytest.fixture(scope="module")
