@@ -1,5 +1,6 @@
 """The admin and data tools of the command line, built on the client: `kraftlite topics`,
-`produce`, `consume`, `cluster status`.
+`produce`, `consume`, `cluster status`, and the elastic cluster's `brokers`, `cluster
+rebalance`, `reassignments`, `leaders elect`, `quorum describe`.
 
 Readable tables on a terminal, JSON with `--output json`. Exit codes: 0 success, 1 an
 error answer from the cluster (its error code printed), 2 a usage error.
@@ -10,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,12 +32,21 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from kraftlite.client import Credentials, KraftliteError, SyncAdmin, SyncConsumer, SyncProducer
+from kraftlite.client import (
+    Credentials,
+    ErrorCode,
+    KraftliteError,
+    SyncAdmin,
+    SyncConsumer,
+    SyncProducer,
+)
 from kraftlite.clock import SystemClock
 
 DEFAULT_BOOTSTRAP = "http://127.0.0.1:9092"
 COMMIT_INTERVAL_MS = 5000
 EXIT_API_ERROR = 1
+POLL_INTERVAL_S = 0.5  # how often --wait asks which partitions are still moving
+DEFAULT_WAIT_TIMEOUT_S = 600.0
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -153,15 +164,20 @@ def topics_create(  # noqa: PLR0917 - click passes every option positionally
     bootstrap: Connection,
     output: str,
 ) -> None:
+    parsed = _parse_configs(configs)
+    with bootstrap.admin() as admin:
+        created = admin.create_topic(name, partitions, replication_factor, parsed)
+    _show_topic(created, output)
+
+
+def _parse_configs(configs: tuple[str, ...]) -> dict[str, str]:
     parsed = {}
     for item in configs:
         key, sep, value = item.partition("=")
         if not sep:
             raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--config")
         parsed[key] = value
-    with bootstrap.admin() as admin:
-        created = admin.create_topic(name, partitions, replication_factor, parsed)
-    _show_topic(created, output)
+    return parsed
 
 
 @topics.command("list")
@@ -387,7 +403,7 @@ def _print_record(record: Any, output: str) -> None:
 
 @click.group()
 def cluster() -> None:
-    """The cluster's brokers and controllers."""
+    """The cluster's brokers and controllers: status, rebalance."""
 
 
 @cluster.command("status")
@@ -410,6 +426,475 @@ def cluster_status(bootstrap: Connection, output: str) -> None:
         table.add_row(
             str(broker["id"]), broker["url"], broker["rack"] or "-", str(broker["fenced"])
         )
+    Console().print(table)
+
+
+# ---------------------------------------------------------------------------- elastic cluster
+# Every data move is a reassignment (KIP-455) that the controller starts and the brokers
+# complete; --wait follows the moves started through GET /v1/reassignments.
+
+
+def _wait_options(command: F) -> F:
+    """--wait and --timeout-s, for commands that start moves."""
+    for option in reversed(
+        [
+            click.option(
+                "--wait", is_flag=True, help="Follow the moves started until they complete."
+            ),
+            click.option(
+                "--timeout-s",
+                type=click.FloatRange(min=0, min_open=True),
+                default=DEFAULT_WAIT_TIMEOUT_S,
+                show_default=True,
+                help="With --wait: give up (exit 1) after this long.",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def _ids(brokers: Sequence[int]) -> str:
+    return ",".join(map(str, brokers)) or "-"
+
+
+def _show_moves(moves: list[dict[str, Any]], output: str, title: str) -> None:
+    if output == "json":
+        _json(moves)
+        return
+    if not moves:
+        click.echo(f"{title}: none", err=True)
+        return
+    table = Table("topic", "partition", "from", "to", title=f"{title}: {len(moves)}")
+    for move in moves:
+        table.add_row(move["topic"], str(move["partition"]), _ids(move["from"]), _ids(move["to"]))
+    Console().print(table)
+
+
+@contextlib.contextmanager
+def _moves_bar(what: str, total: int) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar of partitions moved on stderr (the style of `_rate_bar`)."""
+    columns = (TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda completed: bar.update(task, completed=completed)
+
+
+def _await_moves(
+    admin: SyncAdmin, partitions: Collection[tuple[str, int]], timeout_s: float
+) -> None:
+    """Poll the ongoing reassignments until none of `partitions` is listed, with a progress
+    bar of those completed; exit 1 after `timeout_s`."""
+    watched = set(partitions)
+    if not watched:
+        return
+    clock = SystemClock()
+    deadline = clock.monotonic_ms() + int(timeout_s * 1000)
+    moving = watched
+    with _moves_bar("partitions moved", len(watched)) as completed:
+        while clock.monotonic_ms() < deadline:
+            try:
+                listed: list[dict[str, Any]] = admin.list_reassignments()
+            except KraftliteError as exc:
+                if not exc.retriable:  # a controller election, say: ask again
+                    raise
+            else:
+                moving = watched & {(r["topic"], r["partition"]) for r in listed}
+                completed(len(watched) - len(moving))
+                if not moving:
+                    break
+            time.sleep(POLL_INTERVAL_S)
+    if moving:
+        click.echo(
+            f"kraftlite: timed out after {timeout_s:g} s: {len(moving)} of {len(watched)} "
+            "partitions still moving (`kraftlite reassignments list`)",
+            err=True,
+        )
+        sys.exit(EXIT_API_ERROR)
+    click.echo(f"{len(watched)} partitions moved", err=True)
+
+
+def _moved(moves: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    return [(m["topic"], m["partition"]) for m in moves]
+
+
+@topics.command("alter")
+@click.argument("name")
+@click.option(
+    "--replication-factor",
+    type=click.IntRange(1),
+    help="Reassign every partition to this many replicas.",
+)
+@click.option("--partitions", type=click.IntRange(1), help="Grow the topic to this many.")
+@click.option("--config", "configs", multiple=True, help="KEY=VALUE, repeatable.")
+@_wait_options
+@bootstrap_option
+@output_option
+@api_errors
+def topics_alter(  # noqa: PLR0917 - click passes every option positionally
+    name: str,
+    replication_factor: int | None,
+    partitions: int | None,
+    configs: tuple[str, ...],
+    wait: bool,
+    timeout_s: float,
+    bootstrap: Connection,
+    output: str,
+) -> None:
+    """Change a topic's configs, partition count or replication factor (by moving
+    replicas; --wait follows the moves)."""
+    if replication_factor is None and partitions is None and not configs:
+        raise click.UsageError("give --replication-factor, --partitions or --config")
+    parsed = _parse_configs(configs)
+    moves: list[dict[str, Any]] = []
+    with bootstrap.admin() as admin:
+        if parsed:
+            admin.alter_configs(name, parsed)
+        if partitions is not None:
+            admin.create_partitions(name, partitions)
+        if replication_factor is not None:
+            moves = admin.alter_replication_factor(name, replication_factor)
+        if output == "json":
+            _json({**admin.describe_topic(name), "moves": moves})
+        elif replication_factor is not None:
+            _show_moves(moves, output, f"{name}: moves started")
+        if wait and moves:
+            _await_moves(admin, _moved(moves), timeout_s)
+        if output != "json":
+            _show_topic(admin.describe_topic(name), output)
+
+
+@cluster.command("rebalance")
+@click.option("--dry-run", is_flag=True, help="Print the plan; move nothing.")
+@_wait_options
+@bootstrap_option
+@output_option
+@api_errors
+def cluster_rebalance(
+    dry_run: bool, wait: bool, timeout_s: float, bootstrap: Connection, output: str
+) -> None:
+    """Even out replicas and preferred leaders across the live brokers."""
+    if dry_run and wait:
+        raise click.UsageError("--dry-run and --wait do not go together")
+    with bootstrap.admin() as admin:
+        moves: list[dict[str, Any]] = admin.rebalance(dry_run=dry_run)
+        _show_moves(moves, output, "moves planned (dry run)" if dry_run else "moves started")
+        if wait and moves:
+            _await_moves(admin, _moved(moves), timeout_s)
+    if dry_run:
+        click.echo(f"dry run: {len(moves)} moves planned, nothing changed", err=True)
+
+
+# ---------------------------------------------------------------------------- brokers
+
+_BROKER_COLUMNS = ("id", "url", "rack", "state", "replicas", "leaders")
+
+
+@click.group()
+def brokers() -> None:
+    """Registered brokers: list, describe, drain (move everything off), remove."""
+
+
+def _show_brokers(listed: list[dict[str, Any]], output: str) -> None:
+    if output == "json":
+        _json(listed)
+        return
+    table = Table(*_BROKER_COLUMNS)
+    for broker in listed:
+        table.add_row(*("-" if broker[c] is None else str(broker[c]) for c in _BROKER_COLUMNS))
+    Console().print(table)
+
+
+@brokers.command("list")
+@bootstrap_option
+@output_option
+@api_errors
+def brokers_list(bootstrap: Connection, output: str) -> None:
+    with bootstrap.admin() as admin:
+        _show_brokers(admin.list_brokers(), output)
+
+
+@brokers.command("describe")
+@click.argument("broker_id", metavar="ID", type=click.IntRange(0))
+@bootstrap_option
+@output_option
+@api_errors
+def brokers_describe(broker_id: int, bootstrap: Connection, output: str) -> None:
+    with bootstrap.admin() as admin:
+        described = admin.describe_broker(broker_id)
+    if output == "json":
+        _json(described)
+        return
+    _show_brokers([described], output)
+
+
+@brokers.command("drain")
+@click.argument("broker_id", metavar="ID", type=click.IntRange(0))
+@_wait_options
+@bootstrap_option
+@output_option
+@api_errors
+def brokers_drain(
+    broker_id: int, wait: bool, timeout_s: float, bootstrap: Connection, output: str
+) -> None:
+    """Move the broker's leaders, then its replicas, to other brokers; it receives nothing
+    from here on. Remove it once drained."""
+    with bootstrap.admin() as admin:
+        moves: list[dict[str, Any]] = admin.drain_broker(broker_id)
+        _show_moves(moves, output, f"broker {broker_id} draining: moves started")
+        if wait:
+            if moves:
+                _await_moves(admin, _moved(moves), timeout_s)
+            state = admin.describe_broker(broker_id)["state"]
+            click.echo(f"broker {broker_id} is {state}", err=True)
+
+
+@brokers.command("remove")
+@click.argument("broker_id", metavar="ID", type=click.IntRange(0))
+@click.option(
+    "--force",
+    is_flag=True,
+    help="A dead (fenced) broker still holding replicas: replace them at once.",
+)
+@bootstrap_option
+@api_errors
+def brokers_remove(broker_id: int, force: bool, bootstrap: Connection) -> None:
+    """Unregister a broker that holds no replicas (drain it first)."""
+    with bootstrap.admin() as admin:
+        admin.remove_broker(broker_id, force=force)
+    click.echo(f"removed broker {broker_id}", err=True)
+
+
+# ---------------------------------------------------------------------------- reassignments
+
+_REASSIGNMENT_COLUMNS = ("topic", "partition", "replicas", "adding", "removing", "isr", "leader")
+
+
+@click.group()
+def reassignments() -> None:
+    """Partition moves (KIP-455): list, execute a plan, cancel."""
+
+
+def _show_reassignments(listed: list[dict[str, Any]], output: str) -> None:
+    if output == "json":
+        _json(listed)
+        return
+    table = Table(*_REASSIGNMENT_COLUMNS, "error")
+    for r in listed:
+        if "error_code" in r:
+            table.add_row(
+                r["topic"], str(r["partition"]), *[""] * 5, f"{r['error_code']}: {r['message']}"
+            )
+            continue
+        table.add_row(
+            r["topic"],
+            str(r["partition"]),
+            _ids(r["replicas"]),
+            _ids(r["adding"]),
+            _ids(r["removing"]),
+            _ids(r["isr"]),
+            str(r["leader"]),
+            "",
+        )
+    Console().print(table)
+
+
+def _refused(answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The partitions the cluster did not change, each one line on stderr."""
+    refused = [a for a in answers if "error_code" in a]
+    for a in refused:
+        click.echo(
+            f"kraftlite: {a['topic']}-{a['partition']}: {a['error_code']}: {a['message']}",
+            err=True,
+        )
+    return refused
+
+
+def _read_plan(path: Path) -> list[dict[str, Any]]:
+    """A plan file: the body of POST /v1/reassignments, `{"partitions": [...]}`."""
+    try:
+        plan = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise click.BadParameter(f"{path} is not JSON: {exc}", param_hint="--file") from None
+    items = plan.get("partitions") if isinstance(plan, dict) else None
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise click.BadParameter(
+            f'{path} is not {{"partitions": [{{"topic", "partition", "replicas"}}, ...]}}',
+            param_hint="--file",
+        )
+    return items
+
+
+def _topic_partition(item: str) -> tuple[str, int]:
+    topic, sep, index = item.rpartition(":")
+    if not sep or not topic or not index.isdigit():
+        raise click.BadParameter(f"{item!r} is not TOPIC:PARTITION", param_hint="PARTITIONS")
+    return topic, int(index)
+
+
+def _planned_partition(path: Path, item: dict[str, Any]) -> tuple[str, int]:
+    topic, index = item.get("topic"), item.get("partition")
+    if not isinstance(topic, str) or isinstance(index, bool) or not isinstance(index, int):
+        raise click.BadParameter(
+            f"{path}: {item!r} has no topic and partition", param_hint="--file"
+        )
+    return topic, index
+
+
+_PLAN_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+@reassignments.command("list")
+@bootstrap_option
+@output_option
+@api_errors
+def reassignments_list(bootstrap: Connection, output: str) -> None:
+    """Every partition being moved."""
+    with bootstrap.admin() as admin:
+        listed: list[dict[str, Any]] = admin.list_reassignments()
+    if output != "json" and not listed:
+        click.echo("no reassignment in progress", err=True)
+        return
+    _show_reassignments(listed, output)
+
+
+@reassignments.command("execute")
+@click.option("--file", "plan_file", type=_PLAN_FILE, required=True, help="The plan (JSON).")
+@_wait_options
+@bootstrap_option
+@output_option
+@api_errors
+def reassignments_execute(
+    plan_file: Path, wait: bool, timeout_s: float, bootstrap: Connection, output: str
+) -> None:
+    """Start the moves of a plan file: `{"partitions": [{"topic", "partition",
+    "replicas": [ids] | null}]}` (null cancels that partition's move)."""
+    plan = _read_plan(plan_file)
+    with bootstrap.admin() as admin:
+        answers: list[dict[str, Any]] = admin.alter_reassignments(plan)
+        _show_reassignments(answers, output)
+        refused = _refused(answers)
+        moving = [
+            (a["topic"], a["partition"])
+            for a in answers
+            if "error_code" not in a and (a["adding"] or a["removing"])
+        ]
+        if wait:
+            _await_moves(admin, moving, timeout_s)
+    if refused:
+        sys.exit(EXIT_API_ERROR)
+
+
+@reassignments.command("cancel")
+@click.argument("partitions", nargs=-1)
+@click.option("--file", "plan_file", type=_PLAN_FILE, help="A plan: cancel its partitions.")
+@bootstrap_option
+@output_option
+@api_errors
+def reassignments_cancel(
+    partitions: tuple[str, ...], plan_file: Path | None, bootstrap: Connection, output: str
+) -> None:
+    """Cancel moves: back to the original replicas. PARTITIONS are TOPIC:PARTITION."""
+    wanted = [_topic_partition(p) for p in partitions]
+    if plan_file is not None:
+        wanted += [_planned_partition(plan_file, i) for i in _read_plan(plan_file)]
+    if not wanted:
+        raise click.UsageError("name the partitions (TOPIC:PARTITION ...) or give --file")
+    with bootstrap.admin() as admin:
+        answers: list[dict[str, Any]] = admin.cancel_reassignments(list(dict.fromkeys(wanted)))
+    _show_reassignments(answers, output)
+    if _refused(answers):
+        sys.exit(EXIT_API_ERROR)
+
+
+# ---------------------------------------------------------------------------- leaders
+
+
+@click.group()
+def leaders() -> None:
+    """Partition leadership: preferred leader election."""
+
+
+@leaders.command("elect")
+@click.option("--topic", help="Only this topic's partitions (default: every partition).")
+@click.option("--partition", "partitions", type=click.IntRange(0), multiple=True)
+@bootstrap_option
+@output_option
+@api_errors
+def leaders_elect(
+    topic: str | None, partitions: tuple[int, ...], bootstrap: Connection, output: str
+) -> None:
+    """Move leadership back to each partition's preferred (first) replica where it is live
+    and in sync. Exit 1 if one could not move."""
+    if partitions and topic is None:
+        raise click.UsageError("--partition needs --topic")
+    with bootstrap.admin() as admin:
+        wanted: list[tuple[str, int]] | None = None
+        if topic is not None:
+            indexes = partitions or [
+                p["partition"] for p in admin.describe_topic(topic)["partitions"]
+            ]
+            wanted = [(topic, i) for i in indexes]
+        elections: list[dict[str, Any]] = admin.elect_preferred_leaders(wanted)
+    failed = [
+        e
+        for e in elections
+        if e.get("error_code") not in {None, ErrorCode.ELECTION_NOT_NEEDED.name}
+    ]
+    if output == "json":
+        _json(elections)
+    elif not elections:
+        click.echo("every partition is led by its preferred replica", err=True)
+    else:
+        table = Table("topic", "partition", "leader", "result")
+        for e in elections:
+            result = "elected" if "error_code" not in e else f"{e['error_code']}: {e['message']}"
+            table.add_row(e["topic"], str(e["partition"]), str(e["leader"]), result)
+        Console().print(table)
+    if failed:
+        click.echo(
+            f"kraftlite: {len(failed)} of {len(elections)} partitions kept their leader",
+            err=True,
+        )
+        sys.exit(EXIT_API_ERROR)
+
+
+# ---------------------------------------------------------------------------- quorum
+
+
+@click.group()
+def quorum() -> None:
+    """The controller quorum (Raft voters)."""
+
+
+@quorum.command("describe")
+@bootstrap_option
+@output_option
+@api_errors
+def quorum_describe(bootstrap: Connection, output: str) -> None:
+    """The voters, the leader, term and commit index (GET /v1/quorum, which controllers
+    answer: give a controller's URL as --bootstrap)."""
+    with bootstrap.admin() as admin:
+        try:
+            described = admin.quorum()
+        except KraftliteError as exc:
+            if exc.code is not ErrorCode.INVALID_REQUEST:
+                raise
+            raise KraftliteError(
+                exc.code,
+                f"{exc.message} (brokers do not serve GET /v1/quorum: give a controller's URL "
+                "as --bootstrap)",
+            ) from None
+    if output == "json":
+        _json(described)
+        return
+    table = Table(
+        "id", "address", "state", "url",
+        title=f"leader {described['leader_id']} (term {described['term']}), commit index "
+        f"{described['commit_index']}, metadata offset {described['metadata_offset']}",
+    )  # fmt: skip
+    for voter in described["voters"]:
+        table.add_row(str(voter["id"]), voter["address"], voter["state"], voter.get("url") or "-")
     Console().print(table)
 
 
@@ -668,4 +1153,18 @@ def token(bootstrap: Connection) -> None:
     click.echo(issued["token"])
 
 
-COMMANDS = (topics, produce, consume, cluster, groups, users, acls, quotas, token)
+COMMANDS = (
+    topics,
+    produce,
+    consume,
+    cluster,
+    brokers,
+    reassignments,
+    leaders,
+    quorum,
+    groups,
+    users,
+    acls,
+    quotas,
+    token,
+)

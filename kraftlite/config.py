@@ -46,6 +46,10 @@ def _non_negative(value: Any) -> str | None:
     return "must be >= 0" if value < 0 else None
 
 
+def _minus_one_or_more(value: Any) -> str | None:
+    return "must be -1 (off) or >= 0" if value < -1 else None
+
+
 def positive_option(value: Any) -> str | None:
     return "must be > 0" if value <= 0 else None
 
@@ -357,6 +361,11 @@ class ControllerConfig(_Config):
     )
     leader_imbalance_check_interval_ms: int = _key(
         "leader.imbalance.check.interval.ms", positive_option, default=30_000
+    )
+    # Self-healing: a broker fenced this long has its replicas re-created on live brokers
+    # (-1: never). Fifteen minutes by default, so a restart or a short outage moves nothing.
+    broker_replacement_delay_ms: int = _key(
+        "broker.replacement.delay.ms", _minus_one_or_more, default=900_000
     )
     # Committed metadata batches kept in memory for brokers that follow the log by offset; a
     # broker further behind gets a snapshot of the image first (docs/design/metadata.md).

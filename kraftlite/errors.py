@@ -37,6 +37,8 @@ class ErrorCode(IntEnum):
     INVALID_REPLICATION_FACTOR = 38
     INVALID_REPLICA_ASSIGNMENT = 39
     NO_REASSIGNMENT_IN_PROGRESS = 85
+    PREFERRED_LEADER_NOT_AVAILABLE = 80
+    ELECTION_NOT_NEEDED = 84
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
     INVALID_PARTITIONS = 37
@@ -59,6 +61,7 @@ class ErrorCode(IntEnum):
     FENCED_MEMBER_EPOCH = 110
     STALE_MEMBER_EPOCH = 113
     UNSUPPORTED_MEDIA_TYPE = 1001  # HTTP-only: no Kafka equivalent
+    BROKER_IN_USE = 1002  # kraftlite's own: a broker still holding replicas cannot be removed
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,11 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.INVALID_REPLICATION_FACTOR: ErrorInfo(400, False, "invalid replication factor"),
     ErrorCode.INVALID_REPLICA_ASSIGNMENT: ErrorInfo(400, False, "invalid replica assignment"),
     ErrorCode.NO_REASSIGNMENT_IN_PROGRESS: ErrorInfo(409, False, "no reassignment in progress"),
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: ErrorInfo(
+        409, True, "the preferred leader is not live and in sync"
+    ),
+    ErrorCode.ELECTION_NOT_NEEDED: ErrorInfo(409, False, "the preferred replica already leads"),
+    ErrorCode.BROKER_IN_USE: ErrorInfo(409, False, "the broker still holds replicas"),
     ErrorCode.NOT_CONTROLLER: ErrorInfo(503, True, "not the active controller"),
     ErrorCode.INVALID_REQUEST: ErrorInfo(400, False, "invalid request"),
     ErrorCode.INVALID_PARTITIONS: ErrorInfo(400, False, "invalid partition count"),

@@ -115,6 +115,7 @@ async def run_controller(
             session_timeout_ms=config.broker_session_timeout_ms,
             heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
             leader_imbalance_check_interval_ms=config.leader_imbalance_check_interval_ms,
+            replacement_delay_ms=config.broker_replacement_delay_ms,
             bootstrap_credential=_bootstrap_credential(config, bootstrap_password),
         ),
         raft_log,

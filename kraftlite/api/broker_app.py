@@ -766,7 +766,16 @@ def make_broker_app(
     r.add_delete("/v1/acls", admin_passthrough)
     r.add_get("/v1/quotas", admin_passthrough)
     r.add_post("/v1/quotas", admin_passthrough)
-    r.add_get("/v1/reassignments", admin_passthrough)  # the elastic cluster: the controllers'
+    # the elastic cluster: the controllers' decisions
+    r.add_patch("/v1/topics/{topic}", admin_passthrough)
+    r.add_get("/v1/brokers", admin_passthrough)
+    r.add_get(r"/v1/brokers/{broker_id:\d+}", admin_passthrough)
+    r.add_post(r"/v1/brokers/{broker_id:\d+}/drain", admin_passthrough)
+    r.add_delete(r"/v1/brokers/{broker_id:\d+}", admin_passthrough)
+    r.add_post("/v1/cluster/rebalance", admin_passthrough)
+    r.add_post("/v1/elections", admin_passthrough)
+    r.add_get("/v1/reassignments", admin_passthrough)
+    r.add_get("/v1/quorum", admin_passthrough)
     r.add_post("/v1/reassignments", admin_passthrough)
     r.add_post("/v1/internal/replica-fetch", replica_fetch)
     r.add_get("/v1/internal/offsets", internal_offsets)

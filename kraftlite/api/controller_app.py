@@ -43,10 +43,11 @@ from kraftlite.api.permissions import boundary_middlewares
 from kraftlite.api.throttle import THROTTLE, Throttle
 from kraftlite.clock import SystemClock
 from kraftlite.config import ListenerLimits
-from kraftlite.controller import access, decisions, reassignments
+from kraftlite.controller import access, decisions, elastic, reassignments
 from kraftlite.controller.metadata_server import MetadataServer
 from kraftlite.controller.quorum_controller import QuorumController
 from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.metadata import rebalance
 from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.topics import INTERNAL_TOPICS, is_internal_topic
 from kraftlite.metadata.views import broker_view, topic_summary, topic_view
@@ -339,10 +340,117 @@ async def alter_reassignments(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def list_reassignments(request: web.Request) -> web.Response:
+@needs_active_controller  # reads what the active controller decided
+async def list_reassignments(request: web.Request) -> web.StreamResponse:
     image = request.app[CONTROLLER].image
     body = await asyncio.to_thread(reassignments.ongoing_reassignments, image)
     return json_response({"reassignments": body})
+
+
+def _broker_id(request: web.Request) -> int:
+    return int_param(request.match_info["broker_id"], "broker_id", 0)
+
+
+@needs_active_controller  # reads what the active controller decided
+async def list_brokers(request: web.Request) -> web.StreamResponse:
+    image = request.app[CONTROLLER].image
+    return json_response({"brokers": await asyncio.to_thread(elastic.broker_views, image)})
+
+
+@needs_active_controller  # reads what the active controller decided
+async def describe_broker(request: web.Request) -> web.StreamResponse:
+    image = request.app[CONTROLLER].image
+    broker_id = _broker_id(request)
+    return json_response(await asyncio.to_thread(elastic.broker_view, image, broker_id))
+
+
+def _moves_response(moves: list[rebalance.Move], version: int, status: int) -> web.Response:
+    response = json_response({"moves": [elastic.move_view(m) for m in moves]}, status=status)
+    response.headers[METADATA_VERSION] = str(version)
+    return response
+
+
+@needs_active_controller
+async def drain_broker(request: web.Request) -> web.StreamResponse:
+    controller = request.app[CONTROLLER]
+    broker_id = _broker_id(request)
+    moves = await controller.submit(
+        lambda image: elastic.drain_broker(image, broker_id), offload=True
+    )
+    controller.elect_after_moves = True
+    audit_change(request, "broker_drain_started", broker_id=broker_id, moves=len(moves))
+    return _moves_response(moves, controller.image.version, 202)
+
+
+@needs_active_controller
+async def remove_broker(request: web.Request) -> web.StreamResponse:
+    controller = request.app[CONTROLLER]
+    broker_id = _broker_id(request)
+    force = request.query.get("force", "false")
+    if force not in {"true", "false"}:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "force is true or false")
+    moves = await controller.submit(
+        lambda image: elastic.remove_broker(image, broker_id, force=force == "true"),
+        offload=True,
+    )
+    audit_change(request, "broker_removed", broker_id=broker_id, replaced=len(moves))
+    return web.Response(status=204, headers={METADATA_VERSION: str(controller.image.version)})
+
+
+@needs_active_controller
+async def rebalance_cluster(request: web.Request) -> web.StreamResponse:
+    controller = request.app[CONTROLLER]
+    body = await read_json_object(request) if request.body_exists else {}
+    dry_run = body.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "dry_run is true or false")
+    moves = await controller.submit(
+        lambda image: elastic.rebalance_cluster(image, dry_run=dry_run), offload=True
+    )
+    if not dry_run:
+        controller.elect_after_moves = True
+        audit_change(request, "cluster_rebalanced", moves=len(moves))
+    return _moves_response(moves, controller.image.version, 200 if dry_run else 202)
+
+
+@needs_active_controller
+async def alter_topic(request: web.Request) -> web.StreamResponse:
+    """PATCH /v1/topics/{topic}: its replication factor, by reassignment."""
+    controller = request.app[CONTROLLER]
+    name = request.match_info["topic"]
+    body = await read_json_object(request)
+    if "replication_factor" not in body:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "replication_factor is required")
+    factor = body["replication_factor"]
+    moves = await controller.submit(
+        lambda image: elastic.alter_replication_factor(image, name, factor), offload=True
+    )
+    controller.elect_after_moves = True
+    audit_change(request, "replication_factor_altered", topic=name, moves=len(moves))
+    return _moves_response(moves, controller.image.version, 202)
+
+
+@needs_active_controller
+async def elect_leaders(request: web.Request) -> web.StreamResponse:
+    controller = request.app[CONTROLLER]
+    body = await read_json_object(request)
+    if body.get("type", "preferred") != "preferred":
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, "type must be preferred (unclean elections: not here)"
+        )
+    wanted = elastic.parse_partitions(body.get("partitions"))
+    elections = await controller.submit(
+        lambda image: elastic.elect_preferred(image, wanted), offload=True
+    )
+    answers = [
+        {"topic": e.topic, "partition": e.partition, "leader": e.leader}
+        | ({} if e.error is None else {"error_code": e.error.code.name, "message": e.error.message})
+        for e in elections
+    ]
+    audit_change(request, "preferred_leaders_elected", partitions=len(answers))
+    response = json_response({"elections": answers})
+    response.headers[METADATA_VERSION] = str(controller.image.version)
+    return response
 
 
 # ---------------------------------------------------------------------------- users, ACLs, quotas
@@ -566,6 +674,13 @@ def make_controller_app(
     app.router.add_delete("/v1/topics/{topic}", delete_topic)
     app.router.add_post("/v1/topics/{topic}/partitions", create_partitions)
     app.router.add_put("/v1/topics/{topic}/configs", alter_configs)
+    app.router.add_patch("/v1/topics/{topic}", alter_topic)
+    app.router.add_get("/v1/brokers", list_brokers)
+    app.router.add_get(r"/v1/brokers/{broker_id:\d+}", describe_broker)
+    app.router.add_post(r"/v1/brokers/{broker_id:\d+}/drain", drain_broker)
+    app.router.add_delete(r"/v1/brokers/{broker_id:\d+}", remove_broker)
+    app.router.add_post("/v1/cluster/rebalance", rebalance_cluster)
+    app.router.add_post("/v1/elections", elect_leaders)
     app.router.add_get("/v1/reassignments", list_reassignments)
     app.router.add_post("/v1/reassignments", alter_reassignments)
     app.router.add_post("/v1/tokens", issue_token)

@@ -335,6 +335,93 @@ SCHEMAS: Final[Json] = {
         description="Many topics in one decision and one metadata batch (Kafka's "
         "CreateTopics); at most 10,000 partitions in all.",
     ),
+    "BrokerState": _object(
+        {
+            "id": _int(),
+            "url": _str(),
+            "rack": _str(nullable=True),
+            "state": {"enum": ["active", "fenced", "draining", "drained"]},
+            "replicas": _int("replicas it holds"),
+            "leaders": _int("partitions it leads"),
+            "fenced": _bool(),
+            "draining": _bool(),
+            "in_controlled_shutdown": _bool(),
+            "broker_epoch": _int(),
+        },
+        required=["id", "url", "rack", "state", "replicas", "leaders"],
+    ),
+    "Quorum": _object(
+        {
+            "leader_id": _int(nullable=True),
+            "term": _int(),
+            "commit_index": _int(),
+            "metadata_offset": _int(),
+            "voters": _array(
+                _object(
+                    {
+                        "id": _int(),
+                        "address": _str("its Raft address"),
+                        "state": _str(),
+                        "url": _str(nullable=True),
+                    },
+                    required=["id", "address", "state"],
+                )
+            ),
+        },
+        required=["leader_id", "term", "commit_index", "metadata_offset", "voters"],
+    ),
+    "Brokers": _object({"brokers": _array(_ref("BrokerState"))}, required=["brokers"]),
+    "Moves": _object(
+        {
+            "moves": _array(
+                _object(
+                    {
+                        "topic": _str(),
+                        "partition": _int(),
+                        "from": _array(_int()),
+                        "to": _array(_int()),
+                    },
+                    required=["topic", "partition", "from", "to"],
+                )
+            )
+        },
+        required=["moves"],
+    ),
+    "RebalanceRequest": _object({"dry_run": _bool("plan only", default=False)}),
+    "AlterTopicRequest": _object(
+        {"replication_factor": _int(minimum=1, maximum=64)}, required=["replication_factor"]
+    ),
+    "ElectionsRequest": _object(
+        {
+            "type": {"enum": ["preferred"], "default": "preferred"},
+            "partitions": _array(
+                _object(
+                    {"topic": _ref("TopicName"), "partition": _PARTITION_INDEX},
+                    required=["topic", "partition"],
+                ),
+                "default: every partition not led by its preferred replica",
+                minItems=1,
+                maxItems=10_000,
+            ),
+        }
+    ),
+    "Elections": _object(
+        {
+            "elections": _array(
+                _object(
+                    {
+                        "topic": _str(),
+                        "partition": _int(),
+                        "leader": _BROKER_ID,
+                        "error_code": _str(),
+                        "message": _str(),
+                    },
+                    required=["topic", "partition", "leader"],
+                )
+            )
+        },
+        required=["elections"],
+    ),
     "ReassignmentsRequest": _object(
         {
             "partitions": _array(
@@ -793,6 +880,12 @@ def _params(*names: str) -> list[Json]:
 
 
 _PARTITION_PARAMS = ("topic", "partition", "no_forward")
+_BROKER_PARAM: Final[Json] = {
+    "name": "broker_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+}
 
 # ---------------------------------------------------------------------------- operations
 
@@ -946,6 +1039,17 @@ PATHS: Final[Json] = {
             {"204": _answer("deleted")},
             description="Forwarded to the active controller.",
             errors=[*_UNKNOWN, *_CONTROLLER],
+        ),
+        "patch": _operation(
+            "alter_topic",
+            "topics",
+            "Change a topic's replication factor",
+            {"202": _answer("the reassignments started", _ref("Moves"))},
+            description="Needs ALTER on the cluster (it moves replicas between brokers). "
+            "Each partition is reassigned: new replicas on the least loaded live brokers, "
+            "rack-aware; replicas out of sync leave first.",
+            body=_json_body("AlterTopicRequest"),
+            errors=[*_BODY, *_UNKNOWN, ErrorCode.INVALID_REPLICATION_FACTOR, *_CONTROLLER],
         ),
     },
     "/v1/topics/{topic}/partitions": {
@@ -1224,6 +1328,105 @@ PATHS: Final[Json] = {
             body=_json_body("AclFilter"),
             errors=[*_BODY, *_CONTROLLER],
         ),
+    },
+    "/v1/quorum": {
+        "get": _operation(
+            "quorum",
+            "cluster",
+            "The controller quorum: leader, term, commit index and voters",
+            {"200": _answer("the quorum", _ref("Quorum"))},
+            description="Needs DESCRIBE on the cluster; a broker passes it to a controller.",
+            errors=_CONTROLLER,
+        )
+    },
+    "/v1/brokers": {
+        "get": _operation(
+            "list_brokers",
+            "cluster",
+            "Registered brokers: state, replicas and leaders held",
+            {"200": _answer("the brokers", _ref("Brokers"))},
+            errors=_CONTROLLER,
+        )
+    },
+    "/v1/brokers/{broker_id}": {
+        "get": _operation(
+            "describe_broker",
+            "cluster",
+            "One broker",
+            {"200": _answer("the broker", _ref("BrokerState"))},
+            parameters=[_BROKER_PARAM],
+            errors=[ErrorCode.BROKER_ID_NOT_REGISTERED, *_CONTROLLER],
+        ),
+        "delete": _operation(
+            "remove_broker",
+            "cluster",
+            "Remove (unregister) a broker that holds no replicas",
+            {"204": _answer("removed")},
+            description="Needs ALTER on the cluster. A broker still holding replicas is "
+            "refused (BROKER_IN_USE: drain it first), unless it is dead (fenced) and "
+            "force=true: then each of its replicas is replaced at once by a new one on a "
+            "live broker, which catches up from the partition's leader.",
+            parameters=[
+                _BROKER_PARAM,
+                {
+                    "name": "force",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"enum": ["true", "false"], "default": "false"},
+                },
+            ],
+            errors=[
+                ErrorCode.INVALID_REQUEST,
+                ErrorCode.BROKER_ID_NOT_REGISTERED,
+                ErrorCode.BROKER_IN_USE,
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                *_CONTROLLER,
+            ],
+        ),
+    },
+    "/v1/brokers/{broker_id}/drain": {
+        "post": _operation(
+            "drain_broker",
+            "cluster",
+            "Drain a broker: leaders first, then every replica moves off it",
+            {"202": _answer("the moves started", _ref("Moves"))},
+            description="Needs ALTER on the cluster. The broker leads nothing and receives "
+            "nothing from here on (across restarts too); its replicas are reassigned to "
+            "live brokers. Refused when they have nowhere to go.",
+            parameters=[_BROKER_PARAM],
+            errors=[
+                ErrorCode.BROKER_ID_NOT_REGISTERED,
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                *_CONTROLLER,
+            ],
+        )
+    },
+    "/v1/cluster/rebalance": {
+        "post": _operation(
+            "rebalance_cluster",
+            "cluster",
+            "Even out replicas and leaders across the live brokers",
+            {
+                "200": _answer("the plan (dry run)", _ref("Moves")),
+                "202": _answer("the moves started", _ref("Moves")),
+            },
+            description="Needs ALTER on the cluster. Rack-aware, fewest replica moves; each "
+            "move is a reassignment (GET /v1/reassignments follows them).",
+            body={"required": False, "content": {JSON: {"schema": _ref("RebalanceRequest")}}},
+            errors=[*_BODY, ErrorCode.INVALID_REPLICATION_FACTOR, *_CONTROLLER],
+        )
+    },
+    "/v1/elections": {
+        "post": _operation(
+            "elect_leaders",
+            "cluster",
+            "Preferred leader election",
+            {"200": _answer("each partition's leader, or why it did not move", _ref("Elections"))},
+            description="Needs ALTER on the cluster. Leadership moves to each partition's "
+            "first replica where it is live and in sync.",
+            body=_json_body("ElectionsRequest"),
+            errors=[*_BODY, *_UNKNOWN, *_CONTROLLER],
+        )
     },
     "/v1/reassignments": {
         "get": _operation(

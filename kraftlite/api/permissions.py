@@ -13,8 +13,9 @@ Rules:
    consumer group heartbeat READ group and DESCRIBE each subscribed topic; OffsetCommit
    READ group and READ topic; OffsetFetch and DescribeGroups DESCRIBE group; ListGroups
    DESCRIBE cluster; users, ACLs: ALTER / DESCRIBE cluster; quotas ALTER_CONFIGS /
-   DESCRIBE_CONFIGS cluster; AlterPartitionReassignments ALTER cluster,
-   ListPartitionReassignments DESCRIBE cluster.
+   DESCRIBE_CONFIGS cluster; AlterPartitionReassignments, ElectLeaders, UnregisterBroker,
+   drains, rebalances and replication factor changes (they move replicas) ALTER cluster;
+   ListPartitionReassignments DESCRIBE cluster; the broker list any authenticated client.
 """
 
 from __future__ import annotations
@@ -129,6 +130,13 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("DELETE", "/v1/acls"): _cluster(Operation.ALTER),
     ("GET", "/v1/quotas"): _cluster(Operation.DESCRIBE_CONFIGS),
     ("POST", "/v1/quotas"): _cluster(Operation.ALTER_CONFIGS),
+    ("PATCH", "/v1/topics/{topic}"): _cluster(Operation.ALTER),  # moves replicas
+    ("GET", "/v1/brokers"): AUTHENTICATED,
+    ("GET", "/v1/brokers/{broker_id}"): AUTHENTICATED,
+    ("POST", "/v1/brokers/{broker_id}/drain"): _cluster(Operation.ALTER),
+    ("DELETE", "/v1/brokers/{broker_id}"): _cluster(Operation.ALTER),
+    ("POST", "/v1/cluster/rebalance"): _cluster(Operation.ALTER),
+    ("POST", "/v1/elections"): _cluster(Operation.ALTER),
     ("GET", "/v1/reassignments"): _cluster(Operation.DESCRIBE),
     ("POST", "/v1/reassignments"): _cluster(Operation.ALTER),
     ("POST", "/v1/internal/brokers"): NODES,

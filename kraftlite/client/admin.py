@@ -140,3 +140,91 @@ class Admin:
     async def cluster(self) -> dict[str, Any]:
         described: dict[str, Any] = await self._transport.call("GET", "/v1/cluster")
         return described
+
+    async def quorum(self) -> dict[str, Any]:
+        """The controller quorum: `{"leader_id", "term", "commit_index", "metadata_offset",
+        "voters": [{"id", "address", "state", "url"}]}` (a controller's URL answers it)."""
+        described: dict[str, Any] = await self._transport.call("GET", "/v1/quorum")
+        return described
+
+    # -- the elastic cluster: brokers, moves, leaders (controller/elastic.py) --------------
+    # A move is `{"topic", "partition", "from": [ids], "to": [ids]}`: a reassignment started
+    # (KIP-455), which `list_reassignments` lists until it completes.
+
+    async def list_brokers(self) -> list[dict[str, Any]]:
+        """Every registered broker: `{"id", "url", "rack", "state", "replicas", "leaders",
+        ...}`, state one of active, fenced, draining, drained."""
+        return list((await self._transport.call("GET", "/v1/brokers"))["brokers"])
+
+    async def describe_broker(self, broker_id: int) -> dict[str, Any]:
+        described: dict[str, Any] = await self._transport.call("GET", f"/v1/brokers/{broker_id}")
+        return described
+
+    async def drain_broker(self, broker_id: int) -> list[dict[str, Any]]:
+        """Move leaders, then every replica, off the broker; the moves started."""
+        answer = await self._transport.call("POST", f"/v1/brokers/{broker_id}/drain")
+        self._transport.invalidate()
+        return list(answer["moves"])
+
+    async def remove_broker(self, broker_id: int, force: bool = False) -> None:
+        """Unregister a broker holding no replicas (BROKER_IN_USE otherwise); `force`
+        replaces the replicas of a dead (fenced) one at once."""
+        await self._transport.call(
+            "DELETE", f"/v1/brokers/{broker_id}", force="true" if force else "false"
+        )
+        self._transport.invalidate()
+
+    async def rebalance(self, dry_run: bool = False) -> list[dict[str, Any]]:
+        """Even out replicas and preferred leaders over the live brokers: the moves started,
+        or only planned with `dry_run`."""
+        answer = await self._transport.call("POST", "/v1/cluster/rebalance", {"dry_run": dry_run})
+        if not dry_run:
+            self._transport.invalidate()
+        return list(answer["moves"])
+
+    async def alter_replication_factor(self, topic: str, factor: int) -> list[dict[str, Any]]:
+        """Reassign the topic's partitions to `factor` replicas each; the moves started."""
+        answer = await self._transport.call(
+            "PATCH", f"/v1/topics/{topic}", {"replication_factor": factor}
+        )
+        self._transport.invalidate(topic)
+        return list(answer["moves"])
+
+    async def elect_preferred_leaders(
+        self, partitions: Sequence[tuple[str, int]] | None = None
+    ) -> list[dict[str, Any]]:
+        """Leadership back to each partition's first replica (every partition not led by it
+        if `partitions` is None). An entry per partition: `{"topic", "partition", "leader"}`
+        plus `error_code` and `message` for one that did not move."""
+        body: dict[str, Any] = {"type": "preferred"}
+        if partitions is not None:
+            body["partitions"] = [{"topic": t, "partition": p} for t, p in partitions]
+        answer = await self._transport.call("POST", "/v1/elections", body)
+        self._transport.invalidate()
+        return list(answer["elections"])
+
+    async def alter_reassignments(
+        self, partitions: Sequence[Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Start, replace or cancel moves: each `{"topic", "partition", "replicas": [ids] |
+        None}` (None cancels). An entry per partition, in order: the move as
+        `list_reassignments` gives it, or `{"topic", "partition", "error_code", "message"}`.
+        """
+        answer = await self._transport.call(
+            "POST", "/v1/reassignments", {"partitions": [dict(p) for p in partitions]}
+        )
+        self._transport.invalidate()
+        return list(answer["reassignments"])
+
+    async def cancel_reassignments(
+        self, partitions: Sequence[tuple[str, int]]
+    ) -> list[dict[str, Any]]:
+        """Cancel the moves of `(topic, partition)`s: back to their original replicas."""
+        return await self.alter_reassignments(
+            [{"topic": t, "partition": p, "replicas": None} for t, p in partitions]
+        )
+
+    async def list_reassignments(self) -> list[dict[str, Any]]:
+        """Every partition moving: `{"topic", "partition", "replicas", "adding", "removing",
+        "isr", "leader"}`; empty when nothing moves."""
+        return list((await self._transport.call("GET", "/v1/reassignments"))["reassignments"])

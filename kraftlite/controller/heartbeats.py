@@ -41,3 +41,12 @@ class BrokerSessions:
             if now_ms - last > timeout_ms:
                 result.append(broker_id)
         return result
+
+    def silent(self, broker_ids: Iterable[int], now_ms: int, longer_than_ms: int) -> list[int]:
+        """Of `broker_ids` (fenced ones), those not heard from for longer than
+        `longer_than_ms`: self-healing replaces their replicas (controller/elastic.py)."""
+        return [
+            broker_id
+            for broker_id in broker_ids
+            if now_ms - self._last_contact.setdefault(broker_id, now_ms) > longer_than_ms
+        ]

@@ -27,7 +27,7 @@ from typing import TypeVar
 import structlog
 
 from kraftlite.clock import Clock
-from kraftlite.controller import access, decisions
+from kraftlite.controller import access, decisions, elastic
 from kraftlite.controller.decisions import BrokerHeartbeatResponse
 from kraftlite.controller.heartbeats import BrokerSessions
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -65,6 +65,8 @@ class ControllerSettings:
     session_timeout_ms: int = 9000  # broker.session.timeout.ms
     heartbeat_interval_ms: int = 2000  # broker.heartbeat.interval.ms (told to brokers)
     leader_imbalance_check_interval_ms: int = 30_000
+    replacement_delay_ms: int = 900_000  # broker.replacement.delay.ms; -1: no self-healing
+    healing_check_interval_ms: int = 5_000
     request_timeout_s: float = 10.0
     tick_interval_s: float = 0.25
     bootstrap_credential: UserScramCredentialRecord | None = None  # auth.bootstrap.user
@@ -95,6 +97,12 @@ class QuorumController:
         self._confirming: asyncio.Task[None] | None = None
         self._confirming_term: int | None = None
         self._last_rebalance_ms = 0
+        self._last_healing_ms = 0
+        # A rebalance, drain or replication factor change started moves: once none is left,
+        # preferred leaders are elected (the plan balanced them) rather than at the next
+        # periodic election.
+        self.elect_after_moves = False
+        self._last_moves_check_ms = 0
         self._task: asyncio.Task[None] | None = None
 
     # -- leadership ---------------------------------------------------------------------
@@ -297,6 +305,34 @@ class QuorumController:
                 log.info("preferred_leaders_elected", partitions=moved)
         if self._repair_due:
             await self._repair_offline()
+        if self.elect_after_moves and now - self._last_moves_check_ms >= 1000:
+            self._last_moves_check_ms = now
+            if not await asyncio.to_thread(_moving, self.image):
+                self.elect_after_moves = False
+                moved = await self.submit(decisions.elect_preferred_leaders, offload=True)
+                log.info("preferred_leaders_elected", partitions=moved, after="moves")
+        if now - self._last_healing_ms >= self.settings.healing_check_interval_ms:
+            self._last_healing_ms = now
+            await self._heal()
+
+    async def _heal(self) -> None:
+        """Self-healing (controller/elastic.py rule 5): replicas of brokers fenced for longer
+        than the replacement delay move to live brokers. Silence counts from the last
+        heartbeat this controller saw (or from its takeover: never early)."""
+        delay = self.settings.replacement_delay_ms
+        if delay < 0:
+            return
+        fenced = [b for b, r in self.image.brokers.items() if r.fenced]
+        dead = self.sessions.silent(
+            fenced, self._clock.monotonic_ms(), self.settings.session_timeout_ms + delay
+        )
+        if not dead:
+            return
+        moves = await self.submit(
+            lambda image: elastic.replace_dead_brokers(image, dead), offload=True
+        )
+        if moves:
+            log.info("dead_brokers_replaced", brokers=dead, moves=len(moves))
 
     async def _repair_offline(self) -> None:
         """Elect leaders for offline partitions that have a live ISR member (decisions.py
@@ -463,6 +499,10 @@ class QuorumController:
         if not self.is_caught_up():
             raise self.not_controller()
         return response, self.image.version
+
+
+def _moving(image: MetadataImage) -> bool:
+    return any(p.reassigning for _, _, p in image.partitions())
 
 
 def _brokers_changed(records: tuple[MetadataRecord, ...]) -> set[int]:

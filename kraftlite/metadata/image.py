@@ -25,6 +25,7 @@ from kraftlite.metadata.records import (
     LEADER_UNCHANGED,
     NO_LEADER,
     AccessControlEntryRecord,
+    BrokerDrainRecord,
     ClientQuotaRecord,
     ConfigRecord,
     ControlledShutdownRecord,
@@ -40,6 +41,7 @@ from kraftlite.metadata.records import (
     RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
     UserScramCredentialRecord,
 )
 
@@ -61,9 +63,10 @@ class BrokerRegistration:
     rack: str | None
     fenced: bool
     in_controlled_shutdown: bool = False  # may not lead or join an ISR (still unfenced)
+    draining: bool = False  # may not lead, join an ISR or receive replicas; replicas leave
 
     def __setstate__(self, state: list[object]) -> None:
-        """Raft snapshots from before `in_controlled_shutdown` lack it (False)."""
+        """Raft snapshots from before `in_controlled_shutdown` or `draining` lack them."""
         names = [f.name for f in fields(self)]
         for name, value in zip(names, [*state, *[False] * (len(names) - len(state))], strict=True):
             object.__setattr__(self, name, value)
@@ -170,9 +173,15 @@ class MetadataImage:
         return sorted(b.broker_id for b in self.brokers.values() if not b.fenced)
 
     def is_live(self, broker_id: int) -> bool:
-        """Registered, unfenced and not shutting down: may lead and join ISRs."""
+        """Registered, unfenced, not shutting down and not draining: may lead, join ISRs
+        and receive new replicas."""
         broker = self.brokers.get(broker_id)
-        return broker is not None and not broker.fenced and not broker.in_controlled_shutdown
+        return (
+            broker is not None
+            and not broker.fenced
+            and not broker.in_controlled_shutdown
+            and not broker.draining
+        )
 
     def partitions(self) -> Iterator[tuple[TopicImage, int, PartitionRegistration]]:
         for topic in self.topics.values():
@@ -277,6 +286,7 @@ class MetadataDelta:
                     record.url,
                     record.rack,
                     fenced=True,
+                    draining=old is not None and old.draining,  # a restart stays draining
                 )
             case FenceBrokerRecord() | UnfenceBrokerRecord() | ControlledShutdownRecord():
                 broker = self.brokers.get(record.broker_id)
@@ -288,6 +298,24 @@ class MetadataDelta:
                     fenced = isinstance(record, FenceBrokerRecord)
                     changed = replace(broker, fenced=fenced, in_controlled_shutdown=False)
                 self.brokers[record.broker_id] = changed
+            case BrokerDrainRecord():
+                broker = self.brokers.get(record.broker_id)
+                if broker is None:
+                    raise MetadataInvariantError(f"{record} for an unknown broker")
+                self.brokers[record.broker_id] = replace(broker, draining=record.draining)
+            case UnregisterBrokerRecord():
+                broker = self.brokers.get(record.broker_id)
+                if broker is None or broker.broker_epoch != record.broker_epoch:
+                    raise MetadataInvariantError(f"{record} for unknown broker epoch")
+                holding = [
+                    f"{t.name}-{i}"
+                    for t in self.topics.values()
+                    for i, p in t.partitions.items()
+                    if record.broker_id in p.replicas
+                ]
+                if holding:
+                    raise MetadataInvariantError(f"{record} while it holds {holding[:5]}")
+                del self.brokers[record.broker_id]
             case TopicRecord():
                 if record.name in self.topic_ids or record.topic_id in self.topics:
                     raise MetadataInvariantError(f"topic exists: {record}")

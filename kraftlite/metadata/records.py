@@ -74,6 +74,24 @@ class ControlledShutdownRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerDrainRecord:
+    """The broker is being drained (decommissioned): it may no longer lead, join an ISR or
+    receive replicas, and its replicas move elsewhere. Kept across its re-registrations."""
+
+    broker_id: int
+    draining: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnregisterBrokerRecord:
+    """The broker is removed from the cluster (Kafka's UnregisterBrokerRecord). It holds no
+    replica by then; if it comes back it registers as a new, empty broker."""
+
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TopicRecord:
     """A topic was created. Its id is unique forever; a recreated name gets a new id."""
 
@@ -185,6 +203,8 @@ MetadataRecord: TypeAlias = (
     | FenceBrokerRecord
     | UnfenceBrokerRecord
     | ControlledShutdownRecord
+    | BrokerDrainRecord
+    | UnregisterBrokerRecord
     | TopicRecord
     | ConfigRecord
     | PartitionRecord
@@ -205,6 +225,8 @@ RECORD_TYPES: Final[Mapping[str, tuple[type[Any], int]]] = {
         FenceBrokerRecord,
         UnfenceBrokerRecord,
         ControlledShutdownRecord,
+        BrokerDrainRecord,
+        UnregisterBrokerRecord,
         TopicRecord,
         ConfigRecord,
         PartitionRecord,

@@ -59,6 +59,7 @@ def broker_view(broker: BrokerRegistration) -> dict[str, Any]:
         "rack": broker.rack,
         "fenced": broker.fenced,
         "in_controlled_shutdown": broker.in_controlled_shutdown,
+        "draining": broker.draining,
         "broker_epoch": broker.broker_epoch,
     }
 
@@ -95,6 +96,7 @@ def image_from_json(data: dict[str, Any]) -> MetadataImage:
             b["rack"],
             b["fenced"],
             b.get("in_controlled_shutdown", False),
+            b.get("draining", False),
         )
         for b in data["brokers"]
     }

@@ -18,6 +18,7 @@ from tests.harness.observe import (
     describe,
     error_code,
     partition_0,
+    serving_urls,
     wait_until,
 )
 from tests.harness.processes import FAST_SESSIONS, Cluster, http
@@ -62,8 +63,8 @@ def reassign(cluster: Cluster, topic: str, replicas: list[int] | None, via: int 
     return body
 
 
-def moves(cluster: Cluster, via: int = 1) -> list[dict[str, Any]]:
-    status, body = http("GET", cluster.urls[via] + "/v1/reassignments")
+def moves(cluster: Cluster) -> list[dict[str, Any]]:
+    status, body = http("GET", serving_urls(cluster)[0] + "/v1/reassignments")
     assert status == 200, body
     return body["reassignments"]  # type: ignore[no-any-return]
 
@@ -187,3 +188,184 @@ def test_bad_reassignment_requests_change_nothing(
     )
     assert status == 202, body
     assert body["reassignments"][0]["error_code"] == "NO_REASSIGNMENT_IN_PROGRESS"
+
+
+def brokers(cluster: Cluster) -> dict[int, dict[str, Any]]:
+    status, body = http("GET", serving_urls(cluster)[0] + "/v1/brokers")
+    assert status == 200, body
+    return {b["id"]: b for b in body["brokers"]}
+
+
+def create_many(cluster: Cluster, name: str, partitions: int, rf: int = 3) -> None:
+    status, body = http(
+        "POST",
+        cluster.urls[1] + "/v1/topics",
+        {"name": name, "partitions": partitions, "replication_factor": rf},
+    )
+    assert status == 201, body
+
+
+def replica_counts(cluster: Cluster) -> dict[int, int]:
+    return {b: v["replicas"] for b, v in brokers(cluster).items()}
+
+
+def test_a_new_broker_gets_its_share_by_rebalance_then_a_drained_one_is_removed(
+    cluster: Cluster,
+) -> None:
+    """3 -> 4 brokers: rebalance evens replicas and leaders (dry run first, changing
+    nothing); then broker 1 is drained (leaders first, then replicas) and removed, while a
+    producer writes with acks=all; the checker finds nothing lost."""
+    create_many(cluster, "spread", 12)
+    create_topic(cluster, "load", **{"min.insync.replicas": 2})
+    producer = Producer(cluster, "load")
+    producer.start()
+    cluster.start_broker(4)
+    wait_until(lambda: brokers(cluster)[4]["state"] == "active", what="broker 4 active")
+    assert replica_counts(cluster)[4] == 0
+    status, plan = http("POST", cluster.urls[2] + "/v1/cluster/rebalance", {"dry_run": True})
+    assert status == 200 and plan["moves"], plan
+    assert replica_counts(cluster)[4] == 0, "a dry run moves nothing"
+    status, done = http("POST", cluster.urls[2] + "/v1/cluster/rebalance", {})
+    assert status == 202, done
+    wait_until(lambda: not moves(cluster), what="the rebalance to complete")
+    counts = replica_counts(cluster)
+    assert max(counts.values()) - min(counts.values()) <= 1, counts
+    # preferred leaders are elected once the moves are done
+    wait_until(lambda: brokers(cluster)[4]["leaders"] > 0, what="broker 4 to lead some")
+    # drain broker 1: everything leaves it
+    status, drained = http("POST", cluster.urls[3] + "/v1/brokers/1/drain")
+    assert status == 202, drained
+    assert brokers(cluster)[1]["leaders"] == 0 or moves(cluster), "leaders first"
+    wait_until(lambda: brokers(cluster)[1]["state"] == "drained", what="broker 1 drained")
+    assert brokers(cluster)[1]["leaders"] == 0
+    status, answer = http("DELETE", cluster.urls[2] + "/v1/brokers/1")
+    assert (status, error_code(answer)) == (409, "BROKER_IN_USE"), "running: stop it first"
+    assert cluster.processes[1].terminate() == 0
+    wait_until(lambda: brokers(cluster)[1]["state"] == "drained" and brokers(cluster)[1]["fenced"])
+    status, answer = http("DELETE", cluster.urls[2] + "/v1/brokers/1")
+    assert status == 204, answer
+    assert 1 not in brokers(cluster)
+    acked = len(producer.acked)
+    wait_until(lambda: len(producer.acked) >= acked + 100, what="acks after the drain")
+    producer.stop()
+    assert_no_violations(check_partition(cluster, "load", producer.acked))
+
+
+def test_removing_a_broker_that_holds_replicas_is_refused_unless_dead_and_forced(
+    cluster: Cluster,
+) -> None:
+    create_topic(cluster, "held")
+    cluster.start_broker(4)
+    status, body = http("DELETE", cluster.urls[1] + "/v1/brokers/3")
+    assert (status, error_code(body)) == (409, "BROKER_IN_USE"), body
+    status, body = http("DELETE", cluster.urls[1] + "/v1/brokers/3?force=true")
+    assert (status, error_code(body)) == (409, "BROKER_IN_USE"), "alive: drain it instead"
+    status, body = http("DELETE", cluster.urls[1] + "/v1/brokers/9")
+    assert (status, error_code(body)) == (404, "BROKER_ID_NOT_REGISTERED"), body
+    status, body = http("DELETE", cluster.urls[1] + "/v1/brokers/3?force=maybe")
+    assert (status, error_code(body)) == (400, "INVALID_REQUEST"), body
+    cluster.processes[3].kill()
+    wait_until(lambda: brokers(cluster)[3]["state"] == "fenced", what="broker 3 fenced")
+    status, body = http("DELETE", cluster.urls[1] + "/v1/brokers/3?force=true")
+    assert status == 204, body
+    wait_until(
+        lambda: (
+            settled(cluster, "held", partition_0(cluster, "held")["replicas"])
+            and 3 not in partition_0(cluster, "held")["replicas"]
+            and len(partition_0(cluster, "held")["replicas"]) == 3
+        ),
+        what="broker 3's replica re-created and in sync",
+    )
+
+
+def test_replication_factor_goes_down_and_up_again_under_load(cluster: Cluster) -> None:
+    create_topic(cluster, "factor", **{"min.insync.replicas": 1})
+    producer = Producer(cluster, "factor")
+    producer.start()
+    for factor in (2, 3, 1, 3):
+        status, body = http(
+            "PATCH", cluster.urls[2] + "/v1/topics/factor", {"replication_factor": factor}
+        )
+        assert status == 202, body
+        wait_until(
+            lambda factor=factor: (
+                (p := partition_0(cluster, "factor"))
+                and len(p["replicas"]) == factor
+                and not p["adding_replicas"]
+                and len(p["isr"]) == factor
+            ),
+            what=f"replication factor {factor}",
+        )
+        acked = len(producer.acked)
+        wait_until(lambda acked=acked: len(producer.acked) >= acked + 50, what="acks")
+    for body, code in [
+        ({"replication_factor": 5}, "INVALID_REPLICATION_FACTOR"),
+        ({"replication_factor": 0}, "INVALID_REPLICATION_FACTOR"),
+        ({}, "INVALID_REQUEST"),
+    ]:
+        status, answer = http("PATCH", cluster.urls[1] + "/v1/topics/factor", body)
+        assert (status, error_code(answer)) == (400, code), answer
+    producer.stop()
+    assert_no_violations(check_partition(cluster, "factor", producer.acked))
+
+
+def test_a_dead_broker_is_replaced_by_self_healing(tmp_path: Path) -> None:
+    """With broker.replacement.delay.ms = 2000, a broker dead for longer has its replicas
+    re-created on the live brokers: every partition is back to 3 in-sync replicas."""
+    running = Cluster(
+        tmp_path,
+        brokers=4,
+        broker_config={"replica.lag.time.max.ms": 2000},
+        controller_config={**FAST_SESSIONS, "broker.replacement.delay.ms": 2000},
+    )
+    running.start()
+    try:
+        create_many(running, "healed", 8)
+        producer = Producer(running, "healed")
+        producer.start()
+        wait_until(lambda: len(producer.acked) >= 100, what="acks before the death")
+        victim = 4
+        running.processes[victim].kill()
+
+        def healed() -> bool:
+            topic = describe(running, "healed")
+            return all(
+                victim not in p["replicas"] and len(p["isr"]) == 3 and not p["adding_replicas"]
+                for p in topic["partitions"]
+            )
+
+        wait_until(healed, timeout_s=60, what="every replica of broker 4 re-created")
+        acked = len(producer.acked)
+        wait_until(lambda: len(producer.acked) >= acked + 100, what="acks after healing")
+        producer.stop()
+        assert brokers(running)[victim]["replicas"] == 0
+        assert_no_violations(check_partition(running, "healed", producer.acked))
+    finally:
+        running.close()
+
+
+def test_preferred_leader_election_on_demand(cluster: Cluster) -> None:
+    before = create_topic(cluster, "elected")
+    preferred = before["replicas"][0]
+    reassign(cluster, "elected", [*before["replicas"][1:], preferred])  # a new preferred
+    new_preferred = before["replicas"][1]
+    wait_until(lambda: partition_0(cluster, "elected")["replicas"][0] == new_preferred, what="move")
+    status, body = http(
+        "POST",
+        cluster.urls[2] + "/v1/elections",
+        {"type": "preferred", "partitions": [{"topic": "elected", "partition": 0}]},
+    )
+    assert status == 200, body
+    [election] = body["elections"]
+    # (the periodic automatic election may have got there first)
+    assert election["leader"] == new_preferred, election
+    assert election.get("error_code") in {None, "ELECTION_NOT_NEEDED"}, election
+    wait_until(lambda: partition_0(cluster, "elected")["leader"] == new_preferred, what="leader")
+    status, body = http(
+        "POST",
+        cluster.urls[2] + "/v1/elections",
+        {"partitions": [{"topic": "elected", "partition": 0}]},
+    )
+    assert body["elections"][0]["error_code"] == "ELECTION_NOT_NEEDED", body
+    status, body = http("POST", cluster.urls[2] + "/v1/elections", {"type": "unclean"})
+    assert (status, error_code(body)) == (400, "INVALID_REQUEST"), body

@@ -14,6 +14,8 @@ EXAMPLES: list[r.MetadataRecord] = [
     r.UnfenceBrokerRecord(broker_id=1, broker_epoch=7),
     r.ControlledShutdownRecord(broker_id=1, broker_epoch=7),
     r.TopicRecord(name="orders", topic_id="00ff"),
+    r.BrokerDrainRecord(broker_id=1, draining=True),
+    r.UnregisterBrokerRecord(broker_id=1, broker_epoch=7),
     r.ConfigRecord(topic_id="00ff", name="retention.ms", value="1000"),
     r.ConfigRecord(topic_id="00ff", name="retention.ms", value=None),
     r.PartitionRecord(topic_id="00ff", partition=0, replicas=(1, 2), isr=(1, 2), leader=1),
