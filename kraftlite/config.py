@@ -362,6 +362,9 @@ class ControllerConfig(_Config):
     leader_imbalance_check_interval_ms: int = _key(
         "leader.imbalance.check.interval.ms", positive_option, default=30_000
     )
+    # Fast failure detection: a broker whose port refuses connections (its process is gone)
+    # is fenced at once instead of after its session (controller/liveness.py).
+    broker_liveness_probes: bool = _key("broker.liveness.probes.enable", default=True)
     # Self-healing: a broker fenced this long has its replicas re-created on live brokers
     # (-1: never). Fifteen minutes by default, so a restart or a short outage moves nothing.
     broker_replacement_delay_ms: int = _key(

@@ -116,6 +116,7 @@ async def run_controller(
             heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
             leader_imbalance_check_interval_ms=config.leader_imbalance_check_interval_ms,
             replacement_delay_ms=config.broker_replacement_delay_ms,
+            liveness_probes=config.broker_liveness_probes,
             bootstrap_credential=_bootstrap_credential(config, bootstrap_password),
         ),
         raft_log,

@@ -4,12 +4,17 @@ Starts 3 controllers and 3 brokers (each its own process) with the given
 `broker.session.timeout.ms`, and measures, --runs times each, median and max:
 
   broker  kill -9 of a partition's leader under acks=all load -> the first acks=all write
-          acknowledged again (through another broker): the session timeout, then the
-          election, then the followers' first fetches from the new leader
+          acknowledged again (through another broker): the dead leader is fenced (in about
+          a second: its port refuses the followers' fetches and the controller's probe,
+          controller/liveness.py), then the election, then the followers' first fetches
+          from the new leader
+  broker_baseline  the same with broker.liveness.probes.enable = false: fenced only when
+          its session times out (what kraftlite did before fast failure detection)
   controller  kill -9 of the active controller -> the first topic created again (the
           Raft election, then the new active controller catching up)
 
-The last line is JSON. Run: python scripts/failover.py [--runs 3] [--session-timeout-ms 9000]
+The last line is JSON. Run: python scripts/failover.py [--runs 10] [--session-timeout-ms 9000]
+[--baseline-runs 3]
 """
 
 from __future__ import annotations
@@ -82,37 +87,47 @@ def controller_failover(cluster: Cluster, run: int) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--baseline-runs", type=int, default=3)
     parser.add_argument("--session-timeout-ms", type=int, default=9000)
     args = parser.parse_args()
+    controller_config = {
+        "broker.session.timeout.ms": args.session_timeout_ms,
+        "broker.heartbeat.interval.ms": min(2000, args.session_timeout_ms // 4),
+    }
     with tempfile.TemporaryDirectory(prefix="kraftlite-failover-") as root:
-        cluster = Cluster(
-            Path(root),
-            controller_config={
-                "broker.session.timeout.ms": args.session_timeout_ms,
-                "broker.heartbeat.interval.ms": min(2000, args.session_timeout_ms // 4),
-            },
-        )
+        cluster = Cluster(Path(root) / "fast", controller_config=controller_config)
         try:
             cluster.start()
             brokers = [broker_failover(cluster, run) for run in range(args.runs)]
+            print(f"broker failover (s): {[round(b, 2) for b in brokers]}", flush=True)
             controllers = [controller_failover(cluster, run) for run in range(args.runs)]
+            print(f"controller failover (s): {[round(c, 2) for c in controllers]}", flush=True)
         finally:
             cluster.close()
+        baseline = Cluster(
+            Path(root) / "baseline",
+            controller_config={**controller_config, "broker.liveness.probes.enable": False},
+        )
+        try:
+            baseline.start()
+            slow = [broker_failover(baseline, run) for run in range(args.baseline_runs)]
+            print(f"baseline broker failover (s): {[round(b, 2) for b in slow]}", flush=True)
+        finally:
+            baseline.close()
     result = {
         "bench": "failover",
         "session_timeout_ms": args.session_timeout_ms,
-        "broker_leader_s": {
-            "median": round(statistics.median(brokers), 2),
-            "max": round(max(brokers), 2),
-        },
-        "controller_s": {
-            "median": round(statistics.median(controllers), 2),
-            "max": round(max(controllers), 2),
-        },
+        "broker_leader_s": _summary(brokers),
+        "broker_leader_baseline_s": _summary(slow),
+        "controller_s": _summary(controllers),
     }
     print(json.dumps(result), flush=True)
     return 0
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    return {"median": round(statistics.median(values), 2), "max": round(max(values), 2)}
 
 
 if __name__ == "__main__":

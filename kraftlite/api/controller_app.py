@@ -58,6 +58,7 @@ from kraftlite.protocol.internal import (
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
+    BrokerUnreachableReport,
     MessageError,
     MetadataFetchRequest,
 )
@@ -617,6 +618,21 @@ async def broker_heartbeat(request: web.Request) -> web.StreamResponse:
 
 
 @needs_active_controller
+async def broker_unreachable(request: web.Request) -> web.StreamResponse:
+    """A broker says another's port refused it (controller/liveness.py): probe it."""
+    try:
+        report = BrokerUnreachableReport.from_json(await read_json_object(request))
+    except MessageError as exc:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+    controller = request.app[CONTROLLER]
+    reporter = controller.image.brokers.get(report.reporter_id)
+    if reporter is None or reporter.broker_epoch != report.reporter_epoch:
+        raise KraftliteError(ErrorCode.STALE_BROKER_EPOCH, "the reporter is not registered so")
+    controller.suspect(_broker_id(request), report.suspect_epoch)
+    return web.Response(status=202)
+
+
+@needs_active_controller
 async def alter_partition(request: web.Request) -> web.StreamResponse:
     try:
         alter = AlterPartitionRequest.from_json(await read_json_object(request))
@@ -694,6 +710,7 @@ def make_controller_app(
     app.router.add_post("/v1/quotas", alter_quotas)
     app.router.add_post("/v1/internal/brokers", register_broker)
     app.router.add_post(r"/v1/internal/brokers/{broker_id:\d+}/heartbeat", broker_heartbeat)
+    app.router.add_post(r"/v1/internal/brokers/{broker_id:\d+}/unreachable", broker_unreachable)
     app.router.add_post("/v1/internal/alter-partition", alter_partition)
     app.router.add_get("/v1/internal/metadata", metadata)
     return app

@@ -141,6 +141,7 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("POST", "/v1/reassignments"): _cluster(Operation.ALTER),
     ("POST", "/v1/internal/brokers"): NODES,
     ("POST", "/v1/internal/brokers/{broker_id}/heartbeat"): NODES,
+    ("POST", "/v1/internal/brokers/{broker_id}/unreachable"): NODES,
     ("POST", "/v1/internal/alter-partition"): NODES,
     ("GET", "/v1/internal/metadata"): NODES,
     ("POST", "/v1/internal/replica-fetch"): NODES,

@@ -73,6 +73,8 @@ class FollowerFetcher:
         self.full_fetches = 0
         self.rounds = 0
         self._restart = False
+        # Told when the leader's port refused a connection (fast failure detection).
+        self.on_refused: Callable[[int], None] | None = None
 
     def add(self, partition: Partition) -> None:
         key = (partition.topic_id, partition.index)
@@ -119,6 +121,8 @@ class FollowerFetcher:
                 raise
             except Exception as exc:  # noqa: BLE001 - leader down or moving: metadata will tell
                 log.debug("replica_fetch_failed", leader=self.leader_id, error=repr(exc))
+                if self.on_refused is not None and _refused(exc):
+                    self.on_refused(self.leader_id)  # its process is likely gone: say so
                 self.session_id = NEW_SESSION  # it may have seen the request: start over
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
@@ -248,3 +252,10 @@ class FollowerFetcher:
             epoch,
         )
         return False
+
+
+def _refused(exc: BaseException) -> bool:
+    """The leader's address refused the connection: nothing listens there any more."""
+    return isinstance(exc, aiohttp.ClientConnectorError) and isinstance(
+        exc.os_error, ConnectionRefusedError
+    )

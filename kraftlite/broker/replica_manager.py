@@ -33,6 +33,7 @@ from kraftlite.metadata.local_changes import LocalChanges, local_changes
 from kraftlite.protocol.internal import (
     AlterPartitionRequest,
     AlterPartitionResponse,
+    BrokerUnreachableReport,
     IsrChange,
     MessageError,
     PartitionFetchAnswer,
@@ -45,6 +46,7 @@ log = structlog.get_logger(__name__)
 ALTER_PARTITION_LINGER_S = 0.005  # ISR changes collected this long go in one request
 ALTER_PARTITION_MAX_ITEMS = 2_000  # partitions per request (the controller takes 1 MiB)
 RETENTION_SLICE = 1_000  # partitions per thread hop of a retention round
+REPORT_INTERVAL_MS = 1_000  # a refused leader is reported at most this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,8 @@ class ReplicaManager:
         self._first_image = True
         self._newest_image = MetadataImage.EMPTY
         self.image_changed = Notifier()
+        self._reported: dict[int, int] = {}  # leader id -> when its refusal was reported
+        self._reports: set[asyncio.Task[None]] = set()
 
     # -- metadata -------------------------------------------------------------------------
 
@@ -187,8 +191,38 @@ class ReplicaManager:
                     session=self._session,
                     max_wait_ms=self.settings.replica_fetch_wait_max_ms,
                 )
+                existing.on_refused = self._report_refused
                 self._fetchers[partition.leader_id] = existing
             existing.add(partition)
+
+    def _report_refused(self, leader_id: int) -> None:
+        """A leader's port refused our fetch: tell the controllers, at most once a second
+        per leader, so a dead leader is fenced in about a second rather than a session
+        (they check for themselves first: controller/liveness.py)."""
+        now = self._clock.monotonic_ms()
+        registration = self._newest_image.brokers.get(leader_id)
+        if registration is None or registration.fenced:
+            return
+        if now - self._reported.get(leader_id, -REPORT_INTERVAL_MS) < REPORT_INTERVAL_MS:
+            return
+        self._reported[leader_id] = now
+        report = BrokerUnreachableReport(
+            self.settings.broker_id, self._broker_epoch(), registration.broker_epoch
+        )
+        task = asyncio.get_running_loop().create_task(self._send_report(leader_id, report))
+        self._reports.add(task)
+        task.add_done_callback(self._reports.discard)
+
+    async def _send_report(self, leader_id: int, report: BrokerUnreachableReport) -> None:
+        try:
+            await self._controllers.call(
+                "POST",
+                f"/v1/internal/brokers/{leader_id}/unreachable",
+                report.to_json(),
+                timeout_s=2,
+            )
+        except KraftliteError as exc:
+            log.info("unreachable_report_failed", broker=leader_id, error=str(exc))
 
     def _delete(self, topic_id: str, index: int) -> None:
         partition = self.partitions.pop((topic_id, index), None)

@@ -27,7 +27,7 @@ from typing import TypeVar
 import structlog
 
 from kraftlite.clock import Clock
-from kraftlite.controller import access, decisions, elastic
+from kraftlite.controller import access, decisions, elastic, liveness
 from kraftlite.controller.decisions import BrokerHeartbeatResponse
 from kraftlite.controller.heartbeats import BrokerSessions
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -67,6 +67,7 @@ class ControllerSettings:
     leader_imbalance_check_interval_ms: int = 30_000
     replacement_delay_ms: int = 900_000  # broker.replacement.delay.ms; -1: no self-healing
     healing_check_interval_ms: int = 5_000
+    liveness_probes: bool = True  # broker.liveness.probes.enable (liveness.py)
     request_timeout_s: float = 10.0
     tick_interval_s: float = 0.25
     bootstrap_credential: UserScramCredentialRecord | None = None  # auth.bootstrap.user
@@ -102,6 +103,9 @@ class QuorumController:
         # preferred leaders are elected (the plan balanced them) rather than at the next
         # periodic election.
         self.elect_after_moves = False
+        # Brokers being probed (controller/liveness.py), and the probe itself (injectable).
+        self._probing: dict[int, asyncio.Task[None]] = {}
+        self.refuses_connections = liveness.refuses_connections
         self._last_moves_check_ms = 0
         self._task: asyncio.Task[None] | None = None
 
@@ -244,6 +248,8 @@ class QuorumController:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="controller")
 
     async def stop(self) -> None:
+        for probe in list(self._probing.values()):
+            probe.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -293,6 +299,13 @@ class QuorumController:
         confirmed = self._leadership_confirmed_ms
         if confirmed is None or now - confirmed >= CONFIRMATION_REFRESH_MS:
             self._start_confirmation()  # in the background: heartbeats rarely wait for one
+        late = self.sessions.silent(
+            self.image.unfenced_broker_ids(),
+            now,
+            int(self.settings.heartbeat_interval_ms * liveness.LATE_HEARTBEATS),
+        )
+        for broker_id in late:  # liveness.py rule 2
+            self.suspect(broker_id, self.image.brokers[broker_id].broker_epoch)
         if self._expired(self.image):
             fenced = await self.submit(self._fence_expired, offload=True)
             if fenced:
@@ -438,6 +451,41 @@ class QuorumController:
         await self.log.barrier(min(self.settings.request_timeout_s, 2.0))
         if term is not None and term == self._active_term:
             self._leadership_confirmed_ms = max(self._leadership_confirmed_ms or 0, started_ms)
+
+    # -- fast failure detection (liveness.py) --------------------------------------------
+
+    def suspect(self, broker_id: int, broker_epoch: int) -> None:
+        """Probe the broker's port, and fence that registration if it refuses (rule 1)."""
+        registration = self.image.brokers.get(broker_id)
+        if (
+            not self.settings.liveness_probes
+            or not self.is_active()
+            or registration is None
+            or registration.fenced
+            or registration.broker_epoch != broker_epoch
+            or broker_id in self._probing
+        ):
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._probe(broker_id, broker_epoch, registration.url), name=f"probe-{broker_id}"
+        )
+        self._probing[broker_id] = task
+        task.add_done_callback(lambda _: self._probing.pop(broker_id, None))
+
+    async def _probe(self, broker_id: int, broker_epoch: int, url: str) -> None:
+        try:
+            if not await self.refuses_connections(url):
+                return
+            fenced = await self.submit(
+                lambda image: liveness.fence_dead_broker(image, broker_id, broker_epoch),
+                offload=True,
+            )
+            if fenced:
+                log.info("brokers_fenced", brokers=fenced, reason="its port refuses connections")
+        except KraftliteError as exc:  # deposed, or the quorum is slow: the session decides
+            log.info("dead_broker_fence_failed", broker=broker_id, error=str(exc))
+        except Exception:
+            log.exception("dead_broker_probe_crashed", broker=broker_id)
 
     # -- broker-facing ------------------------------------------------------------------
 

@@ -1,66 +1,70 @@
 """Reassignment planning: the target replica list of every partition that should move.
 
-The controller turns each `Move` into a KIP-455 reassignment (the new replicas catch up
-before the old ones leave). It plans with this module to spread replicas and preferred
-leaders over brokers that joined, to drain a broker, to re-create a dead broker's replicas
-elsewhere (self-healing, Cruise Control's broker-failure detector) and to change a topic's
-replication factor. Kafka's `kafka-reassign-partitions --generate` instead computes a fresh
-assignment and so moves most replicas; Cruise Control's distribution goals move as few as
-they can, and so does this module, exactly.
+The controller turns each `Move` into a KIP-455 reassignment (new replicas catch up before
+old ones leave). It plans with this module to spread replicas and preferred leaders over
+brokers that joined, to drain a broker, to re-create a dead broker's replicas elsewhere
+(self-healing, as Cruise Control does on a broker failure) and to change a topic's
+replication factor. `kafka-reassign-partitions --generate` computes a fresh assignment and
+so moves most replicas; Cruise Control's distribution goals try to move few. This module
+moves provably the fewest.
 
 Rules of `plan_rebalance`:
 1. Eligible brokers are those in `brokers` and not in `evacuate` (a broker in both is
    evacuated). Every replica on an evacuated broker moves to an eligible one. Replicas on a
-   broker in neither (fenced while it restarts) stay, are not counted and receive nothing.
+   broker in neither (fenced while it restarts) stay, are not counted and receive nothing;
+   a partition led from such a broker keeps its order.
 2. A target keeps the partition's replication factor, on distinct brokers. A new replica
    takes the position of the replica it replaces; the others keep their relative order. A
    partition whose evacuated replicas have no room (fewer eligible brokers than its
    replicas on eligible or evacuated brokers) raises ValueError naming it, as does anything
    to evacuate with no eligible broker.
-3. Replicas are balanced: replica counts over the eligible brokers end within one of each
-   other, unless racks (rule 5) or partitions that may not move (rule 7) prevent it; then
-   as many of the counts' excess and shortfall as the allowed moves can fix are fixed.
-4. Fewest moves: among the balanced outcomes, the plan copies the fewest replicas (sum of
-   `Move.replica_moves`). Without evacuation and constraints that equals the lower bound
-   sum(max(0, count - target)), the targets being floor/ceil of the mean with the ceils on
-   the fullest brokers (a fuller broker always holds some partition that an emptier one
-   does not, so such moves always exist). An evacuated partition that has to land on a
-   broker already at its target costs one move more than that bound; the plan still finds
-   the true minimum. The method is the successive shortest path algorithm for minimum cost
-   flow (Ahuja, Magnanti, Orlin, ch. 9), with brokers as nodes: a unit of flow moves one
-   replica from a full broker to an empty one through any chain of brokers (a move that the
-   direct pair cannot make goes through a third broker, as an augmenting path). Copying a
-   replica costs 1, redirecting a copy already planned costs 0 and cancelling one costs -1.
-   Excess that must go is worth more than any move costs, so balance comes first. The
-   shortest path comes from Bellman-Ford over the brokers, with partitions grouped by
-   replica set, so the cost is about linear in partitions (100,000 partitions and 120,000
-   moves plan in seconds). Nothing moves in a cluster that is already balanced.
+3. Balanced replicas: the counts over the eligible brokers end within one of each other,
+   unless racks (rule 5) or partitions that may not move (rule 7) prevent it, in which case
+   as much excess as the allowed moves can shed is shed.
+4. Fewest moves: among the balanced outcomes the plan copies the fewest replicas (the sum
+   of `Move.replica_moves`). Without evacuation that is the lower bound
+   sum(max(0, count - target)), targets being floor/ceil of the mean with the ceils on the
+   fullest brokers: a fuller broker always holds a partition that an emptier one does not,
+   so every excess replica can go straight to a broker short of its target. Evacuation can
+   put the bound out of reach (an evacuee whose only free broker is already full forces a
+   further move); the plan is still the true minimum. The method is minimum cost flow by
+   successive shortest paths (Ahuja, Magnanti and Orlin, "Network Flows", ch. 9) on a graph
+   of brokers: a unit moves one replica from a broker above its target to one below, along
+   a chain of brokers when no partition allows the direct move (an augmenting path through
+   a third broker). Copying a replica costs 1, redirecting a copy already planned 0, and
+   cancelling one -1, so a later path can undo an earlier choice; excess that must go is
+   worth more than any path costs, so balance comes first. Paths come from Bellman-Ford over
+   the brokers; partitions are grouped by state, so one search costs about brokers squared
+   times groups and the plan is near linear in partitions (100,000 partitions, 120,000
+   copies: about a second). A cluster that is already balanced gets no move.
 5. Racks (used when every eligible broker has one, as Kafka's rack-aware assignment needs):
-   a partition that is moved or placed spans min(replicas on eligible brokers, racks)
-   racks, so a move never lowers its rack count. An evacuated replica goes to a rack the
-   partition does not use yet, then any replica on a doubled rack moves to a missing one if
-   the rack count is still short (Cruise Control's RackAwareGoal). Balance is best effort
-   under racks: a move is skipped when it would break this rule.
-6. Leaders (`leaders=True`): the preferred leaders (first replica) are balanced over the
+   a partition that is moved or placed spans min(replicas on eligible brokers, racks) racks,
+   so a move never lowers its rack count. An evacuated replica goes to a rack the partition
+   does not use yet; if the count is still short (its other replicas doubled up on a rack),
+   one of those moves to a missing rack too (Cruise Control's RackAwareGoal). A balance move
+   that would break the rule is not made, so balance is best effort under racks; with racks
+   of equal size, and partitions that already span their racks, it has held in every test.
+6. Leaders (`leaders=True`): preferred leaders (first replicas) are balanced over the
    eligible brokers within one, by reordering replica lists (no data moves), whenever some
-   order achieves it: the same flow with partitions as the edges of their current leader.
-   Among balanced choices the plan changes the fewest preferred leaders, then prefers
-   in-sync ones; a partition whose preferred leader was evacuated gets an in-sync replica
-   first where it has one. Partitions led from a broker in neither list keep their order.
-   Kafka's preferred leader election (auto.leader.rebalance.enable) then moves leadership.
+   order of the lists it may reorder achieves it: the same flow, a unit being a leadership.
+   Among balanced orders the plan changes the fewest preferred leaders, then prefers
+   in-sync ones; where the preferred leader was evacuated an in-sync replica comes first.
+   A balance move in rule 4 prefers a follower, so leaderships move by reordering. Kafka's
+   preferred leader election (auto.leader.rebalance.enable) then moves leadership.
 7. A partition that is under-replicated (ISR shorter than its replicas) moves only its
-   evacuated replicas and is otherwise left alone: balancing it would copy data from a
-   partition that is already short of copies.
+   evacuated replicas, and is reordered only then: balancing it would copy from a partition
+   already short of copies.
 8. Pure and deterministic: partitions are processed sorted by (topic, partition), so the
    same input, in any order, gives the same plan; moves come sorted the same way.
 
 Rules of `plan_replication_factor`:
-9. Raising the factor appends replicas on eligible brokers the partition does not use,
+9. Raising the factor appends replicas on brokers in `brokers` the partition does not use,
    preferring racks it does not use yet, then the least loaded broker. Lowering it removes
    replicas outside the ISR first, then on brokers outside `brokers`, then (with racks)
-   replicas whose rack another replica also covers, then the most loaded brokers'; the
-   preferred leader always stays (a factor of at least one never needs to remove it). Load
-   counts each change as it is planned, so consecutive partitions spread out.
+   ones whose rack another replica also covers, then the most loaded brokers'; the
+   preferred leader always stays (a factor of at least one never needs to remove it), and
+   the others keep their order. Load counts each change as it is planned, so consecutive
+   partitions spread out. A partition that already has the factor is untouched.
 """
 
 from __future__ import annotations
@@ -79,10 +83,8 @@ class PartitionAssignment:
 
     topic: str
     partition: int
-    replicas: tuple[int, ...]
-    """Current replica list; replicas[0] is the preferred leader."""
-    isr: tuple[int, ...]
-    """Current in-sync replicas (a subset of `replicas`)."""
+    replicas: tuple[int, ...]  # current replica list; replicas[0] is the preferred leader
+    isr: tuple[int, ...]  # current in-sync replicas (a subset of `replicas`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +93,8 @@ class Move:
 
     topic: str
     partition: int
-    old: tuple[int, ...]
-    """The replicas before."""
-    new: tuple[int, ...]
-    """The target replica list; new[0] is the preferred leader."""
+    old: tuple[int, ...]  # the replicas before
+    new: tuple[int, ...]  # the target replica list; new[0] is the preferred leader
 
     @property
     def replica_moves(self) -> int:
@@ -534,58 +534,102 @@ class _Leaders:
     """Preferred leaders being chosen, as a flow for `_equalise` (rule 6).
 
     A leader costs `change` unless it is the partition's leader before the plan, plus 1 if
-    it is not in sync, so the fewest leaderships change and in-sync replicas win ties.
-    Invariant: `index[b][key]` holds the adjustable partitions led by b with choice `key`;
-    only `_lead` changes leader, counts and index.
+    it is not in sync, so the fewest leaderships change and in-sync replicas win ties. Each
+    partition starts at its cheapest leader (`home`). Invariant: a partition led from home
+    is in `plain[home][(target, cost)]` for each other replica it could be led from, and
+    any other is in `moved[leader][key]`; only `_lead` changes leader, counts and both.
     """
 
     def __init__(self, keys: Mapping[int, _LeaderKey], counts: dict[int, int]) -> None:
         self.keys = keys
         self.counts = counts
         self.change = len(keys) + 1
+        self.home: dict[int, int] = {}
         self.leader: dict[int, int] = {}
-        self.index: dict[int, dict[_LeaderKey, set[int]]] = {b: {} for b in counts}
+        self.plain: dict[int, dict[tuple[int, int], set[int]]] = {b: {} for b in counts}
+        self.moved: dict[int, dict[_LeaderKey, set[int]]] = {b: {} for b in counts}
         for i, key in keys.items():
-            best = min(key[0], key=lambda b: self._weight(key, b))  # stable: list order
-            self.leader[i] = best
-            self.counts[best] += 1
-            self.index[best].setdefault(key, set()).add(i)
+            home = min(key[0], key=lambda b: self._weight(key, b))  # stable: list order
+            self.home[i] = self.leader[i] = home
+            self.counts[home] += 1
+            self._file(i)
 
     def _weight(self, key: _LeaderKey, broker: int) -> int:
         _, before, isr = key
         return self.change * (broker != before) + (broker not in isr)
 
+    def _file(self, i: int) -> None:
+        key, leader = self.keys[i], self.leader[i]
+        if leader != self.home[i]:
+            self.moved[leader].setdefault(key, set()).add(i)
+            return
+        base = self._weight(key, leader)
+        for target in key[0]:
+            if target != leader:
+                cost = self._weight(key, target) - base
+                self.plain[leader].setdefault((target, cost), set()).add(i)
+
+    def _unfile(self, i: int) -> None:
+        key, leader = self.keys[i], self.leader[i]
+        if leader != self.home[i]:
+            group = self.moved[leader][key]
+            group.discard(i)
+            if not group:
+                del self.moved[leader][key]
+            return
+        base = self._weight(key, leader)
+        for target in key[0]:
+            if target != leader:
+                slot = (target, self._weight(key, target) - base)
+                group = self.plain[leader][slot]
+                group.discard(i)
+                if not group:
+                    del self.plain[leader][slot]
+
     def _lead(self, i: int, target: int) -> None:
-        source, key = self.leader[i], self.keys[i]
-        group = self.index[source][key]
-        group.discard(i)
-        if not group:
-            del self.index[source][key]
+        source = self.leader[i]
+        self._unfile(i)
         self.leader[i] = target
-        self.index[target].setdefault(key, set()).add(i)
+        self._file(i)
         self.counts[source] -= 1
         self.counts[target] += 1
 
     def costs(self, banned: AbstractSet[tuple[int, int]]) -> dict[tuple[int, int], int]:
         best: dict[tuple[int, int], int] = {}
-        for source, groups in self.index.items():
-            for key in groups:
+        for source in self.plain:
+            for target, cost in self.plain[source]:
+                edge = (source, target)
+                if edge not in banned and cost < best.get(edge, cost + 1):
+                    best[edge] = cost
+            for key in self.moved[source]:
                 base = self._weight(key, source)
                 for target in key[0]:
-                    if target == source or (source, target) in banned:
+                    edge = (source, target)
+                    if target == source or edge in banned:
                         continue
                     cost = self._weight(key, target) - base
-                    if (source, target) not in best or cost < best[(source, target)]:
-                        best[(source, target)] = cost
+                    if cost < best.get(edge, cost + 1):
+                        best[edge] = cost
         return best
 
     def shift(self, source: int, target: int, cost: int) -> _Shift | None:
-        for key, group in self.index[source].items():
-            if target in key[0] and self._weight(key, target) - self._weight(key, source) <= cost:
-                i = group.pop()
+        found = None
+        for (to, each), group in self.plain[source].items():
+            if to == target and each <= cost:
+                found = group
                 break
         else:
+            for key, group in self.moved[source].items():
+                if (
+                    target in key[0]
+                    and self._weight(key, target) - self._weight(key, source) <= cost
+                ):
+                    found = group
+                    break
+        if found is None:
             return None
+        i = found.pop()
+        found.add(i)  # _lead unfiles it from every group it is in
         self._lead(i, target)
         return (i, source, target)
 

@@ -155,6 +155,27 @@ class BrokerHeartbeatRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerUnreachableReport:
+    """`POST /v1/internal/brokers/{suspect}/unreachable`: a broker's connection to another
+    (its partitions' leader) was refused, which is what a dead process's port answers. The
+    controller checks that itself before fencing (controller/liveness.py)."""
+
+    reporter_id: int
+    reporter_epoch: int
+    suspect_epoch: int  # the registration the reporter saw refusing (not a newer one)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"v": VERSION, **{f: getattr(self, f) for f in self.__slots__}}
+
+    @classmethod
+    def from_json(cls, data: Any) -> BrokerUnreachableReport:
+        data = _check_version(data)
+        return cls(
+            _int(data, "reporter_id", 0), _int(data, "reporter_epoch"), _int(data, "suspect_epoch")
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerHeartbeatResponse:
     broker_epoch: int
     fenced: bool

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from kraftlite.metadata.rebalance import (
     Move,
     PartitionAssignment,
+    _equalise,
     plan_rebalance,
     plan_replication_factor,
 )
@@ -344,6 +345,49 @@ def test_moved_partitions_span_every_rack_they_can(cluster) -> None:
         assert racks_of(new, eligible) >= racks_of(p.replicas, available)
 
 
+@st.composite
+def equal_racks(draw: st.DrawFn):
+    """Racks of equal size, every partition already spanning min(replicas, racks) racks,
+    mixed replication factors; sometimes one broker per rack is drained (racks stay equal)."""
+    rack_count, per_rack = draw(st.integers(2, 3)), draw(st.integers(1, 3))
+    ids = list(range(1, rack_count * per_rack + 1))
+    brokers: dict[int, str | None] = {b: f"r{(b - 1) % rack_count}" for b in ids}
+    holders = ids[: draw(st.integers(1, len(ids)))]
+    max_rf = draw(st.integers(1, min(3, len(ids))))
+    partitions = []
+    for index in range(draw(st.integers(1, 40))):
+        rf = draw(st.integers(1, max_rf))
+        spanning = min(rf, rack_count)
+        pool = holders if len({brokers[b] for b in holders}) >= spanning else ids
+        pool = pool if len(pool) >= rf else ids
+        replicas = tuple(
+            draw(
+                st.permutations(pool)
+                .map(lambda order, rf=rf: order[:rf])
+                .filter(lambda r, s=spanning: racks_of(r, brokers) == s)
+            )
+        )
+        partitions.append(full(TOPICS[index % 3], index // 3, *replicas))
+    evacuate: set[int] = set()
+    if (per_rack - 1) * rack_count >= max_rf and draw(st.booleans()):
+        column = draw(st.integers(0, per_rack - 1))
+        evacuate = set(ids[column * rack_count : (column + 1) * rack_count])
+    return partitions, brokers, evacuate
+
+
+@PROPERTY
+@given(equal_racks())
+def test_equal_racks_still_balance(cluster) -> None:
+    """Rules 3 and 5 together: with racks of equal size the rack rule costs no balance."""
+    partitions, brokers, evacuate = cluster
+    eligible = {b: r for b, r in brokers.items() if b not in evacuate}
+    final = apply(partitions, plan_rebalance(partitions, brokers, evacuate=evacuate))
+    assert spread(replica_counts(final, eligible)) <= 1
+    rack_total = len(set(eligible.values()))
+    for replicas in final.values():
+        assert racks_of(replicas, eligible) == min(len(replicas), rack_total)
+
+
 def test_evacuated_replica_goes_to_a_missing_rack() -> None:
     brokers = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
     partitions = [full("t", 0, 1, 3, 5)]
@@ -407,6 +451,17 @@ def test_reorder_only_costs_no_copy_and_keeps_the_others_order() -> None:
     assert sorted(m.new for m in moves) == [(2, 1, 3), (3, 1, 2)]
 
 
+def test_balance_moves_followers_so_few_leaderships_change() -> None:
+    """9 partitions (RF 2) on 1-3 and a new broker 4: four replicas move to 4, and 4 needs
+    two leaderships; moving leader replicas would change more than those two."""
+    partitions = [full("t", i, *((1, 2, 3)[(i + k) % 3] for k in range(2))) for i in range(9)]
+    moves = plan_rebalance(partitions, dict.fromkeys([1, 2, 3, 4]))
+    final = apply(partitions, moves)
+    assert copied(moves) == 4
+    assert spread(leader_counts(final, [1, 2, 3, 4])) <= 1
+    assert sum(final[(p.topic, p.partition)][0] != p.replicas[0] for p in partitions) == 2
+
+
 def test_leaders_false_only_moves_replicas() -> None:
     partitions = [full("t", i, 1, 2, 3) for i in range(3)]
     assert plan_rebalance(partitions, dict.fromkeys([1, 2, 3]), leaders=False) == []
@@ -467,6 +522,59 @@ def test_same_input_in_any_order_gives_the_same_plan(cluster, rng: random.Random
     assert plan_rebalance(partitions, brokers, evacuate=evacuate) == plan_rebalance(
         shuffled, reordered_brokers, evacuate=sorted(evacuate, reverse=True)
     )
+
+
+class ToyFlow:
+    """Units on brokers that shift along edges, each edge holding unit costs; a shift leaves
+    the opposite cost on the reverse edge (a residual graph). Edges in `broken` are offered
+    but refuse to shift, as the rack rule can refuse a move partway along a path."""
+
+    def __init__(self, counts, edges, broken=()) -> None:
+        self.counts = dict(counts)
+        self.edges = {edge: sorted(costs) for edge, costs in edges.items()}
+        self.broken = set(broken)
+        self.log: list[tuple[int, int]] = []
+
+    def costs(self, banned):
+        return {e: costs[0] for e, costs in self.edges.items() if costs and e not in banned}
+
+    def shift(self, source, target, cost):
+        units = self.edges.get((source, target), [])
+        if (source, target) in self.broken or not units or units[0] > cost:
+            return None
+        paid = units.pop(0)
+        self.edges[(target, source)] = sorted([*self.edges.get((target, source), []), -paid])
+        self.counts[source] -= 1
+        self.counts[target] += 1
+        self.log.append((source, target))
+        return (paid, source, target)
+
+    def undo(self, shift) -> None:
+        paid, source, target = shift
+        self.edges[(target, source)].remove(-paid)
+        self.edges[(source, target)] = sorted([*self.edges[(source, target)], paid])
+        self.counts[target] -= 1
+        self.counts[source] += 1
+        self.log.append((target, source))
+
+
+def test_a_path_refused_partway_is_undone_and_another_found() -> None:
+    """1 -> 2 -> 3 is cheapest but 2 -> 3 refuses: the first step is undone, the edge
+    banned, and the dearer direct edge taken."""
+    flow = ToyFlow({1: 2, 2: 1, 3: 0}, {(1, 2): [0], (2, 3): [0], (1, 3): [5]}, broken={(2, 3)})
+    _equalise(flow, flow.counts, spread=5)
+    assert flow.counts == {1: 1, 2: 1, 3: 1}
+    assert flow.log == [(1, 2), (2, 1), (1, 3)]
+
+
+def test_a_negative_cycle_is_cancelled() -> None:
+    """Only racks can leave one (a move that was refused becomes allowed later); cancelling
+    it saves moves and changes no count."""
+    flow = ToyFlow({1: 2, 2: 0, 3: 1}, {(1, 2): [1], (1, 3): [-1], (3, 1): [-1]})
+    _equalise(flow, flow.counts, spread=1)
+    assert flow.counts == {1: 1, 2: 1, 3: 1}
+    assert sorted(flow.log[:2]) == [(1, 3), (3, 1)]
+    assert flow.log[2:] == [(1, 2)]
 
 
 def test_module_is_pure() -> None:
