@@ -296,6 +296,11 @@ class BrokerConfig(StorageSettings):
     rack: str | None = _key("broker.rack", default=None)
     replica_lag_time_max_ms: int = _key("replica.lag.time.max.ms", positive_option, default=30_000)
     replica_fetch_wait_max_ms: int = _key("replica.fetch.wait.max.ms", positive_option, default=500)
+    # Bytes/s this broker, as leader, sends replicas catching up in a reassignment (unset:
+    # unthrottled); PUT /v1/brokers/{id}/configs overrides it at runtime.
+    replication_throttled_rate: int | None = _key(
+        "replication.throttled.rate", positive_option, default=None
+    )
     retention_check_interval_ms: int = _key(
         "log.retention.check.interval.ms", positive_option, default=300_000
     )

@@ -182,6 +182,7 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
                     replica_lag_time_max_ms=config.replica_lag_time_max_ms,
                     replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
                     retention_check_interval_ms=config.retention_check_interval_ms,
+                    throttled_rate=config.replication_throttled_rate,
                 ),
                 limits=RequestLimits(
                     socket_request_max_bytes=config.socket_request_max_bytes,

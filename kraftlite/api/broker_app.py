@@ -772,6 +772,7 @@ def make_broker_app(
     r.add_get(r"/v1/brokers/{broker_id:\d+}", admin_passthrough)
     r.add_post(r"/v1/brokers/{broker_id:\d+}/drain", admin_passthrough)
     r.add_delete(r"/v1/brokers/{broker_id:\d+}", admin_passthrough)
+    r.add_put(r"/v1/brokers/{broker_id:\d+}/configs", admin_passthrough)
     r.add_post("/v1/cluster/rebalance", admin_passthrough)
     r.add_post("/v1/elections", admin_passthrough)
     r.add_get("/v1/reassignments", admin_passthrough)

@@ -384,6 +384,18 @@ async def drain_broker(request: web.Request) -> web.StreamResponse:
 
 
 @needs_active_controller
+async def alter_broker_configs(request: web.Request) -> web.StreamResponse:
+    controller = request.app[CONTROLLER]
+    broker_id = _broker_id(request)
+    configs = (await read_json_object(request)).get("configs")
+    await controller.submit(lambda image: elastic.alter_broker_configs(image, broker_id, configs))
+    audit_change(request, "broker_configs_altered", broker_id=broker_id, configs=configs)
+    response = json_response(elastic.broker_view(controller.image, broker_id))
+    response.headers[METADATA_VERSION] = str(controller.image.version)
+    return response
+
+
+@needs_active_controller
 async def remove_broker(request: web.Request) -> web.StreamResponse:
     controller = request.app[CONTROLLER]
     broker_id = _broker_id(request)
@@ -695,6 +707,7 @@ def make_controller_app(
     app.router.add_get(r"/v1/brokers/{broker_id:\d+}", describe_broker)
     app.router.add_post(r"/v1/brokers/{broker_id:\d+}/drain", drain_broker)
     app.router.add_delete(r"/v1/brokers/{broker_id:\d+}", remove_broker)
+    app.router.add_put(r"/v1/brokers/{broker_id:\d+}/configs", alter_broker_configs)
     app.router.add_post("/v1/cluster/rebalance", rebalance_cluster)
     app.router.add_post("/v1/elections", elect_leaders)
     app.router.add_get("/v1/reassignments", list_reassignments)

@@ -347,6 +347,7 @@ SCHEMAS: Final[Json] = {
             "draining": _bool(),
             "in_controlled_shutdown": _bool(),
             "broker_epoch": _int(),
+            "configs": _map(_str(), "its dynamic configs"),
         },
         required=["id", "url", "rack", "state", "replicas", "leaders"],
     ),
@@ -369,6 +370,24 @@ SCHEMAS: Final[Json] = {
             ),
         },
         required=["leader_id", "term", "commit_index", "metadata_offset", "voters"],
+    ),
+    "BrokerConfigsRequest": _object(
+        {
+            "configs": _object(
+                {
+                    "replication.throttled.rate": {
+                        "anyOf": [
+                            {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
+                            {"type": "string", "pattern": "^[1-9][0-9]{0,17}$"},
+                            {"type": "null"},
+                        ]
+                    }
+                },
+                minProperties=1,
+                additionalProperties=False,
+            )
+        },
+        required=["configs"],
     ),
     "Brokers": _object({"brokers": _array(_ref("BrokerState"))}, required=["brokers"]),
     "Moves": _object(
@@ -1383,6 +1402,25 @@ PATHS: Final[Json] = {
                 *_CONTROLLER,
             ],
         ),
+    },
+    "/v1/brokers/{broker_id}/configs": {
+        "put": _operation(
+            "alter_broker_configs",
+            "cluster",
+            "Set (or with null reset) a broker's dynamic configs",
+            {"200": _answer("the broker", _ref("BrokerState"))},
+            description="Needs ALTER_CONFIGS on the cluster. `replication.throttled.rate` "
+            "(bytes/s, at least 1): what the broker, as leader, sends replicas catching up "
+            "in a reassignment; unset: the broker's static config (unthrottled by default).",
+            parameters=[_BROKER_PARAM],
+            body=_json_body("BrokerConfigsRequest"),
+            errors=[
+                *_BODY,
+                ErrorCode.INVALID_CONFIG,
+                ErrorCode.BROKER_ID_NOT_REGISTERED,
+                *_CONTROLLER,
+            ],
+        )
     },
     "/v1/brokers/{broker_id}/drain": {
         "post": _operation(

@@ -15,7 +15,8 @@ Rules:
    DESCRIBE cluster; users, ACLs: ALTER / DESCRIBE cluster; quotas ALTER_CONFIGS /
    DESCRIBE_CONFIGS cluster; AlterPartitionReassignments, ElectLeaders, UnregisterBroker,
    drains, rebalances and replication factor changes (they move replicas) ALTER cluster;
-   ListPartitionReassignments DESCRIBE cluster; the broker list any authenticated client.
+   ListPartitionReassignments DESCRIBE cluster; the broker list any authenticated client;
+   broker configs (IncrementalAlterConfigs on a broker) ALTER_CONFIGS cluster.
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("GET", "/v1/brokers/{broker_id}"): AUTHENTICATED,
     ("POST", "/v1/brokers/{broker_id}/drain"): _cluster(Operation.ALTER),
     ("DELETE", "/v1/brokers/{broker_id}"): _cluster(Operation.ALTER),
+    ("PUT", "/v1/brokers/{broker_id}/configs"): _cluster(Operation.ALTER_CONFIGS),
     ("POST", "/v1/cluster/rebalance"): _cluster(Operation.ALTER),
     ("POST", "/v1/elections"): _cluster(Operation.ALTER),
     ("GET", "/v1/reassignments"): _cluster(Operation.DESCRIBE),

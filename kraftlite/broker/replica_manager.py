@@ -9,6 +9,10 @@ Rules:
    change whose outcome is unknown is sent again as it was.
 4. Background work (HW checkpoints, retention) never blocks the event loop: LMDB calls
    that may take long run in a thread; a partition's log serializes its own mutations.
+5. Replication throttle (`replication.throttled.rate`, Kafka's leader throttle): what this
+   broker as leader sends replicas that a reassignment adds and that are not in sync yet
+   comes from one token bucket at that rate; a partition whose turn finds it empty is
+   answered next round. In-sync followers are never throttled.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from kraftlite.protocol.internal import (
     ReplicaFetchRequest,
     ReplicaFetchResponse,
 )
+from kraftlite.security.quotas import QuotaTracker
 from kraftlite.storage.log import LogStorage, PartitionLog
 
 log = structlog.get_logger(__name__)
@@ -47,6 +52,7 @@ ALTER_PARTITION_LINGER_S = 0.005  # ISR changes collected this long go in one re
 ALTER_PARTITION_MAX_ITEMS = 2_000  # partitions per request (the controller takes 1 MiB)
 RETENTION_SLICE = 1_000  # partitions per thread hop of a retention round
 REPORT_INTERVAL_MS = 1_000  # a refused leader is reported at most this often
+THROTTLE_RETRY_S = 0.05  # a long-poll with throttled partitions only looks again this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +62,7 @@ class ReplicationSettings:
     replica_fetch_wait_max_ms: int = 500
     retention_check_interval_ms: int = 300_000
     hw_checkpoint_interval_ms: int = 5_000
+    throttled_rate: int | None = None  # replication.throttled.rate (static), bytes/s
 
 
 def log_name(topic_id: str, partition: int) -> str:
@@ -93,6 +100,8 @@ class ReplicaManager:
         self._first_image = True
         self._newest_image = MetadataImage.EMPTY
         self.image_changed = Notifier()
+        # Leader-side throttle of replicas catching up in a reassignment (rule 5).
+        self._throttle = QuotaTracker()
         self._reported: dict[int, int] = {}  # leader id -> when its refusal was reported
         self._reports: set[asyncio.Task[None]] = set()
 
@@ -314,6 +323,8 @@ class ReplicaManager:
             )
         session, touched = self.fetch_sessions.open(request, self._clock.monotonic_ms())
         candidates = session.take_deferred(touched)
+        throttle = self.throttled_rate()
+        held: list[PartitionKey] = []  # throttled this round: looked at first next round
         while True:
             answers: list[PartitionFetchAnswer] = []
             segments: list[bytes] = []
@@ -325,16 +336,32 @@ class ReplicaManager:
                 entry = session.partitions.get(key)
                 if entry is None:
                     continue
-                answer, data = self._replica_fetch_one(follower, entry, budget)
+                limit = budget
+                throttled = throttle is not None and self._catching_up(key, follower)
+                if throttle is not None and throttled:
+                    limit = self._throttle_allowance(throttle, budget)
+                    if limit <= 0:
+                        held.append(key)
+                        continue
+                answer, data = self._replica_fetch_one(follower, entry, limit)
+                if throttled:
+                    self._throttle_spent(throttle, len(data))
                 if answer is not None:
                     answers.append(answer)
                     segments.append(data)
                     budget -= len(data)
             if answers or loop.time() >= deadline:
+                if held:
+                    session.defer(list(dict.fromkeys([*session.deferred, *held])))
                 return ReplicaFetchResponse(session.session_id, tuple(answers)), segments
+            # nothing to say yet: wait for news, or for the throttle to refill
+            wait = deadline - loop.time()
+            if held:
+                wait = min(wait, THROTTLE_RETRY_S)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(session.wake.wait(), deadline - loop.time())
-            candidates = session.take_deferred(session.take_dirty())
+                await asyncio.wait_for(session.wake.wait(), wait)
+            candidates = list(dict.fromkeys([*held, *session.take_deferred(session.take_dirty())]))
+            held = []
 
     def _replica_fetch_one(
         self, follower: int, entry: SessionPartition, max_bytes: int
@@ -376,6 +403,39 @@ class ReplicaManager:
             result.diverging_end_offset if result.diverging_epoch is not None else -1,
         )
         return answer, result.data
+
+    # -- replication throttle (rule 5) ---------------------------------------------------
+
+    def throttled_rate(self) -> int | None:
+        """`replication.throttled.rate` for this broker: its dynamic config in metadata,
+        else its static one; None: unthrottled."""
+        dynamic = self._newest_image.broker_configs.get(self.settings.broker_id, {})
+        value = dynamic.get("replication.throttled.rate")
+        return int(value) if value is not None else self.settings.throttled_rate
+
+    def _catching_up(self, key: PartitionKey, follower: int) -> bool:
+        """Whether `follower` is a replica a reassignment adds that is not in sync yet."""
+        partition = self.partitions.get(key)
+        registration = None if partition is None else partition.registration
+        state = None if partition is None else partition.state
+        return (
+            registration is not None
+            and follower in registration.adding
+            and (state is None or follower not in state.isr)
+        )
+
+    def _throttle_allowance(self, rate: int, budget: int) -> int:
+        """Bytes a catching-up replica may get now: none while the bucket is in debt, else
+        at most a tenth of a second's worth (at least one batch goes)."""
+        now = self._clock.monotonic_ms()
+        if self._throttle.record({"rate": rate}, "replication", "rate", 0, now) > 0:
+            return 0
+        return max(1, min(budget, rate // 10))
+
+    def _throttle_spent(self, rate: int | None, sent: int) -> None:
+        if rate is not None and sent:
+            now = self._clock.monotonic_ms()
+            self._throttle.record({"rate": rate}, "replication", "rate", sent, now)
 
     def _partition_changed(self, partition: Partition, followers: bool) -> None:
         key = (partition.topic_id, partition.index)

@@ -45,6 +45,7 @@ from kraftlite.metadata.image import (
 )
 from kraftlite.metadata.records import (
     NO_LEADER,
+    BrokerConfigRecord,
     BrokerDrainRecord,
     MetadataRecord,
     UnregisterBrokerRecord,
@@ -82,6 +83,7 @@ def broker_views(image: MetadataImage) -> list[dict[str, Any]]:
             "draining": b.draining,
             "in_controlled_shutdown": b.in_controlled_shutdown,
             "broker_epoch": b.broker_epoch,
+            "configs": dict(sorted(image.broker_configs.get(b.broker_id, {}).items())),
         }
         for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
     ]
@@ -342,6 +344,49 @@ def alter_replication_factor(
     except ValueError as exc:
         raise KraftliteError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from None
     return ControllerResult(tuple(_execute(image, moves)), moves, atomic=False)
+
+
+# ------------------------------------------------------------------------------ broker configs
+
+# Dynamic broker configs (Kafka's IncrementalAlterConfigs on a BROKER): name -> minimum.
+# `replication.throttled.rate`: bytes/s a leader sends to replicas catching up in a
+# reassignment (broker/replica_manager.py), so a large move does not starve producers and
+# in-sync followers.
+BROKER_CONFIGS: dict[str, int] = {"replication.throttled.rate": 1}
+MAX_CONFIG_VALUE = 2**63 - 1
+
+
+def alter_broker_configs(
+    image: MetadataImage, broker_id: int, configs: object
+) -> ControllerResult[dict[str, str]]:
+    """Set (value) or reset (None) a broker's dynamic configs; the response is the
+    broker's dynamic configs after. Checked whole: one bad name or value changes nothing."""
+    _registered(image, broker_id)
+    if not isinstance(configs, dict) or not configs:
+        raise KraftliteError(ErrorCode.INVALID_CONFIG, "configs must be a non-empty object")
+    records: list[MetadataRecord] = []
+    after = dict(image.broker_configs.get(broker_id, {}))
+    for name, value in sorted(configs.items()):
+        minimum = BROKER_CONFIGS.get(name)
+        if minimum is None:
+            raise KraftliteError(
+                ErrorCode.INVALID_CONFIG,
+                f"{name!r} is not a dynamic broker config ({', '.join(BROKER_CONFIGS)})",
+            )
+        if value is None:
+            records.append(BrokerConfigRecord(broker_id=broker_id, name=name, value=None))
+            after.pop(name, None)
+            continue
+        number = value if isinstance(value, int) and not isinstance(value, bool) else None
+        if isinstance(value, str) and value.isdigit() and len(value) <= 19:
+            number = int(value)
+        if number is None or not minimum <= number <= MAX_CONFIG_VALUE:
+            raise KraftliteError(
+                ErrorCode.INVALID_CONFIG, f"{name} must be an integer of at least {minimum}"
+            )
+        records.append(BrokerConfigRecord(broker_id=broker_id, name=name, value=str(number)))
+        after[name] = str(number)
+    return ControllerResult(tuple(records), after)
 
 
 # ------------------------------------------------------------------------------ elections

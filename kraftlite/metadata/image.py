@@ -25,6 +25,7 @@ from kraftlite.metadata.records import (
     LEADER_UNCHANGED,
     NO_LEADER,
     AccessControlEntryRecord,
+    BrokerConfigRecord,
     BrokerDrainRecord,
     ClientQuotaRecord,
     ConfigRecord,
@@ -140,6 +141,8 @@ class MetadataImage:
     user_versions: Mapping[str, int] = field(default_factory=dict)
     acls: Mapping[str, AccessControlEntryRecord] = field(default_factory=dict)  # by id
     quotas: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # principal -> key
+    # broker id -> dynamic config name -> value (a broker's static config applies otherwise)
+    broker_configs: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
 
     EMPTY: ClassVar[MetadataImage]
 
@@ -257,6 +260,7 @@ class MetadataDelta:
     user_versions: dict[str, int] = field(init=False)
     acls: dict[str, AccessControlEntryRecord] = field(init=False)
     quotas: dict[str, Mapping[str, float]] = field(init=False)
+    broker_configs: dict[int, Mapping[str, str]] = field(init=False)
     # topic ids whose partition map this delta already copied: it is ours to change in place,
     # so a batch creating N partitions costs O(N), not O(N^2)
     _own_partition_maps: set[str] = field(init=False, default_factory=set)
@@ -270,6 +274,7 @@ class MetadataDelta:
         self.user_versions = dict(self.base.user_versions)
         self.acls = dict(self.base.acls)
         self.quotas = dict(self.base.quotas)
+        self.broker_configs = dict(self.base.broker_configs)
 
     def replay(self, record: MetadataRecord) -> None:
         match record:
@@ -303,6 +308,18 @@ class MetadataDelta:
                 if broker is None:
                     raise MetadataInvariantError(f"{record} for an unknown broker")
                 self.brokers[record.broker_id] = replace(broker, draining=record.draining)
+            case BrokerConfigRecord():
+                if record.broker_id not in self.brokers:
+                    raise MetadataInvariantError(f"{record} for an unknown broker")
+                configs = dict(self.broker_configs.get(record.broker_id, {}))
+                if record.value is None:
+                    configs.pop(record.name, None)
+                else:
+                    configs[record.name] = record.value
+                if configs:
+                    self.broker_configs[record.broker_id] = configs
+                else:
+                    self.broker_configs.pop(record.broker_id, None)
             case UnregisterBrokerRecord():
                 broker = self.brokers.get(record.broker_id)
                 if broker is None or broker.broker_epoch != record.broker_epoch:
@@ -316,6 +333,7 @@ class MetadataDelta:
                 if holding:
                     raise MetadataInvariantError(f"{record} while it holds {holding[:5]}")
                 del self.brokers[record.broker_id]
+                self.broker_configs.pop(record.broker_id, None)
             case TopicRecord():
                 if record.name in self.topic_ids or record.topic_id in self.topics:
                     raise MetadataInvariantError(f"topic exists: {record}")
@@ -417,6 +435,7 @@ class MetadataDelta:
             self.user_versions,
             self.acls,
             self.quotas,
+            self.broker_configs,
         )
 
 

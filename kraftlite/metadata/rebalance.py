@@ -41,7 +41,8 @@ Rules of `plan_rebalance`:
    a partition that is moved or placed spans min(replicas on eligible brokers, racks) racks,
    so a move never lowers its rack count. An evacuated replica goes to a rack the partition
    does not use yet; if the count is still short (its other replicas doubled up on a rack),
-   one of those moves to a missing rack too (Cruise Control's RackAwareGoal). A balance move
+   one of those moves to a missing rack too (Cruise Control's RackAwareGoal), except in an
+   under-replicated partition (rule 7 wins: it gets what its evacuees add). A balance move
    that would break the rule is not made, so balance is best effort under racks; with racks
    of equal size, and partitions that already span their racks, it has held in every test.
 6. Leaders (`leaders=True`): preferred leaders (first replicas) are balanced over the
@@ -140,7 +141,13 @@ def plan_rebalance(
     for i, p in enumerate(ordered):
         if any(b in leaving for b in p.replicas):
             _place_evacuated(
-                lists[i], p.isr, leaving, eligible=eligible, counts=counts, racks=racks
+                lists[i],
+                p.isr,
+                leaving,
+                eligible=eligible,
+                counts=counts,
+                racks=racks,
+                repair=_fully_replicated(p),
             )
             changed.add(i)
     movable = {i for i, p in enumerate(ordered) if _fully_replicated(p)}  # rule 7
@@ -190,9 +197,11 @@ def _place_evacuated(
     eligible: Sequence[int],
     counts: dict[int, int],
     racks: Mapping[int, str] | None,
+    repair: bool,
 ) -> None:
     """Rules 1, 2 and 5: each evacuated replica, in place, onto the least loaded eligible
-    broker the partition does not use (a rack it does not use first), then rack repair."""
+    broker the partition does not use (a rack it does not use first), then, if `repair`
+    (not for an under-replicated partition, rule 7), rack repair."""
     for position, broker in enumerate(replicas):
         if broker not in leaving:
             continue
@@ -204,7 +213,7 @@ def _place_evacuated(
         )
         replicas[position] = target
         counts[target] += 1
-    if racks is None:
+    if racks is None or not repair:
         return
     # The kept replicas may double up on a rack while another is missing: move those too,
     # never the preferred leader while another will do, in-sync replicas last.
@@ -503,7 +512,8 @@ class _Replicas:
                 found = self._cost(key, source, target)
                 if found is None or found > cost:
                     continue
-                chosen = chosen or group
+                if chosen is None:
+                    chosen = group
                 looked += 1
                 if key[3] != source:
                     chosen = group

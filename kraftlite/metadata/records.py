@@ -83,6 +83,16 @@ class BrokerDrainRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfigRecord:
+    """A broker's dynamic config set (value) or removed back to its static one (None):
+    Kafka's ConfigRecord for a BROKER resource, e.g. `replication.throttled.rate`."""
+
+    broker_id: int
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UnregisterBrokerRecord:
     """The broker is removed from the cluster (Kafka's UnregisterBrokerRecord). It holds no
     replica by then; if it comes back it registers as a new, empty broker."""
@@ -204,6 +214,7 @@ MetadataRecord: TypeAlias = (
     | UnfenceBrokerRecord
     | ControlledShutdownRecord
     | BrokerDrainRecord
+    | BrokerConfigRecord
     | UnregisterBrokerRecord
     | TopicRecord
     | ConfigRecord
@@ -226,6 +237,7 @@ RECORD_TYPES: Final[Mapping[str, tuple[type[Any], int]]] = {
         UnfenceBrokerRecord,
         ControlledShutdownRecord,
         BrokerDrainRecord,
+        BrokerConfigRecord,
         UnregisterBrokerRecord,
         TopicRecord,
         ConfigRecord,

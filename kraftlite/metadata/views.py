@@ -83,6 +83,7 @@ def image_to_json(image: MetadataImage) -> dict[str, Any]:
         },
         "acls": [record_to_json(a) for _, a in sorted(image.acls.items())],
         "quotas": {p: dict(q) for p, q in sorted(image.quotas.items())},
+        "broker_configs": {str(b): dict(c) for b, c in sorted(image.broker_configs.items())},
     }
 
 
@@ -133,6 +134,7 @@ def image_from_json(data: dict[str, Any]) -> MetadataImage:
         user_versions={name: user["version"] for name, user in data.get("users", {}).items()},
         acls={a.id: a for a in map(_acl, data.get("acls", []))},
         quotas={p: dict(q) for p, q in data.get("quotas", {}).items()},
+        broker_configs={int(b): dict(c) for b, c in data.get("broker_configs", {}).items()},
     )
 
 

@@ -4,6 +4,7 @@ dense and in-sync logs identical (tests/harness/checker.py)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -369,3 +370,47 @@ def test_preferred_leader_election_on_demand(cluster: Cluster) -> None:
     assert body["elections"][0]["error_code"] == "ELECTION_NOT_NEEDED", body
     status, body = http("POST", cluster.urls[2] + "/v1/elections", {"type": "unclean"})
     assert (status, error_code(body)) == (400, "INVALID_REQUEST"), body
+
+
+def test_the_replication_throttle_holds_a_move_back_until_lifted(cluster: Cluster) -> None:
+    """400 KiB to copy at 20 KiB/s takes 20 s: a second in, the new replica is still
+    catching up; lifting the throttle at runtime lets the move finish."""
+    status, body = http(
+        "POST",
+        cluster.urls[1] + "/v1/topics",
+        {"name": "throttled", "partitions": 1, "replication_factor": 1},
+    )
+    assert status == 201, body
+    leader = body["partitions"][0]["leader"]
+    value = "x" * 1024
+    for _ in range(4):
+        status, body = http(
+            "POST",
+            cluster.urls[1] + "/v1/topics/throttled/partitions/0/records",
+            {"records": [{"value": value}] * 100},
+        )
+        assert status == 200, body
+    status, body = http(
+        "PUT",
+        cluster.urls[2] + f"/v1/brokers/{leader}/configs",
+        {"configs": {"replication.throttled.rate": 20 * 1024}},
+    )
+    assert status == 200 and body["configs"] == {"replication.throttled.rate": "20480"}, body
+    for bad in ({"replication.throttled.rate": 0}, {"nope": 1}, {}):
+        status, body = http(
+            "PUT", cluster.urls[2] + f"/v1/brokers/{leader}/configs", {"configs": bad}
+        )
+        assert (status, error_code(body)) == (400, "INVALID_CONFIG"), body
+    follower = next(b for b in (1, 2, 3) if b != leader)
+    reassign(cluster, "throttled", [leader, follower])
+    time.sleep(1.0)  # a lower bound only: a slower machine copies no faster
+    [moving] = moves(cluster)
+    assert moving["adding"] == [follower] and follower not in moving["isr"], moving
+    status, body = http(
+        "PUT",
+        cluster.urls[2] + f"/v1/brokers/{leader}/configs",
+        {"configs": {"replication.throttled.rate": None}},
+    )
+    assert status == 200 and body["configs"] == {}, body
+    wait_until(lambda: not moves(cluster), what="the move once unthrottled")
+    assert sorted(partition_0(cluster, "throttled")["isr"]) == sorted([leader, follower])

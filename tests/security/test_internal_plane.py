@@ -105,6 +105,13 @@ def test_a_stranger_cannot_act_as_a_broker(cluster: Cluster) -> None:
             },
         ),
         ("GET", "/v1/internal/metadata?v=1&after_version=-1", None),
+        # a forged report that broker 2 is dead (the controller would probe it; a forger
+        # must not even make it look)
+        (
+            "POST",
+            "/v1/internal/brokers/2/unreachable",
+            {"v": 1, "reporter_id": 1, "reporter_epoch": 0, "suspect_epoch": 0},
+        ),
     ]
     for method, path, body in attacks:
         for url in cluster.quorum.urls.values():

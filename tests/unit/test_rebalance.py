@@ -406,6 +406,15 @@ def test_moved_partition_on_a_doubled_rack_is_repaired() -> None:
     assert move.replica_moves == 2
 
 
+def test_under_replicated_partition_gets_no_rack_repair() -> None:
+    """Rule 7 over rule 5: only the evacuee moves (to a rack it lacks); 1 and 2 stay
+    doubled up on rack a, where a fully replicated partition would move one of them."""
+    brokers = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+    partitions = [P("t", 0, (1, 2, 3), (1, 3))]
+    moves = plan_rebalance(partitions, brokers, evacuate=[3], leaders=False)
+    assert moves == [Move("t", 0, (1, 2, 3), (1, 2, 4))]
+
+
 def test_rack_aware_balance_with_equal_racks() -> None:
     """Two racks of two; every partition on one broker per rack; 4 and 2 are new."""
     brokers = {1: "a", 2: "a", 3: "b", 4: "b"}
