@@ -72,9 +72,14 @@ def moves(cluster: Cluster) -> list[dict[str, Any]]:
 
 def settled(cluster: Cluster, topic: str, target: list[int]) -> dict[str, Any] | None:
     """Partition 0 once every serving broker sees the move complete on `target`."""
-    views = [
-        partition_0(cluster, topic, among=[b]) for b, p in cluster.processes.items() if p.serving
-    ]
+    try:
+        views = [
+            partition_0(cluster, topic, among=[b])
+            for b, p in cluster.processes.items()
+            if p.serving
+        ]
+    except AssertionError:  # a broker still starting: not settled yet
+        return None
     done = all(
         v["replicas"] == target and not v["adding_replicas"] and sorted(v["isr"]) == sorted(target)
         for v in views
@@ -414,3 +419,68 @@ def test_the_replication_throttle_holds_a_move_back_until_lifted(cluster: Cluste
     assert status == 200 and body["configs"] == {}, body
     wait_until(lambda: not moves(cluster), what="the move once unthrottled")
     assert sorted(partition_0(cluster, "throttled")["isr"]) == sorted([leader, follower])
+
+
+def _preload(cluster: Cluster, topic: str, kib: int) -> None:
+    value = "p" * 1024
+    for _ in range(kib // 100):
+        status, body = http(
+            "POST",
+            cluster.urls[1] + f"/v1/topics/{topic}/partitions/0/records",
+            {"records": [{"value": value}] * 100},
+        )
+        assert status == 200, body
+
+
+@pytest.mark.parametrize("fault", ["source_leader", "target_replica", "active_controller"])
+def test_a_move_survives_kill_9_in_its_middle(cluster: Cluster, fault: str) -> None:
+    """The leader's replica moves to broker 4 under acks=all load, held back by the
+    replication throttle so the fault lands mid-move: kill -9 of the leaving leader, of the
+    joining replica (restarted: it resumes), or of the active controller. The move
+    completes, and nothing acknowledged is lost."""
+    before = create_topic(cluster, "survivor", **{"min.insync.replicas": 2})
+    _preload(cluster, "survivor", 300)
+    leaving = before["leader"]
+    target = [4, *(b for b in before["replicas"] if b != leaving)]
+    cluster.start_broker(4)
+    for broker_id in (1, 2, 3):
+        status, body = http(
+            "PUT",
+            cluster.urls[1] + f"/v1/brokers/{broker_id}/configs",
+            {"configs": {"replication.throttled.rate": 30 * 1024}},
+        )
+        assert status == 200, body
+    producer = Producer(cluster, "survivor")
+    producer.start()
+    wait_until(lambda: len(producer.acked) >= 50, what="acks before the move")
+    reassign(cluster, "survivor", target)
+    time.sleep(1.0)
+    assert moves(cluster), "still moving when the fault lands"
+    if fault == "source_leader":
+        cluster.processes[leaving].kill()
+    elif fault == "target_replica":
+        cluster.processes[4].kill()
+        acked = len(producer.acked)
+        wait_until(lambda: len(producer.acked) >= acked + 50, what="acks while it is down")
+        assert moves(cluster), "the move waits for its target"
+        cluster.start_broker(4)
+    else:
+        active = cluster.quorum.leader()
+        cluster.quorum.processes[active].kill()
+        cluster.quorum.leader(among=[n for n in cluster.quorum.processes if n != active])
+        assert moves(cluster), "the new active controller knows the move"
+    for broker_id in (1, 2, 3):  # lift the throttle: the move finishes
+        if cluster.processes[broker_id].serving:
+            http(
+                "PUT",
+                serving_urls(cluster)[0] + f"/v1/brokers/{broker_id}/configs",
+                {"configs": {"replication.throttled.rate": None}},
+            )
+    if fault == "source_leader":
+        cluster.processes[leaving].start()  # back, it deletes its copy once the move is done
+    after = wait_until(lambda: settled(cluster, "survivor", target), timeout_s=60, what="move")
+    assert after["leader"] in target
+    acked = len(producer.acked)
+    wait_until(lambda: len(producer.acked) >= acked + 50, what="acks after the move")
+    producer.stop()
+    assert_no_violations(check_partition(cluster, "survivor", producer.acked))

@@ -300,6 +300,17 @@ def test_bound_is_unattainable_when_an_evacuee_must_land_on_a_full_broker() -> N
     assert spread(replica_counts(apply(partitions, moves), brokers)) <= 1
 
 
+@PROPERTY
+@given(clusters(evacuating=True, fenced=True))
+def test_a_plan_carried_out_needs_no_further_move(cluster) -> None:
+    """Rules 4 and 6: planning again once the moves are done (and the new replicas in
+    sync) moves nothing, so the plan touched no partition it did not need to."""
+    partitions, brokers, evacuate = cluster
+    final = apply(partitions, plan_rebalance(partitions, brokers, evacuate=evacuate))
+    after = [full(topic, index, *replicas) for (topic, index), replicas in final.items()]
+    assert plan_rebalance(after, brokers, evacuate=evacuate) == []
+
+
 def test_balanced_cluster_is_left_alone() -> None:
     partitions = [full("t", i, *((1, 2, 3)[(i + k) % 3] for k in range(2))) for i in range(6)]
     assert plan_rebalance(partitions, dict.fromkeys([1, 2, 3])) == []
