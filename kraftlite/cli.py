@@ -53,6 +53,13 @@ def main(log_format: str, log_level: str) -> None:
 @click.option("--raft", help="Raft address HOST:PORT.")
 @click.option("--quorum", help="Every voter as ID@HOST:PORT, comma-separated.")
 @click.option("--data-dir", type=click.Path(path_type=Path), help="Raft journal and snapshots.")
+@click.option(
+    "--join",
+    is_flag=True,
+    default=None,
+    help="Join a running quorum: start no election until added (POST /v1/quorum/voters) "
+    "and caught up.",
+)
 @click.option("--insecure", is_flag=True, help=INSECURE_HELP)
 @click.pass_context
 def controller(  # noqa: PLR0917 - click passes every option positionally
@@ -63,6 +70,7 @@ def controller(  # noqa: PLR0917 - click passes every option positionally
     raft: str | None,
     quorum: str | None,
     data_dir: Path | None,
+    join: bool | None,
     insecure: bool,
 ) -> None:
     """Run one voter of the controller quorum."""
@@ -75,6 +83,7 @@ def controller(  # noqa: PLR0917 - click passes every option positionally
                 "raft": raft,
                 "quorum": quorum,
                 "metadata.log.dir": data_dir,
+                "quorum.join": join,
             },
         )
     except ConfigError as exc:

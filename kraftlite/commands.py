@@ -872,19 +872,37 @@ def quorum() -> None:
 @output_option
 @api_errors
 def quorum_describe(bootstrap: Connection, output: str) -> None:
-    """The voters, the leader, term and commit index (GET /v1/quorum, which controllers
-    answer: give a controller's URL as --bootstrap)."""
+    """The voters, the leader, term and commit index (GET /v1/quorum)."""
     with bootstrap.admin() as admin:
-        try:
-            described = admin.quorum()
-        except KraftliteError as exc:
-            if exc.code is not ErrorCode.INVALID_REQUEST:
-                raise
-            raise KraftliteError(
-                exc.code,
-                f"{exc.message} (brokers do not serve GET /v1/quorum: give a controller's URL "
-                "as --bootstrap)",
-            ) from None
+        described = admin.quorum()
+    _show_quorum(described, output)
+
+
+@quorum.command("add-voter")
+@click.option("--id", "node_id", type=click.IntRange(0), required=True, help="Its node id.")
+@click.option("--raft", required=True, help="Its Raft address, HOST:PORT.")
+@click.option("--url", required=True, help="Its HTTP URL, http(s)://HOST:PORT.")
+@bootstrap_option
+@output_option
+@api_errors
+def quorum_add_voter(node_id: int, raft: str, url: str, bootstrap: Connection, output: str) -> None:
+    """Add a voter (started with `kraftlite controller ... --join`), one at a time."""
+    with bootstrap.admin() as admin:
+        _show_quorum(admin.add_voter(node_id, raft, url), output)
+
+
+@quorum.command("remove-voter")
+@click.argument("node_id", type=click.IntRange(0))
+@bootstrap_option
+@api_errors
+def quorum_remove_voter(node_id: int, bootstrap: Connection) -> None:
+    """Remove a voter (refused if the rest would have no live majority)."""
+    with bootstrap.admin() as admin:
+        admin.remove_voter(node_id)
+    click.echo(f"voter {node_id} removed")
+
+
+def _show_quorum(described: dict[str, Any], output: str) -> None:
     if output == "json":
         _json(described)
         return

@@ -351,6 +351,8 @@ class ControllerConfig(_Config):
     # addresses (NAT, proxies), since the derived id would then differ between them.
     cluster_id: str | None = _key("cluster.id", default=None)
     data_dir: Path = _key("metadata.log.dir")
+    # Joining a running quorum (`--join`): no election until added and caught up.
+    join: bool = _key("quorum.join", default=False)
     # Shared by every voter: pysyncobj's transport is otherwise unauthenticated pickle. Also
     # read from the KRAFTLITE_RAFT_PASSWORD environment variable.
     raft_password: str | None = _key("raft.password", default=None)

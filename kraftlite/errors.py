@@ -62,6 +62,9 @@ class ErrorCode(IntEnum):
     STALE_MEMBER_EPOCH = 113
     UNSUPPORTED_MEDIA_TYPE = 1001  # HTTP-only: no Kafka equivalent
     BROKER_IN_USE = 1002  # kraftlite's own: a broker still holding replicas cannot be removed
+    DUPLICATE_VOTER = 1003  # Kafka's name (KIP-853): already a voter
+    VOTER_NOT_FOUND = 1004  # Kafka's name (KIP-853)
+    QUORUM_AT_RISK = 1005  # kraftlite's own: the change would leave no live majority
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +98,11 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ),
     ErrorCode.ELECTION_NOT_NEEDED: ErrorInfo(409, False, "the preferred replica already leads"),
     ErrorCode.BROKER_IN_USE: ErrorInfo(409, False, "the broker still holds replicas"),
+    ErrorCode.DUPLICATE_VOTER: ErrorInfo(409, False, "already a voter"),
+    ErrorCode.VOTER_NOT_FOUND: ErrorInfo(404, False, "no such voter"),
+    ErrorCode.QUORUM_AT_RISK: ErrorInfo(
+        409, True, "the change would leave the quorum without a live majority"
+    ),
     ErrorCode.NOT_CONTROLLER: ErrorInfo(503, True, "not the active controller"),
     ErrorCode.INVALID_REQUEST: ErrorInfo(400, False, "invalid request"),
     ErrorCode.INVALID_PARTITIONS: ErrorInfo(400, False, "invalid partition count"),

@@ -101,6 +101,7 @@ async def run_controller(
             data_dir=config.data_dir,
             password=password,
             retained_batches=config.metadata_log_retained_batches,
+            join=config.join,
         ),
         loop,
         _fatal,

@@ -777,6 +777,8 @@ def make_broker_app(
     r.add_post("/v1/elections", admin_passthrough)
     r.add_get("/v1/reassignments", admin_passthrough)
     r.add_get("/v1/quorum", admin_passthrough)
+    r.add_post("/v1/quorum/voters", admin_passthrough)
+    r.add_delete(r"/v1/quorum/voters/{node_id:\d+}", admin_passthrough)
     r.add_post("/v1/reassignments", admin_passthrough)
     r.add_post("/v1/internal/replica-fetch", replica_fetch)
     r.add_get("/v1/internal/offsets", internal_offsets)

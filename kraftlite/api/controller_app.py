@@ -62,6 +62,7 @@ from kraftlite.protocol.internal import (
     MessageError,
     MetadataFetchRequest,
 )
+from kraftlite.protocol.urls import node_url_problem, port_address_problem
 from kraftlite.security import acls, scram
 
 CONTROLLER = web.AppKey("controller", QuorumController)
@@ -151,7 +152,7 @@ async def quorum(request: web.Request) -> web.Response:
     status = controller.log.status()
     leader_id = controller.leader_id()
     voters = []
-    for address, node_id in sorted(controller.settings.voters.items(), key=lambda v: v[1]):
+    for address, node_id in sorted(controller.voters().items(), key=lambda v: v[1]):
         if node_id == controller.settings.node_id:
             state = status["state"]
         else:
@@ -182,6 +183,30 @@ async def quorum(request: web.Request) -> web.Response:
             "voters": voters,
         }
     )
+
+
+@needs_active_controller
+async def add_voter(request: web.Request) -> web.StreamResponse:
+    """Add a voter to the quorum (KIP-853's AddRaftVoter); start it with `--join`."""
+    body = await read_json_object(request)
+    node_id, raft, url = body.get("id"), body.get("raft"), body.get("url")
+    if isinstance(node_id, bool) or not isinstance(node_id, int) or not 0 <= node_id < 2**31:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "id must be a node id (0 or more)")
+    if not isinstance(raft, str) or port_address_problem(raft) is not None:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "raft must be HOST:PORT")
+    if not isinstance(url, str) or node_url_problem(url) is not None:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "url must be http(s)://HOST:PORT")
+    await request.app[CONTROLLER].add_voter(node_id, raft, url)
+    audit_change(request, "voter_added", node_id=node_id, raft=raft)
+    return await quorum(request)
+
+
+@needs_active_controller
+async def remove_voter(request: web.Request) -> web.StreamResponse:
+    node_id = int_param(request.match_info["node_id"], "node_id", 0)
+    await request.app[CONTROLLER].remove_voter(node_id)
+    audit_change(request, "voter_removed", node_id=node_id)
+    return web.Response(status=204)
 
 
 # ---------------------------------------------------------------------------- cluster, topics
@@ -695,6 +720,8 @@ def make_controller_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/v1/quorum", quorum)
+    app.router.add_post("/v1/quorum/voters", add_voter)
+    app.router.add_delete(r"/v1/quorum/voters/{node_id:\d+}", remove_voter)
     app.router.add_get("/v1/cluster", cluster)
     app.router.add_get("/v1/topics", list_topics)
     app.router.add_post("/v1/topics", create_topic)

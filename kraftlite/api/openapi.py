@@ -389,6 +389,14 @@ SCHEMAS: Final[Json] = {
         },
         required=["configs"],
     ),
+    "AddVoterRequest": _object(
+        {
+            "id": _int("its node id", minimum=0, maximum=2**31 - 1),
+            "raft": _str("its Raft address, HOST:PORT", pattern="^[!-~]+:[0-9]{1,5}$"),
+            "url": _str("its HTTP URL, http(s)://HOST:PORT", pattern="^https?://[!-~]+$"),
+        },
+        required=["id", "raft", "url"],
+    ),
     "Brokers": _object({"brokers": _array(_ref("BrokerState"))}, required=["brokers"]),
     "Moves": _object(
         {
@@ -1358,6 +1366,44 @@ PATHS: Final[Json] = {
             errors=_CONTROLLER,
         )
     },
+    "/v1/quorum/voters": {
+        "post": _operation(
+            "add_voter",
+            "cluster",
+            "Add a controller to the quorum (start it with --join)",
+            {"200": _answer("the quorum with the new voter", _ref("Quorum"))},
+            description="Needs ALTER on the cluster. One voter at a time (Raft's "
+            "single-server changes, as KIP-853): refused while the voters that are live "
+            "now would not be a majority of the larger quorum.",
+            body=_json_body("AddVoterRequest"),
+            errors=[
+                *_BODY,
+                ErrorCode.DUPLICATE_VOTER,
+                ErrorCode.QUORUM_AT_RISK,
+                *_CONTROLLER,
+            ],
+        )
+    },
+    "/v1/quorum/voters/{node_id}": {
+        "delete": _operation(
+            "remove_voter",
+            "cluster",
+            "Remove a controller from the quorum",
+            {"204": _answer("removed")},
+            description="Needs ALTER on the cluster. Refused if the voters left would have no "
+            "live majority. Removing the active controller hands leadership over first "
+            "(NOT_CONTROLLER: ask again).",
+            parameters=[
+                {
+                    "name": "node_id",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+                }
+            ],
+            errors=[ErrorCode.VOTER_NOT_FOUND, ErrorCode.QUORUM_AT_RISK, *_CONTROLLER],
+        )
+    },
     "/v1/brokers": {
         "get": _operation(
             "list_brokers",
@@ -1409,7 +1455,8 @@ PATHS: Final[Json] = {
             "cluster",
             "Set (or with null reset) a broker's dynamic configs",
             {"200": _answer("the broker", _ref("BrokerState"))},
-            description="Needs ALTER_CONFIGS on the cluster. `replication.throttled.rate` "
+            description="Needs the alter-configs operation on the cluster. "
+            "`replication.throttled.rate` "
             "(bytes/s, at least 1): what the broker, as leader, sends replicas catching up "
             "in a reassignment; unset: the broker's static config (unthrottled by default).",
             parameters=[_BROKER_PARAM],

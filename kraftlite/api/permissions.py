@@ -104,6 +104,8 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("GET", "/metrics"): _cluster(Operation.DESCRIBE),  # names every topic
     ("GET", "/v1/openapi.json"): PUBLIC,
     ("GET", "/v1/quorum"): _cluster(Operation.DESCRIBE),
+    ("POST", "/v1/quorum/voters"): _cluster(Operation.ALTER),
+    ("DELETE", "/v1/quorum/voters/{node_id}"): _cluster(Operation.ALTER),
     ("GET", "/v1/cluster"): AUTHENTICATED,  # the brokers, as Kafka's Metadata gives anyone
     ("GET", "/v1/topics"): AUTHENTICATED,
     ("POST", "/v1/topics"): _create_topic,

@@ -147,6 +147,16 @@ class Admin:
         described: dict[str, Any] = await self._transport.call("GET", "/v1/quorum")
         return described
 
+    async def add_voter(self, node_id: int, raft: str, url: str) -> dict[str, Any]:
+        """Add a controller to the quorum (it runs with --join); the quorum after."""
+        described: dict[str, Any] = await self._transport.call(
+            "POST", "/v1/quorum/voters", {"id": node_id, "raft": raft, "url": url}
+        )
+        return described
+
+    async def remove_voter(self, node_id: int) -> None:
+        await self._transport.call("DELETE", f"/v1/quorum/voters/{node_id}")
+
     # -- the elastic cluster: brokers, moves, leaders (controller/elastic.py) --------------
     # A move is `{"topic", "partition", "from": [ids], "to": [ids]}`: a reassignment started
     # (KIP-455), which `list_reassignments` lists until it completes.

@@ -43,6 +43,7 @@ from kraftlite.metadata.records import (
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    QuorumVotersRecord,
     RegisterBrokerRecord,
     RegisterControllerRecord,
     RemoveTopicRecord,
@@ -261,6 +262,27 @@ def register_controller(image: MetadataImage, node_id: int, url: str) -> Control
     if image.controllers.get(node_id) == url:
         return ControllerResult((), None)
     return ControllerResult((RegisterControllerRecord(node_id=node_id, url=url),), None)
+
+
+def record_voters(
+    image: MetadataImage,
+    voters: Mapping[str, int],
+    node_id: int | None = None,
+    url: str | None = None,
+) -> ControllerResult[None]:
+    """The quorum's voters after a membership change (Raft address -> node id), and a new
+    voter's HTTP URL so every node can forward to it once it leads."""
+    ordered = sorted(voters.items(), key=lambda v: v[1])
+    records: list[MetadataRecord] = [
+        QuorumVotersRecord(
+            node_ids=tuple(n for _, n in ordered), raft_addresses=tuple(a for a, _ in ordered)
+        )
+    ]
+    if node_id is not None and url is not None and image.controllers.get(node_id) != url:
+        records.append(RegisterControllerRecord(node_id=node_id, url=url))
+    if image.voters == {n: a for a, n in ordered} and len(records) == 1:
+        return ControllerResult((), None)
+    return ControllerResult(tuple(records), None)
 
 
 # ------------------------------------------------------------------------------ brokers

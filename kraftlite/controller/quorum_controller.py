@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import random
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -105,6 +105,7 @@ class QuorumController:
         self.elect_after_moves = False
         # Brokers being probed (controller/liveness.py), and the probe itself (injectable).
         self._probing: dict[int, asyncio.Task[None]] = {}
+        self._membership_lock = asyncio.Lock()
         self.refuses_connections = liveness.refuses_connections
         self._last_moves_check_ms = 0
         self._task: asyncio.Task[None] | None = None
@@ -115,9 +116,17 @@ class QuorumController:
     def image(self) -> MetadataImage:
         return self.log.image
 
+    def voters(self) -> dict[str, int]:
+        """Raft address -> node id of the voters: as the last membership change recorded
+        them, or as this controller was started (`--quorum`) before any."""
+        recorded = self.image.voters
+        if recorded:
+            return {address: node_id for node_id, address in recorded.items()}
+        return dict(self.settings.voters)
+
     def leader_id(self) -> int | None:
         address = self.log.leader_address()
-        return None if address is None else self.settings.voters.get(address)
+        return None if address is None else self.voters().get(address)
 
     def leader_url(self) -> str | None:
         leader = self.leader_id()
@@ -451,6 +460,84 @@ class QuorumController:
         await self.log.barrier(min(self.settings.request_timeout_s, 2.0))
         if term is not None and term == self._active_term:
             self._leadership_confirmed_ms = max(self._leadership_confirmed_ms or 0, started_ms)
+
+    # -- quorum membership (one voter at a time, as KIP-853) ------------------------------
+
+    def _live_voters(self, addresses: set[str]) -> int:
+        """Of `addresses`, how many this active controller is connected to (itself too)."""
+        status = self.log.status()
+        connected = status["connected"]
+        return sum(1 for a in addresses if a == status["self"] or connected.get(a))
+
+    async def add_voter(self, node_id: int, raft: str, url: str) -> None:
+        """Add a voter: the Raft configuration first (pysyncobj's single-server change),
+        then the metadata that names it. Refused while the voters that are live now would
+        not be a majority of the larger quorum (the new one may take a while to catch up).
+        """
+        async with self._membership_lock:
+            if not self.is_active():
+                raise self.not_controller()
+            voters = self.voters()
+            if node_id in voters.values():
+                raise KraftliteError(ErrorCode.DUPLICATE_VOTER, f"{node_id} is a voter already")
+            if raft in voters:
+                raise KraftliteError(
+                    ErrorCode.DUPLICATE_VOTER, f"{raft} is voter {voters[raft]}'s address"
+                )
+            size = len(voters) + 1
+            live = self._live_voters(set(voters))
+            if live < size // 2 + 1:
+                raise KraftliteError(
+                    ErrorCode.QUORUM_AT_RISK,
+                    f"{live} of {len(voters)} voters are live: {size} voters need "
+                    f"{size // 2 + 1}; replace the dead ones first",
+                )
+            if raft not in self.log.voter_addresses():
+                await self._raft_change(self.log.add_voter, raft)
+            members = {**voters, raft: node_id}
+            await self.submit(lambda image: decisions.record_voters(image, members, node_id, url))
+            log.info("voter_added", node_id=node_id, raft=raft)
+
+    async def remove_voter(self, node_id: int) -> None:
+        """Remove a voter (the active controller hands leadership over first: NOT_CONTROLLER,
+        retriable). Refused if the voters left would not have a live majority."""
+        async with self._membership_lock:
+            if not self.is_active():
+                raise self.not_controller()
+            voters = self.voters()
+            address = next((a for a, n in voters.items() if n == node_id), None)
+            if address is None:
+                raise KraftliteError(ErrorCode.VOTER_NOT_FOUND, f"{node_id} is not a voter")
+            remaining = {a: n for a, n in voters.items() if a != address}
+            live = self._live_voters(set(remaining))
+            if not remaining or live < len(remaining) // 2 + 1:
+                raise KraftliteError(
+                    ErrorCode.QUORUM_AT_RISK,
+                    f"without voter {node_id}, {live} of {len(remaining)} voters are live",
+                )
+            if address == self.log.status()["self"]:
+                self.log.transfer_leadership()
+                raise KraftliteError(
+                    ErrorCode.NOT_CONTROLLER,
+                    f"voter {node_id} is the active controller: it hands over; ask again",
+                    leader_id=None,
+                )
+            if address in self.log.voter_addresses():
+                await self._raft_change(self.log.remove_voter, address)
+            await self.submit(lambda image: decisions.record_voters(image, remaining))
+            log.info("voter_removed", node_id=node_id, raft=address)
+
+    async def _raft_change(
+        self, change: Callable[[str, float], Awaitable[None]], raft: str
+    ) -> None:
+        try:
+            await change(raft, self.settings.request_timeout_s)
+        except ProposeError as exc:
+            raise KraftliteError(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"the quorum did not commit the membership change ({exc}); it may still: "
+                "GET /v1/quorum says",
+            ) from None
 
     # -- fast failure detection (liveness.py) --------------------------------------------
 

@@ -34,6 +34,7 @@ from kraftlite.metadata.records import (
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    QuorumVotersRecord,
     RecordBatch,
     RegisterBrokerRecord,
     RegisterControllerRecord,
@@ -143,6 +144,8 @@ class MetadataImage:
     quotas: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # principal -> key
     # broker id -> dynamic config name -> value (a broker's static config applies otherwise)
     broker_configs: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
+    # node id -> Raft address, once the quorum's membership changed (empty: as started)
+    voters: Mapping[int, str] = field(default_factory=dict)
 
     EMPTY: ClassVar[MetadataImage]
 
@@ -261,6 +264,7 @@ class MetadataDelta:
     acls: dict[str, AccessControlEntryRecord] = field(init=False)
     quotas: dict[str, Mapping[str, float]] = field(init=False)
     broker_configs: dict[int, Mapping[str, str]] = field(init=False)
+    voters: dict[int, str] = field(init=False)
     # topic ids whose partition map this delta already copied: it is ours to change in place,
     # so a batch creating N partitions costs O(N), not O(N^2)
     _own_partition_maps: set[str] = field(init=False, default_factory=set)
@@ -275,11 +279,16 @@ class MetadataDelta:
         self.acls = dict(self.base.acls)
         self.quotas = dict(self.base.quotas)
         self.broker_configs = dict(self.base.broker_configs)
+        self.voters = dict(self.base.voters)
 
     def replay(self, record: MetadataRecord) -> None:
         match record:
             case RegisterControllerRecord():
                 self.controllers[record.node_id] = record.url
+            case QuorumVotersRecord():
+                if not record.node_ids or len(record.node_ids) != len(record.raft_addresses):
+                    raise MetadataInvariantError(f"voters and addresses differ: {record}")
+                self.voters = dict(zip(record.node_ids, record.raft_addresses, strict=True))
             case RegisterBrokerRecord():
                 old = self.brokers.get(record.broker_id)
                 if old is not None and record.broker_epoch <= old.broker_epoch:
@@ -436,6 +445,7 @@ class MetadataDelta:
             self.acls,
             self.quotas,
             self.broker_configs,
+            self.voters,
         )
 
 

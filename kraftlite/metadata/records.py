@@ -36,6 +36,16 @@ class RegisterControllerRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class QuorumVotersRecord:
+    """The controller quorum's voters after a membership change (KIP-853's VotersRecord):
+    node ids and their Raft addresses, in the same order. Until the first change the
+    voters are the ones every controller was started with (`--quorum`)."""
+
+    node_ids: tuple[int, ...]
+    raft_addresses: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RegisterBrokerRecord:
     """A broker (re)registered. A new incarnation gets a new broker epoch and starts fenced."""
 
@@ -209,6 +219,7 @@ class ClientQuotaRecord:
 
 MetadataRecord: TypeAlias = (
     RegisterControllerRecord
+    | QuorumVotersRecord
     | RegisterBrokerRecord
     | FenceBrokerRecord
     | UnfenceBrokerRecord
@@ -232,6 +243,7 @@ RECORD_TYPES: Final[Mapping[str, tuple[type[Any], int]]] = {
     cls.__name__: (cls, 0)
     for cls in (
         RegisterControllerRecord,
+        QuorumVotersRecord,
         RegisterBrokerRecord,
         FenceBrokerRecord,
         UnfenceBrokerRecord,

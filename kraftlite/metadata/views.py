@@ -84,6 +84,7 @@ def image_to_json(image: MetadataImage) -> dict[str, Any]:
         "acls": [record_to_json(a) for _, a in sorted(image.acls.items())],
         "quotas": {p: dict(q) for p, q in sorted(image.quotas.items())},
         "broker_configs": {str(b): dict(c) for b, c in sorted(image.broker_configs.items())},
+        "voters": {str(n): a for n, a in sorted(image.voters.items())},
     }
 
 
@@ -135,6 +136,7 @@ def image_from_json(data: dict[str, Any]) -> MetadataImage:
         acls={a.id: a for a in map(_acl, data.get("acls", []))},
         quotas={p: dict(q) for p, q in data.get("quotas", {}).items()},
         broker_configs={int(b): dict(c) for b, c in data.get("broker_configs", {}).items()},
+        voters={int(n): a for n, a in data.get("voters", {}).items()},
     )
 
 

@@ -34,3 +34,15 @@ def node_url_problem(url: object) -> str | None:
     if port is None or not 0 < port < 65536:
         return "must name a port in 1-65535"
     return None
+
+
+def port_address_problem(address: object) -> str | None:
+    """Why `address` is not a HOST:PORT (a Raft address), or None when it is."""
+    if not isinstance(address, str) or not 0 < len(address) <= MAX_URL_LENGTH:
+        return f"must be a string of 1-{MAX_URL_LENGTH} characters"
+    if not address.isascii() or not address.isprintable() or any(c.isspace() for c in address):
+        return "must be printable ASCII without spaces"
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return "must be HOST:PORT with a port in 1-65535"
+    return None

@@ -148,6 +148,10 @@ class RaftSettings:
     bind_address: str | None = None
     port_limits: PortLimits = field(default_factory=PortLimits)
     retained_batches: int = RETAINED_BATCHES  # metadata.log.retained.batches
+    # A voter joining a running quorum (`kraftlite controller --join`): it starts no
+    # election until it has heard from a leader and caught up (it is added meanwhile), so
+    # an empty log never bumps the term and disrupts the quorum it joins.
+    join: bool = False
 
 
 class RaftMetadataLog:
@@ -171,7 +175,7 @@ class RaftMetadataLog:
         self._listeners: list[Callable[[MetadataImage], None]] = []
         self._state = MetadataStateMachine(self._from_tick_thread, on_fatal)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        conf = SyncObjConf(
+        conf = (_JoiningConf if settings.join else SyncObjConf)(
             journalFile=str(settings.data_dir / "raft.journal"),
             fullDumpFile=str(settings.data_dir / "raft.dump"),
             appendEntriesUseBatch=False,
@@ -184,9 +188,18 @@ class RaftMetadataLog:
             raftMaxTimeout=settings.election_timeout_max_s,
             autoTickPeriod=0.01,
             password=settings.password,
-            dynamicMembershipChange=False,
+            dynamicMembershipChange=True,  # one voter at a time (add_voter, remove_voter)
             bindAddress=settings.bind_address or settings.self_address,
         )
+        if settings.join:
+            conf.raftMinTimeout = JOIN_ELECTION_TIMEOUT_S
+            conf.raftMaxTimeout = JOIN_ELECTION_TIMEOUT_S + 1
+            conf.onReady = functools.partial(
+                _restore_timeouts,
+                conf,
+                settings.election_timeout_min_s,
+                settings.election_timeout_max_s,
+            )
         self.port_stats = PortStats()
         self._syncobj = SyncObj(
             settings.self_address,
@@ -326,8 +339,51 @@ class RaftMetadataLog:
             },
         }
 
+    # -- membership (one voter at a time: Raft's single-server changes, as KIP-853) --------
+
+    def voter_addresses(self) -> set[str]:
+        """The Raft addresses of the voters as this node's configuration has them (a change
+        counts from when its entry is appended, as in Raft's single-server changes)."""
+        others = {str(getattr(n, "id", n)) for n in self._syncobj.otherNodes}
+        return {*others, str(getattr(self._syncobj.selfNode, "id", self._syncobj.selfNode))}
+
+    async def add_voter(self, address: str, timeout_s: float) -> None:
+        await self._call(self._syncobj.addNodeToCluster, (address,), timeout_s)
+
+    async def remove_voter(self, address: str, timeout_s: float) -> None:
+        await self._call(self._syncobj.removeNodeFromCluster, (address,), timeout_s)
+
+    def transfer_leadership(self) -> None:
+        """Hand leadership to the most caught-up voter (Raft's TimeoutNow); best effort."""
+        self._syncobj.transferLeadership(callback=lambda *_: None)
+
     def close(self) -> None:
         self._syncobj.destroy_synchronous()
+
+
+JOIN_ELECTION_TIMEOUT_S = 10**9  # never, until _restore_timeouts
+
+
+class _JoiningConf(SyncObjConf):  # type: ignore[misc]
+    """A joining voter's settings: its election timeouts are "never" until it has caught
+    up, which pysyncobj's check (timeouts below the connection timeout) would refuse; the
+    check runs on the timeouts it will use from then on."""
+
+    raftMinTimeout: float
+    raftMaxTimeout: float
+
+    def validate(self) -> None:
+        waiting = self.raftMinTimeout, self.raftMaxTimeout
+        self.raftMinTimeout, self.raftMaxTimeout = 0.4, 1.4
+        try:
+            super().validate()
+        finally:
+            self.raftMinTimeout, self.raftMaxTimeout = waiting
+
+
+def _restore_timeouts(conf: SyncObjConf, low: float, high: float) -> None:
+    """On the tick thread, once a joining voter has caught up with a leader."""
+    conf.raftMinTimeout, conf.raftMaxTimeout = low, high
 
 
 _FAILURES = {

@@ -483,3 +483,20 @@ def test_create_topics_counts_no_negative_partitions_against_its_bound() -> None
         {"name": f"t{i}", "partitions": 10_000} for i in range(2)
     ]
     error(ErrorCode.INVALID_PARTITIONS, d.create_topics, image, specs, rng=random.Random())
+
+
+# ------------------------------------------------------------------------------ voters
+
+
+def test_voters_are_recorded_whole_with_a_new_voters_url() -> None:
+    image = brokers(1)
+    result = d.record_voters(image, {"h:1": 1, "h:4": 4, "h:2": 2}, 4, "http://h:9404")
+    assert result.records == (
+        r.QuorumVotersRecord(node_ids=(1, 2, 4), raft_addresses=("h:1", "h:2", "h:4")),
+        r.RegisterControllerRecord(node_id=4, url="http://h:9404"),
+    )
+    image = commit(image, result)
+    assert image.voters == {1: "h:1", 2: "h:2", 4: "h:4"}
+    assert d.record_voters(image, {"h:1": 1, "h:4": 4, "h:2": 2}, 4, "http://h:9404").records == ()
+    removed = commit(image, d.record_voters(image, {"h:1": 1, "h:2": 2}))
+    assert removed.voters == {1: "h:1", 2: "h:2"}

@@ -15,6 +15,8 @@ EXAMPLES: list[r.MetadataRecord] = [
     r.ControlledShutdownRecord(broker_id=1, broker_epoch=7),
     r.TopicRecord(name="orders", topic_id="00ff"),
     r.BrokerDrainRecord(broker_id=1, draining=True),
+    r.BrokerConfigRecord(broker_id=1, name="replication.throttled.rate", value="1024"),
+    r.QuorumVotersRecord(node_ids=(1, 2), raft_addresses=("h:1", "h:2")),
     r.UnregisterBrokerRecord(broker_id=1, broker_epoch=7),
     r.ConfigRecord(topic_id="00ff", name="retention.ms", value="1000"),
     r.ConfigRecord(topic_id="00ff", name="retention.ms", value=None),
