@@ -649,6 +649,47 @@ def brokers_drain(
             click.echo(f"broker {broker_id} is {state}", err=True)
 
 
+@brokers.command("configs")
+@click.argument("broker_id", metavar="ID", type=click.IntRange(0))
+@click.option("--set", "settings", multiple=True, help="KEY=VALUE, repeatable.")
+@click.option("--delete", "deleted", multiple=True, help="KEY: back to the static config.")
+@bootstrap_option
+@output_option
+@api_errors
+def brokers_configs(
+    broker_id: int,
+    settings: tuple[str, ...],
+    deleted: tuple[str, ...],
+    bootstrap: Connection,
+    output: str,
+) -> None:
+    """Show or change a broker's dynamic configs (replication.throttled.rate)."""
+    changes: dict[str, Any] = {**_parse_configs(settings), **dict.fromkeys(deleted)}
+    with bootstrap.admin() as admin:
+        configs = (
+            admin.alter_broker_configs(broker_id, changes)
+            if changes
+            else admin.broker_configs(broker_id)
+        )
+    if output == "json":
+        _json({"id": broker_id, "configs": configs})
+        return
+    for name, value in sorted(configs.items()):
+        click.echo(f"{name}={value}")
+
+
+@brokers.command("undrain")
+@click.argument("broker_id", metavar="ID", type=click.IntRange(0))
+@bootstrap_option
+@api_errors
+def brokers_undrain(broker_id: int, bootstrap: Connection) -> None:
+    """Undo a drain: the broker may lead and receive replicas again (moves already started
+    go on; `cluster rebalance` brings replicas back)."""
+    with bootstrap.admin() as admin:
+        admin.stop_draining(broker_id)
+    click.echo(f"broker {broker_id} is no longer draining")
+
+
 @brokers.command("remove")
 @click.argument("broker_id", metavar="ID", type=click.IntRange(0))
 @click.option(

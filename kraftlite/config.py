@@ -363,8 +363,9 @@ class ControllerConfig(_Config):
     broker_session_timeout_ms: int = _key(
         "broker.session.timeout.ms", positive_option, default=9000
     )
+    # Short, so a dead broker's heartbeats are soon late (fast fencing, controller/liveness.py)
     broker_heartbeat_interval_ms: int = _key(
-        "broker.heartbeat.interval.ms", positive_option, default=2000
+        "broker.heartbeat.interval.ms", positive_option, default=500
     )
     leader_imbalance_check_interval_ms: int = _key(
         "leader.imbalance.check.interval.ms", positive_option, default=30_000

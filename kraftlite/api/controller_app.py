@@ -374,7 +374,12 @@ async def list_reassignments(request: web.Request) -> web.StreamResponse:
 
 
 def _broker_id(request: web.Request) -> int:
-    return int_param(request.match_info["broker_id"], "broker_id", 0)
+    broker_id = int_param(request.match_info["broker_id"], "broker_id", 0)
+    if broker_id < 0:
+        raise KraftliteError(
+            ErrorCode.BROKER_ID_NOT_REGISTERED, f"broker {broker_id} is not registered"
+        )
+    return broker_id
 
 
 @needs_active_controller  # reads what the active controller decided
@@ -415,9 +420,24 @@ async def alter_broker_configs(request: web.Request) -> web.StreamResponse:
     configs = (await read_json_object(request)).get("configs")
     await controller.submit(lambda image: elastic.alter_broker_configs(image, broker_id, configs))
     audit_change(request, "broker_configs_altered", broker_id=broker_id, configs=configs)
-    response = json_response(elastic.broker_view(controller.image, broker_id))
+    response = json_response(elastic.broker_configs_view(controller.image, broker_id))
     response.headers[METADATA_VERSION] = str(controller.image.version)
     return response
+
+
+@needs_active_controller
+async def describe_broker_configs(request: web.Request) -> web.StreamResponse:
+    image = request.app[CONTROLLER].image
+    return json_response(elastic.broker_configs_view(image, _broker_id(request)))
+
+
+@needs_active_controller
+async def stop_draining(request: web.Request) -> web.StreamResponse:
+    controller = request.app[CONTROLLER]
+    broker_id = _broker_id(request)
+    await controller.submit(lambda image: elastic.stop_draining(image, broker_id))
+    audit_change(request, "broker_drain_stopped", broker_id=broker_id)
+    return web.Response(status=204, headers={METADATA_VERSION: str(controller.image.version)})
 
 
 @needs_active_controller
@@ -721,7 +741,7 @@ def make_controller_app(
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/v1/quorum", quorum)
     app.router.add_post("/v1/quorum/voters", add_voter)
-    app.router.add_delete(r"/v1/quorum/voters/{node_id:\d+}", remove_voter)
+    app.router.add_delete(r"/v1/quorum/voters/{node_id}", remove_voter)
     app.router.add_get("/v1/cluster", cluster)
     app.router.add_get("/v1/topics", list_topics)
     app.router.add_post("/v1/topics", create_topic)
@@ -731,10 +751,12 @@ def make_controller_app(
     app.router.add_put("/v1/topics/{topic}/configs", alter_configs)
     app.router.add_patch("/v1/topics/{topic}", alter_topic)
     app.router.add_get("/v1/brokers", list_brokers)
-    app.router.add_get(r"/v1/brokers/{broker_id:\d+}", describe_broker)
-    app.router.add_post(r"/v1/brokers/{broker_id:\d+}/drain", drain_broker)
-    app.router.add_delete(r"/v1/brokers/{broker_id:\d+}", remove_broker)
-    app.router.add_put(r"/v1/brokers/{broker_id:\d+}/configs", alter_broker_configs)
+    app.router.add_get(r"/v1/brokers/{broker_id}", describe_broker)
+    app.router.add_post(r"/v1/brokers/{broker_id}/drain", drain_broker)
+    app.router.add_delete(r"/v1/brokers/{broker_id}", remove_broker)
+    app.router.add_put(r"/v1/brokers/{broker_id}/configs", alter_broker_configs)
+    app.router.add_get(r"/v1/brokers/{broker_id}/configs", describe_broker_configs)
+    app.router.add_delete(r"/v1/brokers/{broker_id}/drain", stop_draining)
     app.router.add_post("/v1/cluster/rebalance", rebalance_cluster)
     app.router.add_post("/v1/elections", elect_leaders)
     app.router.add_get("/v1/reassignments", list_reassignments)

@@ -114,6 +114,8 @@ _BYTES = _str(
 _PARTITION_INDEX = _int("partition index", minimum=0, maximum=2**31 - 1)
 _OFFSET = _long("offset", minimum=0)
 _BROKER_ID = _int("broker id; -1 for none")
+_INT64: Final[Json] = {"minimum": -(2**63), "maximum": 2**63 - 1}
+_PORT = "([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
 
 _ACL_FIELDS: Final[Json] = {
     "principal": _str(
@@ -347,7 +349,6 @@ SCHEMAS: Final[Json] = {
             "draining": _bool(),
             "in_controlled_shutdown": _bool(),
             "broker_epoch": _int(),
-            "configs": _map(_str(), "its dynamic configs"),
         },
         required=["id", "url", "rack", "state", "replicas", "leaders"],
     ),
@@ -392,10 +393,15 @@ SCHEMAS: Final[Json] = {
     "AddVoterRequest": _object(
         {
             "id": _int("its node id", minimum=0, maximum=2**31 - 1),
-            "raft": _str("its Raft address, HOST:PORT", pattern="^[!-~]+:[0-9]{1,5}$"),
-            "url": _str("its HTTP URL, http(s)://HOST:PORT", pattern="^https?://[!-~]+$"),
+            "raft": _str("its Raft address, HOST:PORT", pattern=f"^[A-Za-z0-9.-]+:{_PORT}$"),
+            "url": _str(
+                "its HTTP URL, http(s)://HOST:PORT", pattern=f"^https?://[A-Za-z0-9.-]+:{_PORT}$"
+            ),
         },
         required=["id", "raft", "url"],
+    ),
+    "BrokerConfigs": _object(
+        {"id": _int(), "configs": _map(_str(), "name -> value")}, required=["id", "configs"]
     ),
     "Brokers": _object({"brokers": _array(_ref("BrokerState"))}, required=["brokers"]),
     "Moves": _object(
@@ -421,15 +427,20 @@ SCHEMAS: Final[Json] = {
     "ElectionsRequest": _object(
         {
             "type": {"enum": ["preferred"], "default": "preferred"},
-            "partitions": _array(
-                _object(
-                    {"topic": _ref("TopicName"), "partition": _PARTITION_INDEX},
-                    required=["topic", "partition"],
-                ),
-                "default: every partition not led by its preferred replica",
-                minItems=1,
-                maxItems=10_000,
-            ),
+            "partitions": {
+                "anyOf": [
+                    _array(
+                        _object(
+                            {"topic": _ref("TopicName"), "partition": _PARTITION_INDEX},
+                            required=["topic", "partition"],
+                        ),
+                        minItems=1,
+                        maxItems=10_000,
+                    ),
+                    {"type": "null"},
+                ],
+                "description": "null or absent: every partition not led by its preferred replica",
+            },
         }
     ),
     "Elections": _object(
@@ -661,7 +672,8 @@ SCHEMAS: Final[Json] = {
         required=["topics"],
     ),
     "HeartbeatRequest": _object(
-        {"member_epoch": _int("the epoch of the last answer")}, required=["member_epoch"]
+        {"member_epoch": _int("the epoch of the last answer", **_INT64)},
+        required=["member_epoch"],
     ),
     "MemberResponse": _object(
         {
@@ -675,7 +687,7 @@ SCHEMAS: Final[Json] = {
     "CommitOffsetsRequest": _object(
         {
             "member_id": _str("absent only for a group with no members"),
-            "member_epoch": _int("required with member_id"),
+            "member_epoch": _int("required with member_id", **_INT64),
             "offsets": _array(
                 _object(
                     {
@@ -913,6 +925,7 @@ _BROKER_PARAM: Final[Json] = {
     "required": True,
     "schema": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
 }
+_BAD_ID = (ErrorCode.INVALID_REQUEST, ErrorCode.BROKER_ID_NOT_REGISTERED)
 
 # ---------------------------------------------------------------------------- operations
 
@@ -1401,7 +1414,12 @@ PATHS: Final[Json] = {
                     "schema": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
                 }
             ],
-            errors=[ErrorCode.VOTER_NOT_FOUND, ErrorCode.QUORUM_AT_RISK, *_CONTROLLER],
+            errors=[
+                ErrorCode.INVALID_REQUEST,
+                ErrorCode.VOTER_NOT_FOUND,
+                ErrorCode.QUORUM_AT_RISK,
+                *_CONTROLLER,
+            ],
         )
     },
     "/v1/brokers": {
@@ -1420,7 +1438,7 @@ PATHS: Final[Json] = {
             "One broker",
             {"200": _answer("the broker", _ref("BrokerState"))},
             parameters=[_BROKER_PARAM],
-            errors=[ErrorCode.BROKER_ID_NOT_REGISTERED, *_CONTROLLER],
+            errors=[*_BAD_ID, *_CONTROLLER],
         ),
         "delete": _operation(
             "remove_broker",
@@ -1442,7 +1460,7 @@ PATHS: Final[Json] = {
             ],
             errors=[
                 ErrorCode.INVALID_REQUEST,
-                ErrorCode.BROKER_ID_NOT_REGISTERED,
+                *_BAD_ID,
                 ErrorCode.BROKER_IN_USE,
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 *_CONTROLLER,
@@ -1450,11 +1468,20 @@ PATHS: Final[Json] = {
         ),
     },
     "/v1/brokers/{broker_id}/configs": {
+        "get": _operation(
+            "describe_broker_configs",
+            "cluster",
+            "A broker's dynamic configs",
+            {"200": _answer("its dynamic configs", _ref("BrokerConfigs"))},
+            description="Needs the describe-configs operation on the cluster.",
+            parameters=[_BROKER_PARAM],
+            errors=[*_BAD_ID, *_CONTROLLER],
+        ),
         "put": _operation(
             "alter_broker_configs",
             "cluster",
             "Set (or with null reset) a broker's dynamic configs",
-            {"200": _answer("the broker", _ref("BrokerState"))},
+            {"200": _answer("its dynamic configs after", _ref("BrokerConfigs"))},
             description="Needs the alter-configs operation on the cluster. "
             "`replication.throttled.rate` "
             "(bytes/s, at least 1): what the broker, as leader, sends replicas catching up "
@@ -1464,12 +1491,21 @@ PATHS: Final[Json] = {
             errors=[
                 *_BODY,
                 ErrorCode.INVALID_CONFIG,
-                ErrorCode.BROKER_ID_NOT_REGISTERED,
+                *_BAD_ID,
                 *_CONTROLLER,
             ],
-        )
+        ),
     },
     "/v1/brokers/{broker_id}/drain": {
+        "delete": _operation(
+            "stop_draining",
+            "cluster",
+            "Undo a drain: the broker is live again",
+            {"204": _answer("no longer draining")},
+            description="Needs ALTER on the cluster. Moves already started go on.",
+            parameters=[_BROKER_PARAM],
+            errors=[*_BAD_ID, *_CONTROLLER],
+        ),
         "post": _operation(
             "drain_broker",
             "cluster",
@@ -1480,11 +1516,11 @@ PATHS: Final[Json] = {
             "live brokers. Refused when they have nowhere to go.",
             parameters=[_BROKER_PARAM],
             errors=[
-                ErrorCode.BROKER_ID_NOT_REGISTERED,
+                *_BAD_ID,
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 *_CONTROLLER,
             ],
-        )
+        ),
     },
     "/v1/cluster/rebalance": {
         "post": _operation(
@@ -1509,7 +1545,7 @@ PATHS: Final[Json] = {
             {"200": _answer("each partition's leader, or why it did not move", _ref("Elections"))},
             description="Needs ALTER on the cluster. Leadership moves to each partition's "
             "first replica where it is live and in sync.",
-            body=_json_body("ElectionsRequest"),
+            body={"required": False, "content": {JSON: {"schema": _ref("ElectionsRequest")}}},
             errors=[*_BODY, *_UNKNOWN, *_CONTROLLER],
         )
     },

@@ -139,6 +139,8 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("POST", "/v1/brokers/{broker_id}/drain"): _cluster(Operation.ALTER),
     ("DELETE", "/v1/brokers/{broker_id}"): _cluster(Operation.ALTER),
     ("PUT", "/v1/brokers/{broker_id}/configs"): _cluster(Operation.ALTER_CONFIGS),
+    ("GET", "/v1/brokers/{broker_id}/configs"): _cluster(Operation.DESCRIBE_CONFIGS),
+    ("DELETE", "/v1/brokers/{broker_id}/drain"): _cluster(Operation.ALTER),
     ("POST", "/v1/cluster/rebalance"): _cluster(Operation.ALTER),
     ("POST", "/v1/elections"): _cluster(Operation.ALTER),
     ("GET", "/v1/reassignments"): _cluster(Operation.DESCRIBE),

@@ -152,7 +152,7 @@ class ReplicaManager:
     def _activate_for_unfenced(self, old: MetadataImage, new: MetadataImage) -> None:
         """A broker that became live may join the ISRs it is out of: look at the partitions
         we lead where it is such a replica (idle ones would not be looked at otherwise)."""
-        back = {b for b, r in new.brokers.items() if not r.fenced and not old.is_live(b)} - {
+        back = {b for b in new.brokers if new.is_live(b) and not old.is_live(b)} - {
             self.settings.broker_id
         }
         if not back:
@@ -356,8 +356,8 @@ class ReplicaManager:
                 return ReplicaFetchResponse(session.session_id, tuple(answers)), segments
             # nothing to say yet: wait for news, or for the throttle to refill
             wait = deadline - loop.time()
-            if held:
-                wait = min(wait, THROTTLE_RETRY_S)
+            if held and throttle is not None:  # until the bucket refills, not before
+                wait = min(wait, max(self._throttle_wait_ms(throttle) / 1000, THROTTLE_RETRY_S))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(session.wake.wait(), wait)
             candidates = list(dict.fromkeys([*held, *session.take_deferred(session.take_dirty())]))
@@ -414,21 +414,26 @@ class ReplicaManager:
         return int(value) if value is not None else self.settings.throttled_rate
 
     def _catching_up(self, key: PartitionKey, follower: int) -> bool:
-        """Whether `follower` is a replica a reassignment adds that is not in sync yet."""
+        """Whether `follower` is a replica a reassignment adds that is not in sync yet (not
+        even proposed: a pending member already counts for the high watermark)."""
         partition = self.partitions.get(key)
         registration = None if partition is None else partition.registration
         state = None if partition is None else partition.state
         return (
             registration is not None
             and follower in registration.adding
-            and (state is None or follower not in state.isr)
+            and (state is None or follower not in state.maximal_isr)
         )
+
+    def _throttle_wait_ms(self, rate: int) -> int:
+        """How long until the bucket is out of debt (0: it is not)."""
+        now = self._clock.monotonic_ms()
+        return self._throttle.record({"rate": rate}, "replication", "rate", 0, now)
 
     def _throttle_allowance(self, rate: int, budget: int) -> int:
         """Bytes a catching-up replica may get now: none while the bucket is in debt, else
         at most a tenth of a second's worth (at least one batch goes)."""
-        now = self._clock.monotonic_ms()
-        if self._throttle.record({"rate": rate}, "replication", "rate", 0, now) > 0:
+        if self._throttle_wait_ms(rate) > 0:
             return 0
         return max(1, min(budget, rate // 10))
 

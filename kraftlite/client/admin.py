@@ -176,6 +176,24 @@ class Admin:
         self._transport.invalidate()
         return list(answer["moves"])
 
+    async def stop_draining(self, broker_id: int) -> None:
+        """Undo a drain (DELETE /v1/brokers/{id}/drain)."""
+        await self._transport.call("DELETE", f"/v1/brokers/{broker_id}/drain")
+        self._transport.invalidate()
+
+    async def broker_configs(self, broker_id: int) -> dict[str, str]:
+        answer = await self._transport.call("GET", f"/v1/brokers/{broker_id}/configs")
+        return dict(answer["configs"])
+
+    async def alter_broker_configs(
+        self, broker_id: int, configs: Mapping[str, Any]
+    ) -> dict[str, str]:
+        """Set (or with None reset) dynamic configs, e.g. replication.throttled.rate."""
+        answer = await self._transport.call(
+            "PUT", f"/v1/brokers/{broker_id}/configs", {"configs": dict(configs)}
+        )
+        return dict(answer["configs"])
+
     async def remove_broker(self, broker_id: int, force: bool = False) -> None:
         """Unregister a broker holding no replicas (BROKER_IN_USE otherwise); `force`
         replaces the replicas of a dead (fenced) one at once."""

@@ -81,15 +81,25 @@ class ControllerResult(Generic[T]):
 
 
 def elect_leader(
-    partition: PartitionRegistration, is_live: Callable[[int], bool], unclean: bool
+    partition: PartitionRegistration,
+    is_live: Callable[[int], bool],
+    unclean: bool,
+    can_lead: Callable[[int], bool] | None = None,
 ) -> tuple[int, tuple[int, ...]]:
-    """(leader, isr) for `partition` given who is live (rule 3)."""
+    """(leader, isr) for `partition` given who is live (rule 3). `can_lead`: brokers that
+    may lead when no live ISR member can (a draining one: it holds the data). An unclean
+    election never picks a replica a reassignment is adding: it may hold nothing at all.
+    """
     for broker_id in partition.replicas:
         if broker_id in partition.isr and is_live(broker_id):
             return broker_id, partition.isr
+    if can_lead is not None:
+        for broker_id in partition.replicas:
+            if broker_id in partition.isr and can_lead(broker_id):
+                return broker_id, partition.isr
     if unclean:
         for broker_id in partition.replicas:
-            if is_live(broker_id):
+            if broker_id not in partition.adding and is_live(broker_id):
                 return broker_id, (broker_id,)
     return NO_LEADER, partition.isr
 
@@ -148,7 +158,10 @@ def partition_change(
 
 
 def completed_reassignment(
-    current: PartitionRegistration, isr: tuple[int, ...], is_live: Callable[[int], bool]
+    current: PartitionRegistration,
+    isr: tuple[int, ...],
+    is_live: Callable[[int], bool],
+    can_lead: Callable[[int], bool] | None = None,
 ) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
     """KIP-455: once every target replica is in `isr`, the final (replicas, isr, leader):
     the target, the ISR within it, and a target replica as leader if the leader is leaving
@@ -164,7 +177,10 @@ def completed_reassignment(
     leader = current.leader
     if leader not in target:
         leader, _ = elect_leader(
-            PartitionRegistration(target, final_isr, NO_LEADER, 0, 0), is_live, unclean=False
+            PartitionRegistration(target, final_isr, NO_LEADER, 0, 0),
+            is_live,
+            unclean=False,
+            can_lead=can_lead,
         )
         if leader == NO_LEADER:
             return None
@@ -181,6 +197,9 @@ def _fence_changes(image: MetadataImage, fenced: set[int]) -> list[PartitionChan
     def is_live(broker_id: int) -> bool:
         return broker_id not in fenced and image.is_live(broker_id)
 
+    def can_lead(broker_id: int) -> bool:
+        return broker_id not in fenced and image.can_lead(broker_id)
+
     changes = []
     for topic, index, current in image.partitions():
         if not fenced & set(current.isr) and current.leader not in fenced:
@@ -189,9 +208,12 @@ def _fence_changes(image: MetadataImage, fenced: set[int]) -> list[PartitionChan
         leader = current.leader
         if leader in fenced or leader not in isr:
             leader, isr = elect_leader(
-                PartitionRegistration(current.replicas, isr, NO_LEADER, 0, 0),
+                PartitionRegistration(
+                    current.replicas, isr, NO_LEADER, 0, 0, current.adding, current.removing
+                ),
                 is_live,
                 _unclean_allowed(topic),
+                can_lead,
             )
         change = _change(topic.topic_id, index, current, leader, isr)
         if change is not None:
@@ -216,7 +238,7 @@ def _unfence_changes(image: MetadataImage, broker_id: int) -> list[PartitionChan
     for topic, index, current in image.partitions():
         if current.leader != NO_LEADER or broker_id not in current.replicas:
             continue
-        leader, isr = elect_leader(current, is_live, _unclean_allowed(topic))
+        leader, isr = elect_leader(current, is_live, _unclean_allowed(topic), image.can_lead)
         change = _change(topic.topic_id, index, current, leader, isr)
         if change is not None:
             changes.append(change)
@@ -247,7 +269,7 @@ def elect_offline_leaders(image: MetadataImage) -> ControllerResult[int]:
     for topic, index, current in image.partitions():
         if current.leader != NO_LEADER:
             continue
-        leader, isr = elect_leader(current, image.is_live, _unclean_allowed(topic))
+        leader, isr = elect_leader(current, image.is_live, _unclean_allowed(topic), image.can_lead)
         change = _change(topic.topic_id, index, current, leader, isr)
         if change is not None:
             changes.append(change)
@@ -686,7 +708,7 @@ def alter_partition(
         raise KraftliteError(
             ErrorCode.INELIGIBLE_REPLICA, f"fenced brokers {ineligible} cannot join the ISR"
         )
-    done = completed_reassignment(current, new_isr, image.is_live)
+    done = completed_reassignment(current, new_isr, image.is_live, image.can_lead)
     if done is not None:  # the last target replica joined: the reassignment completes
         replicas, final_isr, leader = done
         change = partition_change(

@@ -6,11 +6,13 @@ new replicas catch up before an old one leaves and nothing acknowledged is lost.
 Rules:
 1. Brokers' states: `draining` (replicas leaving, BrokerDrainRecord) or `drained` (all
    left), else `fenced` or `active`. A draining broker is not live (image.is_live): it
-   leads nothing, joins no ISR and receives no replica; it stays draining across restarts.
+   joins no ISR and receives no replica, and it leads only where no live in-sync replica
+   can (image.can_lead: it may hold a partition's only live copy); it stays draining
+   across restarts until the drain is undone.
 2. Plans come from metadata/rebalance.py over the live brokers; brokers that are draining
    are evacuated by every plan; fenced ones keep their replicas (a restart is no reason to
-   move data) unless they are being replaced (rule 5). Partitions already moving are left
-   alone by a rebalance.
+   move data) unless they are being replaced (rule 5). A partition already moving counts
+   with its target, which a rebalance may replace by a better one.
 3. Drain: the broker is marked draining, its leaderships move to other in-sync replicas in
    the same batch (leaders first), and its replicas are reassigned. Refused when its
    replicas have nowhere to go (fewer live brokers than a partition's replication factor).
@@ -22,14 +24,15 @@ Rules:
    in-sync replica of a partition (its data exists nowhere else).
 5. Self-healing: a broker fenced for longer than `broker.replacement.delay.ms` has its
    replicas reassigned onto live brokers (evacuated as by a drain), which restores every
-   partition's replication factor.
+   partition's replication factor; only partitions with a live in-sync replica to copy
+   from, and never by an unclean election.
 6. A preferred leader election moves leadership to each partition's first replica where
    that one is live and in the ISR; otherwise that partition's answer says why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -83,7 +86,6 @@ def broker_views(image: MetadataImage) -> list[dict[str, Any]]:
             "draining": b.draining,
             "in_controlled_shutdown": b.in_controlled_shutdown,
             "broker_epoch": b.broker_epoch,
-            "configs": dict(sorted(image.broker_configs.get(b.broker_id, {}).items())),
         }
         for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)
     ]
@@ -92,6 +94,15 @@ def broker_views(image: MetadataImage) -> list[dict[str, Any]]:
 def broker_view(image: MetadataImage, broker_id: int) -> dict[str, Any]:
     _registered(image, broker_id)
     return next(v for v in broker_views(image) if v["id"] == broker_id)
+
+
+def broker_configs_view(image: MetadataImage, broker_id: int) -> dict[str, Any]:
+    """A broker's dynamic configs (`GET`/`PUT /v1/brokers/{id}/configs`)."""
+    _registered(image, broker_id)
+    return {
+        "id": broker_id,
+        "configs": dict(sorted(image.broker_configs.get(broker_id, {}).items())),
+    }
 
 
 def move_view(move: rebalance.Move) -> dict[str, Any]:
@@ -167,7 +178,9 @@ def rebalance_cluster(
     """Even out replicas and preferred leaders over the live brokers (rule 2)."""
     if len(image.live_broker_ids()) < 2:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, "a rebalance needs at least 2 live brokers")
-    moves = _plan(image, (), moving=False, leaders=True)
+    # moving partitions count with their targets (a plan decided again after part of it
+    # committed sees its own moves), and may be given a better target
+    moves = _plan(image, (), moving=True, leaders=True)
     records = () if dry_run else tuple(_execute(image, moves))
     return ControllerResult(records, moves, atomic=False)
 
@@ -183,6 +196,15 @@ def drain_broker(image: MetadataImage, broker_id: int) -> ControllerResult[list[
     records += _lead_elsewhere(image, drained, broker_id)
     records += _execute(drained, moves)
     return ControllerResult(tuple(records), moves, atomic=False)
+
+
+def stop_draining(image: MetadataImage, broker_id: int) -> ControllerResult[None]:
+    """Undo a drain: the broker is live again (moves already started go on; cancel them
+    with the reassignments API, or rebalance to bring replicas back)."""
+    broker = _registered(image, broker_id)
+    if not broker.draining:
+        return ControllerResult((), None)
+    return ControllerResult((BrokerDrainRecord(broker_id=broker_id, draining=False),), None)
 
 
 def _without(image: MetadataImage, broker_id: int) -> MetadataImage:
@@ -213,11 +235,32 @@ def _lead_elsewhere(
 def replace_dead_brokers(
     image: MetadataImage, dead: Collection[int]
 ) -> ControllerResult[list[rebalance.Move]]:
-    """Rule 5: the replicas of brokers fenced too long move to live brokers."""
-    holding = [b for b in dead if b in image.brokers and image.brokers[b].fenced]
+    """Rule 5: the replicas of brokers fenced too long move to live brokers. Only where a
+    live replica in the ISR can serve the copy (a partition whose every in-sync replica is
+    dead waits for one to return: a new replica would have nothing to copy); a partition
+    that cannot be placed is skipped, not the others."""
+    gone = {b for b in dead if b in image.brokers and image.brokers[b].fenced}
+    holding = [
+        (t, i, p)
+        for t, i, p in image.partitions()
+        if gone & set(p.target) and any(image.can_lead(b) for b in p.isr)
+    ]
     if not holding:
         return ControllerResult((), [])
-    moves = _evacuating(_plan(image, set(holding), moving=True, leaders=False), set(holding))
+    try:
+        moves = _evacuating(_plan(image, gone, moving=True, leaders=False), gone)
+    except KraftliteError:  # one partition has nowhere to go: place the rest one by one
+        moves = []
+        for t, i, p in holding:
+            one = [rebalance.PartitionAssignment(t.name, i, p.target, p.isr)]
+            try:
+                moves += rebalance.plan_rebalance(
+                    one, _placement(image), evacuate=gone, leaders=False
+                )
+            except ValueError:
+                continue
+    eligible = {(t.name, i) for t, i, _ in holding}
+    moves = [m for m in moves if (m.topic, m.partition) in eligible]
     return ControllerResult(tuple(_execute(image, moves)), moves, atomic=False)
 
 
@@ -251,15 +294,17 @@ def remove_broker(
             "force=true to re-create them elsewhere now",
             replicas=len(holding),
         )
-    last = [f"{t.name}-{i}" for t, i, p in holding if p.isr == (broker_id,)]
+    last = [f"{t.name}-{i}" for t, i, p in holding if set(p.isr) <= {broker_id}]
     if last:
         raise KraftliteError(
             ErrorCode.BROKER_IN_USE,
             f"broker {broker_id} is the only in-sync replica of {last[:10]}: removing it "
             "would lose their data; bring it back, or reassign them first",
         )
-    assignments = [
-        rebalance.PartitionAssignment(t.name, i, p.replicas, p.isr) for t, i, p in holding
+    assignments = [  # a replica already leaving (`removing`) needs no replacement
+        rebalance.PartitionAssignment(t.name, i, p.target, p.isr)
+        for t, i, p in holding
+        if broker_id in p.target
     ]
     try:
         moves = rebalance.plan_rebalance(
@@ -267,44 +312,48 @@ def remove_broker(
         )
     except ValueError as exc:
         raise KraftliteError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from None
+    planned = {(m.topic, m.partition): m.new for m in moves}
     records: list[MetadataRecord] = [
         change
-        for t, i, p, new in _replacements(image, holding, moves, broker_id)
-        if (change := _replace_at_once(t, i, p, new, broker_id)) is not None
+        for t, i, p in holding
+        if (
+            change := _replace_at_once(
+                image, t, i, p, new=planned.get((t.name, i)), broker_id=broker_id
+            )
+        )
+        is not None
     ]
-    records.append(unregister)
-    return ControllerResult(tuple(records), moves)
-
-
-def _replacements(
-    image: MetadataImage,
-    holding: Sequence[tuple[TopicImage, int, PartitionRegistration]],
-    moves: Sequence[rebalance.Move],
-    broker_id: int,
-) -> list[tuple[TopicImage, int, PartitionRegistration, tuple[int, ...]]]:
-    planned = {(m.topic, m.partition): m.new for m in moves}
-    return [(t, i, p, planned[(t.name, i)]) for t, i, p in holding]
+    records.append(unregister)  # last: every prefix leaves a registered broker (rule 4)
+    return ControllerResult(tuple(records), moves, atomic=False)
 
 
 def _replace_at_once(
+    image: MetadataImage,
     topic: TopicImage,
     index: int,
     current: PartitionRegistration,
-    new: tuple[int, ...],
+    *,
+    new: tuple[int, ...] | None,
     broker_id: int,
 ) -> MetadataRecord | None:
     """The forced removal's change: `broker_id` leaves the partition now (it is fenced, so
-    in no ISR with others), and its replacements join as adding replicas that catch up
-    from the leader like any reassignment's."""
+    in no ISR with others), and a replacement joins as an adding replica that catches up
+    from the leader like any reassignment's (none if it was leaving anyway)."""
     kept = tuple(b for b in current.replicas if b != broker_id)
-    added = tuple(b for b in new if b not in current.replicas)[:1]  # the one that replaces it
+    replaced = broker_id in current.target and new is not None
+    added = tuple(b for b in (new or ()) if b not in current.replicas)[:1] if replaced else ()
     replicas = (*kept, *added)
     adding = (*(b for b in current.adding if b in kept), *added)
     isr = tuple(b for b in current.isr if b != broker_id)
     assert isr, "refused above: the broker is not the last in-sync replica"
-    leader = current.leader if current.leader in isr else NO_LEADER
-    if leader == NO_LEADER:
-        leader = next((b for b in replicas if b in isr), NO_LEADER)
+    leader = current.leader
+    if leader not in isr:
+        leader, _ = elect_leader(
+            PartitionRegistration(replicas, isr, NO_LEADER, 0, 0, adding),
+            image.is_live,
+            unclean=False,
+            can_lead=image.can_lead,
+        )
     return partition_change(
         topic.topic_id,
         index,
@@ -378,7 +427,7 @@ def alter_broker_configs(
             after.pop(name, None)
             continue
         number = value if isinstance(value, int) and not isinstance(value, bool) else None
-        if isinstance(value, str) and value.isdigit() and len(value) <= 19:
+        if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 19:
             number = int(value)
         if number is None or not minimum <= number <= MAX_CONFIG_VALUE:
             raise KraftliteError(

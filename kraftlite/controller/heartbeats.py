@@ -50,3 +50,7 @@ class BrokerSessions:
             for broker_id in broker_ids
             if now_ms - self._last_contact.setdefault(broker_id, now_ms) > longer_than_ms
         ]
+
+    def silent_for(self, broker_id: int, now_ms: int) -> int:
+        """Milliseconds since the broker was last heard from (0 if never: it starts now)."""
+        return now_ms - self._last_contact.setdefault(broker_id, now_ms)

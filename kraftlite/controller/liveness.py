@@ -1,14 +1,17 @@
 """Fast failure detection: a dead broker is fenced in about a second, not a session.
 
 Rules:
-1. A broker process that dies (kill -9, a crash) closes its sockets at once, and its
-   listening port then refuses connections. That is the only proof taken: a broker whose
-   advertised address refuses a TCP connection twice, PROBE_GAP_S apart, is dead, and it is
-   fenced at once (the decision that fences an expired session). A paused (SIGSTOP),
-   overloaded or cut-off broker does not refuse (its kernel still accepts, or nothing
-   answers at all): it is left to the session timeout and its lease (broker/lease.py), so
-   no live broker is fenced early. Nothing that listens there can be serving as the
-   broker, so fencing early cannot make two leaders serve at once.
+1. A broker process that dies (kill -9, a crash) stops heartbeating and closes its sockets
+   at once; its listening port then refuses connections. Both together are taken as proof:
+   a broker whose heartbeats are LATE_HEARTBEATS intervals late and whose advertised
+   address then refuses a TCP connection twice, PROBE_GAP_S apart, with still no heartbeat
+   meanwhile, is dead, and it is fenced at once (the decision that fences an expired
+   session). A paused (SIGSTOP), overloaded or cut-off broker does not refuse (its kernel
+   still accepts, or nothing answers at all): it is left to the session timeout and its
+   lease (broker/lease.py). A live broker whose port the controller's path refuses (a
+   firewall's REJECT, a load balancer with no ready backend) is still heartbeating, so it
+   is not fenced either. What is assumed: a broker that stopped heartbeating and whose
+   address refuses connections is not serving clients elsewhere.
 2. Probes start from a follower's report that the broker refused its fetch (the broker
    led partitions: their producers wait on it), and from a heartbeat later than
    LATE_HEARTBEATS intervals (any broker). At most one probe of a broker at a time.

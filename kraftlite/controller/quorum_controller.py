@@ -63,7 +63,7 @@ class ControllerSettings:
     voters: Mapping[str, int]  # Raft address -> node id
     cluster_id: str = ""
     session_timeout_ms: int = 9000  # broker.session.timeout.ms
-    heartbeat_interval_ms: int = 2000  # broker.heartbeat.interval.ms (told to brokers)
+    heartbeat_interval_ms: int = 500  # broker.heartbeat.interval.ms (told to brokers)
     leader_imbalance_check_interval_ms: int = 30_000
     replacement_delay_ms: int = 900_000  # broker.replacement.delay.ms; -1: no self-healing
     healing_check_interval_ms: int = 5_000
@@ -560,9 +560,28 @@ class QuorumController:
         task.add_done_callback(lambda _: self._probing.pop(broker_id, None))
 
     async def _probe(self, broker_id: int, broker_epoch: int, url: str) -> None:
+        """liveness.py rule 1: wait until the broker's heartbeats are late, then probe; fence
+        only if its port refused and still no heartbeat came meanwhile."""
+        late_ms = int(self.settings.heartbeat_interval_ms * liveness.LATE_HEARTBEATS)
         try:
+            silent_ms = self.sessions.silent_for(broker_id, self._clock.monotonic_ms())
+            if silent_ms < late_ms:  # wait once for it to be late; a heartbeat ends it
+                await asyncio.sleep((late_ms - silent_ms) / 1000)
+                if self.sessions.silent_for(broker_id, self._clock.monotonic_ms()) < late_ms:
+                    return
+            registration = self.image.brokers.get(broker_id)
+            if (
+                registration is None
+                or registration.fenced
+                or registration.broker_epoch != broker_epoch
+                or not self.is_active()
+            ):
+                return
+            started = self._clock.monotonic_ms()
             if not await self.refuses_connections(url):
                 return
+            if self.sessions.silent_for(broker_id, started) < late_ms:
+                return  # a heartbeat arrived while we probed: alive, whatever its port says
             fenced = await self.submit(
                 lambda image: liveness.fence_dead_broker(image, broker_id, broker_epoch),
                 offload=True,

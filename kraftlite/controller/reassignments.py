@@ -15,7 +15,7 @@ Rules:
    again changes nothing, so a retried request is idempotent.
 4. Cancel (target None) goes back to the original replicas: adding replicas leave, the
    removing ones stay. Refused for a partition whose ISR would then be empty (only the
-   adding replicas hold its latest data), unless unclean election is on for its topic.
+   adding replicas hold its latest data). No reassignment ever elects uncleanly.
 5. A request is checked whole before anything is decided: its shape, that every partition
    exists, and that each target lists distinct registered brokers, the new ones live
    (unfenced, not shutting down). One bad item refuses the whole request, naming it;
@@ -42,7 +42,6 @@ from kraftlite.controller.decisions import (
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from kraftlite.metadata.records import NO_LEADER, MetadataRecord, PartitionChangeRecord
-from kraftlite.metadata.topics import effective_config
 
 MAX_REASSIGNMENTS_PER_REQUEST = 10_000
 MAX_REPLICAS = 64  # Kafka has no limit; a list longer than any cluster here is a mistake
@@ -94,7 +93,11 @@ def parse_reassignments(body: object) -> list[Reassignment]:
         ):
             raise _bad_item(position, "replicas must be a list of broker ids, or null")
         if (topic, index) in seen:
-            raise _bad_item(position, f"names {topic}-{index} twice")
+            raise KraftliteError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"partitions[{position}] names {topic}-{index} twice",
+                position=position,
+            )
         seen.add((topic, index))
         parsed.append(Reassignment(topic, index, None if replicas is None else tuple(replicas)))
     return parsed
@@ -190,21 +193,19 @@ def reassign(
     adding = tuple(b for b in target if b not in original)
     removing = tuple(b for b in original if b not in target)
     isr = tuple(b for b in current.isr if b in replicas)
-    unclean = effective_config(topic.configs, "unclean.leader.election.enable") == "true"
-    if not isr and not unclean:  # only replicas the change drops hold the latest data
+    if not isr:  # only replicas the change drops hold the latest data
         raise KraftliteError(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            f"{topic.name}-{index}: every in-sync replica {list(current.isr)} would leave, "
-            "which needs an unclean leader election",
+            f"{topic.name}-{index}: every in-sync replica {list(current.isr)} would leave",
             topic=topic.name,
             partition=index,
         )
     leader = current.leader
-    if leader not in isr:
-        moving = PartitionRegistration(replicas, isr, NO_LEADER, 0, 0)
-        leader, isr = elect_leader(moving, image.is_live, unclean)
+    if leader not in isr:  # never unclean here: leave that to the fence and offline paths
+        moving = PartitionRegistration(replicas, isr, NO_LEADER, 0, 0, adding, removing)
+        leader, isr = elect_leader(moving, image.is_live, False, image.can_lead)
     moving = PartitionRegistration(replicas, isr, leader, 0, 0, adding, removing)
-    done = completed_reassignment(moving, isr, image.is_live)
+    done = completed_reassignment(moving, isr, image.is_live, image.can_lead)
     if done is not None or not moving.reassigning:
         replicas, isr, leader = done if done is not None else (replicas, isr, leader)
         adding = removing = ()

@@ -189,6 +189,12 @@ class MetadataImage:
             and not broker.draining
         )
 
+    def can_lead(self, broker_id: int) -> bool:
+        """Registered, unfenced and not shutting down: a draining broker included, which
+        leads only where no live replica in the ISR can (it holds the data meanwhile)."""
+        broker = self.brokers.get(broker_id)
+        return broker is not None and not broker.fenced and not broker.in_controlled_shutdown
+
     def partitions(self) -> Iterator[tuple[TopicImage, int, PartitionRegistration]]:
         for topic in self.topics.values():
             for index, registration in topic.partitions.items():

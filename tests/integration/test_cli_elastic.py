@@ -284,3 +284,20 @@ def test_waiting_follows_the_moves_and_gives_up_at_the_timeout(
     refused = KraftliteError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     with pytest.raises(KraftliteError):
         wait(_Reassignments(refused), [("t", 0)], timeout_s=10)
+
+
+def test_broker_configs_and_undrain(cluster: Cluster) -> None:
+    """`brokers configs` sets and resets the throttle; `brokers undrain` of a broker that is
+    not draining changes nothing; a bad config exits 1 with its error code."""
+    answer = ok(cluster, "brokers", "configs", "1", "--set", "replication.throttled.rate=4096")
+    assert answer == {"id": 1, "configs": {"replication.throttled.rate": "4096"}}
+    assert ok(cluster, "brokers", "configs", "1")["configs"] == {
+        "replication.throttled.rate": "4096"
+    }
+    answer = ok(cluster, "brokers", "configs", "1", "--delete", "replication.throttled.rate")
+    assert answer["configs"] == {}
+    bad = kraftlite(cluster, "brokers", "configs", "1", "--set", "replication.throttled.rate=0")
+    assert bad.returncode == 1 and "INVALID_CONFIG" in bad.stderr, bad.stderr
+    undrained = kraftlite(cluster, "brokers", "undrain", "1")
+    assert undrained.returncode == 0, undrained.stderr
+    assert ok(cluster, "brokers", "describe", "1")["state"] == "active"

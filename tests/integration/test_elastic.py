@@ -395,9 +395,9 @@ def test_the_replication_throttle_holds_a_move_back_until_lifted(cluster: Cluste
             {"records": [{"value": value}] * 100},
         )
         assert status == 200, body
-    status, body = http(
+    status, body = http(  # asked of the leader: it answers once it applied it
         "PUT",
-        cluster.urls[2] + f"/v1/brokers/{leader}/configs",
+        cluster.urls[leader] + f"/v1/brokers/{leader}/configs",
         {"configs": {"replication.throttled.rate": 20 * 1024}},
     )
     assert status == 200 and body["configs"] == {"replication.throttled.rate": "20480"}, body
@@ -443,10 +443,10 @@ def test_a_move_survives_kill_9_in_its_middle(cluster: Cluster, fault: str) -> N
     leaving = before["leader"]
     target = [4, *(b for b in before["replicas"] if b != leaving)]
     cluster.start_broker(4)
-    for broker_id in (1, 2, 3):
+    for broker_id in (1, 2, 3):  # asked of each broker: it answers once it applied it
         status, body = http(
             "PUT",
-            cluster.urls[1] + f"/v1/brokers/{broker_id}/configs",
+            cluster.urls[broker_id] + f"/v1/brokers/{broker_id}/configs",
             {"configs": {"replication.throttled.rate": 30 * 1024}},
         )
         assert status == 200, body

@@ -548,3 +548,52 @@ def test_group_offsets_show_only_topics_the_caller_may_describe(cluster: Cluster
     assert as_admin("GET", url + "/v1/groups/shared-g/offsets")[1]["offsets"][0]["metadata"] == (
         "private"
     )
+
+
+def test_the_elastic_cluster_needs_alter_on_the_cluster(cluster: Cluster) -> None:
+    """Moving replicas, draining or removing brokers, electing leaders, changing the
+    quorum, throttling: ALTER (or ALTER_CONFIGS) on the cluster, checked before the body is
+    looked at; listing moves needs DESCRIBE; nothing changes for a refused caller."""
+    url = cluster.urls[2]
+    status, created = as_admin("POST", url + "/v1/users", {"name": "mover", "password": "pw-m"})
+    assert status == 201, created
+    mover = basic("mover", "pw-m")
+    wait_for_metadata(cluster, lambda: http("GET", url + "/v1/topics", headers=mover)[0] == 200)
+    status, answer = as_admin("POST", url + "/v1/topics", {"name": "elastic", "partitions": 1})
+    assert status == 201, answer
+    before = as_admin("GET", url + "/v1/topics/elastic")[1]["partitions"]
+    move = {"partitions": [{"topic": "elastic", "partition": 0, "replicas": [3, 2, 1]}]}
+    for method, path, body in [
+        ("POST", "/v1/reassignments", move),
+        ("GET", "/v1/reassignments", None),
+        ("POST", "/v1/cluster/rebalance", {"dry_run": True}),
+        ("POST", "/v1/brokers/1/drain", None),
+        ("DELETE", "/v1/brokers/1", None),
+        ("PUT", "/v1/brokers/1/configs", {"configs": {"replication.throttled.rate": 1}}),
+        ("PATCH", "/v1/topics/elastic", {"replication_factor": 1}),
+        ("POST", "/v1/elections", {"type": "preferred"}),
+        ("POST", "/v1/quorum/voters", {"id": 9, "raft": "127.0.0.1:1", "url": "http://h:1"}),
+        ("DELETE", "/v1/quorum/voters/1", None),
+        ("GET", "/v1/quorum", None),
+    ]:
+        for target in (url, cluster.quorum.urls[1]):  # a broker passes it on; a controller
+            answer = http(method, target + path, body, headers=mover)
+            refused(answer, 403, "CLUSTER_AUTHORIZATION_FAILED")
+    # the broker list is for any authenticated client, as Kafka's Metadata
+    status, listed = http("GET", url + "/v1/brokers", headers=mover)
+    assert status == 200 and {b["id"] for b in listed["brokers"]} == {1, 2, 3}, listed
+    assert as_admin("GET", url + "/v1/topics/elastic")[1]["partitions"] == before
+    assert all(b["state"] == "active" for b in listed["brokers"])
+    # allowed: the same move goes through
+    add_acl(
+        cluster,
+        principal="User:mover",
+        operation="ALTER",
+        resource_type="CLUSTER",
+        resource_name="kafka-cluster",
+        pattern_type="LITERAL",
+    )
+    wait_for_metadata(
+        cluster,
+        lambda: http("POST", url + "/v1/reassignments", move, headers=mover)[0] == 202,
+    )

@@ -486,3 +486,35 @@ async def test_a_batched_decision_is_decided_again_only_when_another_write_lands
     assert len(decided) == 2
     assert metadata_log.image.brokers[2].fenced
     assert all(p.leader == r.NO_LEADER for p in metadata_log.image.topics["T"].partitions.values())
+
+
+# ------------------------------------------------------------------------------ fast fencing
+
+
+async def _probe_once(heard_ms_ago: int, refuses: bool) -> bool:
+    """Whether broker 1 is fenced after a follower's report, its port `refuses`, its last
+    heartbeat `heard_ms_ago` (controller/liveness.py)."""
+    controller, log, clock = make_controller()
+    log.image = ten_partitions_led_by_1()
+    controller._active_term = 1
+    epoch = log.image.brokers[1].broker_epoch
+    controller.sessions.contact(1, clock.ms - heard_ms_ago)
+
+    async def probe(url: str) -> bool:
+        return refuses
+
+    controller.refuses_connections = probe
+    controller.suspect(1, epoch)
+    await asyncio.gather(*controller._probing.values())
+    return log.image.brokers[1].fenced
+
+
+async def test_a_broker_heard_from_just_now_is_not_fenced_whatever_its_port_says() -> None:
+    """A refused probe is no proof while heartbeats arrive: the controller's path to the
+    advertised address may refuse (a firewall's REJECT, a balancer with no backend)."""
+    assert not await _probe_once(heard_ms_ago=0, refuses=True)
+
+
+async def test_a_silent_broker_whose_port_refuses_is_fenced_at_once() -> None:
+    assert await _probe_once(heard_ms_ago=5_000, refuses=True)
+    assert not await _probe_once(heard_ms_ago=5_000, refuses=False)  # paused: the session

@@ -176,12 +176,15 @@ def test_bad_requests_are_refused_whole_and_change_nothing() -> None:
         {"partitions": [{"topic": "t", "partition": True, "replicas": [1]}]},
         {"partitions": [{"topic": "t", "partition": 0, "replicas": ["1"]}]},
         {"partitions": [{"topic": "t", "partition": 0, "replicas": [True]}]},
-        {"partitions": [one()["partitions"][0], one()["partitions"][0]]},  # type: ignore[index]
         {"partitions": [{"partition": 0, "replicas": [1]}]},
     ):
         with pytest.raises(KraftliteError) as info:
             ra.parse_reassignments(body)
         assert info.value.code is ErrorCode.INVALID_REQUEST, body
+    twice = {"partitions": [one()["partitions"][0], one()["partitions"][0]]}  # type: ignore[index]
+    with pytest.raises(KraftliteError) as info:
+        ra.parse_reassignments(twice)
+    assert info.value.code is ErrorCode.INVALID_REPLICA_ASSIGNMENT
     # one bad item refuses the good one beside it
     body = one()
     body["partitions"].append({"topic": "t", "partition": 0, "replicas": None})  # type: ignore[attr-defined]
