@@ -104,24 +104,6 @@ def elect_leader(
     return NO_LEADER, partition.isr
 
 
-def _change(
-    topic_id: str,
-    index: int,
-    current: PartitionRegistration,
-    leader: int,
-    isr: tuple[int, ...],
-) -> PartitionChangeRecord | None:
-    """The record that moves `current` to (leader, isr), or None if nothing changes."""
-    if leader == current.leader and isr == current.isr:
-        return None
-    return PartitionChangeRecord(
-        topic_id=topic_id,
-        partition=index,
-        leader=LEADER_UNCHANGED if leader == current.leader else leader,
-        isr=None if isr == current.isr else isr,
-    )
-
-
 def partition_change(
     topic_id: str,
     index: int,
@@ -215,7 +197,7 @@ def _fence_changes(image: MetadataImage, fenced: set[int]) -> list[PartitionChan
                 _unclean_allowed(topic),
                 can_lead,
             )
-        change = _change(topic.topic_id, index, current, leader, isr)
+        change = partition_change(topic.topic_id, index, current, leader=leader, isr=isr)
         if change is not None:
             changes.append(change)
     return changes
@@ -239,7 +221,7 @@ def _unfence_changes(image: MetadataImage, broker_id: int) -> list[PartitionChan
         if current.leader != NO_LEADER or broker_id not in current.replicas:
             continue
         leader, isr = elect_leader(current, is_live, _unclean_allowed(topic), image.can_lead)
-        change = _change(topic.topic_id, index, current, leader, isr)
+        change = partition_change(topic.topic_id, index, current, leader=leader, isr=isr)
         if change is not None:
             changes.append(change)
     return changes
@@ -253,7 +235,9 @@ def elect_preferred_leaders(image: MetadataImage) -> ControllerResult[int]:
     for topic, index, current in image.partitions():
         preferred = current.replicas[0]
         if current.leader != preferred and preferred in current.isr and image.is_live(preferred):
-            change = _change(topic.topic_id, index, current, preferred, current.isr)
+            change = partition_change(
+                topic.topic_id, index, current, leader=preferred, isr=current.isr
+            )
             if change is not None:
                 changes.append(change)
     return ControllerResult(tuple(changes), len(changes), atomic=False)
@@ -270,7 +254,7 @@ def elect_offline_leaders(image: MetadataImage) -> ControllerResult[int]:
         if current.leader != NO_LEADER:
             continue
         leader, isr = elect_leader(current, image.is_live, _unclean_allowed(topic), image.can_lead)
-        change = _change(topic.topic_id, index, current, leader, isr)
+        change = partition_change(topic.topic_id, index, current, leader=leader, isr=isr)
         if change is not None:
             changes.append(change)
     return ControllerResult(tuple(changes), len(changes), atomic=False)
@@ -722,7 +706,9 @@ def alter_partition(
             removing=(),
         )
     else:
-        change = _change(topic.topic_id, request.partition, current, current.leader, new_isr)
+        change = partition_change(
+            topic.topic_id, request.partition, current, leader=current.leader, isr=new_isr
+        )
     if change is None:
         return ControllerResult((), current)
     return ControllerResult((change,), current.merge(change))

@@ -16,6 +16,7 @@ from tests.harness.checker import assert_no_violations
 from tests.harness.observe import (
     Producer,
     check_partition,
+    create,
     describe,
     error_code,
     partition_0,
@@ -44,14 +45,8 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 
 def create_topic(cluster: Cluster, name: str, **configs: Any) -> dict[str, Any]:
-    status, body = http(
-        "POST",
-        cluster.urls[1] + "/v1/topics",
-        {"name": name, "partitions": 1, "replication_factor": 3, "configs": configs},
-    )
-    assert status == 201, body
-    wait_until(lambda: partition_0(cluster, name)["high_watermark"] is not None, what="a leader")
-    return partition_0(cluster, name)
+    """Partition 0 of a new one-partition RF 3 topic, once it has a leader."""
+    return create(cluster, name, **configs)["partitions"][0]  # type: ignore[no-any-return]
 
 
 def reassign(cluster: Cluster, topic: str, replicas: list[int] | None, via: int = 2) -> Any:
