@@ -484,7 +484,7 @@ SCHEMAS: Final[Json] = {
                     required=["topic", "partition", "replicas"],
                 ),
                 minItems=1,
-                maxItems=10_000,
+                maxItems=5_000,
                 description="each partition at most once",
             )
         },

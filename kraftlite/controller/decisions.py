@@ -243,6 +243,33 @@ def elect_preferred_leaders(image: MetadataImage) -> ControllerResult[int]:
     return ControllerResult(tuple(changes), len(changes), atomic=False)
 
 
+def complete_reassignments(image: MetadataImage) -> ControllerResult[int]:
+    """Complete every move whose target is all in the ISR but that no AlterPartition
+    completed (its target had no replica that could lead then: a draining one since
+    live, a fenced one back). Run with the periodic elections. Responds with the count."""
+    changes = []
+    for topic, index, current in image.partitions():
+        if not current.reassigning:
+            continue
+        done = completed_reassignment(current, current.isr, image.is_live, image.can_lead)
+        if done is None:
+            continue
+        replicas, isr, leader = done
+        change = partition_change(
+            topic.topic_id,
+            index,
+            current,
+            leader=leader,
+            isr=isr,
+            replicas=replicas,
+            adding=(),
+            removing=(),
+        )
+        if change is not None:
+            changes.append(change)
+    return ControllerResult(tuple(changes), len(changes), atomic=False)
+
+
 def elect_offline_leaders(image: MetadataImage) -> ControllerResult[int]:
     """Elect a leader (rule 3) for every offline partition that has a live ISR member, or
     any live replica where unclean election is on. Nothing normally leaves one behind:

@@ -322,6 +322,9 @@ class QuorumController:
         if now - self._last_rebalance_ms >= self.settings.leader_imbalance_check_interval_ms:
             self._last_rebalance_ms = now
             self._repair_due = True
+            completed = await self.submit(decisions.complete_reassignments, offload=True)
+            if completed:
+                log.info("stalled_reassignments_completed", partitions=completed)
             moved = await self.submit(decisions.elect_preferred_leaders, offload=True)
             if moved:
                 log.info("preferred_leaders_elected", partitions=moved)

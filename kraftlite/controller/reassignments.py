@@ -23,8 +23,7 @@ Rules:
 6. Every change keeps the partition's invariants (leader in the ISR, ISR within the
    replicas) and `min.insync.replicas` keeps its meaning: the ISR only ever loses a member
    that is leaving or was never the original, and acks=all waits on the ISR as always.
-   Each partition's change is independent of the others', so a large request may commit
-   in bounded batches (decisions.py rule 6).
+   A request holds at most one Raft batch's worth of partitions and commits as one.
 """
 
 from __future__ import annotations
@@ -43,7 +42,9 @@ from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from kraftlite.metadata.records import NO_LEADER, MetadataRecord, PartitionChangeRecord
 
-MAX_REASSIGNMENTS_PER_REQUEST = 10_000
+# One Raft batch's worth (quorum_controller.MAX_BATCH_RECORDS): a request commits whole, so
+# it is never decided again half-way (rule 5 holds for every request)
+MAX_REASSIGNMENTS_PER_REQUEST = 5_000
 MAX_REPLICAS = 64  # Kafka has no limit; a list longer than any cluster here is a mistake
 
 
@@ -131,7 +132,7 @@ def alter_reassignments(
         if change is not None:
             records.append(change)
         outcomes.append(ReassignmentOutcome(item.topic, item.partition, after))
-    return ControllerResult(tuple(records), outcomes, atomic=False)
+    return ControllerResult(tuple(records), outcomes)
 
 
 def _locate(image: MetadataImage, item: Reassignment) -> tuple[TopicImage, PartitionRegistration]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from tests.harness.observe import (
     wait_for_full_isr,
     wait_until,
 )
-from tests.harness.processes import FAST_SESSIONS, Cluster
+from tests.harness.processes import FAST_SESSIONS, Cluster, http
 
 GROUP_SESSION_MS = 6000
 FAULTS = (
@@ -149,13 +150,58 @@ def unavailable_seconds(acked_at: list[float], start: float, end: float, gap_s: 
     return sum(b - a for a, b in itertools.pairwise(times) if b - a > gap_s)
 
 
+@dataclass(eq=False)
+class Mover(threading.Thread):
+    """Moves the topic's replicas while the faults run (the elastic cluster, issue 14): its
+    replication factor goes 3 -> 2 -> 3 -> ... every few seconds (a replica deleted, then one
+    copied back from the leader), through random serving brokers. A change the faults
+    refuse (too few live brokers, no controller) is tried again at the next turn; `settle`
+    brings it back to 3 and waits for the move to complete."""
+
+    cluster: Cluster
+    topic: str
+    rng: random.Random
+    log: Callable[[str], None] = print
+    changes: list[int] = field(default_factory=list)
+    stop_flag: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        threading.Thread.__init__(self, daemon=True)
+
+    def _alter(self, factor: int) -> bool:
+        serving = [self.cluster.urls[b] for b, p in self.cluster.processes.items() if p.serving]
+        try:
+            status, _ = http(
+                "PATCH",
+                self.rng.choice(serving) + f"/v1/topics/{self.topic}",
+                {"replication_factor": factor},
+                timeout=10,
+            )
+        except OSError:
+            return False
+        return status == 202
+
+    def run(self) -> None:
+        factor = 2
+        while not self.stop_flag.wait(self.rng.uniform(2.0, 4.0)):
+            if self._alter(factor):
+                self.changes.append(factor)
+                self.log(f"move: replication factor {factor}")
+                factor = 5 - factor
+
+    def settle(self) -> None:
+        self.stop_flag.set()
+        self.join(15)
+        wait_until(lambda: self._alter(3), timeout_s=60, what="replication factor 3 again")
+
+
 def chaos_run(
-    root: Path, seconds: float, seed: int, log: Callable[[str], None] = print
+    root: Path, seconds: float, seed: int, log: Callable[[str], None] = print, moves: bool = False
 ) -> ChaosResult:
     """A cluster (3 controllers, 3 brokers), a topic with min.insync.replicas=2, two acks=all
     producers through random brokers and two members of a consumer group reading it, random
-    faults for `seconds`; then heal, wait for the whole ISR and for the group to have
-    consumed everything, stop, check."""
+    faults for `seconds` (with `moves`, its replicas moving meanwhile: Mover); then heal,
+    wait for the whole ISR and for the group to have consumed everything, stop, check."""
     rng = random.Random(seed)
     cluster = Cluster(
         root,
@@ -189,8 +235,14 @@ def chaos_run(
         for thread in [*producers, *readers]:
             thread.start()
         nemesis = Nemesis(cluster, rng, log)
+        mover = Mover(cluster, "chaos", random.Random(seed + 3), log) if moves else None
+        if mover is not None:
+            mover.start()
         nemesis.run(seconds)
         end = time.monotonic()
+        if mover is not None:
+            mover.settle()
+            nemesis.injected += [f"replication factor {f}" for f in mover.changes]
         wait_for_full_isr(cluster, "chaos", timeout_s=90)
         for producer in producers:
             producer.stop()

@@ -509,3 +509,15 @@ def test_random_faults_under_acks_all_load_lose_nothing(tmp_path: Path, seed: in
     assert result.faults, "no fault was injected"
     assert result.acked > 0
     assert_no_violations(result.violations)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("seed", [11])
+def test_random_faults_while_replicas_move_lose_nothing(tmp_path: Path, seed: int) -> None:
+    """The same with the topic's replicas moving all along (replication factor 3 -> 2 ->
+    3 ..., each change a reassignment: a replica deleted, one copied back), then back to 3
+    and every invariant checked (issue 14)."""
+    result = chaos_run(tmp_path, seconds=30, seed=seed, log=lambda _: None, moves=True)
+    assert any("replication factor" in f for f in result.faults), "nothing moved"
+    assert result.acked > 0
+    assert_no_violations(result.violations)

@@ -281,3 +281,22 @@ def test_any_sequence_of_moves_keeps_every_invariant(steps: list) -> None:
             epoch = image.brokers[broker].broker_epoch
             image = commit(image, d.broker_heartbeat(image, broker, epoch, image.version))
             fenced.discard(broker)
+
+
+def test_a_move_no_alter_partition_completed_is_completed_by_the_periodic_check() -> None:
+    """Target all in the ISR, but its only replicas were not live when the last one joined
+    (here: fenced since, now back): the periodic check completes it."""
+    image = with_topic(brokers(1, 2, 3, 4), rf=2)  # (1, 2)
+    image = move(image, [2, 4])  # adding 4, removing 1
+    image = expand_isr(image, (1, 2))  # nothing new
+    assert d.complete_reassignments(image).records == ()
+    image = commit(
+        image,
+        d.ControllerResult(
+            (r.PartitionChangeRecord(topic_id="id-t", partition=0, isr=(1, 2, 4)),), None
+        ),
+    )  # as an AlterPartition of a leader that could not complete it would leave it
+    assert partition(image).reassigning
+    image = commit(image, d.complete_reassignments(image))
+    p = partition(image)
+    assert (p.replicas, p.reassigning, p.leader in (2, 4)) == ((2, 4), False, True)
