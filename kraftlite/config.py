@@ -293,6 +293,9 @@ class BrokerConfig(StorageSettings):
     # differs from `listen` behind a proxy or NAT; the fault-injection tests route through one.
     advertised_url: str | None = _key("advertised.url", _http_url, default=None)
     controllers: tuple[str, ...] = _key("controllers", _http_urls)
+    # Also use the controllers metadata names (voters added since start); off where brokers
+    # must reach controllers at addresses of their own (NAT, proxies).
+    controllers_discovery: bool = _key("controllers.discovery.enable", default=True)
     rack: str | None = _key("broker.rack", default=None)
     replica_lag_time_max_ms: int = _key("replica.lag.time.max.ms", positive_option, default=30_000)
     replica_fetch_wait_max_ms: int = _key("replica.fetch.wait.max.ms", positive_option, default=500)

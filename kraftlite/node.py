@@ -177,6 +177,7 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
                 broker_id=config.broker_id,
                 url=config.url,
                 controllers=config.controllers,
+                controllers_discovery=config.controllers_discovery,
                 rack=config.rack,
                 replication=ReplicationSettings(
                     broker_id=config.broker_id,

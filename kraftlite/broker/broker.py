@@ -70,6 +70,7 @@ class BrokerSettings:
     url: str
     controllers: tuple[str, ...]
     rack: str | None = None
+    controllers_discovery: bool = False  # controllers.discovery.enable
     replication: ReplicationSettings | None = None
     limits: RequestLimits = RequestLimits()
     shutdown_timeout_s: float = 5.0
@@ -345,6 +346,9 @@ class Broker:
             return
         changes = self.metadata.changes_since(self.replicas.image, self.broker_id)
         self.replicas.apply_image(image, changes, self.metadata.config_topics())
+        if self.settings.controllers_discovery:  # voters added since we started
+            for client in (self.controllers, self._session_controllers):
+                client.learn(image.controllers.values())
         self.metadata.acted()
         self.lease.applied(image.version)
         if before < self.broker_epoch <= image.version:

@@ -11,6 +11,7 @@ code come back as KraftliteError.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any
 
 import aiohttp
@@ -28,6 +29,14 @@ class ControllerClient:
         self._session = session
         self._preferred = 0
         self._suspect_until: dict[int, float] = {}  # url index -> loop time
+
+    def learn(self, urls: Iterable[str]) -> None:
+        """Controllers the metadata names, tried after the configured ones (voters added
+        since this broker started). None is forgotten: a removed voter stops answering."""
+        known = set(self.urls)
+        fresh = tuple(u for u in dict.fromkeys(urls) if u not in known)
+        if fresh:
+            self.urls = (*self.urls, *fresh)
 
     def rotate(self) -> None:
         """Prefer the next controller from now on (the current one seems to lag)."""

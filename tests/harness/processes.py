@@ -341,6 +341,8 @@ class Cluster:
             settings = dict(self.broker_config)
             if self.faults:
                 settings["advertised.url"] = self._proxied(f"broker-{broker_id}", listen)
+                # only through the proxy: the controllers' own URLs would bypass its cuts
+                settings.setdefault("controllers.discovery.enable", False)
             config.write_text(toml_lines(settings))
             self.processes[broker_id] = Process(
                 f"broker-{broker_id}",

@@ -4,6 +4,7 @@ changes that would leave no live majority are refused. The checker finds nothing
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -160,3 +161,29 @@ def test_a_dead_voter_is_replaced_and_unsafe_changes_are_refused(cluster: Cluste
     wait_until(lambda: cluster.quorum.leader(timeout_s=20, among=survivors), what="leader")
     status, body = http_retry("POST", cluster.urls[2] + "/v1/topics", {"name": "afterwards"})
     assert status == 201, body
+
+
+def test_brokers_follow_a_quorum_whose_first_voters_are_all_gone(cluster: Cluster) -> None:
+    """Voters 4-6 replace 1-3, one at a time; the brokers, started knowing only 1-3, find
+    4-6 in metadata (controllers.discovery.enable) and keep heartbeating, following
+    metadata and passing admin calls on."""
+    create(cluster, "moved-quorum")
+    for new, old in ((4, 1), (5, 2), (6, 3)):
+        add_voter(cluster, new)
+        status, body = http_retry("DELETE", cluster.urls[1] + f"/v1/quorum/voters/{old}")
+        assert status == 204, body
+        cluster.quorum.processes[old].terminate()
+    status, body = http_retry("POST", cluster.urls[2] + "/v1/topics", {"name": "afterwards"})
+    assert status == 201, body
+    status, body = http("GET", cluster.urls[3] + "/v1/quorum")
+    assert status == 200 and sorted(v["id"] for v in body["voters"]) == [4, 5, 6], body
+    time.sleep(10)  # past a session (9 s): a broker that could not heartbeat is fenced by now
+    assert not any(b["fenced"] for b in http("GET", cluster.urls[1] + "/v1/brokers")[1]["brokers"])
+    wait_until(
+        lambda: all(http("GET", url + "/readyz")[0] == 200 for url in cluster.urls.values()),
+        what="every broker ready (heartbeats answered by the new voters)",
+    )
+    status, body = http(
+        "POST", cluster.urls[1] + "/v1/topics/moved-quorum/records", {"records": [{"value": "v"}]}
+    )
+    assert status == 200, body
