@@ -53,7 +53,7 @@ from kraftlite.metadata.records import (
     MetadataRecord,
     UnregisterBrokerRecord,
 )
-from kraftlite.metadata.topics import MAX_PARTITIONS
+from kraftlite.metadata.topics import MAX_PARTITIONS, effective_config
 
 # ------------------------------------------------------------------------------ views
 
@@ -378,6 +378,12 @@ def alter_replication_factor(
         raise KraftliteError(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"replication factor {factor!r} needs 1-{len(placement)} (live brokers)",
+        )
+    min_isr = int(effective_config(topic.configs, "min.insync.replicas"))
+    if factor < min_isr:  # acks=all could never be answered again
+        raise KraftliteError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"replication factor {factor} is below min.insync.replicas={min_isr}: lower it first",
         )
     load: dict[int, int] = dict.fromkeys(placement, 0)
     for _, _, p in image.partitions():

@@ -18,7 +18,8 @@ Rules:
    adding replicas hold its latest data). No reassignment ever elects uncleanly.
 5. A request is checked whole before anything is decided: its shape, that every partition
    exists, and that each target lists distinct registered brokers, the new ones live
-   (unfenced, not shutting down). One bad item refuses the whole request, naming it;
+   (unfenced, not shutting down), at least `min.insync.replicas` of them (fewer could never
+   answer acks=all again). One bad item refuses the whole request, naming it;
    cancelling a partition that is not moving is reported for that partition alone.
 6. Every change keeps the partition's invariants (leader in the ISR, ISR within the
    replicas) and `min.insync.replicas` keeps its meaning: the ISR only ever loses a member
@@ -41,6 +42,7 @@ from kraftlite.controller.decisions import (
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from kraftlite.metadata.records import NO_LEADER, MetadataRecord, PartitionChangeRecord
+from kraftlite.metadata.topics import effective_config
 
 # One Raft batch's worth (quorum_controller.MAX_BATCH_RECORDS): a request commits whole, so
 # it is never decided again half-way (rule 5 holds for every request)
@@ -115,9 +117,9 @@ def alter_reassignments(
 ) -> ControllerResult[list[ReassignmentOutcome]]:
     """Start, replace or cancel the reassignments in `wanted` (rules 1-6)."""
     located = [(item, *_locate(image, item)) for item in wanted]
-    for item, _, current in located:  # rule 5: the whole request is checked first
+    for item, topic, current in located:  # rule 5: the whole request is checked first
         if item.replicas is not None:
-            _check_target(image, item, current)
+            _check_target(image, item, topic, current)
     records: list[MetadataRecord] = []
     outcomes = []
     for item, topic, current in located:
@@ -148,7 +150,9 @@ def _locate(image: MetadataImage, item: Reassignment) -> tuple[TopicImage, Parti
     return topic, current
 
 
-def _check_target(image: MetadataImage, item: Reassignment, current: PartitionRegistration) -> None:
+def _check_target(
+    image: MetadataImage, item: Reassignment, topic: TopicImage, current: PartitionRegistration
+) -> None:
     target = item.replicas
     assert target is not None
     where = f"{item.topic}-{item.partition}"
@@ -163,6 +167,11 @@ def _check_target(image: MetadataImage, item: Reassignment, current: PartitionRe
 
     if not 0 < len(target) <= MAX_REPLICAS:
         raise refuse(f"the replica list must name 1-{MAX_REPLICAS} brokers")
+    min_isr = int(effective_config(topic.configs, "min.insync.replicas"))
+    if len(target) < min_isr:  # acks=all could never be answered again
+        raise refuse(
+            f"{len(target)} replicas are fewer than min.insync.replicas={min_isr}: lower it first"
+        )
     if len(set(target)) != len(target):
         raise refuse(f"broker ids repeat in {list(target)}")
     unknown = [b for b in target if b not in image.brokers]

@@ -8,6 +8,7 @@ import pytest
 
 from kraftlite.controller import decisions as d
 from kraftlite.controller import elastic as el
+from kraftlite.controller import reassignments as ra
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata import records as r
 from kraftlite.metadata.image import MetadataImage
@@ -154,3 +155,28 @@ def test_removal_needs_a_stopped_broker_with_nothing_on_it() -> None:
     with pytest.raises(KraftliteError) as info:
         el.remove_broker(image, 4, force=False)
     assert info.value.code is ErrorCode.BROKER_ID_NOT_REGISTERED
+
+
+def test_no_replica_list_or_factor_below_min_insync_replicas() -> None:
+    """A partition with fewer replicas than min.insync.replicas could never answer acks=all
+    again: such a move or factor is refused, and nothing changes."""
+    image = with_topic(brokers(1, 2, 3, 4))
+    topic_id = image.topic_ids["t"]
+    image = commit(
+        image,
+        d.ControllerResult(
+            (r.ConfigRecord(topic_id=topic_id, name="min.insync.replicas", value="2"),), None
+        ),
+    )
+    with pytest.raises(KraftliteError) as info:
+        el.alter_replication_factor(image, "t", 1)
+    assert info.value.code is ErrorCode.INVALID_REPLICATION_FACTOR
+    with pytest.raises(KraftliteError) as info:
+        ra.alter_reassignments(
+            image,
+            ra.parse_reassignments(
+                {"partitions": [{"topic": "t", "partition": 0, "replicas": [4]}]}
+            ),
+        )
+    assert info.value.code is ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert el.alter_replication_factor(image, "t", 2).records  # 2 is fine
