@@ -148,9 +148,10 @@ class RaftSettings:
     bind_address: str | None = None
     port_limits: PortLimits = field(default_factory=PortLimits)
     retained_batches: int = RETAINED_BATCHES  # metadata.log.retained.batches
-    # A voter joining a running quorum (`kraftlite controller --join`): it starts no
-    # election until it has heard from a leader and caught up (it is added meanwhile), so
-    # an empty log never bumps the term and disrupts the quorum it joins.
+    # A voter joining a running quorum (`kraftlite controller --join`): on its first start
+    # (no journal yet) it starts no election until it has heard from a leader and caught up
+    # (it is added meanwhile), so an empty log never bumps the term and disrupts the quorum
+    # it joins. Later starts elect as any voter.
     join: bool = False
 
 
@@ -175,9 +176,13 @@ class RaftMetadataLog:
         self._listeners: list[Callable[[MetadataImage], None]] = []
         self._state = MetadataStateMachine(self._from_tick_thread, on_fatal)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        conf = (_JoiningConf if settings.join else SyncObjConf)(
-            journalFile=str(settings.data_dir / "raft.journal"),
-            fullDumpFile=str(settings.data_dir / "raft.dump"),
+        journal, dump = settings.data_dir / "raft.journal", settings.data_dir / "raft.dump"
+        # --join holds elections back only on a first start: a voter with a journal has been
+        # one (a whole quorum restarted with --join must still elect a leader)
+        joining = settings.join and not journal.exists() and not dump.exists()
+        conf = (_JoiningConf if joining else SyncObjConf)(
+            journalFile=str(journal),
+            fullDumpFile=str(dump),
             appendEntriesUseBatch=False,
             useFork=False,
             connectionRetryTime=0.5,
@@ -191,7 +196,7 @@ class RaftMetadataLog:
             dynamicMembershipChange=True,  # one voter at a time (add_voter, remove_voter)
             bindAddress=settings.bind_address or settings.self_address,
         )
-        if settings.join:
+        if joining:
             conf.raftMinTimeout = JOIN_ELECTION_TIMEOUT_S
             conf.raftMaxTimeout = JOIN_ELECTION_TIMEOUT_S + 1
             conf.onReady = functools.partial(

@@ -187,3 +187,11 @@ def test_brokers_follow_a_quorum_whose_first_voters_are_all_gone(cluster: Cluste
         "POST", cluster.urls[1] + "/v1/topics/moved-quorum/records", {"records": [{"value": "v"}]}
     )
     assert status == 200, body
+    # the whole new quorum restarts, still with --join: voters with a journal elect as any
+    for node_id in (4, 5, 6):
+        cluster.quorum.processes[node_id].kill()
+    for node_id in (4, 5, 6):
+        cluster.quorum.processes[node_id].start()
+    wait_until(lambda: cluster.quorum.leader(timeout_s=30, among=[4, 5, 6]), what="a leader")
+    status, body = http_retry("POST", cluster.urls[2] + "/v1/topics", {"name": "restarted"})
+    assert status == 201, body
