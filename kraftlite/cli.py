@@ -93,6 +93,12 @@ def controller(  # noqa: PLR0917 - click passes every option positionally
     password = (
         os.environ.get("KRAFTLITE_RAFT_PASSWORD") or loaded.raft_password or raft_password(secret)
     )
+    if loaded.join and loaded.cluster_id is None:
+        click.echo(
+            "kraftlite: a joining voter needs the quorum's cluster.id (GET /v1/cluster)",
+            err=True,
+        )
+        sys.exit(EXIT_CONFIG)
     if loaded.raft not in loaded.voters():
         click.echo(f"kraftlite: raft address {loaded.raft} is not one of quorum's voters", err=True)
         sys.exit(EXIT_CONFIG)

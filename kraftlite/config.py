@@ -356,6 +356,9 @@ class ControllerConfig(_Config):
     data_dir: Path = _key("metadata.log.dir")
     # Joining a running quorum (`--join`): no election until added and caught up.
     join: bool = _key("quorum.join", default=False)
+    # Voters may be added and removed (pysyncobj's dynamic membership). Needs every voter to
+    # list the others at the same addresses: a snapshot carries them (off for NAT, proxies).
+    membership_changes: bool = _key("quorum.membership.changes.enable", default=True)
     # Shared by every voter: pysyncobj's transport is otherwise unauthenticated pickle. Also
     # read from the KRAFTLITE_RAFT_PASSWORD environment variable.
     raft_password: str | None = _key("raft.password", default=None)

@@ -102,6 +102,7 @@ async def run_controller(
             password=password,
             retained_batches=config.metadata_log_retained_batches,
             join=config.join,
+            membership_changes=config.membership_changes,
         ),
         loop,
         _fatal,

@@ -196,9 +196,33 @@ async def add_voter(request: web.Request) -> web.StreamResponse:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, "raft must be HOST:PORT")
     if not isinstance(url, str) or node_url_problem(url) is not None:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, "url must be http(s)://HOST:PORT")
-    await request.app[CONTROLLER].add_voter(node_id, raft, url)
+    await request.app[CONTROLLER].add_voter(
+        node_id, raft, url, verify=lambda: _check_new_voter(request, node_id, raft, url)
+    )
     audit_change(request, "voter_added", node_id=node_id, raft=raft)
     return await quorum(request)
+
+
+async def _check_new_voter(request: web.Request, node_id: int, raft: str, url: str) -> None:
+    """The new voter runs, at `url`, as node `node_id` on Raft address `raft` (a typo would
+    otherwise add a voter that never comes, and a quorum one failure from stalling)."""
+    refusal = KraftliteError(
+        ErrorCode.INVALID_REQUEST,
+        f"no controller answers at {url} as node {node_id} with Raft address {raft}: start it "
+        "with --join first",
+    )
+    try:
+        async with request.app[HTTP].get(
+            url + "/v1/quorum", timeout=aiohttp.ClientTimeout(total=3)
+        ) as answer:
+            body = await answer.json() if answer.status == 200 else None
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        raise refusal from None
+    voters = body.get("voters") if isinstance(body, dict) else None
+    if not isinstance(voters, list) or {"id": node_id, "address": raft} not in [
+        {"id": v.get("id"), "address": v.get("address")} for v in voters if isinstance(v, dict)
+    ]:
+        raise refusal
 
 
 @needs_active_controller

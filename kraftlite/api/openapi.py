@@ -1386,13 +1386,15 @@ PATHS: Final[Json] = {
             "Add a controller to the quorum (start it with --join)",
             {"200": _answer("the quorum with the new voter", _ref("Quorum"))},
             description="Needs ALTER on the cluster. One voter at a time (Raft's "
-            "single-server changes, as KIP-853): refused while the voters that are live "
+            "single-server changes, as KIP-853): refused unless the new voter answers at "
+            "its url as that node on that Raft address, and while the voters that are live "
             "now would not be a majority of the larger quorum.",
             body=_json_body("AddVoterRequest"),
             errors=[
                 *_BODY,
                 ErrorCode.DUPLICATE_VOTER,
                 ErrorCode.QUORUM_AT_RISK,
+                ErrorCode.POLICY_VIOLATION,
                 *_CONTROLLER,
             ],
         )
@@ -1418,6 +1420,7 @@ PATHS: Final[Json] = {
                 ErrorCode.INVALID_REQUEST,
                 ErrorCode.VOTER_NOT_FOUND,
                 ErrorCode.QUORUM_AT_RISK,
+                ErrorCode.POLICY_VIOLATION,
                 *_CONTROLLER,
             ],
         )

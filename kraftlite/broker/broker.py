@@ -347,8 +347,10 @@ class Broker:
         changes = self.metadata.changes_since(self.replicas.image, self.broker_id)
         self.replicas.apply_image(image, changes, self.metadata.config_topics())
         if self.settings.controllers_discovery:  # voters added since we started
+            voters = image.voters or image.controllers  # recorded once membership changed
+            current = [url for n, url in image.controllers.items() if n in voters]
             for client in (self.controllers, self._session_controllers):
-                client.learn(image.controllers.values())
+                client.learn(current)
         self.metadata.acted()
         self.lease.applied(image.version)
         if before < self.broker_epoch <= image.version:

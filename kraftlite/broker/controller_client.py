@@ -25,29 +25,35 @@ SUSPECT_S = 5.0  # a controller that did not answer is tried last for this long
 
 class ControllerClient:
     def __init__(self, urls: tuple[str, ...], session: aiohttp.ClientSession) -> None:
-        self.urls = urls
+        self._configured = urls
+        self._learned: tuple[str, ...] = ()
         self._session = session
-        self._preferred = 0
-        self._suspect_until: dict[int, float] = {}  # url index -> loop time
+        self._preferred: str | None = None
+        self._suspect_until: dict[str, float] = {}  # url -> loop time
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """The configured controllers, then the ones learned from metadata."""
+        return (*self._configured, *self._learned)
 
     def learn(self, urls: Iterable[str]) -> None:
-        """Controllers the metadata names, tried after the configured ones (voters added
-        since this broker started). None is forgotten: a removed voter stops answering."""
-        known = set(self.urls)
-        fresh = tuple(u for u in dict.fromkeys(urls) if u not in known)
-        if fresh:
-            self.urls = (*self.urls, *fresh)
+        """The current voters' URLs as the metadata names them (voters added since this
+        broker started; removed ones drop out), tried after the configured ones."""
+        configured = set(self._configured)
+        self._learned = tuple(u for u in dict.fromkeys(urls) if u not in configured)
 
     def rotate(self) -> None:
         """Prefer the next controller from now on (the current one seems to lag)."""
-        self._preferred = (self._preferred + 1) % len(self.urls)
+        urls = self.urls
+        current = urls.index(self._preferred) if self._preferred in urls else 0
+        self._preferred = urls[(current + 1) % len(urls)]
 
-    def _order(self, now: float) -> list[int]:
+    def _order(self, urls: tuple[str, ...], now: float) -> list[str]:
         """Controllers to try, from the preferred one on; those that failed to answer in
         the last SUSPECT_S seconds last."""
-        n = len(self.urls)
-        rotated = [(self._preferred + i) % n for i in range(n)]
-        return sorted(rotated, key=lambda i: self._suspect_until.get(i, 0.0) > now)
+        start = urls.index(self._preferred) if self._preferred in urls else 0
+        rotated = [urls[(start + i) % len(urls)] for i in range(len(urls))]
+        return sorted(rotated, key=lambda u: self._suspect_until.get(u, 0.0) > now)
 
     async def call(
         self,
@@ -91,12 +97,13 @@ class ControllerClient:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         last: KraftliteError | None = None
-        attempt, order = 0, self._order(loop.time())
+        # each round tries every controller known when it starts (learned ones included)
+        order: list[str] = []
         while loop.time() < deadline:
-            if attempt and attempt % len(self.urls) == 0:
-                order = self._order(loop.time())
-            index = order[attempt % len(self.urls)]
-            url = self.urls[index] + path
+            if not order:
+                order = self._order(self.urls, loop.time())
+            base = order.pop(0)
+            url = base + path
             remaining = max(deadline - loop.time(), 0.1)
             if attempt_timeout_s is not None:
                 remaining = min(remaining, attempt_timeout_s)
@@ -114,25 +121,32 @@ class ControllerClient:
                     answer_headers = dict(response.headers)
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 last = KraftliteError(ErrorCode.NOT_CONTROLLER, f"{url}: {exc!r}")
-                self._suspect_until[index] = loop.time() + SUSPECT_S
+                self._suspect_until[base] = loop.time() + SUSPECT_S
             else:
-                self._suspect_until.pop(index, None)
                 if raw and status < 400:
-                    self._preferred = index
+                    self._suspect_until.pop(base, None)
+                    self._preferred = base
                     return status, body_bytes, answer_headers
                 try:
                     payload = orjson.loads(body_bytes) if body_bytes else None
                 except orjson.JSONDecodeError:
                     payload = body_bytes[:200].decode("utf-8", "replace")
                 if status < 400:
-                    self._preferred = index
+                    self._suspect_until.pop(base, None)
+                    self._preferred = base
                     return status, payload, answer_headers
-                error = error_from_problem(status, payload)
-                if error.code not in _RETRY_CODES:
-                    self._preferred = index
-                    raise error
-                last = error
-            attempt += 1
-            if attempt % len(self.urls) == 0:
+                if not isinstance(payload, dict) or "error_code" not in payload:
+                    # not a controller's answer (something else listens there now): as if
+                    # it did not answer
+                    last = KraftliteError(ErrorCode.NOT_CONTROLLER, f"{url}: HTTP {status}")
+                    self._suspect_until[base] = loop.time() + SUSPECT_S
+                else:
+                    self._suspect_until.pop(base, None)
+                    error = error_from_problem(status, payload)
+                    if error.code not in _RETRY_CODES:
+                        self._preferred = base
+                        raise error
+                    last = error
+            if not order:  # a round without an answer: a pause before the next
                 await asyncio.sleep(0.1)
         raise last or KraftliteError(ErrorCode.NOT_CONTROLLER, "no controller answered")

@@ -305,7 +305,7 @@ def record_voters(
 ) -> ControllerResult[None]:
     """The quorum's voters after a membership change (Raft address -> node id), and a new
     voter's HTTP URL so every node can forward to it once it leads."""
-    ordered = sorted(voters.items(), key=lambda v: v[1])
+    ordered = sorted(((a, n) for a, n in voters.items() if n >= 0), key=lambda v: v[1])
     records: list[MetadataRecord] = [
         QuorumVotersRecord(
             node_ids=tuple(n for _, n in ordered), raft_addresses=tuple(a for a, _ in ordered)
@@ -313,7 +313,7 @@ def record_voters(
     ]
     if node_id is not None and url is not None and image.controllers.get(node_id) != url:
         records.append(RegisterControllerRecord(node_id=node_id, url=url))
-    if image.voters == {n: a for a, n in ordered} and len(records) == 1:
+    if image.voters == {n: a for a, n in ordered if n >= 0} and len(records) == 1:
         return ControllerResult((), None)
     return ControllerResult(tuple(records), None)
 

@@ -117,16 +117,18 @@ class QuorumController:
         return self.log.image
 
     def voters(self) -> dict[str, int]:
-        """Raft address -> node id of the voters: as the last membership change recorded
-        them, or as this controller was started (`--quorum`) before any."""
-        recorded = self.image.voters
-        if recorded:
-            return {address: node_id for node_id, address in recorded.items()}
-        return dict(self.settings.voters)
+        """Raft address -> node id of the voters. Who votes is Raft's configuration (a change
+        whose record did not commit still counts); the ids are as recorded (the voters each
+        change records, and a new voter before its change) or as started (`--quorum`); a
+        voter known by neither is -1."""
+        names = dict(self.settings.voters)
+        names.update({address: node_id for node_id, address in self.image.voters.items()})
+        return {address: names.get(address, -1) for address in self.log.voter_addresses()}
 
     def leader_id(self) -> int | None:
         address = self.log.leader_address()
-        return None if address is None else self.voters().get(address)
+        leader = None if address is None else self.voters().get(address)
+        return None if leader is None or leader < 0 else leader
 
     def leader_url(self) -> str | None:
         leader = self.leader_id()
@@ -472,14 +474,20 @@ class QuorumController:
         connected = status["connected"]
         return sum(1 for a in addresses if a == status["self"] or connected.get(a))
 
-    async def add_voter(self, node_id: int, raft: str, url: str) -> None:
+    async def add_voter(
+        self,
+        node_id: int,
+        raft: str,
+        url: str,
+        verify: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         """Add a voter: the Raft configuration first (pysyncobj's single-server change),
         then the metadata that names it. Refused while the voters that are live now would
         not be a majority of the larger quorum (the new one may take a while to catch up).
+        `verify` (the HTTP edge's check that the new voter runs as said) goes last.
         """
         async with self._membership_lock:
-            if not self.is_active():
-                raise self.not_controller()
+            self._membership_allowed()
             voters = self.voters()
             if node_id in voters.values():
                 raise KraftliteError(ErrorCode.DUPLICATE_VOTER, f"{node_id} is a voter already")
@@ -495,18 +503,21 @@ class QuorumController:
                     f"{live} of {len(voters)} voters are live: {size} voters need "
                     f"{size // 2 + 1}; replace the dead ones first",
                 )
-            if raft not in self.log.voter_addresses():
-                await self._raft_change(self.log.add_voter, raft)
+            if verify is not None:
+                await verify()
+            # its name first (a change whose record never commits still has a name), then
+            # the Raft change, then the voters as they are
             members = {**voters, raft: node_id}
             await self.submit(lambda image: decisions.record_voters(image, members, node_id, url))
+            if raft not in self.log.voter_addresses():
+                await self._raft_change(self.log.add_voter, raft)
             log.info("voter_added", node_id=node_id, raft=raft)
 
     async def remove_voter(self, node_id: int) -> None:
         """Remove a voter (the active controller hands leadership over first: NOT_CONTROLLER,
         retriable). Refused if the voters left would not have a live majority."""
         async with self._membership_lock:
-            if not self.is_active():
-                raise self.not_controller()
+            self._membership_allowed()
             voters = self.voters()
             address = next((a for a, n in voters.items() if n == node_id), None)
             if address is None:
@@ -529,6 +540,15 @@ class QuorumController:
                 await self._raft_change(self.log.remove_voter, address)
             await self.submit(lambda image: decisions.record_voters(image, remaining))
             log.info("voter_removed", node_id=node_id, raft=address)
+
+    def _membership_allowed(self) -> None:
+        if not self.log.membership_changes:
+            raise KraftliteError(
+                ErrorCode.POLICY_VIOLATION,
+                "membership changes are off here (quorum.membership.changes.enable)",
+            )
+        if not self.is_active():
+            raise self.not_controller()
 
     async def _raft_change(
         self, change: Callable[[str, float], Awaitable[None]], raft: str

@@ -153,6 +153,10 @@ class RaftSettings:
     # (it is added meanwhile), so an empty log never bumps the term and disrupts the quorum
     # it joins. Later starts elect as any voter.
     join: bool = False
+    # pysyncobj's dynamic membership (add_voter, remove_voter). With it, a snapshot carries
+    # the voters' addresses and replaces a follower's list when installed, so every voter
+    # must list the others at the same addresses (off where they do not: NAT, proxies).
+    membership_changes: bool = True
 
 
 class RaftMetadataLog:
@@ -177,9 +181,11 @@ class RaftMetadataLog:
         self._state = MetadataStateMachine(self._from_tick_thread, on_fatal)
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         journal, dump = settings.data_dir / "raft.journal", settings.data_dir / "raft.dump"
-        # --join holds elections back only on a first start: a voter with a journal has been
-        # one (a whole quorum restarted with --join must still elect a leader)
-        joining = settings.join and not journal.exists() and not dump.exists()
+        # --join holds elections back until this voter has once caught up with a leader (a
+        # marker file then): later starts elect as any voter, so a whole quorum restarted
+        # with --join still elects a leader
+        joined = settings.data_dir / JOINED_MARKER
+        joining = settings.join and not joined.exists()
         conf = (_JoiningConf if joining else SyncObjConf)(
             journalFile=str(journal),
             fullDumpFile=str(dump),
@@ -193,7 +199,7 @@ class RaftMetadataLog:
             raftMaxTimeout=settings.election_timeout_max_s,
             autoTickPeriod=0.01,
             password=settings.password,
-            dynamicMembershipChange=True,  # one voter at a time (add_voter, remove_voter)
+            dynamicMembershipChange=settings.membership_changes,
             bindAddress=settings.bind_address or settings.self_address,
         )
         if joining:
@@ -204,7 +210,10 @@ class RaftMetadataLog:
                 conf,
                 settings.election_timeout_min_s,
                 settings.election_timeout_max_s,
+                joined,
             )
+        self._membership_changes = settings.membership_changes
+        self._tick_actions: collections.deque[Callable[[], object]] = collections.deque()
         self.port_stats = PortStats()
         self._syncobj = SyncObj(
             settings.self_address,
@@ -215,6 +224,7 @@ class RaftMetadataLog:
                 BoundedTcpTransport, limits=settings.port_limits, stats=self.port_stats
             ),
         )
+        self._syncobj.addOnTickCallback(self._run_tick_actions)
 
     # -- images -------------------------------------------------------------------------
 
@@ -346,10 +356,22 @@ class RaftMetadataLog:
 
     # -- membership (one voter at a time: Raft's single-server changes, as KIP-853) --------
 
+    @property
+    def membership_changes(self) -> bool:
+        return bool(self._membership_changes)
+
     def voter_addresses(self) -> set[str]:
         """The Raft addresses of the voters as this node's configuration has them (a change
-        counts from when its entry is appended, as in Raft's single-server changes)."""
-        others = {str(getattr(n, "id", n)) for n in self._syncobj.otherNodes}
+        counts from when its entry is appended, as in Raft's single-server changes). Read
+        from the asyncio thread while the tick thread may change the set: retried."""
+        for _ in range(10):
+            try:
+                others = {str(getattr(n, "id", n)) for n in self._syncobj.otherNodes}
+                break
+            except RuntimeError:  # changed size during iteration
+                continue
+        else:
+            raise ProposeError("the voter set kept changing", maybe_committed=False)
         return {*others, str(getattr(self._syncobj.selfNode, "id", self._syncobj.selfNode))}
 
     async def add_voter(self, address: str, timeout_s: float) -> None:
@@ -359,8 +381,16 @@ class RaftMetadataLog:
         await self._call(self._syncobj.removeNodeFromCluster, (address,), timeout_s)
 
     def transfer_leadership(self) -> None:
-        """Hand leadership to the most caught-up voter (Raft's TimeoutNow); best effort."""
-        self._syncobj.transferLeadership(callback=lambda *_: None)
+        """Hand leadership to the most caught-up voter (Raft's TimeoutNow), best effort, on
+        the tick thread (it reads Raft state and writes to a peer's connection)."""
+        syncobj = self._syncobj
+        self._tick_actions.append(lambda: syncobj.transferLeadership(callback=lambda *_: None))
+
+    def _run_tick_actions(self) -> None:
+        """pysyncobj calls this on every tick, on its thread (holding its callback lock: an
+        action must not add or remove tick callbacks)."""
+        while self._tick_actions:
+            self._tick_actions.popleft()()
 
     def close(self) -> None:
         self._syncobj.destroy_synchronous()
@@ -386,9 +416,13 @@ class _JoiningConf(SyncObjConf):  # type: ignore[misc]
             self.raftMinTimeout, self.raftMaxTimeout = waiting
 
 
-def _restore_timeouts(conf: SyncObjConf, low: float, high: float) -> None:
-    """On the tick thread, once a joining voter has caught up with a leader."""
+JOINED_MARKER = "joined"
+
+
+def _restore_timeouts(conf: SyncObjConf, low: float, high: float, joined: Path) -> None:
+    """On the tick thread, once a joining voter has caught up with a leader: it was added."""
     conf.raftMinTimeout, conf.raftMaxTimeout = low, high
+    joined.touch()
 
 
 _FAILURES = {

@@ -208,7 +208,10 @@ class ControllerQuorum:
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         config_file = self.root / "controller.toml"
-        config_file.write_text(toml_lines({"cluster.id": self.root.name, **self.config}))
+        settings = {"cluster.id": self.root.name, **self.config}
+        if self.network is not None:  # voters list each other at proxy addresses
+            settings.setdefault("quorum.membership.changes.enable", False)
+        config_file.write_text(toml_lines(settings))
         ports = free_ports(2 * self.size)
         raft = {i + 1: f"127.0.0.1:{ports[i]}" for i in range(self.size)}
         views = self._raft_views(raft)

@@ -67,6 +67,14 @@ def start_joining(cluster: Cluster, node_id: int) -> tuple[str, str]:
     process.start()
     cluster.quorum.processes[node_id] = process
     cluster.quorum.urls[node_id] = f"http://{listen}"
+
+    def answers() -> bool:
+        try:
+            return http("GET", f"http://{listen}/healthz", timeout=2)[0] == 200
+        except OSError:
+            return False
+
+    wait_until(answers, what=f"controller {node_id} to answer")
     return raft, f"http://{listen}"
 
 

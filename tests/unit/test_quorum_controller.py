@@ -45,6 +45,9 @@ class ScriptedLog:
     def is_leader(self) -> bool:
         return self.leader
 
+    def voter_addresses(self) -> set[str]:
+        return {"a:1"}
+
     def leader_address(self) -> str | None:
         return "a:1" if self.leader else None
 
@@ -518,3 +521,100 @@ async def test_a_broker_heard_from_just_now_is_not_fenced_whatever_its_port_says
 async def test_a_silent_broker_whose_port_refuses_is_fenced_at_once() -> None:
     assert await _probe_once(heard_ms_ago=5_000, refuses=True)
     assert not await _probe_once(heard_ms_ago=5_000, refuses=False)  # paused: the session
+
+
+# ------------------------------------------------------------------------------ membership
+
+
+class MemberLog(ScriptedLog):
+    """Raft's voter set as pysyncobj would hold it, apart from what metadata records."""
+
+    membership_changes = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.raft = {"a1", "a2", "a3"}  # self = a1
+        self.alive = {"a1", "a2", "a3"}
+        self.raft_leader = "a1"
+
+    def leader_address(self) -> str | None:
+        return self.raft_leader
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "self": "a1",
+            "leader": self.raft_leader,
+            "term": self.term,
+            "connected": {a: a in self.alive for a in self.raft - {"a1"}},
+        }
+
+    def voter_addresses(self) -> set[str]:
+        return set(self.raft)
+
+    async def add_voter(self, address: str, timeout_s: float) -> None:
+        self.raft.add(address)
+
+    async def remove_voter(self, address: str, timeout_s: float) -> None:
+        self.raft.discard(address)
+
+    def transfer_leadership(self) -> None:
+        pass
+
+
+def member_controller() -> tuple[QuorumController, MemberLog]:
+    log = MemberLog()
+    settings = ControllerSettings(
+        node_id=1, url="http://c1", voters={"a1": 1, "a2": 2, "a3": 3}, request_timeout_s=0.3
+    )
+    return QuorumController(settings, log, FixedClock()), log  # type: ignore[arg-type]
+
+
+async def test_majority_checks_count_raft_voters_even_unrecorded() -> None:
+    """A Raft voter whose record never committed (the active controller died in between)
+    still counts: removing 3 then 2 would leave Raft {1, 4} with 4 dead, stuck for good."""
+    controller, log = member_controller()
+    log.raft.add("a4")  # in Raft, not in metadata, and dead
+    assert controller.voters() == {"a1": 1, "a2": 2, "a3": 3, "a4": -1}
+    await controller.remove_voter(3)
+    assert log.raft == {"a1", "a2", "a4"}
+    with pytest.raises(KraftliteError) as refused:
+        await controller.remove_voter(2)
+    assert refused.value.code is ErrorCode.QUORUM_AT_RISK
+    assert log.raft == {"a1", "a2", "a4"}
+
+
+async def test_a_new_voter_is_named_before_it_joins_raft() -> None:
+    controller, log = member_controller()
+    log.alive.add("a4")
+    checked: list[bool] = []
+
+    async def verify() -> None:
+        checked.append(True)
+
+    await controller.add_voter(4, "a4", "http://c4", verify=verify)
+    assert checked and log.raft == {"a1", "a2", "a3", "a4"}
+    assert log.image.voters == {1: "a1", 2: "a2", 3: "a3", 4: "a4"}
+    assert log.image.controllers[4] == "http://c4"
+    log.raft_leader = "a4"
+    assert controller.leader_id() == 4, "the new voter can be forwarded to when it leads"
+
+
+async def test_a_new_voter_that_does_not_check_out_changes_nothing() -> None:
+    controller, log = member_controller()
+    log.alive.add("a4")
+
+    async def verify() -> None:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "no controller answers there")
+
+    with pytest.raises(KraftliteError):
+        await controller.add_voter(4, "a4", "http://c4", verify=verify)
+    assert log.raft == {"a1", "a2", "a3"} and not log.image.voters
+
+
+async def test_membership_changes_can_be_turned_off() -> None:
+    controller, log = member_controller()
+    log.membership_changes = False  # type: ignore[misc]
+    for change in (controller.add_voter(4, "a4", "http://c4"), controller.remove_voter(3)):
+        with pytest.raises(KraftliteError) as refused:
+            await change
+        assert refused.value.code is ErrorCode.POLICY_VIOLATION
