@@ -207,7 +207,7 @@ async def _check_new_voter(request: web.Request, node_id: int, raft: str, url: s
     """The new voter runs, at `url`, as node `node_id` on Raft address `raft` (a typo would
     otherwise add a voter that never comes, and a quorum one failure from stalling)."""
     refusal = KraftliteError(
-        ErrorCode.INVALID_REQUEST,
+        ErrorCode.VOTER_NOT_FOUND,
         f"no controller answers at {url} as node {node_id} with Raft address {raft}: start it "
         "with --join first",
     )

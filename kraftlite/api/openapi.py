@@ -1393,6 +1393,7 @@ PATHS: Final[Json] = {
             errors=[
                 *_BODY,
                 ErrorCode.DUPLICATE_VOTER,
+                ErrorCode.VOTER_NOT_FOUND,
                 ErrorCode.QUORUM_AT_RISK,
                 ErrorCode.POLICY_VIOLATION,
                 *_CONTROLLER,

@@ -203,3 +203,14 @@ def test_brokers_follow_a_quorum_whose_first_voters_are_all_gone(cluster: Cluste
     wait_until(lambda: cluster.quorum.leader(timeout_s=30, among=[4, 5, 6]), what="a leader")
     status, body = http_retry("POST", cluster.urls[2] + "/v1/topics", {"name": "restarted"})
     assert status == 201, body
+
+
+def test_a_voter_that_does_not_run_is_not_added(cluster: Cluster) -> None:
+    raft_port, http_port = free_ports(2)
+    status, body = http_retry(
+        "POST",
+        cluster.urls[1] + "/v1/quorum/voters",
+        {"id": 4, "raft": f"127.0.0.1:{raft_port}", "url": f"http://127.0.0.1:{http_port}"},
+    )
+    assert (status, error_code(body)) == (404, "VOTER_NOT_FOUND"), body
+    assert voter_ids(cluster) == [1, 2, 3]

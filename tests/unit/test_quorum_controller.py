@@ -604,7 +604,7 @@ async def test_a_new_voter_that_does_not_check_out_changes_nothing() -> None:
     log.alive.add("a4")
 
     async def verify() -> None:
-        raise KraftliteError(ErrorCode.INVALID_REQUEST, "no controller answers there")
+        raise KraftliteError(ErrorCode.VOTER_NOT_FOUND, "no controller answers there")
 
     with pytest.raises(KraftliteError):
         await controller.add_voter(4, "a4", "http://c4", verify=verify)
