@@ -605,10 +605,15 @@ class QuorumController:
                 return
             if self.sessions.silent_for(broker_id, started) < late_ms:
                 return  # a heartbeat arrived while we probed: alive, whatever its port says
-            fenced = await self.submit(
-                lambda image: liveness.fence_dead_broker(image, broker_id, broker_epoch),
-                offload=True,
-            )
+
+            def decide(image: MetadataImage) -> decisions.ControllerResult[list[int]]:
+                # decided under the write lock: a heartbeat that came while we waited for it
+                # saves the broker (as _fence_expired)
+                if self.sessions.silent_for(broker_id, self._clock.monotonic_ms()) < late_ms:
+                    return decisions.ControllerResult((), [])
+                return liveness.fence_dead_broker(image, broker_id, broker_epoch)
+
+            fenced = await self.submit(decide, offload=True)
             if fenced:
                 log.info("brokers_fenced", brokers=fenced, reason="its port refuses connections")
         except KraftliteError as exc:  # deposed, or the quorum is slow: the session decides
