@@ -169,6 +169,19 @@ def completed_reassignment(
     return target, final_isr, leader
 
 
+def _completion(
+    topic_id: str,
+    index: int,
+    current: PartitionRegistration,
+    done: tuple[tuple[int, ...], tuple[int, ...], int],
+) -> PartitionChangeRecord | None:
+    """The change that commits a completed reassignment (`completed_reassignment`'s answer)."""
+    replicas, isr, leader = done
+    return partition_change(
+        topic_id, index, current, leader=leader, isr=isr, replicas=replicas, adding=(), removing=()
+    )
+
+
 def _unclean_allowed(topic: TopicImage) -> bool:
     return effective_config(topic.configs, "unclean.leader.election.enable") == "true"
 
@@ -254,17 +267,7 @@ def complete_reassignments(image: MetadataImage) -> ControllerResult[int]:
         done = completed_reassignment(current, current.isr, image.is_live, image.can_lead)
         if done is None:
             continue
-        replicas, isr, leader = done
-        change = partition_change(
-            topic.topic_id,
-            index,
-            current,
-            leader=leader,
-            isr=isr,
-            replicas=replicas,
-            adding=(),
-            removing=(),
-        )
+        change = _completion(topic.topic_id, index, current, done)
         if change is not None:
             changes.append(change)
     return ControllerResult(tuple(changes), len(changes), atomic=False)
@@ -721,17 +724,7 @@ def alter_partition(
         )
     done = completed_reassignment(current, new_isr, image.is_live, image.can_lead)
     if done is not None:  # the last target replica joined: the reassignment completes
-        replicas, final_isr, leader = done
-        change = partition_change(
-            topic.topic_id,
-            request.partition,
-            current,
-            leader=leader,
-            isr=final_isr,
-            replicas=replicas,
-            adding=(),
-            removing=(),
-        )
+        change = _completion(topic.topic_id, request.partition, current, done)
     else:
         change = partition_change(
             topic.topic_id, request.partition, current, leader=current.leader, isr=new_isr
