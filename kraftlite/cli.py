@@ -4,7 +4,6 @@ the contract's "Processes and the command line" (docs/cli.md).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ import structlog
 from rich.console import Console
 from rich.table import Table
 
-from kraftlite import __version__
+from kraftlite import __version__, eventloop
 from kraftlite.api import tls
 from kraftlite.config import ROLES, BrokerConfig, ConfigError, ControllerConfig
 from kraftlite.logs import configure_logging
@@ -107,7 +106,7 @@ def controller(  # noqa: PLR0917 - click passes every option positionally
     bootstrap = os.environ.get("KRAFTLITE_BOOTSTRAP_PASSWORD") or loaded.bootstrap_password
     from kraftlite.node import run_controller  # noqa: PLC0415 - keep light commands light
 
-    asyncio.run(run_controller(loaded, password, secret, bootstrap))
+    eventloop.run(run_controller(loaded, password, secret, bootstrap))
 
 
 @main.command()
@@ -149,7 +148,7 @@ def broker(  # noqa: PLR0917 - click passes every option positionally
     _check_exposure(loaded, insecure)
     from kraftlite.node import run_broker  # noqa: PLC0415 - keep light commands light
 
-    asyncio.run(run_broker(loaded, secret))
+    eventloop.run(run_broker(loaded, secret))
 
 
 def _check_exposure(loaded: BrokerConfig | ControllerConfig, insecure: bool) -> None:

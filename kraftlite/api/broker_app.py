@@ -33,6 +33,7 @@ from kraftlite.api.errors import (
     PROBLEM_JSON,
     int_param,
     json_response,
+    problem_body,
     read_json_object,
 )
 from kraftlite.api.internal_auth import (
@@ -65,6 +66,7 @@ MAX_WAIT_MS = 30_000
 DEFAULT_MAX_BYTES = 1 << 20
 MAX_JSON_RECORDS = 10_000
 MAX_JSON_FETCH_BYTES = 1 << 20  # a JSON fetch decodes on the event loop: keep it short
+REPLICA_STREAM_IDLE_S = 60.0  # followers ask at least every replica.fetch.wait.max.ms
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -684,6 +686,56 @@ async def replica_fetch(request: web.Request) -> web.Response:
     )
 
 
+REPLICA_STREAMS: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("replica_streams")
+
+
+async def replica_stream(request: web.Request) -> web.WebSocketResponse:
+    """A follower's fetch session over one WebSocket (replication.md, "The replication
+    stream"): the handshake is a signed GET (internal, so nodes only, checked once by the
+    middlewares); then each binary message is a ReplicaFetchRequest as JSON, answered by the
+    framed ReplicaFetchResponse, the same bytes as `replica_fetch`'s body, or by a text
+    message with the problem JSON of a refused one. One request at a time; a malformed one
+    closes the stream, and so does a follower silent for REPLICA_STREAM_IDLE_S.
+    """
+    broker = request.app[BROKER]
+    ws = web.WebSocketResponse(
+        max_msg_size=broker.settings.limits.socket_request_max_bytes, compress=False
+    )
+    await ws.prepare(request)
+    streams = request.app[REPLICA_STREAMS]
+    streams.add(ws)
+    try:
+        while True:
+            message = await ws.receive(timeout=REPLICA_STREAM_IDLE_S)
+            if message.type is not aiohttp.WSMsgType.BINARY:
+                break  # closed, or not a request: the follower starts over
+            try:
+                wanted = ReplicaFetchRequest.from_json(orjson.loads(message.data))
+            except (MessageError, orjson.JSONDecodeError):
+                await ws.close(code=aiohttp.WSCloseCode.UNSUPPORTED_DATA, message=b"bad fetch")
+                break
+            try:
+                answer, segments = await broker.replicas.serve_replica_fetch(wanted)
+            except KraftliteError as exc:
+                await ws.send_str(problem_body(exc).decode())
+                continue
+            metrics.record_replica_fetch(any(segments))
+            await ws.send_bytes(framing.encode(answer.to_json(), segments))
+    except TimeoutError:
+        pass  # a follower that stopped asking: its next fetch reconnects
+    finally:
+        streams.discard(ws)
+        await ws.close()
+    return ws
+
+
+async def _close_replica_streams(app: web.Application) -> None:
+    """On shutdown: followers reconnect elsewhere rather than wait for their timeout."""
+    streams: set[web.WebSocketResponse] = app[REPLICA_STREAMS]
+    for ws in list(streams):
+        await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"broker stopping")
+
+
 # ---------------------------------------------------------------------------- the app
 
 
@@ -734,6 +786,8 @@ def make_broker_app(
     app[THROTTLE] = Throttle(SystemClock())
     app[JSON_PARSE] = asyncio.Semaphore(1)
     app[groups.COORDINATOR] = GroupCoordinator(broker, group_settings)
+    app[REPLICA_STREAMS] = set()
+    app.on_shutdown.append(_close_replica_streams)
     r = app.router
     r.add_get("/healthz", healthz)
     r.add_get("/readyz", readyz)
@@ -783,6 +837,7 @@ def make_broker_app(
     r.add_delete(r"/v1/quorum/voters/{node_id}", admin_passthrough)
     r.add_post("/v1/reassignments", admin_passthrough)
     r.add_post("/v1/internal/replica-fetch", replica_fetch)
+    r.add_get("/v1/internal/replica-stream", replica_stream)
     r.add_get("/v1/internal/offsets", internal_offsets)
     return app
 

@@ -16,16 +16,23 @@ log = structlog.get_logger(__name__)
 PROBLEM_JSON = "application/problem+json"
 
 
-def problem(error: KraftliteError, status: int | None = None) -> web.Response:
-    status = status or error.http_status
+def problem_body(error: KraftliteError, status: int | None = None) -> bytes:
+    """The problem+json document of `error` (error_from_problem reads it back)."""
     body: dict[str, Any] = {
         "error_code": error.code.name,
         "message": error.message,
-        "status": status,
+        "status": status or error.http_status,
         "retriable": error.retriable,
         **error.details,
     }
-    response = web.Response(status=status, body=orjson.dumps(body), content_type=PROBLEM_JSON)
+    return orjson.dumps(body)
+
+
+def problem(error: KraftliteError, status: int | None = None) -> web.Response:
+    status = status or error.http_status
+    response = web.Response(
+        status=status, body=problem_body(error, status), content_type=PROBLEM_JSON
+    )
     if error.code is ErrorCode.SASL_AUTHENTICATION_FAILED:  # RFC 9110: a 401 names schemes
         response.headers["WWW-Authenticate"] = 'Basic realm="kraftlite", Bearer realm="kraftlite"'
     return response

@@ -151,6 +151,7 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("POST", "/v1/internal/alter-partition"): NODES,
     ("GET", "/v1/internal/metadata"): NODES,
     ("POST", "/v1/internal/replica-fetch"): NODES,
+    ("GET", "/v1/internal/replica-stream"): NODES,
     ("GET", "/v1/internal/offsets"): NODES,
 }
 

@@ -12,7 +12,10 @@ Rules:
    start moved, the role changed), so a round where nothing changed costs O(1), not
    O(partitions), and idle partitions cost nothing.
 4. An answer carries only partitions with news: data, a divergence, an error, or a high
-   watermark or log start the follower has not been told.
+   watermark or log start the follower has not been told. A new high watermark alone
+   (`changed_later`) wakes no one: it goes with the next answer the follower gets for
+   another reason, or when its long-poll ends, so an acknowledged write costs each
+   follower one round (the records), not two (the records, then the HW they moved).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class FetchSession:
     last_round_ms: int = 0  # when its latest fetch arrived
     partitions: dict[PartitionKey, SessionPartition] = field(default_factory=dict)
     dirty: set[PartitionKey] = field(default_factory=set)
+    later: set[PartitionKey] = field(default_factory=set)  # a HW to tell with the next answer
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
     deferred: list[PartitionKey] = field(default_factory=list)
@@ -51,6 +55,10 @@ class FetchSession:
         dirty, self.dirty = self.dirty, set()
         self.wake.clear()
         return dirty
+
+    def take_later(self) -> set[PartitionKey]:
+        later, self.later = self.later, set()
+        return later
 
     def defer(self, keys: list[PartitionKey]) -> None:
         """Partitions a full answer had no room for: looked at first next round."""
@@ -106,6 +114,7 @@ class FetchSessions:
             if session.partitions.pop(key, None) is not None:
                 self._unwatch(key, session)
             session.dirty.discard(key)
+            session.later.discard(key)
         touched = session.take_dirty()
         for position in request.partitions:
             key = (position.topic_id, position.partition)
@@ -136,6 +145,11 @@ class FetchSessions:
         for session in self._watching.get(key, {}).values():
             session.dirty.add(key)
             session.wake.set()
+
+    def changed_later(self, key: PartitionKey) -> None:
+        """Rule 4: a new high watermark of `key`, for the sessions' next answers."""
+        for session in self._watching.get(key, {}).values():
+            session.later.add(key)
 
     def last_rounds(self, key: PartitionKey) -> dict[int, int]:
         """When each session that fetches `key` last fetched (replica_state rule 5)."""

@@ -1,6 +1,11 @@
 """Follower fetching: one long-polled request loop per leader broker, for every partition
 this broker follows from it (Kafka's fetcher threads, one fetch session per source broker).
 
+Rounds travel over one WebSocket to the leader (`/v1/internal/replica-stream`), opened with
+a signed handshake and kept: a round costs a message each way, not an HTTP request and its
+answer (replication.md, "The replication stream"). A stream that fails is dropped, and the
+next round opens a new one in a new session.
+
 A fetch session (KIP-227's idea; the leader's side is fetch_sessions.py): the first request
 lists every partition with the offset after our log end and the epoch of our last batch;
 later ones list only partitions whose position moved (we appended or truncated, metadata
@@ -15,13 +20,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from typing import cast
 
 import aiohttp
 import orjson
 import structlog
 
 from kraftlite.broker.partition import Partition, ReplicaFetchResult, Role
-from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 from kraftlite.protocol import framing
 from kraftlite.protocol.internal import (
     NEW_SESSION,
@@ -33,7 +39,7 @@ from kraftlite.protocol.internal import (
 
 log = structlog.get_logger(__name__)
 PartitionKey = tuple[str, int]
-REPLICA_FETCH_PATH = "/v1/internal/replica-fetch"
+REPLICA_STREAM_PATH = "/v1/internal/replica-stream"
 ERROR_BACKOFF_S = 0.2  # Kafka's replica.fetch.backoff.ms is 1000; metadata moves faster here
 
 
@@ -59,6 +65,8 @@ class FollowerFetcher:
         self._max_bytes = max_bytes
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._stream: aiohttp.ClientWebSocketResponse | None = None
+        self._stream_url: str | None = None
         # The fetch session (fetch_sessions.py on the leader): its id and next epoch, the
         # positions the leader holds for us, partitions whose position it must hear
         # (`_dirty`), and partitions it must forget.
@@ -106,6 +114,7 @@ class FollowerFetcher:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        await self._drop_stream()
 
     async def _run(self) -> None:
         backoff = 0.05
@@ -124,6 +133,7 @@ class FollowerFetcher:
                 if self.on_refused is not None and _refused(exc):
                     self.on_refused(self.leader_id)  # its process is likely gone: say so
                 self.session_id = NEW_SESSION  # it may have seen the request: start over
+                await self._drop_stream()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
 
@@ -176,17 +186,7 @@ class FollowerFetcher:
             raise KraftliteError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leader URL unknown")
         request, positions = self._request()
         self._changed.clear()
-        async with self._session.post(
-            url + REPLICA_FETCH_PATH,
-            data=orjson.dumps(request.to_json()),
-            headers={"Content-Type": "application/json"},
-            timeout=aiohttp.ClientTimeout(total=self._max_wait_ms / 1000 + 10),
-        ) as response:
-            raw = await response.read()
-            if response.status != 200:
-                raise KraftliteError(
-                    ErrorCode.UNKNOWN_SERVER_ERROR, f"replica fetch: HTTP {response.status}"
-                )
+        raw = await self._round(url, orjson.dumps(request.to_json()))
         header, segments = framing.decode(raw)
         answer = ReplicaFetchResponse.from_json(header)
         self.rounds += 1
@@ -210,6 +210,33 @@ class FollowerFetcher:
                 self._dirty.discard(key)  # else it moved meanwhile: send it again
         for item, data in zip(answer.partitions, segments, strict=True):
             self._take(item, data)
+
+    async def _round(self, url: str, request: bytes) -> bytes:
+        """One request and its answer over the stream to the leader at `url` (opened
+        first if there is none, or it was to another address)."""
+        if self._stream is None or self._stream.closed or self._stream_url != url:
+            await self._drop_stream()
+            async with asyncio.timeout(self._max_wait_ms / 1000 + 10):  # a hung leader
+                self._stream = await self._session.ws_connect(
+                    url + REPLICA_STREAM_PATH,
+                    compress=0,
+                    max_msg_size=0,  # answers are bounded by max_bytes plus the first batch
+                    timeout=aiohttp.ClientWSTimeout(ws_close=1.0),
+                )
+            self._stream_url = url
+        await self._stream.send_bytes(request)
+        answer = await self._stream.receive(timeout=self._max_wait_ms / 1000 + 10)
+        if answer.type is aiohttp.WSMsgType.BINARY:
+            return cast(bytes, answer.data)
+        if answer.type is aiohttp.WSMsgType.TEXT:  # refused whole: a problem document
+            raise error_from_problem(0, orjson.loads(answer.data))
+        raise ConnectionResetError(f"replica stream to {self.leader_id} ended: {answer.type!r}")
+
+    async def _drop_stream(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None and not stream.closed:
+            with contextlib.suppress(Exception):
+                await stream.close()
 
     def _take(self, item: PartitionFetchAnswer, data: memoryview) -> None:
         key = (item.topic_id, item.partition)

@@ -35,6 +35,20 @@ class Role(Enum):
     OFFLINE = "offline"
 
 
+class Tell(Enum):
+    """Whom a change to a replica concerns, and how soon (replication.md, "Fetch sessions").
+
+    NOW: followers, at once (records, log start, role); LATER: followers, with the next
+    answer they get anyway (a new high watermark: its own round would cost each follower a
+    request per acknowledged write, and followers only need the HW if they become leader);
+    NO: only the ISR check and the HW checkpoint (a follower's fetch, a lease lapse).
+    """
+
+    NOW = "now"
+    LATER = "later"
+    NO = "no"
+
+
 class Acks(Enum):
     NONE = "0"
     LEADER = "1"
@@ -89,10 +103,9 @@ class Partition:
         self.configs: Mapping[str, str] = {}
         self.state: rs.LeaderState | None = None  # when leader
         self.hw_moved = Notifier()  # higher watermark or a role change (wakes local waiters)
-        # Told of every change followers must hear of (records, HW, log start, role), or
-        # with False of one that only the ISR check cares about (a follower's fetch); the
-        # replica manager wakes fetch sessions and marks the partition for ISR checks.
-        self.on_change: Callable[[Partition, bool], None] | None = None
+        # Told of every change, with whom it concerns (`Tell`); the replica manager wakes
+        # fetch sessions and marks the partition for ISR checks and HW checkpoints.
+        self.on_change: Callable[[Partition, Tell], None] | None = None
         # When each follower's fetch session last fetched this partition (rule 5 of
         # replica_state): asked before an append, never on an idle partition.
         self.sessions_seen: Callable[[Partition], Mapping[int, int]] | None = None
@@ -185,7 +198,7 @@ class Partition:
         if not self._lease_valid():
             if not self._lapsed:
                 self._lapsed = True
-                self.changed(followers=False)  # the ISR check must see the lapse end
+                self.changed(Tell.NO)  # the ISR check must see the lapse end
             raise self.lease_lapsed()
         return self.state
 
@@ -247,7 +260,7 @@ class Partition:
         if self.state.high_watermark != before:
             self.log.set_high_watermark(self.state.high_watermark)
             self.hw_moved.notify()
-            self.changed()
+            self.changed(Tell.LATER)  # with their next answer: no round of its own
 
     # -- consumer reads -----------------------------------------------------------------
 
@@ -329,7 +342,7 @@ class Partition:
             )
         now = self._clock.monotonic_ms()
         self.state = rs.record_fetch(state, follower_id, fetch_offset, log.log_end_offset, now)
-        self.changed(followers=False)
+        self.changed(Tell.NO)
         self._advance_high_watermark()
         proposal = None
         expansion = rs.expansion_at_fetch(self.state, follower_id, now, self.is_eligible)
@@ -343,9 +356,9 @@ class Partition:
             isr_proposal=proposal,
         )
 
-    def changed(self, *, followers: bool = True) -> None:
+    def changed(self, tell: Tell = Tell.NOW) -> None:
         if self.on_change is not None:
-            self.on_change(self, followers)
+            self.on_change(self, tell)
 
     def isr_settled(self) -> bool:
         """No ISR change can come due before this replica changes again (replica_state)."""
@@ -433,7 +446,7 @@ class Partition:
             log.append_replicated(result.data)
         log.set_high_watermark(min(result.high_watermark, log.log_end_offset))
         self._follow_log_start(result.log_start_offset)
-        self.changed(followers=False)  # a new high watermark to checkpoint
+        self.changed(Tell.NO)  # a new high watermark to checkpoint
 
     def _follow_log_start(self, leader_log_start: int) -> None:
         """Drop what lies below the leader's log start (Kafka's maybeIncrementLogStartOffset):

@@ -26,10 +26,10 @@ import aiohttp
 import structlog
 
 from kraftlite.broker.controller_client import ControllerClient
-from kraftlite.broker.fetch_sessions import FetchSessions, SessionPartition
+from kraftlite.broker.fetch_sessions import FetchSession, FetchSessions, SessionPartition
 from kraftlite.broker.follower_fetcher import FollowerFetcher, PartitionKey
 from kraftlite.broker.notifier import Notifier
-from kraftlite.broker.partition import IsrProposal, Partition, Role
+from kraftlite.broker.partition import IsrProposal, Partition, Role, Tell
 from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import MetadataImage, PartitionRegistration, TopicImage
@@ -346,13 +346,21 @@ class ReplicaManager:
                 answer, data = self._replica_fetch_one(follower, entry, limit)
                 if throttled:
                     self._throttle_spent(throttle, len(data))
-                if answer is not None:
-                    answers.append(answer)
-                    segments.append(data)
-                    budget -= len(data)
+                if answer is None:
+                    continue
+                if _only_high_watermark(answer, data, entry):
+                    session.later.add(key)  # not worth a round of its own (Tell.LATER)
+                    continue
+                _told(entry, answer)
+                answers.append(answer)
+                segments.append(data)
+                budget -= len(data)
             if answers or loop.time() >= deadline:
                 if held:
                     session.defer(list(dict.fromkeys([*session.deferred, *held])))
+                for answer in self._high_watermark_news(session):
+                    answers.append(answer)
+                    segments.append(b"")
                 return ReplicaFetchResponse(session.session_id, tuple(answers)), segments
             # nothing to say yet: wait for news, or for the throttle to refill
             wait = deadline - loop.time()
@@ -362,6 +370,25 @@ class ReplicaManager:
                 await asyncio.wait_for(session.wake.wait(), wait)
             candidates = list(dict.fromkeys([*held, *session.take_deferred(session.take_dirty())]))
             held = []
+
+    def _high_watermark_news(self, session: FetchSession) -> list[PartitionFetchAnswer]:
+        """The high watermarks (Tell.LATER) this follower has not been told, for an answer
+        that goes anyway. Partitions no longer led here are left to their role change,
+        which tells followers at once.
+        """
+        news = []
+        for key in session.take_later():
+            entry = session.partitions.get(key)
+            partition = self.partitions.get(key)
+            if entry is None or partition is None or partition.state is None:
+                continue
+            log = partition.log
+            if log.high_watermark == entry.told_high_watermark:
+                continue
+            answer = PartitionFetchAnswer(key[0], key[1], log.high_watermark, log.log_start_offset)
+            _told(entry, answer)
+            news.append(answer)
+        return news
 
     def _replica_fetch_one(
         self, follower: int, entry: SessionPartition, max_bytes: int
@@ -392,8 +419,6 @@ class ReplicaManager:
             and result.log_start_offset == entry.told_log_start
         ):
             return None, b""
-        entry.told_high_watermark = result.high_watermark
-        entry.told_log_start = result.log_start_offset
         answer = PartitionFetchAnswer(
             topic_id,
             index,
@@ -442,13 +467,15 @@ class ReplicaManager:
             now = self._clock.monotonic_ms()
             self._throttle.record({"rate": rate}, "replication", "rate", sent, now)
 
-    def _partition_changed(self, partition: Partition, followers: bool) -> None:
+    def _partition_changed(self, partition: Partition, tell: Tell) -> None:
         key = (partition.topic_id, partition.index)
         self._hw_dirty.add(key)
         if partition.state is not None:
             self._active.add(key)
-        if followers:
+        if tell is Tell.NOW:
             self.fetch_sessions.changed(key)
+        elif tell is Tell.LATER:
+            self.fetch_sessions.changed_later(key)
 
     def _sessions_seen(self, partition: Partition) -> dict[int, int]:
         return self.fetch_sessions.last_rounds((partition.topic_id, partition.index))
@@ -643,6 +670,24 @@ def _apply_retention(
         if count:
             deleted.append((partition, count))
     return deleted
+
+
+def _only_high_watermark(
+    answer: PartitionFetchAnswer, data: bytes, entry: SessionPartition
+) -> bool:
+    """An answer whose only news is a higher watermark: told with the next answer."""
+    return (
+        not data
+        and answer.error_code is None
+        and answer.diverging_epoch is None
+        and answer.log_start_offset == entry.told_log_start
+    )
+
+
+def _told(entry: SessionPartition, answer: PartitionFetchAnswer) -> None:
+    if answer.error_code is None:
+        entry.told_high_watermark = answer.high_watermark
+        entry.told_log_start = answer.log_start_offset
 
 
 def _error_answer(topic_id: str, index: int, error: KraftliteError) -> PartitionFetchAnswer:

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from kraftlite import eventloop
 from kraftlite.client.admin import Admin
 from kraftlite.client.consumer import Consumer, ConsumerRecord
 from kraftlite.client.producer import Producer, RecordMetadata
@@ -20,7 +21,7 @@ T = TypeVar("T")
 
 class _LoopThread:
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = eventloop.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
 

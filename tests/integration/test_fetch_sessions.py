@@ -128,6 +128,54 @@ async def test_a_session_answers_only_news_and_an_idle_round_costs_nothing(
     assert [(p.partition, p.high_watermark) for p in answer.partitions] == [(7, 1)]
 
 
+async def test_a_new_high_watermark_alone_wakes_no_follower_and_rides_the_next_answer(
+    storage: LogStorage,
+) -> None:
+    """Rule 4: the HW an acknowledged write moves costs no round of its own. The fetch
+    that moves it is not answered for it, nor is another follower's waiting fetch; the HW
+    goes with the next answer sent for another reason (here records), or when the
+    long-poll ends."""
+    clock = ManualClock()
+    manager = leader_of_everything(storage, clock, partitions=2)
+    s2, _ = await manager.serve_replica_fetch(
+        fetch(manager, 2, NEW_SESSION, 0, positions({0: 0, 1: 0}))
+    )
+    s3, _ = await manager.serve_replica_fetch(
+        fetch(manager, 3, NEW_SESSION, 0, positions({0: 0, 1: 0}))
+    )
+    await produce(manager, 0, b"a")
+    answer, _ = await manager.serve_replica_fetch(fetch(manager, 3, s3.session_id, 1, wait_ms=0))
+    assert [(p.partition, p.high_watermark) for p in answer.partitions] == [(0, 0)]  # records
+    # 3 holds the record and is waiting; 2's fetch saying it holds it too moves the HW to 1
+    waiting = asyncio.create_task(
+        manager.serve_replica_fetch(
+            fetch(manager, 3, s3.session_id, 2, positions({0: 1}), wait_ms=5_000)
+        )
+    )
+    await asyncio.sleep(0.05)
+    assert not waiting.done()  # its own position alone: nothing to say yet
+    moving = asyncio.create_task(
+        manager.serve_replica_fetch(
+            fetch(manager, 2, s2.session_id, 1, positions({0: 1}), wait_ms=5_000)
+        )
+    )
+    await asyncio.sleep(0.05)
+    assert manager.partitions[("T", 0)].log.high_watermark == 1
+    assert not moving.done() and not waiting.done()  # the new HW woke neither
+    # records on the other partition: both answers go, each telling the new HW as well
+    await produce(manager, 1, b"b")
+    for task in (waiting, moving):
+        answer, _ = await asyncio.wait_for(task, 2)
+        told = {p.partition: p.high_watermark for p in answer.partitions}
+        assert told == {0: 1, 1: 0}, told
+    # with nothing else to say, a HW is told when the long-poll ends
+    await manager.serve_replica_fetch(fetch(manager, 2, s2.session_id, 2, positions({1: 1})))
+    answer, _ = await manager.serve_replica_fetch(
+        fetch(manager, 3, s3.session_id, 3, positions({1: 1}), wait_ms=50)
+    )
+    assert [(p.partition, p.high_watermark) for p in answer.partitions] == [(1, 1)]
+
+
 async def test_a_stale_session_or_epoch_is_refused_whole_and_forgotten_partitions_go(
     storage: LogStorage,
 ) -> None:

@@ -13,10 +13,11 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
+import aiohttp
 import orjson
 import pytest
 
-from kraftlite.api.internal_auth import acting_for
+from kraftlite.api.internal_auth import ClusterAuth, acting_for
 from kraftlite.clock import SystemClock
 from kraftlite.security.cluster_auth import (
     CLIENT_HOST_HEADER,
@@ -266,6 +267,46 @@ def test_clients_cannot_touch_internal_topics(cluster: Cluster) -> None:
     assert status == 200, view
     assert len(view["partitions"]) == 10
     assert view["configs"]["retention.ms"] == "-1"
+
+
+async def test_the_replica_stream_answers_only_nodes_and_garbage_closes_only_it(
+    cluster: Cluster,
+) -> None:
+    """The replication stream (a WebSocket per follower) is internal: a stranger's
+    handshake is refused before it is upgraded; a node's stream that sends garbage or
+    a text message is closed, a request refused whole is answered with its problem and
+    the stream kept; the broker and its replicas are untouched."""
+    before = _state(cluster)
+    url = cluster.urls[1] + "/v1/internal/replica-stream"
+    async with aiohttp.ClientSession() as stranger:
+        with pytest.raises(aiohttp.WSServerHandshakeError) as caught:
+            await stranger.ws_connect(url)
+        assert caught.value.status == 403
+    node = ClusterAuth(CLUSTER_SECRET, "mallory", SystemClock())
+    async with aiohttp.ClientSession(middlewares=(node.client_middleware(),)) as signed:
+        for garbage in (b"\x00\xff not json", b"[1, 2]", b'{"v": 1, "replica_id": "x"}'):
+            stream = await signed.ws_connect(url)
+            await stream.send_bytes(garbage)
+            closed = await stream.receive(timeout=5)
+            assert closed.type is aiohttp.WSMsgType.CLOSE, closed
+            assert closed.data == aiohttp.WSCloseCode.UNSUPPORTED_DATA
+        stream = await signed.ws_connect(url)
+        await stream.send_str("hello")
+        assert (await stream.receive(timeout=5)).type is aiohttp.WSMsgType.CLOSE
+        # a forged follower fetch from a broker epoch that is not registered: refused, kept
+        stream = await signed.ws_connect(url)
+        forged = {"v": 1, "replica_id": 2, "broker_epoch": 0, "max_wait_ms": 0,
+                  "max_bytes": 1024, "session_id": 0, "session_epoch": 0,
+                  "partitions": [], "forgotten": []}  # fmt: skip
+        for _ in range(2):
+            await stream.send_bytes(orjson.dumps(forged))
+            answer = await stream.receive(timeout=5)
+            assert answer.type is aiohttp.WSMsgType.TEXT, answer
+            assert orjson.loads(answer.data)["error_code"] == "STALE_BROKER_EPOCH"
+        await stream.close()
+    status, _ = http("GET", cluster.urls[1] + "/healthz")
+    assert status == 200
+    assert _state(cluster) == before
 
 
 def test_the_cluster_still_works_after_the_attacks(cluster: Cluster) -> None:

@@ -1,7 +1,7 @@
 """The follower side of fetch sessions (broker/follower_fetcher.py), against a fake leader
 whose answers the test releases one by one (from the review of issue 13's change).
 
-A fake HTTP session holds each replica fetch until the test releases it, so metadata can
+A fake replica stream holds each replica fetch until the test releases it, so metadata can
 move a partition while a request naming it is in flight.
 """
 
@@ -11,6 +11,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import orjson
 
 from kraftlite.broker.follower_fetcher import FollowerFetcher
@@ -39,35 +40,37 @@ class FakePartition:
 
 
 class HeldSession:
-    """post() records the request body and answers only when `release` is set."""
+    """ws_connect() opens a fake replica stream whose send_bytes() records the request and
+    whose receive() answers only when `release` is set."""
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.release = asyncio.Event()
         self.session_id = 77
+        self.connects = 0
 
-    def post(self, url: str, data: bytes, **_: Any) -> Any:
-        body = orjson.loads(data)
-        self.requests.append(body)
+    async def ws_connect(self, url: str, **_: Any) -> Any:
+        self.connects += 1
         outer = self
 
-        class Answer:
-            status = 200
+        class Stream:
+            closed = False
 
-            async def __aenter__(self) -> Answer:
+            async def send_bytes(self, data: bytes) -> None:
+                outer.requests.append(orjson.loads(data))
+
+            async def receive(self, **_: Any) -> aiohttp.WSMessage:
                 await outer.release.wait()
                 outer.release.clear()
-                return self
-
-            async def __aexit__(self, *exc: object) -> None:
-                return None
-
-            async def read(self) -> bytes:
-                return framing.encode(
+                answer = framing.encode(
                     {"v": 1, "session_id": outer.session_id, "partitions": []}, []
                 )
+                return aiohttp.WSMessage(aiohttp.WSMsgType.BINARY, answer, None)
 
-        return Answer()
+            async def close(self) -> None:
+                self.closed = True
+
+        return Stream()
 
 
 def make_fetcher(session: HeldSession) -> FollowerFetcher:
