@@ -27,6 +27,11 @@ from kraftlite import eventloop
 # frames that mean a thread is waiting, not working (py-spy samples them without --idle
 # when a thread sits in a C call it cannot see into)
 IDLE = ("select (selectors", "_worker (concurrent", "Condition.wait", "Event.wait", "run_forever")
+# frames every busy sample of the event loop passes through: not worth a row
+ROOTS = (
+    "<frozen runpy>", "click/", "asyncio/runners.py", "base_events.py", "asyncio/events.py",
+    "kraftlite/__main__.py", "kraftlite/cli.py", "kraftlite/eventloop.py", "threading.py",
+)  # fmt: skip
 
 
 def node_pids(dev_pid: int) -> dict[str, int]:
@@ -44,9 +49,11 @@ def node_pids(dev_pid: int) -> dict[str, int]:
     return nodes
 
 
-def busy_table(raw_files: list[Path], top: int) -> str:
-    """Inclusive share of busy samples per function, over all files (py-spy --format raw)."""
+def busy_tables(raw_files: list[Path], top: int) -> str:
+    """Where busy samples go over all files (py-spy --format raw): inclusive per function,
+    and self (the innermost frame, where the CPU was actually spent)."""
     inclusive: collections.Counter[str] = collections.Counter()
+    own: collections.Counter[str] = collections.Counter()
     total = 0
     for path in raw_files:
         for line in path.read_text().splitlines():
@@ -55,10 +62,19 @@ def busy_table(raw_files: list[Path], top: int) -> str:
             if any(idle in frames[-1] for idle in IDLE):
                 continue
             total += int(count)
+            own[frames[-1]] += int(count)
             for frame in set(frames):
                 inclusive[frame] += int(count)
-    rows = [f"| {n * 100 / total:5.1f} % | `{frame}` |" for frame, n in inclusive.most_common(top)]
-    return "\n".join(["| busy samples | function (file:line) |", "|---:|---|", *rows])
+
+    def table(counts: collections.Counter[str], rows: int) -> str:
+        ranked = [(f, n) for f, n in counts.most_common() if not any(r in f for r in ROOTS)]
+        lines = [f"| {n * 100 / total:5.1f} % | `{frame}` |" for frame, n in ranked[:rows]]
+        return "\n".join(["| busy samples | function (file:line) |", "|---:|---|", *lines])
+
+    return (
+        f"Inclusive (a WebSocket handler runs inside the middlewares that admitted it):\n\n"
+        f"{table(inclusive, top)}\n\nSelf:\n\n{table(own, top // 2)}\n"
+    )
 
 
 def main() -> None:
@@ -85,7 +101,7 @@ def main() -> None:
                 duration = str(int(args.seconds + 2))
                 recorders.append(subprocess.Popen(
                     [py_spy, "record", "-p", str(pid), "-r", "100", "-d", duration,
-                     "--format", fmt, "-o", str(target), "--nonblocking"],
+                     "--format", fmt, "-o", str(target), "--nonblocking", "--gil"],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 ))  # fmt: skip
         figures = eventloop.run(
@@ -100,8 +116,7 @@ def main() -> None:
             f"`python scripts/profile_single.py --label {args.label}` — "
             + ", ".join(f"{k} {v:,.3g}" for k, v in figures.items())
             + "\n\nWhere the three brokers' busy samples go (inclusive, idle waits left out):\n\n"
-            + busy_table(brokers, args.top)
-            + "\n"
+            + busy_tables(brokers, args.top)
         )
         print(summary.read_text())
     finally:

@@ -367,7 +367,8 @@ class ReplicaManager:
             if held and throttle is not None:  # until the bucket refills, not before
                 wait = min(wait, max(self._throttle_wait_ms(throttle) / 1000, THROTTLE_RETRY_S))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(session.wake.wait(), wait)
+                async with asyncio.timeout(wait):  # no task per wait, unlike wait_for
+                    await session.wake.wait()
             candidates = list(dict.fromkeys([*held, *session.take_deferred(session.take_dirty())]))
             held = []
 

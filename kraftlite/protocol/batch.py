@@ -328,6 +328,29 @@ def split_batches(buf: bytes | bytearray | memoryview) -> Iterator[memoryview]:
         pos = end
 
 
+def checked_batches(
+    buf: bytes | bytearray | memoryview,
+) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Cut a stream of stored batches (a replica fetch answer) into (header, batch), both
+    CRCs checked, the structure not: a follower's path. Every stored batch passed
+    `validate` on the leader that accepted it, so bytes whose CRCs match are a valid batch;
+    the CRCs catch what transit or a disk did to them (Kafka's followers check the same).
+    """
+    view = memoryview(buf)
+    pos = 0
+    while pos < len(view):
+        header = read_header(view, pos)
+        end = pos + header.batch_length
+        if end > len(view):
+            raise CorruptBatchError(
+                f"truncated batch: {len(view) - pos} of {header.batch_length} bytes"
+            )
+        if crc32c(view[pos + HEADER_SIZE : end]) != header.body_crc:
+            raise CorruptBatchError("batch body CRC mismatch")
+        yield header, view[pos:end]
+        pos = end
+
+
 class _Column(NamedTuple):
     validity: memoryview | None  # Arrow validity bitmap; None for non-nullable columns
     lengths: memoryview  # uint32 little-endian, one per item

@@ -496,8 +496,7 @@ class PartitionLog:
         """
         entries: list[tuple[_Peek, bytes | bytearray | memoryview]] = []
         try:
-            for view in batch_format.split_batches(data):
-                header = batch_format.validate(view)
+            for header, view in batch_format.checked_batches(data):
                 entries.append(
                     (
                         _Peek(

@@ -57,6 +57,8 @@ def test_any_corrupted_byte_is_detected(batch, data) -> None:
         fmt.validate(encoded)
     with pytest.raises(fmt.CorruptBatchError):
         fmt.decode(encoded)
+    with pytest.raises(fmt.CorruptBatchError):  # the follower's check: CRCs alone suffice
+        list(fmt.checked_batches(encoded))
 
 
 def test_stamp_changes_only_the_header() -> None:
@@ -64,6 +66,15 @@ def test_stamp_changes_only_the_header() -> None:
     stamped = fmt.stamp(encoded, 42, 7)
     assert stamped[fmt.HEADER_SIZE :] == encoded[fmt.HEADER_SIZE :]
     assert fmt.validate(stamped).base_offset == 42
+
+
+def test_checked_batches_cuts_a_stream_and_refuses_a_truncated_one() -> None:
+    first = bytes(fmt.stamp(fmt.encode_batch([b"x"] * 3, timestamps=[5] * 3), 0, 1))
+    second = bytes(fmt.stamp(fmt.encode_batch([b"y"], timestamps=[6]), 3, 1))
+    cut = [(h.base_offset, bytes(v)) for h, v in fmt.checked_batches(first + second)]
+    assert cut == [(0, first), (3, second)]
+    with pytest.raises(fmt.CorruptBatchError):
+        list(fmt.checked_batches(first + second[:-8]))
 
 
 def test_split_batches_cuts_a_stream() -> None:
