@@ -38,6 +38,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import shutil
 import signal
 import socket
@@ -254,15 +255,16 @@ async def timed(
 
     await asyncio.gather(*(loop(w, time.monotonic() + 1) for w in range(workers)))
     measuring = True
-    cpu = peers.process_cpu_seconds(cpu_pids)
+    cpu, own = peers.process_cpu_seconds(cpu_pids), time.process_time()
     started = time.monotonic()
     await asyncio.gather(*(loop(w, started + seconds) for w in range(workers)))
     elapsed = time.monotonic() - started
-    used = peers.process_cpu_seconds(cpu_pids) - cpu
+    used, own = peers.process_cpu_seconds(cpu_pids) - cpu, time.process_time() - own
     samples.sort()
     cpu_ms = used * 1000 / len(samples) if cpu_pids else float("nan")
     return {"records_per_s": len(samples) / elapsed, "p50_ms": statistics.median(samples),
-            "p99_ms": samples[len(samples) * 99 // 100], "cpu_ms_per_record": cpu_ms}  # fmt: skip
+            "p99_ms": samples[len(samples) * 99 // 100], "cpu_ms_per_record": cpu_ms,
+            "client_cpu_ms_per_record": own * 1000 / len(samples)}  # fmt: skip
 
 
 def fresh_topic(bootstrap: str, name: str, partitions: int, rf: int) -> dict[int, str]:
@@ -564,6 +566,18 @@ def report(median: dict[str, float]) -> None:
         nats_cpu = median.get("nats_r3_cpu_ms_per_record", float("nan"))
         print(f"  {'server CPU ms per acknowledged record, RF 3 (NATS R3)':<58} {cpu:>6.3f}"
               f" ({nats_cpu:.3f})  goal ≤ 0.5: {'met' if cpu <= 0.5 else 'NOT met'}")  # fmt: skip
+    cores = os.cpu_count() or 1
+    for name, prefix in (("kraftlite RF 3, client", "single_rf3_client"),
+                         ("kraftlite RF 3, raw HTTP", "single_rf3_http"),
+                         ("kraftlite RF 1, raw HTTP", "single_rf1_http"),
+                         ("NATS R3", "nats_r3"), ("NATS R1", "nats_r1")):  # fmt: skip
+        server = median.get(f"{prefix}_cpu_ms_per_record", float("nan"))
+        client = median.get(f"{prefix}_client_cpu_ms_per_record", float("nan"))
+        if server == server and client == client:  # both measured (not NaN)
+            ceiling = cores * 1000 / (server + client)
+            what = "CPU ms per record, servers + load generator: " + name
+            print(f"  {what:<58} {server + client:>6.3f}"
+                  f"  (at most {ceiling:,.0f} records/s on {cores} cores)")  # fmt: skip
     if "baseline_bare_aiohttp_records_per_s" in median:
         ratio = (
             median["produce_acks_all_records_per_s"] / median["baseline_bare_aiohttp_records_per_s"]

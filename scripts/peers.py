@@ -181,9 +181,9 @@ async def nats_single_record(
         tasks = [loop.create_task(produce(k, end)) for k in range(producers)]
         await asyncio.sleep(1.0)  # warm-up: leaders settled, connections hot
         measuring = True
-        cpu0, t0 = process_cpu_seconds(pids), time.perf_counter()
+        cpu0, t0, own0 = process_cpu_seconds(pids), time.perf_counter(), time.process_time()
         await asyncio.gather(*tasks)
-        cpu1, t1 = process_cpu_seconds(pids), time.perf_counter()
+        cpu1, t1, own1 = process_cpu_seconds(pids), time.perf_counter(), time.process_time()
         latencies.sort()
         n = len(latencies)
         return {
@@ -191,6 +191,7 @@ async def nats_single_record(
             "p50_ms": latencies[n // 2] * 1000,
             "p99_ms": latencies[min(n - 1, n * 99 // 100)] * 1000,
             "cpu_ms_per_record": (cpu1 - cpu0) * 1000 / n,
+            "client_cpu_ms_per_record": (own1 - own0) * 1000 / n,
         }
     finally:
         for name in names:

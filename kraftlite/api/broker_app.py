@@ -10,6 +10,7 @@ controllers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -66,7 +67,7 @@ MAX_WAIT_MS = 30_000
 DEFAULT_MAX_BYTES = 1 << 20
 MAX_JSON_RECORDS = 10_000
 MAX_JSON_FETCH_BYTES = 1 << 20  # a JSON fetch decodes on the event loop: keep it short
-REPLICA_STREAM_IDLE_S = 60.0  # followers ask at least every replica.fetch.wait.max.ms
+STREAM_CLOSE_S = 1.0  # how long a replica stream waits for the follower's close reply
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -687,53 +688,69 @@ async def replica_fetch(request: web.Request) -> web.Response:
 
 
 REPLICA_STREAMS: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("replica_streams")
+STREAM_IDLE_S = web.AppKey("stream_idle_s", float)  # connections.max.idle.ms
 
 
 async def replica_stream(request: web.Request) -> web.WebSocketResponse:
     """A follower's fetch session over one WebSocket (replication.md, "The replication
-    stream"): the handshake is a signed GET (internal, so nodes only, checked once by the
+    stream"): the handshake is a signed GET (internal, so nodes only, checked by the
     middlewares); then each binary message is a ReplicaFetchRequest as JSON, answered by the
     framed ReplicaFetchResponse, the same bytes as `replica_fetch`'s body, or by a text
-    message with the problem JSON of a refused one. One request at a time; a malformed one
-    closes the stream, and so does a follower silent for REPLICA_STREAM_IDLE_S.
+    message with the problem JSON of a refused one (also while this broker's metadata is
+    behind its registration, as `caught_up` answers a request). One request at a time; a
+    malformed one closes the stream, and so does a follower silent for
+    `connections.max.idle.ms` or one that stops reading.
     """
     broker = request.app[BROKER]
     ws = web.WebSocketResponse(
-        max_msg_size=broker.settings.limits.socket_request_max_bytes, compress=False
+        max_msg_size=broker.settings.limits.socket_request_max_bytes,
+        compress=False,
+        timeout=STREAM_CLOSE_S,  # for the follower's close reply
     )
     await ws.prepare(request)
     streams = request.app[REPLICA_STREAMS]
     streams.add(ws)
     try:
         while True:
-            message = await ws.receive(timeout=REPLICA_STREAM_IDLE_S)
+            message = await ws.receive(timeout=request.app[STREAM_IDLE_S])
             if message.type is not aiohttp.WSMsgType.BINARY:
                 break  # closed, or not a request: the follower starts over
             try:
                 wanted = ReplicaFetchRequest.from_json(orjson.loads(message.data))
             except (MessageError, orjson.JSONDecodeError):
-                await ws.close(code=aiohttp.WSCloseCode.UNSUPPORTED_DATA, message=b"bad fetch")
+                await ws.close(
+                    code=aiohttp.WSCloseCode.UNSUPPORTED_DATA, message=b"bad fetch", drain=False
+                )
                 break
             try:
+                _check_caught_up(broker)
                 answer, segments = await broker.replicas.serve_replica_fetch(wanted)
             except KraftliteError as exc:
                 await ws.send_str(problem_body(exc).decode())
                 continue
             metrics.record_replica_fetch(any(segments))
             await ws.send_bytes(framing.encode(answer.to_json(), segments))
-    except TimeoutError:
-        pass  # a follower that stopped asking: its next fetch reconnects
+    except (TimeoutError, ConnectionResetError):
+        pass  # a follower that stopped asking, or went away: its next fetch reconnects
     finally:
         streams.discard(ws)
-        await ws.close()
+        await _close_stream(ws, aiohttp.WSCloseCode.OK, b"")
     return ws
+
+
+async def _close_stream(ws: web.WebSocketResponse, code: int, why: bytes) -> None:
+    """Close without waiting on a follower that does not read (a paused process, a hung
+    link): at most STREAM_CLOSE_S for its reply, never for its socket to drain."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(ws.close(code=code, message=why, drain=False), STREAM_CLOSE_S)
 
 
 async def _close_replica_streams(app: web.Application) -> None:
     """On shutdown: followers reconnect elsewhere rather than wait for their timeout."""
     streams: set[web.WebSocketResponse] = app[REPLICA_STREAMS]
-    for ws in list(streams):
-        await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"broker stopping")
+    await asyncio.gather(
+        *(_close_stream(ws, aiohttp.WSCloseCode.GOING_AWAY, b"broker stopping") for ws in streams)
+    )
 
 
 # ---------------------------------------------------------------------------- the app
@@ -744,15 +761,17 @@ async def caught_up(request: web.Request, handler: Handler) -> web.StreamRespons
     """A broker answers API calls only once its metadata reaches its own registration: a
     broker that just (re)started would otherwise call every topic unknown.
     """
-    broker = request.app[BROKER]
     if request.path.startswith("/v1/") and request.path != "/v1/openapi.json":
-        image_version = broker.replicas.image.version
-        if broker.broker_epoch < 0 or image_version < broker.broker_epoch:
-            raise KraftliteError(
-                ErrorCode.BROKER_NOT_AVAILABLE,
-                f"broker {broker.broker_id} is starting: its metadata is not current yet",
-            )
+        _check_caught_up(request.app[BROKER])
     return await handler(request)
+
+
+def _check_caught_up(broker: Broker) -> None:
+    if broker.broker_epoch < 0 or broker.replicas.image.version < broker.broker_epoch:
+        raise KraftliteError(
+            ErrorCode.BROKER_NOT_AVAILABLE,
+            f"broker {broker.broker_id} is starting: its metadata is not current yet",
+        )
 
 
 @web.middleware
@@ -787,6 +806,7 @@ def make_broker_app(
     app[JSON_PARSE] = asyncio.Semaphore(1)
     app[groups.COORDINATOR] = GroupCoordinator(broker, group_settings)
     app[REPLICA_STREAMS] = set()
+    app[STREAM_IDLE_S] = (limits or ListenerLimits()).idle_ms / 1000
     app.on_shutdown.append(_close_replica_streams)
     r = app.router
     r.add_get("/healthz", healthz)

@@ -35,6 +35,9 @@ class SessionPartition:
     position: FetchPosition
     told_high_watermark: int = -1
     told_log_start: int = -1
+    # The leader checked `position` (epoch, lineage, range) and found nothing wrong: only
+    # then may a high watermark alone be told for it (rule 4).
+    checked: bool = False
 
 
 @dataclass
@@ -124,6 +127,7 @@ class FetchSessions:
                 self._watching.setdefault(key, {})[session.follower] = session
             else:
                 entry.position = position
+                entry.checked = False
             touched.add(key)
         return session, touched
 

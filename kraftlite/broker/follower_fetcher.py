@@ -40,6 +40,7 @@ from kraftlite.protocol.internal import (
 log = structlog.get_logger(__name__)
 PartitionKey = tuple[str, int]
 REPLICA_STREAM_PATH = "/v1/internal/replica-stream"
+REPLICA_FETCH_PATH = "/v1/internal/replica-fetch"  # one round per request, before the stream
 ERROR_BACKOFF_S = 0.2  # Kafka's replica.fetch.backoff.ms is 1000; metadata moves faster here
 
 
@@ -67,6 +68,7 @@ class FollowerFetcher:
         self._task: asyncio.Task[None] | None = None
         self._stream: aiohttp.ClientWebSocketResponse | None = None
         self._stream_url: str | None = None
+        self._post_only: str | None = None  # a leader URL that has no stream route
         # The fetch session (fetch_sessions.py on the leader): its id and next epoch, the
         # positions the leader holds for us, partitions whose position it must hear
         # (`_dirty`), and partitions it must forget.
@@ -120,6 +122,7 @@ class FollowerFetcher:
         backoff = 0.05
         while True:
             if not self.partitions and not self._forgotten:
+                await self._drop_stream()  # nothing to fetch from this leader for now
                 self._changed.clear()
                 await self._changed.wait()
                 continue
@@ -133,7 +136,8 @@ class FollowerFetcher:
                 if self.on_refused is not None and _refused(exc):
                     self.on_refused(self.leader_id)  # its process is likely gone: say so
                 self.session_id = NEW_SESSION  # it may have seen the request: start over
-                await self._drop_stream()
+                if not isinstance(exc, KraftliteError):  # a refusal leaves the stream usable
+                    await self._drop_stream()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
 
@@ -213,16 +217,24 @@ class FollowerFetcher:
 
     async def _round(self, url: str, request: bytes) -> bytes:
         """One request and its answer over the stream to the leader at `url` (opened
-        first if there is none, or it was to another address)."""
+        first if there is none, or it was to another address); by POST to a leader that
+        has no stream (a version before it, during a rolling upgrade)."""
         if self._stream is None or self._stream.closed or self._stream_url != url:
             await self._drop_stream()
-            async with asyncio.timeout(self._max_wait_ms / 1000 + 10):  # a hung leader
-                self._stream = await self._session.ws_connect(
-                    url + REPLICA_STREAM_PATH,
-                    compress=0,
-                    max_msg_size=0,  # answers are bounded by max_bytes plus the first batch
-                    timeout=aiohttp.ClientWSTimeout(ws_close=1.0),
-                )
+            if self._post_only == url:
+                return await self._post(url, request)
+            try:
+                async with asyncio.timeout(self._max_wait_ms / 1000 + 10):  # a hung leader
+                    self._stream = await self._session.ws_connect(
+                        url + REPLICA_STREAM_PATH,
+                        compress=0,
+                        max_msg_size=0,  # answers are bounded by max_bytes plus the first batch
+                        timeout=aiohttp.ClientWSTimeout(ws_close=1.0),
+                    )
+            except aiohttp.WSServerHandshakeError as exc:
+                if exc.status in {404, 405}:
+                    self._post_only = url
+                raise
             self._stream_url = url
         await self._stream.send_bytes(request)
         answer = await self._stream.receive(timeout=self._max_wait_ms / 1000 + 10)
@@ -231,6 +243,18 @@ class FollowerFetcher:
         if answer.type is aiohttp.WSMsgType.TEXT:  # refused whole: a problem document
             raise error_from_problem(0, orjson.loads(answer.data))
         raise ConnectionResetError(f"replica stream to {self.leader_id} ended: {answer.type!r}")
+
+    async def _post(self, url: str, request: bytes) -> bytes:
+        async with self._session.post(
+            url + REPLICA_FETCH_PATH,
+            data=request,
+            headers={"Content-Type": "application/json"},
+            timeout=aiohttp.ClientTimeout(total=self._max_wait_ms / 1000 + 10),
+        ) as response:
+            raw = await response.read()
+            if response.status != 200:
+                raise error_from_problem(response.status, orjson.loads(raw or b"null"))
+        return raw
 
     async def _drop_stream(self) -> None:
         stream, self._stream = self._stream, None

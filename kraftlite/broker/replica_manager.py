@@ -347,7 +347,9 @@ class ReplicaManager:
                 if throttled:
                     self._throttle_spent(throttle, len(data))
                 if answer is None:
+                    entry.checked = True
                     continue
+                entry.checked = answer.error_code is None
                 if _only_high_watermark(answer, data, entry):
                     session.later.add(key)  # not worth a round of its own (Tell.LATER)
                     continue
@@ -374,14 +376,19 @@ class ReplicaManager:
 
     def _high_watermark_news(self, session: FetchSession) -> list[PartitionFetchAnswer]:
         """The high watermarks (Tell.LATER) this follower has not been told, for an answer
-        that goes anyway. Partitions no longer led here are left to their role change,
-        which tells followers at once.
+        that goes anyway: only for positions the leader checked since the follower named
+        them (not one answered with an error, deferred or held by the throttle) and while
+        its lease holds. Partitions no longer led here are left to their role change, which
+        tells followers at once.
         """
         news = []
         for key in session.take_later():
             entry = session.partitions.get(key)
             partition = self.partitions.get(key)
             if entry is None or partition is None or partition.state is None:
+                continue
+            if not entry.checked or not partition.serving_as_leader:
+                session.later.add(key)  # told once a fetch of it is checked, or the lease back
                 continue
             log = partition.log
             if log.high_watermark == entry.told_high_watermark:

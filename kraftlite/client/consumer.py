@@ -23,6 +23,7 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import structlog
@@ -389,15 +390,33 @@ class Consumer:
                     self._positions[tp] = reset
                 return offset, []
             raise
-        records = [
-            ConsumerRecord(topic, index, r.offset, r.timestamp, r.key, r.value, r.headers)
-            for decoded in batch_format.decode_stream(data)
-            for r in decoded.records()
-            if r.offset >= offset
-        ]
-        return offset, records
+        return offset, _records(topic, index, data, offset)
 
     async def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
         while True:
             for record in await self.poll():
                 yield record
+
+
+def _records(topic: str, index: int, data: bytes, offset: int) -> list[ConsumerRecord]:
+    """The records from `offset` on in a fetch answer, built straight from each batch's
+    columns: one object per record and no Python loop of our own."""
+    records: list[ConsumerRecord] = []
+    for decoded in batch_format.decode_stream(data):
+        base, count = decoded.header.base_offset, decoded.header.record_count
+        skip = max(offset - base, 0)  # a batch can start before the position asked for
+        if skip >= count:
+            continue
+        records.extend(
+            map(
+                ConsumerRecord,
+                repeat(topic),
+                repeat(index),
+                range(base + skip, base + count),
+                decoded.timestamps[skip:],
+                decoded.keys[skip:],
+                decoded.values[skip:],
+                decoded.headers[skip:],
+            )
+        )
+    return records

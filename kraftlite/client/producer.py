@@ -98,39 +98,37 @@ class Producer:
         """Queue one record; the future resolves once the cluster acknowledged it."""
         if self._closed:
             raise RuntimeError("the producer is closed")
-        infos = await self._transport.partitions(topic)
-        count = len(infos)
+        count = self._transport.known_partition_count(topic)  # cached: no await per record
+        if not count:
+            count = len(await self._transport.partitions(topic))
         if partition is None:
             if key is not None:
                 partition = partition_for_key(key, count)
             else:
-                partition = self._sticky.setdefault(topic, next(self._round_robin) % count)
+                partition = self._sticky.get(topic)
+                if partition is None:
+                    partition = self._sticky[topic] = next(self._round_robin) % count
         elif not 0 <= partition < count:
             raise KraftliteError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has {count} partitions"
             )
         record = batch_format.Record(
-            value=value,
-            key=key,
-            headers=headers,
-            timestamp=self._clock.now_ms() if timestamp is None else timestamp,
+            value, key, headers, self._clock.now_ms() if timestamp is None else timestamp
         )
-        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
-        pending = self._pending.setdefault((topic, partition), _Pending())
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[RecordMetadata] = loop.create_future()
+        pending = self._pending.get((topic, partition))
+        if pending is None:
+            pending = self._pending[topic, partition] = _Pending()
         pending.records.append(record)
         pending.futures.append(future)
-        pending.size += (
-            len(value or b"")
-            + len(key or b"")
-            + sum(len(n) + len(v) for n, v in headers)
-            + _PER_RECORD_OVERHEAD
-        )
+        pending.size += len(value or b"") + len(key or b"") + _PER_RECORD_OVERHEAD
+        if headers:
+            pending.size += sum(len(n) + len(v) for n, v in headers)
         if pending.size >= self.max_batch_bytes:
             self._ship(topic, partition)
         elif pending.timer is None:
-            pending.timer = asyncio.get_running_loop().call_later(
-                self.linger_s, self._ship, topic, partition
-            )
+            pending.timer = loop.call_later(self.linger_s, self._ship, topic, partition)
         return future
 
     def _ship(self, topic: str, partition: int) -> None:

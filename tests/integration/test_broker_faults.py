@@ -7,13 +7,22 @@ tests/harness/checker.py, as in test_chaos.py).
 
 from __future__ import annotations
 
+import base64
+import os
+import secrets
+import socket
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
+from kraftlite.clock import SystemClock
+from kraftlite.protocol import batch as fmt
+from kraftlite.security.cluster_auth import HEADER, Signer, derive_key
 from tests.harness.checker import assert_no_violations, one_writer_per_epoch
 from tests.harness.observe import (
     Producer,
@@ -25,7 +34,7 @@ from tests.harness.observe import (
     wait_until,
 )
 from tests.harness.observe import create as create_topic
-from tests.harness.processes import FAST_SESSIONS, Cluster, http
+from tests.harness.processes import CLUSTER_SECRET, FAST_SESSIONS, Cluster, http
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(300)]
 
@@ -170,3 +179,71 @@ def test_a_full_cluster_kill_9_and_restart_keeps_everything(cluster: Cluster) ->
         what="the high watermark back above every ack",
     )
     check(cluster, "durable", producer)
+
+
+def _stalled_stream(url: str, request: dict[str, Any]) -> socket.socket:
+    """A replica stream (signed with the cluster secret, as a node) that sends one fetch and
+    then never reads: a follower whose process or link hangs mid-answer. Its receive buffer
+    is tiny, so the leader's answer cannot drain into the kernel."""
+    host, port = url.removeprefix("http://").split(":")
+    path = "/v1/internal/replica-stream"
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((host, int(port)))
+    signer = Signer(derive_key(CLUSTER_SECRET, "internal http"), "stalled")
+    signature = signer.header(
+        "GET", path, b"", now_ms=SystemClock().now_ms(), nonce=secrets.token_hex(8)
+    )
+    sock.sendall(
+        (
+            f"GET {path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n"
+            "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+            f"Sec-WebSocket-Key: {base64.b64encode(os.urandom(16)).decode()}\r\n"
+            f"{HEADER}: {signature}\r\n\r\n"
+        ).encode()
+    )
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += sock.recv(1)
+    assert answer.startswith(b"HTTP/1.1 101"), answer
+    payload, mask = orjson.dumps(request), os.urandom(4)
+    assert len(payload) < 1 << 16
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    sock.sendall(b"\x82" + bytes([0x80 | 126]) + len(payload).to_bytes(2, "big") + mask + masked)
+    return sock
+
+
+def test_a_leader_stops_at_once_while_a_follower_that_does_not_read_holds_its_stream(
+    cluster: Cluster,
+) -> None:
+    """SIGTERM must not wait on a replica stream whose follower stopped reading an 8 MiB
+    answer (the review of issue 15: closing it waited for its socket to drain, forever)."""
+    created = create(cluster, "stalled")
+    leader = created["leader"]
+    url = cluster.urls[leader]
+    batch = fmt.encode_records([fmt.Record(value=os.urandom(1000))] * 900, now_ms=0)
+    for _ in range(12):  # ~11 MB, more than one answer carries
+        request = urllib.request.Request(
+            url + "/v1/topics/stalled/partitions/0/records?acks=1",
+            data=batch,
+            headers={"Content-Type": "application/vnd.kraftlite.batch"},
+        )
+        with urllib.request.urlopen(request, timeout=15) as response:
+            assert response.status == 200
+    topic = describe(cluster, "stalled")
+    follower = next(b for b in created["replicas"] if b != leader)
+    brokers = http("GET", url + "/v1/cluster")[1]["brokers"]
+    epoch = next(b["broker_epoch"] for b in brokers if b["id"] == follower)
+    fetch = {"v": 1, "replica_id": follower, "broker_epoch": epoch, "max_wait_ms": 0,
+             "max_bytes": 8 << 20, "session_id": 0, "session_epoch": 0, "forgotten": [],
+             "partitions": [{"topic_id": topic["topic_id"], "partition": 0,
+                             "leader_epoch": created["leader_epoch"], "fetch_offset": 0,
+                             "last_fetched_epoch": -1}]}  # fmt: skip
+    stalled = _stalled_stream(url, fetch)
+    try:
+        time.sleep(1.0)  # the leader is writing its answer into a socket that does not drain
+        started = time.monotonic()
+        code = cluster.processes[leader].terminate()  # SIGKILL after 20 s
+        assert code == 0 and time.monotonic() - started < 15, (code, time.monotonic() - started)
+    finally:
+        stalled.close()

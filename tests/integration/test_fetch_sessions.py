@@ -176,6 +176,29 @@ async def test_a_new_high_watermark_alone_wakes_no_follower_and_rides_the_next_a
     assert [(p.partition, p.high_watermark) for p in answer.partitions] == [(1, 1)]
 
 
+async def test_a_high_watermark_is_told_only_for_a_position_the_leader_checked(
+    storage: LogStorage,
+) -> None:
+    """Rule 4 (from the review of issue 15): a position refused in this round (here an old
+    leader epoch) is answered with its error alone, not with a HW beside it; the HW goes
+    once a fetch of that partition passes the leader's checks."""
+    clock = ManualClock()
+    m = leader_of_everything(storage, clock, partitions=2)
+    s2, _ = await m.serve_replica_fetch(fetch(m, 2, NEW_SESSION, 0, positions({0: 0, 1: 0})))
+    s3, _ = await m.serve_replica_fetch(fetch(m, 3, NEW_SESSION, 0, positions({0: 0, 1: 0})))
+    await produce(m, 0, b"a")
+    await m.serve_replica_fetch(fetch(m, 2, s2.session_id, 1, positions({0: 1})))
+    await m.serve_replica_fetch(fetch(m, 3, s3.session_id, 1, positions({0: 1})))
+    assert m.partitions[("T", 0)].log.high_watermark == 1  # news for both sessions
+    stale = (FetchPosition("T", 0, -1, 1, 0),)
+    answer, _ = await m.serve_replica_fetch(fetch(m, 2, s2.session_id, 2, stale))
+    assert [(p.partition, p.error_code) for p in answer.partitions] == [(0, "FENCED_LEADER_EPOCH")]
+    answer, _ = await m.serve_replica_fetch(fetch(m, 2, s2.session_id, 3, positions({0: 1}, 0)))
+    assert [(p.partition, p.error_code, p.high_watermark) for p in answer.partitions] == [
+        (0, None, 1)
+    ]
+
+
 async def test_a_stale_session_or_epoch_is_refused_whole_and_forgotten_partitions_go(
     storage: LogStorage,
 ) -> None:

@@ -48,10 +48,20 @@ class HeldSession:
         self.release = asyncio.Event()
         self.session_id = 77
         self.connects = 0
+        self.posts = 0
+        # what the next answers are instead of a BINARY answer (TEXT problem, CLOSE)
+        self.scripted: list[aiohttp.WSMessage] = []
+        self.handshake_status: int | None = None  # refuse the upgrade with this status
 
     async def ws_connect(self, url: str, **_: Any) -> Any:
         self.connects += 1
         outer = self
+        if self.handshake_status is not None:
+            raise aiohttp.WSServerHandshakeError(
+                None,  # type: ignore[arg-type]
+                (),
+                status=self.handshake_status,
+            )
 
         class Stream:
             closed = False
@@ -62,6 +72,11 @@ class HeldSession:
             async def receive(self, **_: Any) -> aiohttp.WSMessage:
                 await outer.release.wait()
                 outer.release.clear()
+                if outer.scripted:
+                    message = outer.scripted.pop(0)
+                    if message.type is aiohttp.WSMsgType.CLOSE:
+                        self.closed = True
+                    return message
                 answer = framing.encode(
                     {"v": 1, "session_id": outer.session_id, "partitions": []}, []
                 )
@@ -71,6 +86,28 @@ class HeldSession:
                 self.closed = True
 
         return Stream()
+
+    def post(self, url: str, data: bytes, **_: Any) -> Any:
+        self.posts += 1
+        self.requests.append(orjson.loads(data))
+        outer = self
+
+        class Answer:
+            status = 200
+
+            async def __aenter__(self) -> Answer:
+                await asyncio.sleep(0.01)  # the leader's long-poll
+                return self
+
+            async def __aexit__(self, *exc: object) -> None:
+                return None
+
+            async def read(self) -> bytes:
+                return framing.encode(
+                    {"v": 1, "session_id": outer.session_id, "partitions": []}, []
+                )
+
+        return Answer()
 
 
 def make_fetcher(session: HeldSession) -> FollowerFetcher:
@@ -151,3 +188,36 @@ async def test_an_unfenced_broker_names_every_partition_again_in_a_new_session()
     restarted = session.requests[-1]
     assert restarted["session_id"] == 0
     assert sorted(p["partition"] for p in restarted["partitions"]) == [0, 1]
+
+
+async def test_a_refused_round_keeps_the_stream_and_a_closed_one_reconnects() -> None:
+    """A text answer (a request refused whole) starts a new session on the same stream; a
+    stream the leader closed is opened again, in a new session."""
+    session = HeldSession()
+    fetcher = make_fetcher(session)
+    fetcher.add(FakePartition("T", 0))  # type: ignore[arg-type]
+    await asyncio.sleep(0.01)
+    problem = orjson.dumps({"error_code": "FETCH_SESSION_ID_NOT_FOUND", "message": "gone"})
+    session.scripted = [
+        aiohttp.WSMessage(aiohttp.WSMsgType.TEXT, problem.decode(), None),
+        aiohttp.WSMessage(aiohttp.WSMsgType.CLOSE, 1001, b"broker stopping"),
+    ]
+    for _ in range(3):
+        session.release.set()
+        await asyncio.sleep(0.15)  # past the error backoff
+    await fetcher.stop()
+    assert session.connects == 2, session.connects  # once at the start, once after CLOSE
+    assert [r["session_id"] for r in session.requests[:3]] == [0, 0, 0]  # each a new session
+
+
+async def test_a_leader_without_the_stream_route_is_fetched_from_by_post() -> None:
+    """A leader of an earlier version (a rolling upgrade) answers the upgrade 404: the
+    follower fetches from it by POST, one round per request."""
+    session = HeldSession()
+    session.handshake_status = 404
+    fetcher = make_fetcher(session)
+    fetcher.add(FakePartition("T", 0))  # type: ignore[arg-type]
+    await asyncio.sleep(0.3)
+    await fetcher.stop()
+    assert session.connects == 1 and session.posts >= 2
+    assert session.requests[0]["session_id"] == 0 and session.requests[1]["session_id"] == 77
