@@ -1,11 +1,13 @@
 """The event loop every kraftlite process runs on: uvloop where it is installed, else
 asyncio's own.
 
-uvloop (libuv under asyncio's API, supported by aiohttp) halves the CPU of an aiohttp round
-trip on loopback here (`docs/perf/README.md`: 107 against 202 µs for a small HTTP request and
-answer, 20 against 54 µs for a WebSocket message), which is most of what a replicated write
-costs. `KRAFTLITE_EVENT_LOOP=asyncio` keeps asyncio's loop (for debugging with tools that
-know only it); Windows has no uvloop and always does.
+uvloop (libuv under asyncio's API, supported by aiohttp) halves the CPU of a bare aiohttp
+round trip on loopback here (107 against 202 µs for a small HTTP request and answer, 20
+against 54 µs for a WebSocket message); across a whole cluster, where the work above the
+loop dominates, it measured a few percent better on every figure of `scripts/bench.py`,
+within this machine's run-to-run noise (docs/perf/README.md, "uvloop").
+`KRAFTLITE_EVENT_LOOP=asyncio` keeps asyncio's loop (for debugging with tools that know
+only it); Windows has no uvloop and always does.
 """
 
 from __future__ import annotations

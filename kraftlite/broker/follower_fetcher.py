@@ -133,8 +133,10 @@ class FollowerFetcher:
                 raise
             except Exception as exc:  # noqa: BLE001 - leader down or moving: metadata will tell
                 log.debug("replica_fetch_failed", leader=self.leader_id, error=repr(exc))
-                if self.on_refused is not None and _refused(exc):
-                    self.on_refused(self.leader_id)  # its process is likely gone: say so
+                if _refused(exc):
+                    self._post_only = None  # it may come back upgraded: try the stream again
+                    if self.on_refused is not None:
+                        self.on_refused(self.leader_id)  # its process is likely gone: say so
                 self.session_id = NEW_SESSION  # it may have seen the request: start over
                 if not isinstance(exc, KraftliteError):  # a refusal leaves the stream usable
                     await self._drop_stream()
