@@ -107,29 +107,6 @@ def call(method: str, url: str, body: Any = None) -> tuple[int, Any]:
         return error.code, json.loads(error.read() or b"null")
 
 
-def prepare_topic(bootstrap: str) -> dict[int, str]:
-    """Create the topic (fresh) and return partition -> leader URL once all have leaders."""
-    call("DELETE", f"{bootstrap}/v1/topics/{TOPIC}")
-    time.sleep(1)
-    status, body = call(
-        "POST",
-        f"{bootstrap}/v1/topics",
-        {"name": TOPIC, "partitions": PARTITIONS, "replication_factor": 3,
-         "configs": {"min.insync.replicas": 2}},
-    )  # fmt: skip
-    if status != 201:
-        raise SystemExit(f"topic creation failed: {status} {body}")
-    brokers = {b["id"]: b["url"] for b in call("GET", f"{bootstrap}/v1/cluster")[1]["brokers"]}
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        status, topic = call("GET", f"{bootstrap}/v1/topics/{TOPIC}")
-        parts = topic.get("partitions", []) if status == 200 else []
-        if parts and all(p["high_watermark"] is not None for p in parts):
-            return {p["partition"]: brokers[p["leader"]] for p in parts}
-        time.sleep(0.2)
-    raise SystemExit("partitions got no leaders")
-
-
 # ------------------------------------------------------------------------------ load
 
 
@@ -474,7 +451,7 @@ def raw_lmdb(batch: bytes, count: int, seconds: float) -> float:
 
 async def batch_run(args: argparse.Namespace, bootstrap: str) -> dict[str, float]:
     """The batched figures (issues 4 and 5): binary and JSON produce, latency, consume."""
-    leaders = prepare_topic(bootstrap)
+    leaders = fresh_topic(bootstrap, TOPIC, PARTITIONS, 3)
     records = [fmt.Record(value=b"v" * args.size, key=None) for _ in range(args.batch)]
     batch = fmt.encode_records(records, now_ms=int(time.time() * 1000))
     json_body = json.dumps({"records": [{"value": "v" * args.size} for _ in range(args.batch)]})

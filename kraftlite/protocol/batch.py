@@ -313,8 +313,8 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
     return header
 
 
-def split_batches(buf: bytes | bytearray | memoryview) -> Iterator[memoryview]:
-    """Cut a stream of concatenated batches into one memoryview per batch (headers checked)."""
+def _cut(buf: bytes | bytearray | memoryview) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Each batch of a stream of concatenated batches with its header (headers checked)."""
     view = memoryview(buf)
     pos = 0
     while pos < len(view):
@@ -324,8 +324,14 @@ def split_batches(buf: bytes | bytearray | memoryview) -> Iterator[memoryview]:
             raise CorruptBatchError(
                 f"truncated batch: {len(view) - pos} of {header.batch_length} bytes"
             )
-        yield view[pos:end]
+        yield header, view[pos:end]
         pos = end
+
+
+def split_batches(buf: bytes | bytearray | memoryview) -> Iterator[memoryview]:
+    """Cut a stream of concatenated batches into one memoryview per batch (headers checked)."""
+    for _, view in _cut(buf):
+        yield view
 
 
 def checked_batches(
@@ -336,19 +342,10 @@ def checked_batches(
     `validate` on the leader that accepted it, so bytes whose CRCs match are a valid batch;
     the CRCs catch what transit or a disk did to them (Kafka's followers check the same).
     """
-    view = memoryview(buf)
-    pos = 0
-    while pos < len(view):
-        header = read_header(view, pos)
-        end = pos + header.batch_length
-        if end > len(view):
-            raise CorruptBatchError(
-                f"truncated batch: {len(view) - pos} of {header.batch_length} bytes"
-            )
-        if crc32c(view[pos + HEADER_SIZE : end]) != header.body_crc:
+    for header, view in _cut(buf):
+        if crc32c(view[HEADER_SIZE:]) != header.body_crc:
             raise CorruptBatchError("batch body CRC mismatch")
-        yield header, view[pos:end]
-        pos = end
+        yield header, view
 
 
 class _Column(NamedTuple):
