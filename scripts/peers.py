@@ -24,10 +24,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import nats
-import redis
-from nats.js.api import StreamConfig
-from nats.js.errors import NotFoundError
+# nats-py and redis-py (`pip install -e '.[bench]'`) are imported where they are used, so
+# that bench.py runs without them when it is told --no-peers
 
 NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
@@ -155,6 +153,10 @@ async def nats_single_record(
 ) -> dict[str, float]:
     """One record per publish, ack awaited, `producers` clients over `partitions` streams:
     records/s, p50/p99 ms per publish and server CPU ms per acknowledged record."""
+    import nats  # noqa: PLC0415 - the bench extra
+    from nats.js.api import StreamConfig  # noqa: PLC0415
+    from nats.js.errors import NotFoundError  # noqa: PLC0415
+
     conns = [await nats.connect(urls) for _ in range(producers)]
     js = conns[0].jetstream()
     names = [f"p{i}" for i in range(partitions)]
@@ -210,6 +212,8 @@ class RedisServer:
         self.pid = 0
 
     def __enter__(self) -> RedisServer:
+        import redis  # noqa: PLC0415 - the bench extra
+
         self.root.mkdir(parents=True, exist_ok=True)
         workdir = tempfile.mkdtemp(prefix="redis-", dir=self.root)
         argv = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", workdir]
@@ -234,6 +238,8 @@ def redis_xrange(
 ) -> dict[str, float]:
     """XRANGE of a `records`-entry stream in pages of `page` with sync redis-py:
     records/s and client CPU µs per record (the XADD fill is not timed)."""
+    import redis  # noqa: PLC0415 - the bench extra
+
     with redis.Redis(port=port, decode_responses=False) as client:
         client.delete("bench")
         value = os.urandom(size)
