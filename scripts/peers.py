@@ -15,32 +15,23 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.harness package
+from tests.harness.processes import free_ports
+
 # nats-py and redis-py (`pip install -e '.[bench]'`) are imported where they are used, so
 # that bench.py runs without them when it is told --no-peers
 
 NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct ports free on 127.0.0.1 right now (bound together, then released)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
