@@ -679,12 +679,17 @@ async def replica_fetch(request: web.Request) -> web.Response:
         wanted = ReplicaFetchRequest.from_json(await read_json_object(request))
     except MessageError as exc:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, f"bad replica fetch: {exc}") from None
-    answer, segments = await request.app[BROKER].replicas.serve_replica_fetch(wanted)
-    metrics.record_replica_fetch(any(segments))
     return web.Response(
-        body=framing.encode(answer.to_json(), segments),
+        body=await _fetch_answer(request.app[BROKER], wanted),
         headers={"Content-Type": framing.CONTENT_TYPE},
     )
+
+
+async def _fetch_answer(broker: Broker, wanted: ReplicaFetchRequest) -> bytes:
+    """A follower's fetch served: the framed answer both routes send."""
+    answer, segments = await broker.replicas.serve_replica_fetch(wanted)
+    metrics.record_replica_fetch(any(segments))
+    return framing.encode(answer.to_json(), segments)
 
 
 REPLICA_STREAMS: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("replica_streams")
@@ -724,12 +729,11 @@ async def replica_stream(request: web.Request) -> web.WebSocketResponse:
                 break
             try:
                 _check_caught_up(broker)
-                answer, segments = await broker.replicas.serve_replica_fetch(wanted)
+                answer = await _fetch_answer(broker, wanted)
             except KraftliteError as exc:
                 await ws.send_str(problem_body(exc).decode())
                 continue
-            metrics.record_replica_fetch(any(segments))
-            await ws.send_bytes(framing.encode(answer.to_json(), segments))
+            await ws.send_bytes(answer)
     except (TimeoutError, ConnectionResetError):
         pass  # a follower that stopped asking, or went away: its next fetch reconnects
     finally:
