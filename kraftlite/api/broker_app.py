@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -21,7 +20,7 @@ import orjson
 from aiohttp import web
 
 from kraftlite.api import group_handlers as groups
-from kraftlite.api import metrics
+from kraftlite.api.app_keys import BROKER, SERVICE
 from kraftlite.api.auth import (
     AUTH,
     Authenticator,
@@ -45,25 +44,25 @@ from kraftlite.api.internal_auth import (
 from kraftlite.api.listener import READ_TIMEOUT_MS
 from kraftlite.api.openapi import OPENAPI
 from kraftlite.api.permissions import boundary_middlewares
+from kraftlite.api.relay import relay
 from kraftlite.api.throttle import THROTTLE, Throttle
+from kraftlite.broker import metrics
 from kraftlite.broker.broker import Broker
 from kraftlite.broker.partition import Acks, Partition
+from kraftlite.broker.service import BrokerService, Produced
 from kraftlite.clock import SystemClock
 from kraftlite.config import ListenerLimits
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 from kraftlite.groups.coordinator import GroupCoordinator, GroupSettings
-from kraftlite.metadata.topics import INTERNAL_TOPICS, is_internal_topic
+from kraftlite.metadata.topics import is_internal_topic
 from kraftlite.metadata.views import topic_summary, topic_view
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import framing, json_records
-from kraftlite.protocol.headers import BATCH_TYPE, FORWARDED, METADATA_VERSION, NO_FORWARD
+from kraftlite.protocol.headers import BATCH_TYPE, METADATA_VERSION
 from kraftlite.protocol.internal import MessageError, ReplicaFetchRequest
-from kraftlite.protocol.partitioner import partition_for_key
 
 T = TypeVar("T")
-BROKER = web.AppKey("broker", Broker)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-MAX_WAIT_MS = 30_000
 DEFAULT_MAX_BYTES = 1 << 20
 MAX_JSON_RECORDS = 10_000
 MAX_JSON_FETCH_BYTES = 1 << 20  # a JSON fetch decodes on the event loop: keep it short
@@ -95,66 +94,30 @@ def _timeout_s(request: web.Request) -> float:
     return timeout_ms / 1000
 
 
-async def _forward(request: web.Request, leader_url: str | None, body: bytes) -> web.Response:
-    """Send the request on to the partition's leader (one hop) and relay its answer."""
-    broker = request.app[BROKER]
-    if leader_url is None:
-        raise KraftliteError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition has no leader now")
-    headers = {k: v for k, v in request.headers.items() if k.lower() in {"content-type", "accept"}}
-    headers[FORWARDED] = "1"
-    headers[METADATA_VERSION] = str(broker.replicas.image.version)
-    headers.update(forwarded_for(request))
-    try:
-        async with broker.forward_session.request(
-            request.method,
-            leader_url + request.path_qs,
-            data=body,
-            headers=headers,
-            timeout=aiohttp.ClientTimeout(total=330),
-        ) as upstream:
-            relayed = {
-                k: v
-                for k, v in upstream.headers.items()
-                if k.lower() == "content-type" or k.lower().startswith("x-kraftlite-")
-            }
-            return web.Response(status=upstream.status, body=await upstream.read(), headers=relayed)
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise KraftliteError(
-            ErrorCode.NOT_LEADER_OR_FOLLOWER, f"the leader at {leader_url} did not answer: {exc!r}"
-        ) from None
-
-
-async def _leader_or_forward(
+async def _leader_or_relay(
     request: web.Request, topic: str, index: int, body: bytes = b""
 ) -> Partition | web.Response:
-    broker = request.app[BROKER]
+    """This broker's leader replica, or the leader's answer to the request (relay.py)."""
     try:
-        return broker.replicas.leader_partition(topic, index)
+        return request.app[SERVICE].leader(topic, index)
     except KraftliteError as exc:
         if exc.code is not ErrorCode.NOT_LEADER_OR_FOLLOWER:
             raise
-        if request.headers.get(NO_FORWARD) or request.headers.get(FORWARDED):
-            raise
-        return await _forward(request, exc.details.get("leader_url"), body)
+        return await relay(request.app[BROKER], request, exc, body)
 
 
 async def _controller_call(
     request: web.Request, body: Any = None, *, with_query: bool = False
 ) -> web.Response:
-    """Pass an admin call through to the controller quorum and relay the answer."""
-    broker = request.app[BROKER]
-    status, answer, headers = await broker.controllers.call_with_headers(
-        # the raw path (and query), as the client sent it and as it was authorized: decoded,
-        # a name holding "/../" would reach another resource
+    """Pass an admin call through to the controller quorum, as the client, and relay the
+    answer: the raw path (and query), as the client sent it and as it was authorized
+    (decoded, a name holding "/../" would reach another resource)."""
+    status, answer = await request.app[SERVICE].admin(
         request.method,
         request.rel_url.raw_path_qs if with_query else request.rel_url.raw_path,
         body,
         headers=forwarded_for(request),
     )
-    version = headers.get(METADATA_VERSION)
-    if version is not None and version.isdigit():
-        # read your writes: answer once this broker's metadata has the change too
-        await broker.wait_for_metadata(int(version), timeout_s=5.0)
     if status == 204:
         return web.Response(status=204)
     return json_response(answer, status=status)
@@ -207,69 +170,21 @@ async def list_topics(request: web.Request) -> web.Response:
 
 
 async def describe_topic(request: web.Request) -> web.Response:
-    broker = request.app[BROKER]
+    service = request.app[SERVICE]
     brokers_only(request, request.match_info["topic"])
-    topic = broker.replicas.topic(request.match_info["topic"])
+    topic = service.broker.replicas.topic(request.match_info["topic"])
     view = topic_view(topic)
-    offsets = await _partition_offsets(broker, topic.name)
+    offsets = await service.topic_offsets(topic.name)
     for entry in view["partitions"]:
-        entry.update(
-            offsets.get(entry["partition"], {"log_start_offset": None, "high_watermark": None})
-        )
+        found = offsets.get(entry["partition"])
+        entry["log_start_offset"] = None if found is None else found.log_start_offset
+        entry["high_watermark"] = None if found is None else found.high_watermark
     return json_response(view)
 
 
-async def _partition_offsets(broker: Broker, topic: str) -> dict[int, dict[str, int]]:
-    """Log start and high watermark of each partition, from each partition's leader."""
-    replicas = broker.replicas
-    leaders = {r.leader for r in replicas.topic(topic).partitions.values() if r.leader >= 0}
-
-    async def ask(leader: int) -> dict[int, dict[str, int]]:
-        if leader == broker.broker_id:
-            return local_offsets(broker, topic)
-        url = replicas.broker_url(leader)
-        if url is None:
-            return {}
-        try:
-            async with broker.session.get(
-                url + "/v1/internal/offsets",
-                params={"topic": topic},
-                timeout=aiohttp.ClientTimeout(total=2),
-            ) as response:
-                answer = orjson.loads(await response.read())
-                return {int(k): v for k, v in answer.get("partitions", {}).items()}
-        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError):
-            return {}
-
-    merged: dict[int, dict[str, int]] = {}
-    for part in await asyncio.gather(*(ask(leader) for leader in sorted(leaders))):
-        merged.update(part)
-    return merged
-
-
-def local_offsets(broker: Broker, topic: str) -> dict[int, dict[str, int]]:
-    """The offsets of the topic's partitions this broker leads: O(the topic's partitions),
-    looked up through metadata, never a scan of every replica held here."""
-    image = broker.replicas.image.topic(topic)
-    if image is None:
-        return {}
-    result = {}
-    for index in image.partitions:
-        partition = broker.replicas.partitions.get((image.topic_id, index))
-        if partition is not None and partition.serving_as_leader:
-            result[index] = {
-                "log_start_offset": partition.log.log_start_offset,
-                "high_watermark": partition.log.high_watermark,
-            }
-    return result
-
-
 async def internal_offsets(request: web.Request) -> web.Response:
-    broker = request.app[BROKER]
-    topic = request.query.get("topic", "")
-    return json_response(
-        {"partitions": {str(k): v for k, v in local_offsets(broker, topic).items()}}
-    )
+    local = request.app[SERVICE].local_offsets(request.query.get("topic", ""))
+    return json_response({"partitions": {str(k): v._asdict() for k, v in local.items()}})
 
 
 async def admin_passthrough(request: web.Request) -> web.Response:
@@ -298,58 +213,14 @@ async def alter_configs(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------------------- produce
 
 
-def _produce_answer(info_offsets: list[dict[str, Any]], acks: Acks) -> web.Response:
-    return json_response({"offsets": info_offsets}, status=202 if acks is Acks.NONE else 200)
-
-
-async def _produce_local(
-    partition: Partition, batch: bytes, acks: Acks, timeout_s: float, count: int
-) -> list[dict[str, Any]]:
-    metrics.record_produce(partition, count, len(batch))
-    if acks is Acks.NONE:  # appended now (bad input still answers 400), not waited on
-        await partition.produce(batch, Acks.LEADER, timeout_s)
-        return [{"partition": partition.index, "offset": None}] * count
-    info = await partition.produce(batch, acks, timeout_s)
+def _entries(index: int, produced: Produced, count: int) -> list[dict[str, Any]]:
+    """One answer entry per record: its partition and offset (None with acks=0)."""
+    if produced.first_offset is None:
+        return [{"partition": index, "offset": None}] * count
     return [
-        {"partition": partition.index, "offset": offset}
-        for offset in range(info.first_offset, info.last_offset + 1)
+        {"partition": index, "offset": offset}
+        for offset in range(produced.first_offset, produced.first_offset + count)
     ]
-
-
-def _check_batch(broker: Broker, partition: Partition, batch: bytes) -> None:
-    """The topic's size limit and the broker's timestamp window (Kafka's
-    `log.message.timestamp.after.max.ms` / `before.max.ms`: a far-future timestamp would pin
-    time-based retention), checked before anything is appended.
-    """
-    limit = partition.config_int("max.message.bytes")
-    if len(batch) > limit:
-        raise KraftliteError(
-            ErrorCode.MESSAGE_TOO_LARGE,
-            f"the batch is {len(batch)} bytes; max.message.bytes of {partition.topic} is {limit}",
-        )
-    header = batch_format.read_header(batch)
-    now = broker.clock.now_ms()
-    limits = broker.settings.limits
-    if header.max_timestamp - now > limits.timestamp_after_max_ms:
-        raise KraftliteError(
-            ErrorCode.INVALID_TIMESTAMP,
-            f"timestamp {header.max_timestamp} is more than "
-            f"{limits.timestamp_after_max_ms} ms ahead of the broker's clock",
-        )
-    if now - header.first_timestamp > limits.timestamp_before_max_ms:
-        raise KraftliteError(
-            ErrorCode.INVALID_TIMESTAMP,
-            f"timestamp {header.first_timestamp} is more than "
-            f"{limits.timestamp_before_max_ms} ms behind the broker's clock",
-        )
-
-
-def _refuse_internal(topic: str) -> None:
-    """Only the brokers write their own topics (a forged commit would bypass fencing)."""
-    if topic in INTERNAL_TOPICS:
-        raise KraftliteError(
-            ErrorCode.INVALID_REQUEST, f"{topic} is internal: clients cannot write to it"
-        )
 
 
 JSON_PARSE = web.AppKey("json_parse", asyncio.Semaphore)
@@ -376,15 +247,15 @@ async def _json_work(request: web.Request, body: bytes, work: Callable[[], T]) -
 
 
 async def produce_to_partition(request: web.Request) -> web.StreamResponse:
-    broker = request.app[BROKER]
+    service = request.app[SERVICE]
     topic, index = request.match_info["topic"], _partition_index(request)
-    _refuse_internal(topic)
+    service.refuse_internal(topic)
     acks, timeout_s = _acks(request), _timeout_s(request)
     body = await request.read()
-    target = await _leader_or_forward(request, topic, index, body)
+    target = await _leader_or_relay(request, topic, index, body)
     if isinstance(target, web.Response):
         return target
-    now = broker.clock.now_ms()
+    now = service.broker.clock.now_ms()
     if request.content_type == BATCH_TYPE:
         batch, count = body, _record_count(body)
     elif request.content_type in {"application/json", ""}:
@@ -405,8 +276,10 @@ async def produce_to_partition(request: web.Request) -> web.StreamResponse:
             ErrorCode.UNSUPPORTED_MEDIA_TYPE,
             f"Content-Type must be application/json or {BATCH_TYPE}",
         )
-    _check_batch(broker, target, batch)
-    return _produce_answer(await _produce_local(target, batch, acks, timeout_s, count), acks)
+    produced = await service.produce(target, batch, acks, timeout_s)
+    return json_response(
+        {"offsets": _entries(index, produced, count)}, status=202 if acks is Acks.NONE else 200
+    )
 
 
 def _record_count(body: bytes) -> int:
@@ -433,13 +306,10 @@ def _json_object(body: bytes) -> dict[str, Any]:
     return parsed
 
 
-_round_robin = itertools.count()
-
-
-def _spread(body: bytes, name: str, count: int, spread: int, now: int) -> dict[int, _Group]:
+def _spread(body: bytes, name: str, count: int, sticky: int, now: int) -> dict[int, _Group]:
     """The records of a JSON produce body, one batch per partition: the record's partition
-    if given, else murmur2 of its key, else `spread` (one partition per request, like
-    Kafka's sticky partitioner). Pure, so it can run off the loop.
+    if given, else the service's choice (murmur2 of the key, else the request's sticky
+    partition). Pure, so it can run off the loop.
     """
     parsed = json_records.parse_produce_body(_json_object(body))
     members: dict[int, list[int]] = {}
@@ -449,12 +319,9 @@ def _spread(body: bytes, name: str, count: int, spread: int, now: int) -> dict[i
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"records[{i}].partition {wanted}: {name} has {count} partitions",
             )
-        if wanted is not None:
-            chosen = wanted
-        elif record.key is not None:
-            chosen = partition_for_key(record.key, count)
-        else:
-            chosen = spread
+        chosen = (
+            BrokerService.partition_for(record.key, count, sticky) if wanted is None else wanted
+        )
         members.setdefault(chosen, []).append(i)
     return {
         index: _Group(indexes, batch_format.encode_records([parsed[i][1] for i in indexes], now))
@@ -470,29 +337,29 @@ class _Group:
 
 async def produce_to_topic(request: web.Request) -> web.StreamResponse:
     """Records spread over partitions (`_spread`), one batch per partition, each produced on
-    (or forwarded to) its leader. The answer has an entry per record; a partition that
+    (or relayed to) its leader. The answer has an entry per record; a partition that
     failed is named once in `errors`, and its records' entries carry only its error code.
     When every partition failed, the answer is that error (its HTTP status), not a 200.
     """
-    broker = request.app[BROKER]
+    service = request.app[SERVICE]
     name = request.match_info["topic"]
-    _refuse_internal(name)
+    service.refuse_internal(name)
     acks, timeout_s = _acks(request), _timeout_s(request)
     if request.content_type not in {"application/json", ""}:
         raise KraftliteError(
             ErrorCode.UNSUPPORTED_MEDIA_TYPE,
             "produce to a topic takes JSON; send binary batches to a partition",
         )
-    count = len(broker.replicas.topic(name).partitions)
+    count = service.partition_count(name)
     body = await request.read()
-    spread, now = next(_round_robin) % count, broker.clock.now_ms()
-    groups = await _json_work(request, body, lambda: _spread(body, name, count, spread, now))
+    sticky, now = service.sticky_partition(count), service.broker.clock.now_ms()
+    groups = await _json_work(request, body, lambda: _spread(body, name, count, sticky, now))
     answers: dict[int, list[dict[str, Any]] | KraftliteError] = {}
 
     async def produce_group(index: int, group: _Group) -> None:
         try:
             answers[index] = await _produce_somewhere(
-                request, name, index, group.batch, acks=acks, timeout_s=timeout_s
+                request, name, index, group, acks=acks, timeout_s=timeout_s
             )
         except KraftliteError as exc:
             answers[index] = exc
@@ -523,70 +390,51 @@ async def produce_to_topic(request: web.Request) -> web.StreamResponse:
 
 
 async def _produce_somewhere(
-    request: web.Request, topic: str, index: int, batch: bytes, *, acks: Acks, timeout_s: float
+    request: web.Request, topic: str, index: int, group: _Group, *, acks: Acks, timeout_s: float
 ) -> list[dict[str, Any]]:
-    broker = request.app[BROKER]
+    """One partition's batch of a JSON produce: appended here, or relayed to the leader as
+    a binary produce to that partition (relay.py)."""
+    service = request.app[SERVICE]
+    count = len(group.indexes)
     try:
-        partition = broker.replicas.leader_partition(topic, index)
+        partition = service.leader(topic, index)
     except KraftliteError as exc:
-        if exc.code is not ErrorCode.NOT_LEADER_OR_FOLLOWER or request.headers.get(FORWARDED):
+        if exc.code is not ErrorCode.NOT_LEADER_OR_FOLLOWER:
             raise
-        return await _forward_batch(
-            broker,
-            leader_url=exc.details.get("leader_url"),
-            topic=topic,
-            index=index,
-            batch=batch,
-            request=request,
+        path = f"/v1/topics/{topic}/partitions/{index}/records"
+        query = request.rel_url.query_string
+        answer = await relay(
+            service.broker,
+            request,
+            exc,
+            group.batch,
+            path_qs=f"{path}?{query}" if query else path,
+            content_type=BATCH_TYPE,
         )
-    _check_batch(broker, partition, batch)
-    count = batch_format.read_header(batch).record_count
-    return await _produce_local(partition, batch, acks, timeout_s, count)
+        return _relayed_offsets(answer, count)
+    return _entries(index, await service.produce(partition, group.batch, acks, timeout_s), count)
 
 
-async def _forward_batch(
-    broker: Broker,
-    *,
-    leader_url: str | None,
-    topic: str,
-    index: int,
-    batch: bytes,
-    request: web.Request,
-) -> list[dict[str, Any]]:
-    if leader_url is None:
-        raise KraftliteError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "the partition has no leader now")
+def _relayed_offsets(answer: web.Response, count: int) -> list[dict[str, Any]]:
     try:
-        async with broker.forward_session.post(
-            f"{leader_url}/v1/topics/{topic}/partitions/{index}/records",
-            params=dict(request.query),
-            data=batch,
-            headers={
-                "Content-Type": BATCH_TYPE,
-                FORWARDED: "1",
-                METADATA_VERSION: str(broker.replicas.image.version),
-                **forwarded_for(request),
-            },
-            timeout=aiohttp.ClientTimeout(total=330),
-        ) as upstream:
-            answer = orjson.loads(await upstream.read())
-            if upstream.status >= 400:
-                raise error_from_problem(upstream.status, answer)
-            return list(answer["offsets"])
+        parsed = orjson.loads(answer.body)  # type: ignore[arg-type]
+        if answer.status >= 400:
+            raise error_from_problem(answer.status, parsed)
+        offsets = list(parsed["offsets"])
     except (orjson.JSONDecodeError, KeyError, TypeError):
         raise KraftliteError(
-            ErrorCode.UNKNOWN_SERVER_ERROR, f"the leader at {leader_url} sent a bad answer"
+            ErrorCode.UNKNOWN_SERVER_ERROR, "the leader sent a bad answer"
         ) from None
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise KraftliteError(
-            ErrorCode.NOT_LEADER_OR_FOLLOWER, f"the leader at {leader_url} did not answer: {exc!r}"
-        ) from None
+    if len(offsets) != count:
+        raise KraftliteError(ErrorCode.UNKNOWN_SERVER_ERROR, "the leader sent a bad answer")
+    return offsets
 
 
 # ---------------------------------------------------------------------------- fetch
 
 
 async def fetch(request: web.Request) -> web.StreamResponse:
-    broker = request.app[BROKER]
+    service = request.app[SERVICE]
     topic, index = request.match_info["topic"], _partition_index(request)
     brokers_only(request, topic)
     query = request.query
@@ -600,27 +448,23 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         raise KraftliteError(
             ErrorCode.INVALID_REQUEST, "max_records and max_bytes must be >= 1, max_wait_ms >= 0"
         )
-    # Kafka caps what a fetch asks for rather than refusing it: at most fetch.max.bytes, and
-    # (decoded one by one into JSON) at most MAX_JSON_RECORDS records
-    max_bytes = min(max_bytes, broker.settings.limits.fetch_max_bytes)
+    # Kafka caps what a fetch asks for rather than refusing it: at most fetch.max.bytes (the
+    # service), and (decoded one by one into JSON) at most MAX_JSON_RECORDS records
     max_records = min(max_records, MAX_JSON_RECORDS)
-    if BATCH_TYPE not in request.headers.get("Accept", ""):  # decoded record by record
+    binary = BATCH_TYPE in request.headers.get("Accept", "")
+    if not binary:  # decoded record by record
         max_bytes = min(max_bytes, MAX_JSON_FETCH_BYTES)
     encoding = json_records.encoding_of(query.get("encoding"), "encoding")
-    binary = BATCH_TYPE in request.headers.get("Accept", "")
-    target = await _leader_or_forward(request, topic, index)
-    if isinstance(target, web.Response):
-        return target
-    data = target.read(offset, max_bytes)
-    if not data and max_wait_ms:
-        await target.wait_for_records(offset, min(max_wait_ms, MAX_WAIT_MS) / 1000)
-        target = broker.replicas.leader_partition(topic, index)  # still the leader?
-        data = target.read(offset, max_bytes)
-    hw, log_start = target.log.high_watermark, target.log.log_start_offset
+    try:
+        fetched = await service.fetch(topic, index, offset, max_bytes, max_wait_ms)
+    except KraftliteError as exc:
+        if exc.code is not ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            raise
+        return await relay(service.broker, request, exc, b"")
+    hw, log_start = fetched.high_watermark, fetched.log_start_offset
     if binary:
-        metrics.record_fetch(target, data)
         return web.Response(
-            body=data,
+            body=fetched.data,
             headers={
                 "Content-Type": BATCH_TYPE,
                 "X-Kraftlite-High-Watermark": str(hw),
@@ -628,7 +472,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
             },
         )
     records = []
-    for decoded in batch_format.decode_stream(data):
+    for decoded in batch_format.decode_stream(fetched.data):
         for record in decoded.records():
             if record.offset >= offset:
                 records.append(json_records.record_to_json(record, encoding))
@@ -637,7 +481,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         if len(records) >= max_records:
             break
     next_offset = records[-1]["offset"] + 1 if records else offset
-    metrics.record_fetch(target, data, len(records))
+    metrics.record_fetch(fetched.partition, b"", len(records))
     return json_response(
         {
             "records": records,
@@ -649,26 +493,22 @@ async def fetch(request: web.Request) -> web.StreamResponse:
 
 
 async def list_offsets(request: web.Request) -> web.StreamResponse:
+    service = request.app[SERVICE]
     topic, index = request.match_info["topic"], _partition_index(request)
     brokers_only(request, topic)
     at = request.query.get("at", "latest")
-    target = await _leader_or_forward(request, topic, index)
-    if isinstance(target, web.Response):
-        return target
-    log = target.log
-    if at == "earliest":
-        return json_response({"offset": log.log_start_offset})
-    if at == "latest":
-        return json_response({"offset": log.high_watermark})
-    timestamp = int_param(at, "at (earliest, latest or unix milliseconds)", -1)
-    if timestamp < 0:
-        raise KraftliteError(
-            ErrorCode.INVALID_REQUEST, "at must be earliest, latest or unix milliseconds >= 0"
-        )
-    found = log.offset_for_time(timestamp, max_offset=log.high_watermark)
-    if found is None:  # nothing at or after it yet: the next record will be
-        return json_response({"offset": log.high_watermark, "timestamp": None})
-    return json_response({"offset": found[0], "timestamp": found[1]})
+    spec: str | int = at
+    if at not in {"earliest", "latest"}:
+        spec = int_param(at, "at (earliest, latest or unix milliseconds)", -1)
+    try:
+        offset, timestamp = service.list_offset(topic, index, spec)
+    except KraftliteError as exc:
+        if exc.code is not ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            raise
+        return await relay(service.broker, request, exc, b"")
+    if at in {"earliest", "latest"}:
+        return json_response({"offset": offset})
+    return json_response({"offset": offset, "timestamp": timestamp})
 
 
 # ---------------------------------------------------------------------------- internal
@@ -808,7 +648,7 @@ def make_broker_app(
     app[READ_TIMEOUT_MS] = (limits or ListenerLimits()).read_timeout_ms
     app[THROTTLE] = Throttle(SystemClock())
     app[JSON_PARSE] = asyncio.Semaphore(1)
-    app[groups.COORDINATOR] = GroupCoordinator(broker, group_settings)
+    app[SERVICE] = BrokerService(broker, GroupCoordinator(broker, group_settings))
     app[REPLICA_STREAMS] = set()
     app[STREAM_IDLE_S] = (limits or ListenerLimits()).idle_ms / 1000
     app.on_shutdown.append(_close_replica_streams)
@@ -866,4 +706,4 @@ def make_broker_app(
     return app
 
 
-__all__ = ["BROKER", "PROBLEM_JSON", "make_broker_app"]
+__all__ = ["BROKER", "PROBLEM_JSON", "SERVICE", "make_broker_app"]

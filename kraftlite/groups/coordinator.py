@@ -26,15 +26,14 @@ Rules:
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
 import structlog
 
+from kraftlite.broker.offsets import leader_offsets
 from kraftlite.broker.partition import Acks, Partition, Role
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.assignor import TopicPartition
@@ -404,44 +403,8 @@ class GroupCoordinator:
     async def _ask_high_watermarks(
         self, partitions: list[TopicPartition]
     ) -> dict[TopicPartition, int]:
-        """Each partition's high watermark from its leader: read here when this broker
-        leads it, else one `/v1/internal/offsets` call per (leader, topic). Partitions whose
-        leader is unknown or does not answer in time are missing from the result.
-        """
-        replicas = self.broker.replicas
-        result: dict[TopicPartition, int] = {}
-        remote: dict[tuple[int, str], set[int]] = {}
-        for topic, index in partitions:
-            try:
-                local = replicas.leader_partition(topic, index)
-            except KraftliteError as exc:
-                leader = exc.details.get("leader_id")
-                if isinstance(leader, int) and leader >= 0:
-                    remote.setdefault((leader, topic), set()).add(index)
-                continue
-            result[(topic, index)] = local.log.high_watermark
-
-        async def ask(leader: int, topic: str, indexes: set[int]) -> None:
-            url = replicas.broker_url(leader)
-            if url is None:
-                return
-            try:
-                async with self.broker.session.get(
-                    url + "/v1/internal/offsets",
-                    params={"topic": topic},
-                    timeout=aiohttp.ClientTimeout(total=2),
-                ) as response:
-                    if response.status != 200:
-                        return
-                    answer = orjson.loads(await response.read())
-                for key, value in answer.get("partitions", {}).items():
-                    if int(key) in indexes and isinstance(value.get("high_watermark"), int):
-                        result[(topic, int(key))] = value["high_watermark"]
-            except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError) as exc:
-                log.info("high_watermark_not_learned", leader=leader, topic=topic, error=repr(exc))
-
-        await asyncio.gather(*(ask(leader, t, ixs) for (leader, t), ixs in remote.items()))
-        return result
+        found = await leader_offsets(self.broker, partitions)
+        return {tp: offsets.high_watermark for tp, offsets in found.items()}
 
     def committed(self, group: str) -> dict[TopicPartition, CommittedOffset]:
         _, shard = self._shard(group)

@@ -1,0 +1,75 @@
+"""The HTTP edge's one forwarding relay (issue 16): a partition request that reached a
+broker which does not lead the partition, or a group request that reached a broker which
+does not coordinate the group, goes on to the broker that does, one hop, and its answer
+comes back as it was.
+
+The hop is signed as this node acting for the client (`forwarded_for`), so the next broker
+authorizes the client, not us; it carries `X-Kraftlite-Forwarded` so it is never forwarded
+again, and this broker's metadata version so the next broker first catches up to it. A
+request the caller marked `X-Kraftlite-No-Forward` is answered with the error instead (421
+with the leader or coordinator), as a Kafka broker would answer.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+from aiohttp import web
+
+from kraftlite.api.internal_auth import forwarded_for
+from kraftlite.broker.broker import Broker
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
+
+_PASSED_ON = {"content-type", "accept"}
+
+
+def may_forward(request: web.Request) -> bool:
+    return not (request.headers.get(NO_FORWARD) or request.headers.get(FORWARDED))
+
+
+async def relay(
+    broker: Broker,
+    request: web.Request,
+    error: KraftliteError,
+    body: bytes,
+    *,
+    path_qs: str | None = None,
+    content_type: str | None = None,
+    timeout_s: float = 330.0,
+) -> web.Response:
+    """Answer `request` with the answer of the broker `error` names (`leader_url`), or
+    raise `error` when it names none, the caller asked for no forwarding, or the request was
+    forwarded already. `path_qs` and `content_type` replace the request's own (a JSON
+    produce is forwarded as its per-partition binary batches). A target that does not answer
+    is `error`'s code (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR): the client looks again.
+    """
+    url = error.details.get("leader_url")
+    if not isinstance(url, str) or not may_forward(request):
+        raise error
+    headers = {k: v for k, v in request.headers.items() if k.lower() in _PASSED_ON}
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    headers[FORWARDED] = "1"
+    headers[METADATA_VERSION] = str(broker.replicas.image.version)
+    headers.update(forwarded_for(request))
+    try:
+        async with broker.forward_session.request(
+            request.method,
+            url + (request.path_qs if path_qs is None else path_qs),
+            data=body,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout_s),
+        ) as upstream:
+            relayed = {
+                k: v
+                for k, v in upstream.headers.items()
+                if k.lower() == "content-type" or k.lower().startswith("x-kraftlite-")
+            }
+            return web.Response(status=upstream.status, body=await upstream.read(), headers=relayed)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        code = (
+            ErrorCode.COORDINATOR_NOT_AVAILABLE
+            if error.code is ErrorCode.NOT_COORDINATOR
+            else ErrorCode.NOT_LEADER_OR_FOLLOWER
+        )
+        raise KraftliteError(code, f"{url} did not answer: {exc!r}") from None

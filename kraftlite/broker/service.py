@@ -1,0 +1,269 @@
+"""What a broker does for a client, whatever edge the request came in on (issue 16).
+
+The HTTP edge (api/broker_app.py, api/group_handlers.py) and the Kafka edge (kafka/) are
+thin translators: they parse their protocol, call one method here, and encode the answer.
+Everything a request costs beyond parsing happens here, once: the produce checks and the
+append, the fetch and its long-poll, offset lookups, the sticky partition choice, the
+offsets of a topic's partitions asked of their leaders, group lag, the list of every
+broker's groups, and admin calls passed to the controller quorum.
+
+Rules:
+1. No forwarding here. A partition this broker does not lead raises NOT_LEADER_OR_FOLLOWER
+   naming the leader (id and URL); a group it does not coordinate raises NOT_COORDINATOR.
+   The HTTP edge relays such a request to the leader (one hop, api/relay.py); the Kafka
+   edge answers the error and the client refreshes its metadata, as Kafka's brokers do.
+2. Authorization stays at the edges (they know the principal); the service trusts that a
+   call it gets is allowed.
+3. Clients never write internal topics: the brokers write their own (a forged commit would
+   bypass the coordinator's checks).
+4. Offsets another broker knows (high watermarks, log starts) are asked with one
+   `/v1/internal/offsets` call per (leader, topic), bounded in time; a leader that does not
+   answer leaves its partitions out rather than failing the whole answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import aiohttp
+import orjson
+import structlog
+
+from kraftlite.broker import metrics
+from kraftlite.broker.broker import Broker
+from kraftlite.broker.offsets import Offsets, leader_offsets, local_offsets
+from kraftlite.broker.partition import Acks, Partition
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.groups.assignor import TopicPartition
+from kraftlite.groups.coordinator import GroupCoordinator
+from kraftlite.metadata.topics import INTERNAL_TOPICS
+from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION
+from kraftlite.protocol.partitioner import partition_for_key
+
+log = structlog.get_logger(__name__)
+MAX_WAIT_MS = 30_000  # the longest a fetch long-polls, whatever it asks
+_GROUPS_TIMEOUT_S = 5.0
+
+
+class Produced(NamedTuple):
+    """Where a batch went: its first and last offsets (None for acks=0, not waited on)."""
+
+    first_offset: int | None
+    last_offset: int | None
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    partition: Partition
+    data: bytes  # zero or more whole stored batches, the first holding `offset` or later
+    high_watermark: int
+    log_start_offset: int
+
+
+class BrokerService:
+    def __init__(self, broker: Broker, coordinator: GroupCoordinator) -> None:
+        self.broker = broker
+        self.coordinator = coordinator
+        self._sticky = itertools.count()
+
+    # -- partitions ------------------------------------------------------------------------
+
+    def leader(self, topic: str, index: int) -> Partition:
+        """This broker's leader replica of the partition, or NOT_LEADER_OR_FOLLOWER (with
+        `leader_id` and `leader_url`), UNKNOWN_TOPIC_OR_PARTITION, or the lease's error."""
+        if index < 0:
+            raise KraftliteError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "partition must be >= 0")
+        return self.broker.replicas.leader_partition(topic, index)
+
+    def partition_count(self, topic: str) -> int:
+        return len(self.broker.replicas.topic(topic).partitions)
+
+    def sticky_partition(self, count: int) -> int:
+        """The partition for keyless records of one request (Kafka's sticky partitioner:
+        one partition per request, the next one for the next request)."""
+        return next(self._sticky) % count
+
+    @staticmethod
+    def partition_for(key: bytes | None, count: int, sticky: int) -> int:
+        return sticky if key is None else partition_for_key(key, count)
+
+    # -- produce ---------------------------------------------------------------------------
+
+    @staticmethod
+    def refuse_internal(topic: str) -> None:
+        """Rule 3."""
+        if topic in INTERNAL_TOPICS:
+            raise KraftliteError(
+                ErrorCode.INVALID_REQUEST, f"{topic} is internal: clients cannot write to it"
+            )
+
+    def check_batch(self, partition: Partition, batch: bytes) -> batch_format.BatchHeader:
+        """The topic's size limit and the broker's timestamp window (Kafka's
+        `log.message.timestamp.after.max.ms` / `before.max.ms`: a far-future timestamp would
+        pin time-based retention), checked before anything is appended. The batch itself is
+        validated by the append.
+        """
+        limit = partition.config_int("max.message.bytes")
+        if len(batch) > limit:
+            raise KraftliteError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"the batch is {len(batch)} bytes; max.message.bytes of {partition.topic} "
+                f"is {limit}",
+            )
+        try:
+            header = batch_format.read_header(batch)
+        except batch_format.CorruptBatchError as exc:
+            raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+        now = self.broker.clock.now_ms()
+        limits = self.broker.settings.limits
+        if header.max_timestamp - now > limits.timestamp_after_max_ms:
+            raise KraftliteError(
+                ErrorCode.INVALID_TIMESTAMP,
+                f"timestamp {header.max_timestamp} is more than "
+                f"{limits.timestamp_after_max_ms} ms ahead of the broker's clock",
+            )
+        if now - header.first_timestamp > limits.timestamp_before_max_ms:
+            raise KraftliteError(
+                ErrorCode.INVALID_TIMESTAMP,
+                f"timestamp {header.first_timestamp} is more than "
+                f"{limits.timestamp_before_max_ms} ms behind the broker's clock",
+            )
+        return header
+
+    async def produce(
+        self, partition: Partition, batch: bytes, acks: Acks, timeout_s: float
+    ) -> Produced:
+        """Check and append one batch as the partition's leader. With acks=0 the batch is
+        still appended before this returns (bad input is still refused), but not waited on.
+        """
+        self.refuse_internal(partition.topic)
+        header = self.check_batch(partition, batch)
+        metrics.record_produce(partition, header.record_count, len(batch))
+        if acks is Acks.NONE:
+            await partition.produce(batch, Acks.LEADER, timeout_s)
+            return Produced(None, None, partition.log.log_start_offset)
+        info = await partition.produce(batch, acks, timeout_s)
+        return Produced(info.first_offset, info.last_offset, partition.log.log_start_offset)
+
+    # -- fetch and offsets -----------------------------------------------------------------
+
+    async def fetch(
+        self, topic: str, index: int, offset: int, max_bytes: int, max_wait_ms: int
+    ) -> Fetched:
+        """Batches from `offset` on, up to `max_bytes` (at least one batch; capped at
+        `fetch.max.bytes`), waiting up to `max_wait_ms` (at most MAX_WAIT_MS) when there
+        are none yet. The leader is looked up again after the wait: it may have moved."""
+        max_bytes = min(max_bytes, self.broker.settings.limits.fetch_max_bytes)
+        partition = self.leader(topic, index)
+        data = partition.read(offset, max_bytes)
+        if not data and max_wait_ms > 0:
+            await partition.wait_for_records(offset, min(max_wait_ms, MAX_WAIT_MS) / 1000)
+            partition = self.leader(topic, index)
+            data = partition.read(offset, max_bytes)
+        metrics.record_fetch(partition, data)
+        log_ = partition.log
+        return Fetched(partition, data, log_.high_watermark, log_.log_start_offset)
+
+    def list_offset(self, topic: str, index: int, at: str | int) -> tuple[int, int | None]:
+        """(offset, timestamp) for "earliest", "latest" or a time in unix ms: the first
+        record at or after it (Kafka's ListOffsets), or the high watermark with no
+        timestamp when there is none yet (the next record will be there)."""
+        log_ = self.leader(topic, index).log
+        if at == "earliest":
+            return log_.log_start_offset, None
+        if at == "latest":
+            return log_.high_watermark, None
+        if not isinstance(at, int) or at < 0:
+            raise KraftliteError(
+                ErrorCode.INVALID_REQUEST, "at must be earliest, latest or unix milliseconds >= 0"
+            )
+        found = log_.offset_for_time(at, max_offset=log_.high_watermark)
+        return (log_.high_watermark, None) if found is None else found
+
+    def local_offsets(self, topic: str) -> dict[int, Offsets]:
+        return local_offsets(self.broker, topic)
+
+    async def offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Offsets]:
+        """Rule 4: each partition's offsets from its leader (offsets.leader_offsets)."""
+        return await leader_offsets(self.broker, partitions)
+
+    async def topic_offsets(self, topic: str) -> dict[int, Offsets]:
+        indexes = self.broker.replicas.topic(topic).partitions
+        found = await self.offsets((topic, index) for index in indexes)
+        return {index: offsets for (_, index), offsets in found.items()}
+
+    # -- groups ----------------------------------------------------------------------------
+
+    async def group_offsets(
+        self, group: str, visible: Callable[[str], bool]
+    ) -> list[dict[str, Any]]:
+        """The group's committed offsets of the topics `visible` lets through, with each
+        partition's high watermark and lag (None where the leader did not answer)."""
+        committed = {tp: c for tp, c in self.coordinator.committed(group).items() if visible(tp[0])}
+        ends = await self.offsets(committed)
+        answer = []
+        for (topic, partition), c in sorted(committed.items()):
+            found = ends.get((topic, partition))
+            hw = None if found is None else found.high_watermark
+            answer.append(
+                {
+                    "topic": topic,
+                    "partition": partition,
+                    "offset": c.offset,
+                    "metadata": c.metadata,
+                    "high_watermark": hw,
+                    "lag": None if hw is None else max(hw - c.offset, 0),
+                }
+            )
+        return answer
+
+    async def all_groups(self) -> list[dict[str, Any]]:
+        """Every live broker's coordinated groups: this one's, and each other's asked with
+        a node call (a broker's own fan-out answers only its local groups)."""
+        broker = self.broker
+        urls = [
+            b.url
+            for b in broker.replicas.image.brokers.values()
+            if not b.fenced and b.broker_id != broker.broker_id
+        ]
+
+        async def ask(url: str) -> list[dict[str, Any]]:
+            try:
+                async with broker.session.get(
+                    url + "/v1/groups",
+                    headers={FORWARDED: "1"},
+                    timeout=aiohttp.ClientTimeout(total=_GROUPS_TIMEOUT_S),
+                ) as response:
+                    return list(orjson.loads(await response.read())["groups"])
+            except (aiohttp.ClientError, TimeoutError, KeyError, TypeError, ValueError):
+                return []
+
+        groups = self.coordinator.local_groups()
+        for part in await asyncio.gather(*(ask(u) for u in urls)):
+            groups.extend(part)
+        return sorted(groups, key=lambda g: g["group"])
+
+    # -- admin -----------------------------------------------------------------------------
+
+    async def admin(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
+        """An admin call passed to the controller quorum, answered once this broker's
+        metadata holds its change too (read your writes on this broker). `headers` say
+        for whom the call is made (the controllers authorize that principal)."""
+        status, answer, answered = await self.broker.controllers.call_with_headers(
+            method, path, body, headers=headers
+        )
+        version = answered.get(METADATA_VERSION)
+        if version is not None and version.isdigit():
+            await self.broker.wait_for_metadata(int(version), timeout_s=5.0)
+        return status, answer
+
+
+__all__ = ["MAX_WAIT_MS", "BrokerService", "Fetched", "Offsets", "Produced"]
