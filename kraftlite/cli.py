@@ -4,6 +4,7 @@ the contract's "Processes and the command line" (docs/cli.md).
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import sys
 from pathlib import Path
@@ -116,6 +117,7 @@ def controller(  # noqa: PLR0917 - click passes every option positionally
 @click.option("--controllers", help="Controller URLs, comma-separated.")
 @click.option("--data-dir", type=click.Path(path_type=Path), help="Partition logs (log.dir).")
 @click.option("--rack", help="Rack or zone, for rack-aware replica placement.")
+@click.option("--kafka-listen", help="Kafka protocol listener HOST:PORT (kafka.listen).")
 @click.option("--insecure", is_flag=True, help=INSECURE_HELP)
 @click.pass_context
 def broker(  # noqa: PLR0917 - click passes every option positionally
@@ -126,6 +128,7 @@ def broker(  # noqa: PLR0917 - click passes every option positionally
     controllers: str | None,
     data_dir: Path | None,
     rack: str | None,
+    kafka_listen: str | None,
     insecure: bool,
 ) -> None:
     """Run one broker."""
@@ -138,6 +141,7 @@ def broker(  # noqa: PLR0917 - click passes every option positionally
                 "controllers": controllers,
                 "log.dir": data_dir,
                 "broker.rack": rack,
+                "kafka.listen": kafka_listen,
             },
         )
     except ConfigError as exc:
@@ -159,6 +163,7 @@ def _check_exposure(loaded: BrokerConfig | ControllerConfig, insecure: bool) -> 
     except ConfigError as exc:
         click.echo(f"kraftlite: {exc}", err=True)
         sys.exit(EXIT_CONFIG)
+    _check_kafka_exposure(loaded, insecure)
     if loaded.listens_on_loopback():
         return
     missing = [
@@ -181,6 +186,26 @@ def _check_exposure(loaded: BrokerConfig | ControllerConfig, insecure: bool) -> 
     structlog.get_logger("kraftlite.audit").critical(
         "insecure_listener", listen=loaded.listen, missing=missing
     )
+
+
+def _check_kafka_exposure(loaded: BrokerConfig | ControllerConfig, insecure: bool) -> None:
+    """The Kafka listener has neither TLS nor SASL yet: reachable from other hosts, it
+    would serve anyone as User:ANONYMOUS, so that needs --insecure (exit 2 otherwise)."""
+    if not isinstance(loaded, BrokerConfig) or loaded.kafka_listen is None:
+        return
+    host = loaded.kafka_listen.rpartition(":")[0].strip("[]")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve anywhere
+        loopback = False
+    if loopback or insecure:
+        return
+    click.echo(
+        f"kraftlite: kafka.listen {loaded.kafka_listen} is reachable from other hosts, and "
+        "the Kafka listener has no TLS or SASL yet; listen on loopback, or pass --insecure",
+        err=True,
+    )
+    sys.exit(EXIT_CONFIG)
 
 
 def _cluster_secret(loaded: BrokerConfig | ControllerConfig) -> str:

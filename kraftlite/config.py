@@ -293,6 +293,12 @@ class BrokerConfig(StorageSettings):
     # differs from `listen` behind a proxy or NAT; the fault-injection tests route through one.
     advertised_url: str | None = _key("advertised.url", _http_url, default=None)
     controllers: tuple[str, ...] = _key("controllers", _http_urls)
+    # The Kafka wire protocol listener (kafka/server.py), off when unset; what clients are told
+    # to connect to (Metadata) is `kafka.advertised.listener`, else `kafka.listen`.
+    kafka_listen: str | None = _key("kafka.listen", _port_address, default=None)
+    kafka_advertised_listener: str | None = _key(
+        "kafka.advertised.listener", _port_address, default=None
+    )
     # Also use the controllers metadata names (voters added since start); off where brokers
     # must reach controllers at addresses of their own (NAT, proxies).
     controllers_discovery: bool = _key("controllers.discovery.enable", default=True)
@@ -337,6 +343,13 @@ class BrokerConfig(StorageSettings):
     def url(self) -> str:
         """The URL registered with the controllers: `advertised.url`, else `listen`'s."""
         return (self.advertised_url or f"{self.scheme}://{self.listen}").rstrip("/")
+
+    @property
+    def kafka_address(self) -> str | None:
+        """The Kafka listener's "host:port" registered for clients, None without one."""
+        if self.kafka_listen is None:
+            return None
+        return self.kafka_advertised_listener or self.kafka_listen
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,8 +6,9 @@ production, kill -9 of one broker is a real fault, and the two cores share the l
 Layout under the data dir: `controller-N/` (Raft journal), `broker-N/` (LMDB), `logs/*.log`,
 and `cluster-secret` (generated once, mode 0600: every node signs its calls to the others
 with it, and the Raft password is derived from it, so a restart on the same data rejoins).
-Ports from `--base-port P` (default 9092): brokers P, P+1, ...; controller HTTP P+309+i
-(9401...), Raft P+209+i (9301...), the same numbers the contract's examples use.
+Ports from `--base-port P` (default 9092): brokers P, P+1, ...; their Kafka listeners
+P+100+i (9192...); controller HTTP P+309+i (9401...), Raft P+209+i (9301...), the same
+numbers the contract's examples use.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from kraftlite.clock import SystemClock
 
 CONTROLLER_HTTP_OFFSET = 309
 CONTROLLER_RAFT_OFFSET = 209
+KAFKA_OFFSET = 100  # each broker's Kafka listener: P+100+i (9192...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +41,7 @@ class Node:
     name: str
     url: str
     args: tuple[str, ...]
+    kafka: str | None = None  # a broker's Kafka listener, "host:port"
 
 
 def plan(data_dir: Path, controllers: int, brokers: int, base_port: int) -> list[Node]:
@@ -72,6 +75,7 @@ def plan(data_dir: Path, controllers: int, brokers: int, base_port: int) -> list
         )
     for i in range(brokers):
         listen = f"127.0.0.1:{base_port + i}"
+        kafka = f"127.0.0.1:{base_port + KAFKA_OFFSET + i}"
         nodes.append(
             Node(
                 f"broker-{i + 1}",
@@ -82,24 +86,28 @@ def plan(data_dir: Path, controllers: int, brokers: int, base_port: int) -> list
                     str(i + 1),
                     "--listen",
                     listen,
+                    "--kafka-listen",
+                    kafka,
                     "--controllers",
                     ",".join(controller_urls),
                     "--data-dir",
                     str(data_dir / f"broker-{i + 1}"),
                 ),
+                kafka,
             )
         )
     return nodes
 
 
 def free_base_port(first: int = 20_000, last: int = 40_000) -> int:
-    """A base port for which every port `plan` uses (brokers, controller HTTP and Raft, for
+    """A base port for which every port `plan` uses (brokers' HTTP and Kafka, controller HTTP
+    and Raft, for
     3 + 3 nodes) is free on 127.0.0.1 right now; for tests and benchmarks.
     """
     for base in range(first, last, 997):
         ports = [base + i for i in range(3)] + [
             base + offset + i
-            for offset in (CONTROLLER_RAFT_OFFSET, CONTROLLER_HTTP_OFFSET)
+            for offset in (KAFKA_OFFSET, CONTROLLER_RAFT_OFFSET, CONTROLLER_HTTP_OFFSET)
             for i in range(3)
         ]
         sockets: list[socket.socket] = []
@@ -178,7 +186,11 @@ def run(data_dir: Path, controllers: int, brokers: int, base_port: int) -> int:
         seconds = (clock.monotonic_ms() - started) / 1000
         click.echo(f"kraftlite dev: ready in {seconds:.1f}s, data in {data_dir}")
         for node in nodes:
-            click.echo(f"  {node.name:<13} {node.url}")
+            kafka = f"  kafka {node.kafka}" if node.kafka else ""
+            click.echo(f"  {node.name:<13} {node.url}{kafka}")
+        bootstrap = ",".join(n.kafka for n in nodes if n.kafka)
+        if bootstrap:
+            click.echo(f"Kafka clients: bootstrap.servers={bootstrap}")
         click.echo("Ctrl-C stops the cluster; run again with the same --data-dir to resume.")
         while True:
             for name, process in processes.items():

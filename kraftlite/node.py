@@ -14,6 +14,7 @@ import aiohttp
 import structlog
 
 from kraftlite.api import tls
+from kraftlite.api.app_keys import SERVICE
 from kraftlite.api.auth import Authenticator, AuthSettings
 from kraftlite.api.broker_app import make_broker_app
 from kraftlite.api.controller_app import make_controller_app
@@ -25,6 +26,8 @@ from kraftlite.clock import SystemClock
 from kraftlite.config import BrokerConfig, ControllerConfig
 from kraftlite.controller.quorum_controller import ControllerSettings, QuorumController
 from kraftlite.groups.coordinator import GroupSettings
+from kraftlite.kafka.handlers import Handlers
+from kraftlite.kafka.server import KafkaServer
 from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.records import UserScramCredentialRecord
 from kraftlite.raft.pysyncobj_log import RaftMetadataLog, RaftSettings
@@ -180,6 +183,7 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
                 controllers=config.controllers,
                 controllers_discovery=config.controllers_discovery,
                 rack=config.rack,
+                kafka=config.kafka_address,
                 replication=ReplicationSettings(
                     broker_id=config.broker_id,
                     replica_lag_time_max_ms=config.replica_lag_time_max_ms,
@@ -201,27 +205,34 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
             forward_session=forwarding,
         )
         limits = config.listener_limits()
-        runner = runner_for(
-            make_broker_app(
-                broker,
-                auth,
-                _authenticator(config, secret, lambda: broker.replicas.image),
-                GroupSettings(
-                    offsets_partitions=config.offsets_topic_partitions,
-                    heartbeat_interval_ms=config.group_heartbeat_interval_ms,
-                    min_session_timeout_ms=config.group_min_session_timeout_ms,
-                    max_session_timeout_ms=config.group_max_session_timeout_ms,
-                    max_size=config.group_max_size,
-                    offset_metadata_max_bytes=config.offset_metadata_max_bytes,
-                ),
-                limits,
+        authenticator = _authenticator(config, secret, lambda: broker.replicas.image)
+        app = make_broker_app(
+            broker,
+            auth,
+            authenticator,
+            GroupSettings(
+                offsets_partitions=config.offsets_topic_partitions,
+                heartbeat_interval_ms=config.group_heartbeat_interval_ms,
+                min_session_timeout_ms=config.group_min_session_timeout_ms,
+                max_session_timeout_ms=config.group_max_session_timeout_ms,
+                max_size=config.group_max_size,
+                offset_metadata_max_bytes=config.offset_metadata_max_bytes,
             ),
             limits,
-            SHUTDOWN_GRACE_S,
         )
+        runner = runner_for(app, limits, SHUTDOWN_GRACE_S)
+        kafka: KafkaServer | None = None
         await runner.setup()
         try:
             await BoundedSite(runner, host, int(port), limits, tls.server_context(config)).start()
+            if config.kafka_listen is not None:
+                kafka = KafkaServer(
+                    Handlers(app[SERVICE], authenticator),
+                    limits,
+                    config.socket_request_max_bytes,
+                )
+                kafka_host, kafka_port = config.kafka_listen.rsplit(":", 1)
+                await kafka.start(kafka_host.strip("[]"), int(kafka_port))
             await broker.start()  # register, heartbeats, metadata
             log.info(
                 "broker_started", listen=config.listen, url=config.url, log_dir=str(config.log_dir)
@@ -230,5 +241,7 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
             log.info("broker_stopping")
         finally:
             await broker.stop()  # controlled shutdown while still serving followers
+            if kafka is not None:
+                await kafka.close()
             await runner.cleanup()
             storage.close()

@@ -663,7 +663,7 @@ async def register_broker(request: web.Request) -> web.StreamResponse:
     except MessageError as exc:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, str(exc)) from None
     epoch = await controller.register_broker(
-        wanted.broker_id, wanted.incarnation_id, wanted.url, wanted.rack
+        wanted.broker_id, wanted.incarnation_id, wanted.url, wanted.rack, wanted.kafka
     )
     answer = BrokerRegistrationResponse(
         epoch,

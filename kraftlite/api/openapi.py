@@ -232,6 +232,7 @@ SCHEMAS: Final[Json] = {
         {
             "id": _int(),
             "url": _str(format="uri"),
+            "kafka": _str("its Kafka listener, host:port", nullable=True),
             "rack": _str(nullable=True),
             "fenced": _bool("fenced brokers lead no partition and are out of every ISR"),
             "in_controlled_shutdown": _bool(
@@ -341,6 +342,7 @@ SCHEMAS: Final[Json] = {
         {
             "id": _int(),
             "url": _str(),
+            "kafka": _str("its Kafka listener, host:port", nullable=True),
             "rack": _str(nullable=True),
             "state": {"enum": ["active", "fenced", "draining", "drained"]},
             "replicas": _int("replicas it holds"),

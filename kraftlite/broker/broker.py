@@ -70,6 +70,7 @@ class BrokerSettings:
     url: str
     controllers: tuple[str, ...]
     rack: str | None = None
+    kafka: str | None = None  # the Kafka listener's advertised "host:port", if it has one
     controllers_discovery: bool = False  # controllers.discovery.enable
     replication: ReplicationSettings | None = None
     limits: RequestLimits = RequestLimits()
@@ -199,7 +200,11 @@ class Broker:
     async def _register(self) -> None:
         sent = self.clock.monotonic_ms()
         wanted = BrokerRegistrationRequest(
-            self.broker_id, self.incarnation_id, self.settings.url, self.settings.rack
+            self.broker_id,
+            self.incarnation_id,
+            self.settings.url,
+            self.settings.rack,
+            self.settings.kafka,
         )
         _, body = await self._session_controllers.call(
             "POST", "/v1/internal/brokers", wanted.to_json()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -56,6 +56,13 @@ class Produced(NamedTuple):
     first_offset: int | None
     last_offset: int | None
     log_start_offset: int
+
+
+class FetchWanted(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +177,53 @@ class BrokerService:
         log_ = partition.log
         return Fetched(partition, data, log_.high_watermark, log_.log_start_offset)
 
+    async def fetch_many(
+        self, wanted: Sequence[FetchWanted], min_bytes: int, max_bytes: int, max_wait_ms: int
+    ) -> list[Fetched | KraftliteError]:
+        """Kafka's Fetch: each partition's batches from its offset, at most its own
+        `max_bytes` and `max_bytes` in all (capped at `fetch.max.bytes`; the first
+        partition with data gets at least one batch, so a reader always progresses). Answers
+        once `min_bytes` are there, a partition fails, or `max_wait_ms` (at most
+        MAX_WAIT_MS) passes; meanwhile it waits for any partition's high watermark to move.
+        """
+        max_bytes = min(max_bytes, self.broker.settings.limits.fetch_max_bytes)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(max(max_wait_ms, 0), MAX_WAIT_MS) / 1000
+        while True:
+            results: list[Fetched | KraftliteError] = []
+            total, waiting = 0, []
+            for want in wanted:
+                try:
+                    partition = self.leader(want.topic, want.partition)
+                    budget = min(want.max_bytes, max_bytes - total)
+                    data = b""
+                    if budget > 0 or total == 0:
+                        data = partition.read(want.offset, max(budget, 1))
+                except KraftliteError as exc:
+                    results.append(exc)
+                    continue
+                total += len(data)
+                if not data:
+                    waiting.append((partition, want.offset))
+                log_ = partition.log
+                results.append(Fetched(partition, data, log_.high_watermark, log_.log_start_offset))
+            remaining = deadline - loop.time()
+            failed = any(isinstance(r, KraftliteError) for r in results)
+            if total >= max(min_bytes, 1) or failed or remaining <= 0 or not waiting:
+                for result in results:
+                    if isinstance(result, Fetched) and result.data:
+                        metrics.record_fetch(result.partition, result.data)
+                return results
+            waits = [
+                asyncio.ensure_future(p.wait_for_records(offset, remaining))
+                for p, offset in waiting
+            ]
+            try:
+                await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in waits:
+                    task.cancel()
+
     def list_offset(self, topic: str, index: int, at: str | int) -> tuple[int, int | None]:
         """(offset, timestamp) for "earliest", "latest" or a time in unix ms: the first
         record at or after it (Kafka's ListOffsets), or the high watermark with no
@@ -266,4 +320,4 @@ class BrokerService:
         return status, answer
 
 
-__all__ = ["MAX_WAIT_MS", "BrokerService", "Fetched", "Offsets", "Produced"]
+__all__ = ["MAX_WAIT_MS", "BrokerService", "FetchWanted", "Fetched", "Offsets", "Produced"]

@@ -58,7 +58,7 @@ from kraftlite.metadata.topics import (
     validate_topic_name,
 )
 from kraftlite.protocol import internal
-from kraftlite.protocol.urls import node_url_problem
+from kraftlite.protocol.urls import node_url_problem, port_address_problem
 
 T = TypeVar("T")
 MAX_RACK_LENGTH = 255
@@ -332,7 +332,13 @@ class BrokerHeartbeatResponse:
 
 
 def register_broker(
-    image: MetadataImage, broker_id: int, incarnation_id: str, url: str, rack: str | None
+    image: MetadataImage,
+    broker_id: int,
+    incarnation_id: str,
+    url: str,
+    rack: str | None,
+    *,
+    kafka: str | None = None,
 ) -> ControllerResult[int]:
     """Register a broker; the response is its broker epoch.
 
@@ -349,6 +355,8 @@ def register_broker(
         raise KraftliteError(
             ErrorCode.INVALID_REQUEST, f"rack must be 1-{MAX_RACK_LENGTH} printable characters"
         )
+    if kafka is not None and (problem := port_address_problem(kafka)) is not None:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"kafka address {kafka!r} {problem}")
     existing = image.brokers.get(broker_id)
     if existing is not None and existing.incarnation_id == incarnation_id:
         return ControllerResult((), existing.broker_epoch)
@@ -360,6 +368,7 @@ def register_broker(
             broker_epoch=epoch,
             url=url,
             rack=rack,
+            kafka=kafka,
         )
     ]
     if existing is not None:

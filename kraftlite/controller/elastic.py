@@ -78,6 +78,7 @@ def broker_views(image: MetadataImage) -> list[dict[str, Any]]:
         {
             "id": b.broker_id,
             "url": b.url,
+            "kafka": b.kafka,
             "rack": b.rack,
             "state": broker_state(b, replicas[b.broker_id]),
             "replicas": replicas[b.broker_id],

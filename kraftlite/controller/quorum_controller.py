@@ -624,7 +624,12 @@ class QuorumController:
     # -- broker-facing ------------------------------------------------------------------
 
     async def register_broker(
-        self, broker_id: int, incarnation_id: str, url: str, rack: str | None
+        self,
+        broker_id: int,
+        incarnation_id: str,
+        url: str,
+        rack: str | None,
+        kafka: str | None = None,
     ) -> int:
         def fence_previous(image: MetadataImage) -> decisions.ControllerResult[list[int]]:
             """A new incarnation: fence the old one first, in bounded batches (its
@@ -637,7 +642,9 @@ class QuorumController:
 
         await self.submit(fence_previous)
         epoch = await self.submit(
-            lambda image: decisions.register_broker(image, broker_id, incarnation_id, url, rack)
+            lambda image: decisions.register_broker(
+                image, broker_id, incarnation_id, url, rack, kafka=kafka
+            )
         )
         self.sessions.contact(broker_id, self._clock.monotonic_ms())
         return epoch

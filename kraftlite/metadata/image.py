@@ -66,12 +66,15 @@ class BrokerRegistration:
     fenced: bool
     in_controlled_shutdown: bool = False  # may not lead or join an ISR (still unfenced)
     draining: bool = False  # may not lead, join an ISR or receive replicas; replicas leave
+    kafka: str | None = None  # the Kafka listener's advertised "host:port", if it has one
 
     def __setstate__(self, state: list[object]) -> None:
-        """Raft snapshots from before `in_controlled_shutdown` or `draining` lack them."""
-        names = [f.name for f in fields(self)]
-        for name, value in zip(names, [*state, *[False] * (len(names) - len(state))], strict=True):
-            object.__setattr__(self, name, value)
+        """Raft snapshots from before the fields with defaults lack them."""
+        known = fields(self)
+        for spec, value in zip(
+            known, [*state, *[f.default for f in known[len(state) :]]], strict=True
+        ):
+            object.__setattr__(self, spec.name, value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +310,7 @@ class MetadataDelta:
                     record.rack,
                     fenced=True,
                     draining=old is not None and old.draining,  # a restart stays draining
+                    kafka=record.kafka,
                 )
             case FenceBrokerRecord() | UnfenceBrokerRecord() | ControlledShutdownRecord():
                 broker = self.brokers.get(record.broker_id)

@@ -54,6 +54,7 @@ class RegisterBrokerRecord:
     broker_epoch: int  # the image version this record lands at; fences older incarnations
     url: str  # the broker's HTTP address
     rack: str | None = None
+    kafka: str | None = None  # its Kafka listener as clients reach it, "host:port"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

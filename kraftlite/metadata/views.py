@@ -56,6 +56,7 @@ def broker_view(broker: BrokerRegistration) -> dict[str, Any]:
     return {
         "id": broker.broker_id,
         "url": broker.url,
+        "kafka": broker.kafka,
         "rack": broker.rack,
         "fenced": broker.fenced,
         "in_controlled_shutdown": broker.in_controlled_shutdown,
@@ -99,6 +100,7 @@ def image_from_json(data: dict[str, Any]) -> MetadataImage:
             b["fenced"],
             b.get("in_controlled_shutdown", False),
             b.get("draining", False),
+            b.get("kafka"),
         )
         for b in data["brokers"]
     }

@@ -78,6 +78,7 @@ class BrokerRegistrationRequest:
     incarnation_id: str
     url: str
     rack: str | None = None
+    kafka: str | None = None  # the Kafka listener's advertised "host:port"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,6 +87,7 @@ class BrokerRegistrationRequest:
             "incarnation_id": self.incarnation_id,
             "url": self.url,
             "rack": self.rack,
+            "kafka": self.kafka,
         }
 
     @classmethod
@@ -94,11 +96,15 @@ class BrokerRegistrationRequest:
         rack = data.get("rack")
         if rack is not None and not isinstance(rack, str):
             raise MessageError("rack must be a string")
+        kafka = data.get("kafka")
+        if kafka is not None and not (isinstance(kafka, str) and len(kafka) <= 300):
+            raise MessageError("kafka must be a host:port string")
         return cls(
             _int(data, "broker_id", 0, 2**31 - 1),
             _str(data, "incarnation_id", 64),
             _str(data, "url", 2048),
             rack,
+            kafka,
         )
 
 

@@ -319,10 +319,17 @@ class Cluster:
     controller_config: dict[str, Any] = field(default_factory=dict)
     faults: bool = False
     scheme: str = "http"  # https when the configs turn TLS on
+    kafka: bool = False  # give every broker a Kafka listener (kafka.listen)
     quorum: ControllerQuorum = field(init=False)
     network: FaultProxy | None = field(init=False, default=None)
     processes: dict[int, Process] = field(default_factory=dict)
     urls: dict[int, str] = field(default_factory=dict)
+    kafka_addresses: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def bootstrap(self) -> str:
+        """Kafka clients' bootstrap.servers: every broker's Kafka listener."""
+        return ",".join(self.kafka_addresses.values())
 
     def __post_init__(self) -> None:
         if self.faults:
@@ -337,11 +344,15 @@ class Cluster:
                 for node_id, url in self.quorum.urls.items()
             ]
         controllers = ",".join(controller_urls)
-        for broker_id, port in enumerate(free_ports(self.brokers), start=1):
+        ports = free_ports(self.brokers * 2)
+        for broker_id, port in enumerate(ports[: self.brokers], start=1):
             listen = f"127.0.0.1:{port}"
             self.urls[broker_id] = f"{self.scheme}://{listen}"
             config = self.root / f"broker-{broker_id}.toml"
             settings = dict(self.broker_config)
+            if self.kafka:
+                self.kafka_addresses[broker_id] = f"127.0.0.1:{ports[self.brokers + broker_id - 1]}"
+                settings["kafka.listen"] = self.kafka_addresses[broker_id]
             if self.faults:
                 settings["advertised.url"] = self._proxied(f"broker-{broker_id}", listen)
                 # only through the proxy: the controllers' own URLs would bypass its cuts

@@ -27,6 +27,9 @@ PURE = [
     "groups/assignor.py",
     "groups/group.py",
     "protocol/partitioner.py",
+    "kafka/wire.py",
+    "kafka/messages.py",
+    "kafka/records.py",
 ]
 FORBIDDEN = {"lmdb", "aiohttp", "pysyncobj", "pyspark", "asyncio", "threading", "socket", "time"}
 

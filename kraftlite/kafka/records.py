@@ -1,0 +1,773 @@
+"""Kafka's record batch, magic v2, and its conversion to and from kraftlite's batch format.
+
+A Kafka client produces and fetches records as "record batches" (KIP-98's format, magic 2;
+Kafka's DefaultRecordBatch). A produce request's `records` field is one or more batches
+back to back, and so is a fetch response's. kraftlite stores its own columnar batches
+(docs/batch-format.md), so a Kafka edge converts each batch as it passes: `decode_batches`
+then `kafka_to_kraftlite` on produce, `kraftlite_to_kafka` on fetch. The layout, all
+big-endian:
+
+    offset  size  field
+    0       8     base_offset
+    8       4     batch_length: bytes after this field (the whole batch is 12 + this)
+    12      4     partition_leader_epoch
+    16      1     magic (2)
+    17      4     crc: CRC-32C of bytes [21, end), i.e. attributes to the last record
+    21      2     attributes: bits 0-2 compression, 3 timestamp type (1 = LogAppendTime),
+                  4 transactional, 5 control, 6 delete horizon set
+    23      4     last_offset_delta
+    27      8     base_timestamp
+    35      8     max_timestamp
+    43      8     producer_id
+    51      2     producer_epoch
+    53      4     base_sequence
+    57      4     record count
+    61            records, compressed as one block when bits 0-2 say so
+
+Each record is: length (varint), attributes (int8, unused), timestamp delta (varlong),
+offset delta (varint), key length (varint, -1 = null) and key, value length (varint, -1 =
+null) and value, header count (varint), then per header a key length and UTF-8 key and a
+value length (-1 = null) and value. Varints are zigzag (see wire.py).
+
+The rules this module keeps:
+
+1. Decoding is strict and total: a bad CRC, magic other than 2, a length that disagrees
+   with the bytes, a record count that disagrees with the records, an over-long varint,
+   invalid UTF-8 in a header key, or trailing bytes all raise `CorruptRecordsError` (a
+   `WireError`); nothing else escapes, whatever the input.
+2. Decompression is bounded: `max_bytes` caps the decompressed bytes of a whole
+   `decode_batches` call. Snappy states its size up front and is checked before
+   decompressing; gzip, lz4 and zstd decompress into a fixed buffer (cramjam's
+   `decompress_into` stops with an error at the buffer's end rather than growing it) that
+   grows 8x per attempt up to the bytes left in the budget. A zip bomb costs at most about
+   `max_bytes` of memory and work; corrupt data fails on the first, small attempt.
+3. A null header value is read as b"": kraftlite's headers, like most clients' use of
+   them, have bytes values; the null/empty difference is lost at this edge (documented
+   in the conversion, not hidden).
+4. Conversion keeps what kraftlite can hold: each record's timestamp (CreateTime), key,
+   value and headers. Offsets inside a kraftlite batch are dense, so a Kafka batch whose
+   offset deltas are not exactly 0..n-1 is refused, as are control batches and empty ones.
+   Producer id, epoch and sequence stay on `KafkaBatch` for the caller to act on.
+5. Encoding writes what every client reads: snappy in the xerial framing the Java
+   producer writes (librdkafka, kafka-python and Java all read it), lz4 as an LZ4 frame
+   with independent blocks (Java refuses linked blocks), gzip and zstd as plain streams.
+
+The per-record loops are the hot path of a Kafka edge, so they inline one-byte varints,
+keep locals in locals and build records into one bytearray.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, Final, NamedTuple
+
+import cramjam
+from crc32c import crc32c
+
+from kraftlite.kafka.wire import WireError, encode_varint, encode_varlong
+from kraftlite.protocol import batch as kraftlite_batch
+
+MAGIC: Final = 2
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE: Final = HEADER.size  # 61
+_LENGTH_OFFSET: Final = 12  # batch_length counts the bytes after base_offset and itself
+_CRC_OFFSET: Final = 17
+_CRC_FROM: Final = 21  # the CRC covers attributes .. end
+_MIN_RECORD: Final = 7  # length, attributes, 2 deltas, key, value, header count: 1 byte each
+_U32: Final = struct.Struct(">I")
+_I32: Final = struct.Struct(">i")
+
+ATTR_COMPRESSION: Final = 0x07
+ATTR_LOG_APPEND_TIME: Final = 0x08
+ATTR_TRANSACTIONAL: Final = 0x10
+ATTR_CONTROL: Final = 0x20
+
+NO_PRODUCER_ID: Final = -1
+DEFAULT_MAX_BYTES: Final = 64 << 20  # decompressed bytes per decode_batches call
+_XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
+_XERIAL_HEADER: Final = _XERIAL_MAGIC + b"\x00\x00\x00\x01\x00\x00\x00\x01"  # version 1, compat 1
+_XERIAL_BLOCK: Final = 32 * 1024  # the uncompressed bytes per chunk that xerial's Java writes
+_FIRST_GUESS: Final = 64 * 1024
+_DEFLATE_MAX_RATIO: Final = 1032
+_OUT_OF_ROOM: Final = "whole buffer"  # cramjam's message when an output buffer is too small
+
+
+class Compression(IntEnum):
+    """Attribute bits 0-2 of a batch."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+class CorruptRecordsError(WireError):
+    """The bytes are not valid Kafka record batches (Kafka's CORRUPT_MESSAGE, code 2)."""
+
+
+class KafkaRecord(NamedTuple):
+    """One record. `timestamp` is absolute (base timestamp + delta); a null header value
+    is b"" (rule 3)."""
+
+    offset_delta: int
+    timestamp: int
+    key: bytes | None = None
+    value: bytes | None = None
+    headers: Sequence[tuple[str, bytes]] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaBatch:
+    """A decoded batch: its header fields, and its records as columns.
+
+    Columns (one list per record field) rather than record objects, because converting to
+    kraftlite's columnar batch then needs no per-record object; `records` builds them.
+    """
+
+    base_offset: int
+    partition_leader_epoch: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+    offset_deltas: list[int]
+    timestamps: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    headers: list[Sequence[tuple[str, bytes]]]
+    has_headers: bool
+
+    @property
+    def compression(self) -> Compression:
+        return Compression(self.attributes & ATTR_COMPRESSION)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & ATTR_CONTROL)
+
+    @property
+    def log_append_time(self) -> bool:
+        """Timestamp type 1: the broker's append time, max_timestamp, for every record."""
+        return bool(self.attributes & ATTR_LOG_APPEND_TIME)
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def records(self) -> list[KafkaRecord]:
+        return [
+            KafkaRecord(*fields)
+            for fields in zip(
+                self.offset_deltas,
+                self.timestamps,
+                self.keys,
+                self.values,
+                self.headers,
+                strict=True,
+            )
+        ]
+
+
+# ------------------------------------------------------------------------------ decoding
+
+# zigzag value of every one-byte varint: the common case, a table lookup
+_ONE_BYTE: Final = tuple((byte >> 1) ^ -(byte & 1) for byte in range(128))
+
+
+def _varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
+    """A zigzag varint of up to `max_bytes` bytes at `pos`: (value, next position)."""
+    result = 0
+    shift = 0
+    for index in range(max_bytes):
+        byte = data[pos + index]
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            if result >> (32 if max_bytes == 5 else 64):
+                raise CorruptRecordsError(f"varint {result} out of range in a record")
+            return (result >> 1) ^ -(result & 1), pos + index + 1
+        shift += 7
+    raise CorruptRecordsError(f"varint longer than {max_bytes} bytes in a record")
+
+
+def decode_batches(
+    buf: bytes | bytearray | memoryview,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    allow_truncated_tail: bool = False,
+) -> list[KafkaBatch]:
+    """Decode every batch of a concatenation of batches (a produce request's records).
+
+    `max_bytes` bounds the decompressed bytes of the whole call (rule 2). A fetch
+    response may end in a partial batch (Kafka cuts at max_bytes); `allow_truncated_tail`
+    drops it instead of raising, as Kafka's consumers do. Raises `CorruptRecordsError`.
+    """
+    view = memoryview(buf).cast("B")
+    batches: list[KafkaBatch] = []
+    budget = max_bytes
+    pos = 0
+    while pos < len(view):
+        if len(view) - pos < HEADER_SIZE:
+            if allow_truncated_tail:
+                break
+            raise CorruptRecordsError(f"truncated batch header: {len(view) - pos} bytes")
+        batch_length = _I32.unpack_from(view, pos + 8)[0]
+        end = pos + _LENGTH_OFFSET + batch_length
+        if batch_length < HEADER_SIZE - _LENGTH_OFFSET:
+            raise CorruptRecordsError(f"invalid batch length {batch_length}")
+        if end > len(view):
+            if allow_truncated_tail:
+                break
+            raise CorruptRecordsError(f"truncated batch: {len(view) - pos} of {end - pos} bytes")
+        batch, used = _decode_one(view[pos:end], budget)
+        budget -= used
+        batches.append(batch)
+        pos = end
+    return batches
+
+
+def _decode_one(view: memoryview, budget: int) -> tuple[KafkaBatch, int]:
+    """One whole batch; returns it and the decompressed bytes it used of the budget."""
+    (
+        base_offset,
+        _,
+        leader_epoch,
+        magic,
+        crc,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    ) = HEADER.unpack_from(view)
+    if magic != MAGIC:
+        raise CorruptRecordsError(f"unsupported record batch magic {magic}")
+    if crc32c(view[_CRC_FROM:]) != crc:
+        raise CorruptRecordsError("record batch CRC mismatch")
+    if count < 0:
+        raise CorruptRecordsError(f"negative record count {count}")
+    compression = attributes & ATTR_COMPRESSION
+    section = view[HEADER_SIZE:]
+    used = 0
+    if compression == Compression.NONE:
+        data = bytes(section)
+    else:
+        if count > budget // _MIN_RECORD:
+            raise CorruptRecordsError(f"{count} records exceed the decompression budget")
+        data = _decompress(compression, section, budget)
+        used = len(data)
+    if count > len(data) // _MIN_RECORD:
+        raise CorruptRecordsError(f"{count} records cannot fit in {len(data)} bytes")
+    fixed_timestamp = max_timestamp if attributes & ATTR_LOG_APPEND_TIME else None
+    columns = _parse_records(data, count, base_timestamp, fixed_timestamp)
+    batch = KafkaBatch(
+        base_offset,
+        leader_epoch,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+        *columns,
+    )
+    return batch, used
+
+
+_Columns = tuple[
+    list[int],
+    list[int],
+    list[bytes | None],
+    list[bytes | None],
+    list[Sequence[tuple[str, bytes]]],
+    bool,
+]
+
+
+def _parse_records(
+    data: bytes, count: int, base_timestamp: int, fixed_timestamp: int | None
+) -> _Columns:
+    """Every record of an (uncompressed) records section, into columns."""
+    offset_deltas: list[int] = []
+    timestamps: list[int] = []
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    headers: list[Sequence[tuple[str, bytes]]] = []
+    no_headers: tuple[tuple[str, bytes], ...] = ()
+    has_headers = False
+    one_byte = _ONE_BYTE
+    end = len(data)
+    pos = 0
+    try:
+        for _ in range(count):
+            # Each varint: one byte (a table), two bytes (inline), or longer (a call).
+            byte = data[pos]
+            if byte < 0x80:
+                length = one_byte[byte]
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                length = (raw >> 1) ^ -(raw & 1)
+                pos += 2
+            else:
+                length, pos = _varint(data, pos, 5)
+            record_end = pos + length
+            if length < 0 or record_end > end:
+                raise CorruptRecordsError(f"record length {length} overruns the batch")
+            pos += 1  # record attributes: unused
+
+            byte = data[pos]
+            if byte < 0x80:
+                delta = one_byte[byte]
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                delta = (raw >> 1) ^ -(raw & 1)
+                pos += 2
+            else:
+                delta, pos = _varint(data, pos, 10)
+            timestamps.append(
+                base_timestamp + delta if fixed_timestamp is None else fixed_timestamp
+            )
+
+            byte = data[pos]
+            if byte < 0x80:
+                offset_deltas.append(one_byte[byte])
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                offset_deltas.append((raw >> 1) ^ -(raw & 1))
+                pos += 2
+            else:
+                delta, pos = _varint(data, pos, 5)
+                offset_deltas.append(delta)
+
+            byte = data[pos]
+            if byte < 0x80:
+                size = one_byte[byte]
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                size = (raw >> 1) ^ -(raw & 1)
+                pos += 2
+            else:
+                size, pos = _varint(data, pos, 5)
+            if size >= 0:
+                keys.append(data[pos : pos + size])
+                pos += size
+            elif size == -1:
+                keys.append(None)
+            else:
+                raise CorruptRecordsError(f"invalid key length {size}")
+
+            byte = data[pos]
+            if byte < 0x80:
+                size = one_byte[byte]
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                size = (raw >> 1) ^ -(raw & 1)
+                pos += 2
+            else:
+                size, pos = _varint(data, pos, 5)
+            if size >= 0:
+                values.append(data[pos : pos + size])
+                pos += size
+            elif size == -1:
+                values.append(None)
+            else:
+                raise CorruptRecordsError(f"invalid value length {size}")
+
+            if data[pos] == 0:
+                headers.append(no_headers)
+                pos += 1
+            else:
+                record_headers, pos = _parse_headers(data, pos, record_end)
+                headers.append(record_headers)
+                has_headers = True
+            if pos != record_end:
+                raise CorruptRecordsError("record length disagrees with its fields")
+    except IndexError as exc:
+        raise CorruptRecordsError("truncated record") from exc
+    if pos != end:
+        raise CorruptRecordsError(f"{end - pos} bytes after the last of {count} records")
+    return offset_deltas, timestamps, keys, values, headers, has_headers
+
+
+def _parse_headers(data: bytes, pos: int, record_end: int) -> tuple[list[tuple[str, bytes]], int]:
+    count, pos = _varint(data, pos, 5)
+    if count < 0 or count > (record_end - pos) // 2:
+        raise CorruptRecordsError(f"invalid header count {count}")
+    out: list[tuple[str, bytes]] = []
+    for _ in range(count):
+        size, pos = _varint(data, pos, 5)
+        if size < 0 or pos + size > record_end:
+            raise CorruptRecordsError(f"invalid header key length {size}")
+        try:
+            name = str(data[pos : pos + size], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptRecordsError("a header key is not UTF-8") from exc
+        pos += size
+        size, pos = _varint(data, pos, 5)
+        if size == -1:
+            value = b""  # rule 3: a null header value reads as empty
+        elif 0 <= size <= record_end - pos:
+            value = data[pos : pos + size]
+            pos += size
+        else:
+            raise CorruptRecordsError(f"invalid header value length {size}")
+        out.append((name, value))
+    return out, pos
+
+
+# --------------------------------------------------------------------------- compression
+
+
+def _decompress(compression: int, data: memoryview, limit: int) -> bytes:
+    """The decompressed records section, or `CorruptRecordsError` if it is corrupt or
+    would exceed `limit` bytes (rule 2)."""
+    try:
+        if compression == Compression.SNAPPY:
+            if bytes(data[: len(_XERIAL_MAGIC)]) == _XERIAL_MAGIC:
+                return _xerial_decompress(data, limit)
+            return _snappy_block(data, limit)
+        if compression == Compression.GZIP:
+            # The trailer holds the size (mod 2**32); deflate expands at most ~1032x, so a
+            # larger claim is a lie and garbage must not buy a big buffer with one.
+            size_hint = int.from_bytes(data[-4:], "little") if len(data) >= 4 else 0
+            if size_hint > _DEFLATE_MAX_RATIO * len(data):
+                size_hint = 0
+            return _bounded(cramjam.gzip.decompress_into, data, limit, size_hint)
+        if compression == Compression.LZ4:
+            return _bounded(cramjam.lz4.decompress_into, data, limit)
+        if compression == Compression.ZSTD:
+            return _bounded(cramjam.zstd.decompress_into, data, limit)
+    except CorruptRecordsError:
+        raise
+    except (cramjam.DecompressionError, ValueError, OverflowError) as exc:
+        raise CorruptRecordsError(f"cannot decompress a {_name(compression)} batch: {exc}") from exc
+    raise CorruptRecordsError(f"unknown compression type {compression}")
+
+
+def _name(compression: int) -> str:
+    try:
+        return Compression(compression).name.lower()
+    except ValueError:
+        return str(compression)
+
+
+def _bounded(
+    decompress_into: Callable[[Any, Any], int], data: memoryview, limit: int, hint: int = 0
+) -> bytes:
+    """Decompress into a buffer that grows 8x at a time, never past `limit`.
+
+    cramjam's `decompress_into` fails, rather than grows, when its output buffer is too
+    small ("failed to write whole buffer"), so each attempt costs at most its buffer and
+    the attempts add up to under 8/7 of the final size. Any other failure is corruption
+    and ends at once: garbage costs one small attempt, not a climb to `limit`.
+    (test_decompression_bombs_are_bounded pins both behaviours of cramjam.)
+    """
+    size = min(limit, max(_FIRST_GUESS, 4 * len(data), hint))
+    while True:
+        out = bytearray(size)
+        try:
+            written = decompress_into(data, out)
+        except cramjam.DecompressionError as exc:
+            if _OUT_OF_ROOM not in str(exc):
+                raise
+            if size >= limit:
+                raise CorruptRecordsError(
+                    f"decompresses to more than the {limit} bytes allowed"
+                ) from None
+            size = min(limit, size * 8)
+            continue
+        return bytes(memoryview(out)[:written])
+
+
+def _snappy_block(data: memoryview, limit: int) -> bytes:
+    size = cramjam.snappy.decompress_raw_len(data)
+    if size > limit:
+        raise CorruptRecordsError(f"snappy block of {size} bytes exceeds the {limit} allowed")
+    out = bytearray(size)
+    if cramjam.snappy.decompress_raw_into(data, out) != size:
+        raise CorruptRecordsError("snappy block shorter than it says")
+    return bytes(out)
+
+
+def _xerial_decompress(data: memoryview, limit: int) -> bytes:
+    """xerial's snappy framing (the Java producer's): a 16-byte header (magic, version,
+    compat), then chunks of [int32 big-endian size][raw snappy block]."""
+    pos = len(_XERIAL_HEADER)
+    if len(data) < pos:
+        raise CorruptRecordsError("truncated xerial snappy header")
+    parts: list[bytes] = []
+    total = 0
+    while pos < len(data):
+        if len(data) - pos < 4:
+            raise CorruptRecordsError("truncated xerial snappy chunk length")
+        (size,) = _I32.unpack_from(data, pos)
+        pos += 4
+        if size < 0 or size > len(data) - pos:
+            raise CorruptRecordsError(f"invalid xerial snappy chunk length {size}")
+        part = _snappy_block(data[pos : pos + size], limit - total)
+        total += len(part)
+        parts.append(part)
+        pos += size
+    return b"".join(parts)
+
+
+def _compress(compression: Compression, data: bytes | bytearray) -> bytes:
+    if compression == Compression.GZIP:
+        return bytes(cramjam.gzip.compress(data))
+    if compression == Compression.SNAPPY:
+        chunks = [_XERIAL_HEADER]
+        for start in range(0, len(data), _XERIAL_BLOCK):
+            block = bytes(cramjam.snappy.compress_raw(data[start : start + _XERIAL_BLOCK]))
+            chunks += [_I32.pack(len(block)), block]
+        return b"".join(chunks)
+    if compression == Compression.LZ4:
+        compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+        compressor.compress(bytes(data))  # its stream API takes bytes only
+        return bytes(compressor.finish())
+    if compression == Compression.ZSTD:
+        return bytes(cramjam.zstd.compress(data, level=3))
+    raise ValueError(f"unknown compression {compression}")
+
+
+# ------------------------------------------------------------------------------ encoding
+
+# the zigzag varint bytes of every small non-negative int: lengths, offset deltas and
+# timestamp deltas are nearly always small, and a lookup beats encoding them
+_TABLE_SIZE: Final = 1 << 13
+_SMALL: Final = tuple(encode_varint(value) for value in range(_TABLE_SIZE))
+_NULL: Final = encode_varint(-1)
+
+
+def _records_section(
+    out: bytearray,
+    count: int,
+    *,
+    offset_deltas: Sequence[int] | None,
+    timestamps: Sequence[int],
+    base_timestamp: int,
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    headers: Sequence[Sequence[tuple[str, bytes]]] | None,
+) -> None:
+    """Append `count` records to `out`; offset deltas 0..count-1 when None."""
+    small = _SMALL
+    table = _TABLE_SIZE
+    null = _NULL
+    for index in range(count):
+        key = keys[index]
+        value = values[index]
+        delta = timestamps[index] - base_timestamp
+        delta_bytes = small[delta] if 0 <= delta < table else encode_varlong(delta)
+        offset_delta = index if offset_deltas is None else offset_deltas[index]
+        offset_bytes = (
+            small[offset_delta] if 0 <= offset_delta < table else encode_varint(offset_delta)
+        )
+        if key is None:
+            key_size = 0
+            key_prefix = null
+        else:
+            key_size = len(key)
+            key_prefix = small[key_size] if key_size < table else encode_varint(key_size)
+        if value is None:
+            value_size = 0
+            value_prefix = null
+        else:
+            value_size = len(value)
+            value_prefix = small[value_size] if value_size < table else encode_varint(value_size)
+        record_headers = headers[index] if headers is not None else None
+        header_bytes = _encode_headers(record_headers) if record_headers else b"\x00"
+        length = (
+            1
+            + len(delta_bytes)
+            + len(offset_bytes)
+            + len(key_prefix)
+            + key_size
+            + len(value_prefix)
+            + value_size
+            + len(header_bytes)
+        )
+        out += small[length] if length < table else encode_varint(length)
+        out += b"\x00"
+        out += delta_bytes
+        out += offset_bytes
+        out += key_prefix
+        if key is not None:
+            out += key
+        out += value_prefix
+        if value is not None:
+            out += value
+        out += header_bytes
+
+
+def _encode_headers(headers: Sequence[tuple[str, bytes]]) -> bytes:
+    parts = [encode_varint(len(headers))]
+    for name, value in headers:
+        name_bytes = name.encode("utf-8")
+        parts += [encode_varint(len(name_bytes)), name_bytes]
+        parts += [encode_varint(len(value)), value]
+    return b"".join(parts)
+
+
+def _finish(
+    out: bytearray,
+    *,
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    count: int,
+) -> bytes:
+    """Fill the header reserved at the front of `out` (the records follow it) and its CRC."""
+    HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        len(out) - _LENGTH_OFFSET,
+        partition_leader_epoch,
+        MAGIC,
+        0,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
+    _U32.pack_into(out, _CRC_OFFSET, crc32c(memoryview(out)[_CRC_FROM:]))
+    return bytes(out)
+
+
+def encode_batch(
+    records: Sequence[KafkaRecord],
+    *,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    compression: Compression = Compression.NONE,
+    is_transactional: bool = False,
+) -> bytes:
+    """Encode records as one Kafka batch (CreateTime). The base timestamp is the first
+    record's and the max timestamp the largest, as Kafka's producers write them."""
+    if not records:
+        raise ValueError("a batch holds at least one record")
+    timestamps = [record.timestamp for record in records]
+    out = bytearray(HEADER_SIZE)
+    section = out if compression == Compression.NONE else bytearray()
+    _records_section(
+        section,
+        len(records),
+        offset_deltas=[record.offset_delta for record in records],
+        timestamps=timestamps,
+        base_timestamp=timestamps[0],
+        keys=[record.key for record in records],
+        values=[record.value for record in records],
+        headers=[record.headers for record in records],
+    )
+    if compression != Compression.NONE:
+        out += _compress(compression, section)
+    return _finish(
+        out,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=int(compression) | (ATTR_TRANSACTIONAL if is_transactional else 0),
+        last_offset_delta=records[-1].offset_delta,
+        base_timestamp=timestamps[0],
+        max_timestamp=max(timestamps),
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        count=len(records),
+    )
+
+
+# ---------------------------------------------------------------------------- conversion
+
+
+def kafka_to_kraftlite(batch: KafkaBatch) -> bytes:
+    """One kraftlite batch (producer form: base offset 0, leader epoch -1) holding the same
+    records: timestamps, keys, values and headers (rule 4). Raises `CorruptRecordsError`
+    for a control batch, an empty batch, or offset deltas other than 0..n-1."""
+    count = batch.record_count
+    if batch.is_control:
+        raise CorruptRecordsError("control batches cannot be stored as kraftlite records")
+    if count == 0:
+        raise CorruptRecordsError("an empty batch holds no records to store")
+    if batch.last_offset_delta != count - 1 or batch.offset_deltas != list(range(count)):
+        raise CorruptRecordsError("offset deltas are not 0..n-1 (kraftlite offsets are dense)")
+    try:
+        return kraftlite_batch.encode_batch(
+            batch.values,
+            keys=batch.keys,
+            timestamps=batch.timestamps,
+            headers=batch.headers if batch.has_headers else None,
+        )
+    except (ValueError, OverflowError) as exc:  # e.g. timestamps out of int64 range
+        raise CorruptRecordsError(f"cannot convert the batch: {exc}") from exc
+
+
+def kraftlite_to_kafka(kraftlite_batch_bytes: bytes | bytearray | memoryview) -> bytes:
+    """One uncompressed Kafka batch holding a stored kraftlite batch's records.
+
+    base_offset and partition_leader_epoch are the kraftlite batch's own (the leader
+    stamped them), the producer id is -1, offset deltas are 0..n-1. Raises
+    `kraftlite.protocol.batch.CorruptBatchError` if the kraftlite batch fails its checks.
+    """
+    decoded = kraftlite_batch.decode(kraftlite_batch_bytes)
+    header = decoded.header
+    count = header.record_count
+    out = bytearray(HEADER_SIZE)
+    has_headers = header.attributes & kraftlite_batch.ATTR_HAS_HEADERS
+    _records_section(
+        out,
+        count,
+        offset_deltas=None,
+        timestamps=decoded.timestamps,
+        base_timestamp=header.first_timestamp,
+        keys=decoded.keys,
+        values=decoded.values,
+        headers=decoded.headers if has_headers else None,
+    )
+    return _finish(
+        out,
+        base_offset=header.base_offset,
+        partition_leader_epoch=header.leader_epoch,
+        attributes=0,
+        last_offset_delta=count - 1,
+        base_timestamp=header.first_timestamp,
+        max_timestamp=header.max_timestamp,
+        producer_id=NO_PRODUCER_ID,
+        producer_epoch=-1,
+        base_sequence=-1,
+        count=count,
+    )

@@ -1,0 +1,358 @@
+"""Real Kafka clients against a real cluster's Kafka listeners (issue 16): librdkafka (through
+confluent-kafka) and kafka-python produce and consume, their records are the same records on
+the HTTP edge and the other way round, AdminClient calls work, and bad frames close only
+their own connection.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kraftlite.kafka import messages, records
+from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(300),
+    # kafka-python 3.0.12 reads its schemas with a deprecated importlib call
+    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
+]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    running = Cluster(tmp_path_factory.mktemp("kafka"), controller_config=FAST_SESSIONS, kafka=True)
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def create_topic(cluster: Cluster, name: str, partitions: int = 3) -> None:
+    status, answer = http_retry(
+        "POST",
+        cluster.urls[1] + "/v1/topics",
+        {"name": name, "partitions": partitions, "replication_factor": 3},
+    )
+    assert status == 201, answer
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:  # every partition led, on every broker
+        status, described = http("GET", cluster.urls[2] + f"/v1/topics/{name}")
+        if status == 200 and all(p["high_watermark"] is not None for p in described["partitions"]):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{name} has no leaders")
+
+
+def http_records(cluster: Cluster, topic: str, partition: int) -> list[dict[str, Any]]:
+    status, answer = http(
+        "GET",
+        cluster.urls[3] + f"/v1/topics/{topic}/partitions/{partition}/records?offset=0",
+    )
+    assert status == 200, answer
+    return list(answer["records"])
+
+
+def consume_all(consumer: Consumer, count: int, timeout_s: float = 30) -> list[Any]:
+    got: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        assert message.error() is None, message.error()
+        got.append(message)
+    return got
+
+
+def test_librdkafka_produces_and_http_reads_the_same_records(cluster: Cluster) -> None:
+    create_topic(cluster, "rdk-in")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
+    delivered: list[Any] = []
+    for i in range(30):
+        producer.produce(
+            "rdk-in",
+            key=f"k{i}".encode(),
+            value=f"value {i}".encode(),
+            headers=[("h", f"{i}".encode())],
+            partition=i % 3,
+            timestamp=1_700_000_000_000 + i,
+            on_delivery=lambda err, msg: delivered.append((err, msg)),
+        )
+    assert producer.flush(30) == 0
+    assert all(err is None for err, _ in delivered), delivered
+    for partition in range(3):
+        records = http_records(cluster, "rdk-in", partition)
+        sent = sorted(
+            (m for _, m in delivered if m.partition() == partition), key=lambda m: m.offset()
+        )
+        assert [r["offset"] for r in records] == [m.offset() for m in sent]
+        assert [r["key"] for r in records] == [m.key().decode() for m in sent]
+        assert [r["value"] for r in records] == [m.value().decode() for m in sent]
+        assert [r["timestamp"] for r in records] == [m.timestamp()[1] for m in sent]
+        # (delivery reports carry no headers: each record's says its number)
+        assert [r["headers"] for r in records] == [
+            {"h": r["value"].removeprefix("value ")} for r in records
+        ]
+
+
+def test_records_produced_over_http_are_consumed_by_librdkafka(cluster: Cluster) -> None:
+    create_topic(cluster, "http-in", partitions=1)
+    records = [
+        {"key": f"k{i}", "value": f"v{i}", "headers": {"n": str(i)}, "timestamp": 1_000 + i}
+        for i in range(20)
+    ] + [{"key": None, "value": None}]  # a tombstone
+    status, answer = http(
+        "POST", cluster.urls[2] + "/v1/topics/http-in/partitions/0/records", {"records": records}
+    )
+    assert status == 200, answer
+    consumer = Consumer(
+        {"bootstrap.servers": cluster.bootstrap, "group.id": "unused", "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([TopicPartition("http-in", 0, 0)])
+        got = consume_all(consumer, len(records))
+    finally:
+        consumer.close()
+    assert [m.offset() for m in got] == list(range(len(records)))
+    assert [m.key() for m in got] == [r["key"] and r["key"].encode() for r in records]
+    assert [m.value() for m in got] == [r["value"] and r["value"].encode() for r in records]
+    assert [m.timestamp()[1] for m in got[:20]] == [1_000 + i for i in range(20)]
+    assert [m.headers() for m in got[:20]] == [[("n", str(i).encode())] for i in range(20)]
+
+
+def test_kafka_python_produces_and_consumes(cluster: Cluster) -> None:
+    from kafka import KafkaConsumer, KafkaProducer  # noqa: PLC0415 - a test-only client
+    from kafka import TopicPartition as KafkaTopicPartition  # noqa: PLC0415
+
+    create_topic(cluster, "kp", partitions=2)
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap.split(","), acks="all", enable_idempotence=False
+    )
+    futures = [
+        producer.send("kp", key=b"key-%d" % i, value=b"v-%d" % i, headers=[("x", b"y")])
+        for i in range(40)
+    ]
+    producer.flush(30)
+    sent = [f.get(timeout=30) for f in futures]
+    producer.close()
+    consumer = KafkaConsumer(
+        bootstrap_servers=cluster.bootstrap.split(","), enable_auto_commit=False
+    )
+    try:
+        partitions = [KafkaTopicPartition("kp", p) for p in range(2)]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 40 and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=500).values():
+                got.extend(batch)
+    finally:
+        consumer.close()
+    assert sorted((r.partition, r.offset) for r in got) == sorted(
+        (m.partition, m.offset) for m in sent
+    )
+    assert sorted(r.value for r in got) == sorted(b"v-%d" % i for i in range(40))
+    assert all(r.headers == [("x", b"y")] for r in got)
+    # the key decides the partition as on the HTTP edge (murmur2, Kafka's partitioner)
+    for record in got:
+        status, answer = http(
+            "POST",
+            cluster.urls[1] + "/v1/topics/kp/records",
+            {"records": [{"key": record.key.decode(), "value": "again"}]},
+        )
+        assert status == 200 and answer["offsets"][0]["partition"] == record.partition
+
+
+def test_admin_client_creates_describes_and_deletes_topics(cluster: Cluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    name = f"adm-{uuid.uuid4().hex[:6]}"
+    futures = admin.create_topics([NewTopic(name, num_partitions=4, replication_factor=3)])
+    futures[name].result(30)
+    described = admin.list_topics(name, timeout=10).topics[name]
+    assert described.error is None
+    assert sorted(described.partitions) == [0, 1, 2, 3]
+    assert all(
+        len(p.replicas) == 3 and p.leader in p.replicas for p in described.partitions.values()
+    )
+    status, answer = http("GET", cluster.urls[1] + f"/v1/topics/{name}")
+    assert status == 200 and len(answer["partitions"]) == 4
+    cluster_meta = admin.list_topics(timeout=10)
+    assert sorted(cluster_meta.brokers) == [1, 2, 3]
+    assert {f"{b.host}:{b.port}" for b in cluster_meta.brokers.values()} == set(
+        cluster.kafka_addresses.values()
+    )
+    with pytest.raises(KafkaException):  # already exists
+        admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=1)])[name].result(
+            30
+        )
+    admin.delete_topics([name])[name].result(30)
+    status, _ = http("GET", cluster.urls[1] + f"/v1/topics/{name}")
+    assert status == 404
+
+
+def test_brokers_show_their_kafka_address(cluster: Cluster) -> None:
+    status, answer = http("GET", cluster.urls[1] + "/v1/brokers")
+    assert status == 200, answer
+    assert {b["id"]: b["kafka"] for b in answer["brokers"]} == cluster.kafka_addresses
+
+
+def test_offsets_committed_over_kafka_are_seen_over_http(cluster: Cluster) -> None:
+    create_topic(cluster, "commits", partitions=1)
+    http(
+        "POST",
+        cluster.urls[1] + "/v1/topics/commits/partitions/0/records",
+        {"records": [{"value": str(i)} for i in range(5)]},
+    )
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "g-assign",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition("commits", 0, 0)])
+        got = consume_all(consumer, 5)
+        consumer.commit(message=got[-1], asynchronous=False)
+        committed = consumer.committed([TopicPartition("commits", 0)], timeout=10)
+        assert committed[0].offset == 5
+    finally:
+        consumer.close()
+    status, answer = http("GET", cluster.urls[2] + "/v1/groups/g-assign/offsets")
+    assert status == 200, answer
+    assert [(o["topic"], o["partition"], o["offset"], o["lag"]) for o in answer["offsets"]] == [
+        ("commits", 0, 5, 0)
+    ]
+
+
+def _frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",  # a size of 1.2 GB
+        struct.pack(">i", -5),
+        struct.pack(">i", 200 << 20),  # over socket.request.max.bytes
+        _frame(b"\x00"),  # under a header
+        _frame(b"\x00\x00\x00\x09\x00\x00\x00\x01\xff\xff"),  # Produce v9 with nothing after
+        _frame(b"\x00\x12\x00\x03\x00\x00\x00\x07\x00\x05ab"),  # ApiVersions v3, cut
+        _frame(b"\x7f\x00\x00\x00\x00\x00\x00\x01\x00\x00"),  # api key 32512
+        _frame(b"\x00\x00\x00\x00\x00\x00\x00\x01" + b"\xff" * 64),  # Produce v0: not served
+    ],
+)
+def test_a_bad_frame_closes_its_connection_and_nothing_else(
+    cluster: Cluster, garbage: bytes
+) -> None:
+    host, port = cluster.kafka_addresses[1].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(garbage)
+        sock.settimeout(10)
+        assert sock.recv(4096) == b""  # closed, unanswered
+    # the broker still serves others
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_addresses[1]})
+    assert 1 in admin.list_topics(timeout=10).brokers
+    status, _ = http("GET", cluster.urls[1] + "/readyz")
+    assert status == 200
+
+
+def test_api_versions_of_an_unknown_version_answers_v0_with_the_versions(cluster: Cluster) -> None:
+    host, port = cluster.kafka_addresses[2].rsplit(":", 1)
+    request = struct.pack(">hhi", 18, 99, 42) + struct.pack(">h", 4) + b"test" + b"\x00" * 8
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(_frame(request))
+        size = struct.unpack(">i", _read(sock, 4))[0]
+        answer = _read(sock, size)
+    correlation_id, error_code, count = struct.unpack(">ihi", answer[:10])
+    assert (correlation_id, error_code) == (42, 35)
+    served = {struct.unpack(">hhh", answer[10 + 6 * i : 16 + 6 * i])[0] for i in range(count)}
+    assert {0, 1, 3, 18} <= served
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "closed"
+        data += chunk
+    return data
+
+
+def _call(address: str, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    """One request on a fresh connection, with our codec (tests only)."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(_frame(messages.encode_request(api_key, version, 7, "test", body)))
+        size = struct.unpack(">i", _read(sock, 4))[0]
+        return messages.decode_response(api_key, version, _read(sock, size)).body
+
+
+def test_a_partition_this_broker_does_not_lead_answers_not_leader(cluster: Cluster) -> None:
+    """No forwarding on the Kafka edge: the client is told, and refreshes its metadata."""
+    create_topic(cluster, "lead", partitions=1)
+    status, described = http("GET", cluster.urls[1] + "/v1/topics/lead")
+    assert status == 200, described
+    leader = described["partitions"][0]["leader"]
+    other = next(b for b in cluster.kafka_addresses if b != leader)
+    batch = records.encode_batch([records.KafkaRecord(0, int(time.time() * 1000), None, b"x", [])])
+    produce = {
+        "acks": -1,
+        "timeout_ms": 5000,
+        "topic_data": [{"name": "lead", "partition_data": [{"index": 0, "records": batch}]}],
+    }
+    answer = _call(cluster.kafka_addresses[other], 0, 9, produce)
+    partition = answer["responses"][0]["partition_responses"][0]
+    assert partition["error_code"] == 6  # NOT_LEADER_OR_FOLLOWER
+    fetch = {
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "topics": [
+            {
+                "topic": "lead",
+                "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
+            }
+        ],
+    }
+    answer = _call(cluster.kafka_addresses[other], 1, 12, fetch)
+    assert answer["responses"][0]["partitions"][0]["error_code"] == 6
+    # nothing was appended anywhere; the leader takes the same batch
+    answer = _call(cluster.kafka_addresses[leader], 0, 9, produce)
+    assert answer["responses"][0]["partition_responses"][0]["error_code"] == 0
+    assert answer["responses"][0]["partition_responses"][0]["base_offset"] == 0
+
+
+def test_a_corrupt_batch_is_refused_and_nothing_is_appended(cluster: Cluster) -> None:
+    create_topic(cluster, "corrupt", partitions=1)
+    _, described = http("GET", cluster.urls[1] + "/v1/topics/corrupt")
+    leader = described["partitions"][0]["leader"]
+    batch = bytearray(
+        records.encode_batch([records.KafkaRecord(0, int(time.time() * 1000), None, b"x", [])])
+    )
+    batch[-1] ^= 0xFF  # the CRC no longer matches
+    produce = {
+        "acks": -1,
+        "timeout_ms": 5000,
+        "topic_data": [
+            {"name": "corrupt", "partition_data": [{"index": 0, "records": bytes(batch)}]}
+        ],
+    }
+    answer = _call(cluster.kafka_addresses[leader], 0, 9, produce)
+    assert answer["responses"][0]["partition_responses"][0]["error_code"] == 2  # CORRUPT_MESSAGE
+    produce["topic_data"][0]["name"] = "no-such-topic"
+    answer = _call(cluster.kafka_addresses[leader], 0, 9, produce)
+    assert answer["responses"][0]["partition_responses"][0]["error_code"] == 3
+    assert http_records(cluster, "corrupt", 0) == []
