@@ -337,6 +337,16 @@ class BrokerConfig(StorageSettings):
         "group.consumer.max.session.timeout.ms", positive_option, default=30_000
     )
     group_max_size: int = _key("group.consumer.max.size", positive_option, default=200)
+    # Kafka clients' classic groups (JoinGroup): Kafka's names and defaults
+    classic_min_session_timeout_ms: int = _key(
+        "group.min.session.timeout.ms", positive_option, default=6_000
+    )
+    classic_max_session_timeout_ms: int = _key(
+        "group.max.session.timeout.ms", positive_option, default=1_800_000
+    )
+    group_initial_rebalance_delay_ms: int = _key(
+        "group.initial.rebalance.delay.ms", _non_negative, default=3_000
+    )
     offset_metadata_max_bytes: int = _key("offset.metadata.max.bytes", _non_negative, default=4096)
 
     @property

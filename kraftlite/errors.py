@@ -27,7 +27,11 @@ class ErrorCode(IntEnum):
     COORDINATOR_NOT_AVAILABLE = 15
     NOT_COORDINATOR = 16
     INVALID_TOPIC_EXCEPTION = 17
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
     UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
     RECORD_LIST_TOO_LARGE = 18
     TOPIC_AUTHORIZATION_FAILED = 29
     GROUP_AUTHORIZATION_FAILED = 30
@@ -86,6 +90,12 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorInfo(503, True, "coordinator not available"),
     ErrorCode.NOT_COORDINATOR: ErrorInfo(421, True, "not the group's coordinator"),
     ErrorCode.UNKNOWN_MEMBER_ID: ErrorInfo(404, False, "unknown member: join again"),
+    ErrorCode.ILLEGAL_GENERATION: ErrorInfo(409, False, "the group's generation moved on"),
+    ErrorCode.INCONSISTENT_GROUP_PROTOCOL: ErrorInfo(
+        409, False, "the group uses another protocol or assignor"
+    ),
+    ErrorCode.REBALANCE_IN_PROGRESS: ErrorInfo(409, True, "the group is rebalancing: join again"),
+    ErrorCode.INVALID_SESSION_TIMEOUT: ErrorInfo(400, False, "session timeout out of bounds"),
     ErrorCode.FENCED_MEMBER_EPOCH: ErrorInfo(409, False, "member epoch is stale: join again"),
     ErrorCode.INVALID_TOPIC_EXCEPTION: ErrorInfo(400, False, "invalid topic name"),
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorInfo(413, False, "request too large"),

@@ -217,6 +217,9 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
                 max_session_timeout_ms=config.group_max_session_timeout_ms,
                 max_size=config.group_max_size,
                 offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+                classic_min_session_timeout_ms=config.classic_min_session_timeout_ms,
+                classic_max_session_timeout_ms=config.classic_max_session_timeout_ms,
+                initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
             ),
             limits,
         )

@@ -37,6 +37,7 @@ from kraftlite.broker.offsets import leader_offsets
 from kraftlite.broker.partition import Acks, Partition, Role
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.assignor import TopicPartition
+from kraftlite.groups.classic import ClassicGroup
 from kraftlite.groups.group import DEFAULT_MAX_SIZE, Group, MemberAnswer
 from kraftlite.groups.offsets import (
     DEFAULT_OFFSET_METADATA_MAX_BYTES,
@@ -69,6 +70,10 @@ class GroupSettings:
     commit_timeout_s: float = 10.0
     offset_metadata_max_bytes: int = DEFAULT_OFFSET_METADATA_MAX_BYTES  # offset.metadata.max.bytes
     max_size: int = DEFAULT_MAX_SIZE  # group.consumer.max.size
+    # classic groups (Kafka clients' JoinGroup protocol), with Kafka's names and defaults
+    classic_min_session_timeout_ms: int = 6_000  # group.min.session.timeout.ms
+    classic_max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    initial_rebalance_delay_ms: int = 3_000  # group.initial.rebalance.delay.ms
 
 
 @dataclass
@@ -84,6 +89,7 @@ class Shard:
     groups: dict[str, Group] = field(default_factory=dict)
     offsets: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
     swept_ms: int = 0
+    classic: dict[str, ClassicGroup] = field(default_factory=dict)  # Kafka clients' groups
 
     def group(self, name: str) -> Group:
         """The group, made if new: only for a join, the one request that adds a member."""
@@ -103,7 +109,7 @@ class Shard:
         return group
 
     def exists(self, name: str) -> bool:
-        return name in self.groups or bool(self.offsets.get(name))
+        return name in self.groups or name in self.classic or bool(self.offsets.get(name))
 
     def drop_if_empty(self, name: str) -> None:
         group = self.groups.get(name)
@@ -119,6 +125,16 @@ class Shard:
             group.expire(now_ms)
             if not group.members:
                 del self.groups[name]
+        for name, classic in list(self.classic.items()):
+            classic.expire()
+            if not classic.members:  # its offsets, if any, stay in `offsets`
+                classic.close()
+                del self.classic[name]
+
+    def close(self) -> None:
+        """This broker stopped coordinating the partition: answer every waiting member."""
+        for classic in self.classic.values():
+            classic.close()
 
 
 def offset_key(group: str, topic: str, partition: int) -> bytes:
@@ -215,6 +231,8 @@ class GroupCoordinator:
         index = partition.index
         shard = self._shards.get(index)
         if shard is None or shard.leader_epoch != partition.leader_epoch:
+            if shard is not None:
+                shard.close()
             shard = self._load(partition)
             self._shards[index] = shard
         return shard
@@ -298,6 +316,12 @@ class GroupCoordinator:
                 f"{self.settings.max_session_timeout_ms}",
             )
         _, shard = self._shard(group)
+        classic = shard.classic.get(group)
+        if classic is not None and classic.members:
+            raise KraftliteError(
+                ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                f"group {group} is a classic group of Kafka clients (JoinGroup)",
+            )
         try:
             answer = shard.group(group).join(
                 member_id, client_id, topics, timeout, self._now(), self._counts(topics)
@@ -323,6 +347,50 @@ class GroupCoordinator:
     def _answer(self, answer: MemberAnswer) -> dict[str, Any]:
         return answer.to_json(self.settings.heartbeat_interval_ms)
 
+    # -- classic groups (classic.py) --------------------------------------------------------
+
+    def classic_for_join(self, group: str, session_timeout_ms: int) -> ClassicGroup:
+        """The classic group a JoinGroup joins, made if new; a group name in use by
+        kraftlite's own protocol is INCONSISTENT_GROUP_PROTOCOL."""
+        low = self.settings.classic_min_session_timeout_ms
+        high = self.settings.classic_max_session_timeout_ms
+        if not low <= session_timeout_ms <= high:
+            raise KraftliteError(
+                ErrorCode.INVALID_SESSION_TIMEOUT,
+                f"session timeout {session_timeout_ms} ms is outside [{low}, {high}]",
+            )
+        _, shard = self._shard(group)
+        if shard.existing(group, self._now()).members:
+            raise KraftliteError(
+                ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                f"group {group} has members using kraftlite's consumer group protocol",
+            )
+        classic = shard.classic.get(group)
+        if classic is None:
+            classic = ClassicGroup(
+                group,
+                self._now,
+                self.settings.max_size,
+                self.settings.initial_rebalance_delay_ms,
+            )
+            shard.classic[group] = classic
+        return classic
+
+    def classic(self, group: str) -> ClassicGroup:
+        """The classic group, for SyncGroup, Heartbeat and LeaveGroup: UNKNOWN_MEMBER_ID if
+        there is none (the member must join)."""
+        _, shard = self._shard(group)
+        classic = shard.classic.get(group)
+        if classic is None:
+            raise KraftliteError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {group} has no members")
+        return classic
+
+    def describe_classic(self, group: str) -> dict[str, Any] | None:
+        """Kafka's DescribeGroups answer for a classic group, None if it is not one."""
+        _, shard = self._shard(group)
+        classic = shard.classic.get(group)
+        return None if classic is None else classic.describe()
+
     # -- offsets ----------------------------------------------------------------------------
 
     async def commit(
@@ -331,21 +399,20 @@ class GroupCoordinator:
         member_id: str | None,
         member_epoch: int | None,
         offsets: list[tuple[TopicPartition, CommittedOffset]],
+        *,
+        generation: int | None = None,
     ) -> None:
-        """Rule 5, then rule 2: append the commit (acks=all), then make it visible."""
+        """Rule 5, then rule 2: append the commit (acks=all), then make it visible.
+        `generation` is a classic member's (Kafka's OffsetCommit), checked by its group."""
         partition, shard = self._shard(group)
         partitions = [tp for tp, _ in offsets]
         check_count(len(offsets))
         check_metadata(offsets, self.settings.offset_metadata_max_bytes)
         check_partitions(partitions, self._counts({topic for topic, _ in partitions}))
-        shard.existing(group, self._now()).check_commit(
-            member_id, member_epoch, partitions, self._now()
-        )
+        self._check_member(shard, group, member_id, member_epoch, generation, partitions)
         await self._check_in_range(offsets)
         # The high watermark was asked over the network: check the member again.
-        shard.existing(group, self._now()).check_commit(
-            member_id, member_epoch, partitions, self._now()
-        )
+        self._check_member(shard, group, member_id, member_epoch, generation, partitions)
         now = self.broker.clock.now_ms()
         records = [
             batch_format.Record(
@@ -375,6 +442,37 @@ class GroupCoordinator:
             target = shard.offsets.setdefault(group, {})
             for tp, committed in offsets:
                 target[tp] = committed
+
+    def _check_member(  # noqa: PLR0917 - the commit's parts, as commit() has them
+        self,
+        shard: Shard,
+        group: str,
+        member_id: str | None,
+        member_epoch: int | None,
+        generation: int | None,
+        partitions: list[TopicPartition],
+    ) -> None:
+        """Who may commit: a classic group's member of its generation (classic.py rule 5),
+        else kraftlite's rule (group.Group rule 7). A commit outside any membership
+        (generation -1, no member) is for a group with no members of either kind."""
+        classic = shard.classic.get(group)
+        if generation is not None and classic is not None:
+            classic.check_commit(member_id or "", generation)
+            return
+        if generation is not None:
+            if generation >= 0 or member_id:
+                raise KraftliteError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not a member of {group}"
+                )
+            member_id = member_epoch = None
+        elif classic is not None and classic.members:
+            raise KraftliteError(
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                f"group {group} is a classic group of Kafka clients: commit as one of them",
+            )
+        shard.existing(group, self._now()).check_commit(
+            member_id, member_epoch, partitions, self._now()
+        )
 
     async def _check_in_range(self, offsets: list[tuple[TopicPartition, CommittedOffset]]) -> None:
         """`offsets` rules 4 and 5: ask leaders only for offsets above the known bound."""
@@ -431,8 +529,28 @@ class GroupCoordinator:
             shard = self._shard_of(partition)
             now = self._now()
             shard.maybe_sweep(now, 0)
-            names = set(shard.groups) | {n for n, o in shard.offsets.items() if o}
+            names = (
+                set(shard.groups) | set(shard.classic) | {n for n, o in shard.offsets.items() if o}
+            )
             for name in sorted(names):
+                classic = shard.classic.get(name)
+                if classic is not None and classic.members:
+                    result.append(
+                        {
+                            "group": name,
+                            "state": classic.state.value,
+                            "members": len(classic.members),
+                            "type": "classic",
+                        }
+                    )
+                    continue
                 state = shard.existing(name, now)
-                result.append({"group": name, "state": state.state, "members": len(state.members)})
+                result.append(
+                    {
+                        "group": name,
+                        "state": state.state,
+                        "members": len(state.members),
+                        "type": "consumer",
+                    }
+                )
         return result

@@ -48,6 +48,9 @@ UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 _NO_TOPIC_ID = uuid.UUID(int=0)
 _AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
+MAX_GROUP_NAME = 249
+MAX_PROTOCOLS = 16  # assignors a member may offer (clients offer one to three)
+MAX_REBALANCE_TIMEOUT_MS = 300_000  # bounds how long a JoinGroup may wait
 
 
 class CloseConnection(Exception):
@@ -101,6 +104,12 @@ SERVED: Final = frozenset(
         ApiKey.OFFSET_FETCH,
         ApiKey.CREATE_TOPICS,
         ApiKey.DELETE_TOPICS,
+        ApiKey.JOIN_GROUP,
+        ApiKey.SYNC_GROUP,
+        ApiKey.HEARTBEAT,
+        ApiKey.LEAVE_GROUP,
+        ApiKey.DESCRIBE_GROUPS,
+        ApiKey.LIST_GROUPS,
     }
 )
 
@@ -131,6 +140,12 @@ class Session:
             ApiKey.OFFSET_FETCH: self.offset_fetch,
             ApiKey.CREATE_TOPICS: self.create_topics,
             ApiKey.DELETE_TOPICS: self.delete_topics,
+            ApiKey.JOIN_GROUP: self.join_group,
+            ApiKey.SYNC_GROUP: self.sync_group,
+            ApiKey.HEARTBEAT: self.heartbeat,
+            ApiKey.LEAVE_GROUP: self.leave_group,
+            ApiKey.DESCRIBE_GROUPS: self.describe_groups,
+            ApiKey.LIST_GROUPS: self.list_groups,
         }
         assert self._apis.keys() == SERVED
 
@@ -486,7 +501,7 @@ class Session:
         if wanted:
             try:
                 await self.service.coordinator.commit(
-                    group, member_id, None if epoch < 0 else epoch, wanted
+                    group, member_id, None, wanted, generation=epoch
                 )
             except KraftliteError as exc:
                 for key, _ in wanted:
@@ -537,6 +552,142 @@ class Session:
                 }
             )
         return NONE, [{"name": n, "partitions": p} for n, p in by_topic.items()]
+
+    # -- classic groups (groups/classic.py) ---------------------------------------------------
+
+    def _group_refusal(self, group: str, operation: Operation = Operation.READ) -> int | None:
+        """The error code that refuses a group request before it costs anything, if any."""
+        if not group or len(group) > MAX_GROUP_NAME:
+            return int(ErrorCode.INVALID_REQUEST)  # Kafka: INVALID_GROUP_ID (24)
+        if not self._may(operation, ResourceType.GROUP, group):
+            return int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        return None
+
+    async def join_group(self, request: Request) -> Body:
+        body = request.body
+        group = body["group_id"]
+        answer: Body = {"generation_id": -1, "member_id": body["member_id"], "leader": ""}
+        refused = self._group_refusal(group)
+        if refused is not None:
+            return {**answer, "error_code": refused}
+        protocols = [(p["name"], bytes(p["metadata"] or b"")) for p in body["protocols"]]
+        if len(protocols) > MAX_PROTOCOLS:
+            return {**answer, "error_code": int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)}
+        session = body["session_timeout_ms"]
+        rebalance = body["rebalance_timeout_ms"] if request.api_version >= 1 else session
+        try:
+            await self.service.coordinator.ensure_offsets_topic()
+            classic = self.service.coordinator.classic_for_join(group, session)
+            joined = await classic.join(
+                member_id=body["member_id"],
+                instance_id=body.get("group_instance_id") or None,
+                client_id=request.client_id or "",
+                client_host=self.who.host,
+                session_timeout_ms=session,
+                rebalance_timeout_ms=max(0, min(rebalance, MAX_REBALANCE_TIMEOUT_MS)),
+                protocol_type=body["protocol_type"],
+                protocols=protocols,
+            )
+        except KraftliteError as exc:
+            return {**answer, "error_code": kafka_code(exc)}
+        return {"error_code": NONE, **joined}
+
+    async def sync_group(self, request: Request) -> Body:
+        body = request.body
+        group = body["group_id"]
+        refused = self._group_refusal(group)
+        if refused is not None:
+            return {"error_code": refused}
+        assignments = {a["member_id"]: bytes(a["assignment"] or b"") for a in body["assignments"]}
+        try:
+            classic = self.service.coordinator.classic(group)
+            protocol_type, protocol_name, assignment = await classic.sync(
+                body["member_id"], body["generation_id"], assignments
+            )
+        except KraftliteError as exc:
+            return {"error_code": kafka_code(exc)}
+        return {
+            "error_code": NONE,
+            "protocol_type": protocol_type,
+            "protocol_name": protocol_name,
+            "assignment": assignment,
+        }
+
+    async def heartbeat(self, request: Request) -> Body:
+        body = request.body
+        refused = self._group_refusal(body["group_id"])
+        if refused is not None:
+            return {"error_code": refused}
+        try:
+            classic = self.service.coordinator.classic(body["group_id"])
+            classic.heartbeat(body["member_id"], body["generation_id"])
+        except KraftliteError as exc:
+            return {"error_code": kafka_code(exc)}
+        return {"error_code": NONE}
+
+    async def leave_group(self, request: Request) -> Body:
+        body = request.body
+        group = body["group_id"]
+        if request.api_version < 3:
+            leaving = [{"member_id": body["member_id"], "group_instance_id": None}]
+        else:
+            leaving = list(body["members"])
+        refused = self._group_refusal(group)
+        if refused is not None:
+            return {"error_code": refused}
+        results = []
+        for member in leaving:
+            code = NONE
+            try:
+                self.service.coordinator.classic(group).leave(member["member_id"])
+            except KraftliteError as exc:
+                code = kafka_code(exc)
+            results.append({**member, "error_code": code})
+            if code == int(ErrorCode.NOT_COORDINATOR):
+                return {"error_code": code}
+        if request.api_version < 3:
+            return {"error_code": results[0]["error_code"]}
+        return {"error_code": NONE, "members": results}
+
+    async def describe_groups(self, request: Request) -> Body:
+        groups = []
+        for group in request.body["groups"]:
+            refused = self._group_refusal(group, Operation.DESCRIBE)
+            entry: Body = {"group_id": group, "group_state": "Dead", "members": []}
+            if refused is not None:
+                groups.append({**entry, "error_code": refused})
+                continue
+            try:
+                described = self.service.coordinator.describe_classic(group)
+            except KraftliteError as exc:
+                groups.append({**entry, "error_code": kafka_code(exc)})
+                continue
+            if described is None:
+                groups.append({**entry, "error_code": NONE})
+                continue
+            groups.append({**entry, "error_code": NONE, **described})
+        return {"groups": groups}
+
+    async def list_groups(self, request: Request) -> Body:
+        """This broker's groups (Kafka's clients ask every broker)."""
+        if not self._may(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+            return {"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "groups": []}
+        wanted_states = set(request.body.get("states_filter") or [])
+        groups = []
+        for group in self.service.coordinator.local_groups():
+            if not self._may(Operation.DESCRIBE, ResourceType.GROUP, group["group"]):
+                continue
+            if wanted_states and group["state"] not in wanted_states:
+                continue
+            groups.append(
+                {
+                    "group_id": group["group"],
+                    "protocol_type": "consumer",
+                    "group_state": group["state"],
+                    "group_type": group["type"],
+                }
+            )
+        return {"error_code": NONE, "groups": groups}
 
     # -- admin ---------------------------------------------------------------------------------
 

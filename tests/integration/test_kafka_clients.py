@@ -356,3 +356,128 @@ def test_a_corrupt_batch_is_refused_and_nothing_is_appended(cluster: Cluster) ->
     answer = _call(cluster.kafka_addresses[leader], 0, 9, produce)
     assert answer["responses"][0]["partition_responses"][0]["error_code"] == 3
     assert http_records(cluster, "corrupt", 0) == []
+
+
+def _produce_http(cluster: Cluster, topic: str, values: list[str]) -> None:
+    for start in range(0, len(values), 100):
+        status, answer = http(
+            "POST",
+            cluster.urls[1] + f"/v1/topics/{topic}/records",
+            {"records": [{"key": v, "value": v} for v in values[start : start + 100]]},
+        )
+        assert status == 200 and "errors" not in answer, answer
+
+
+def _group_consumer(cluster: Cluster, group: str) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 10_000,
+            "heartbeat.interval.ms": 300,
+        }
+    )
+
+
+def test_librdkafka_consumers_in_a_group_share_partitions_and_resume(cluster: Cluster) -> None:
+    create_topic(cluster, "grp", partitions=6)
+    consumers = [_group_consumer(cluster, "g-rdk") for _ in range(3)]
+    try:
+        for consumer in consumers:
+            consumer.subscribe(["grp"])
+        deadline = time.monotonic() + 60
+        while True:  # one generation with all three: every partition owned once
+            for consumer in consumers:
+                assert consumer.poll(0.1) is None
+            owned = [{tp.partition for tp in c.assignment()} for c in consumers]
+            if all(owned) and sorted(p for o in owned for p in o) == list(range(6)):
+                break
+            assert time.monotonic() < deadline, owned
+        _produce_http(cluster, "grp", [f"a{i}" for i in range(300)])
+        seen: dict[int, list[str]] = {0: [], 1: [], 2: []}
+        deadline = time.monotonic() + 60
+        while sum(map(len, seen.values())) < 300:
+            for n, consumer in enumerate(consumers):
+                message = consumer.poll(0.05)
+                if message is not None:
+                    assert message.error() is None, message.error()
+                    assert message.partition() in owned[n]
+                    seen[n].append(message.value().decode())
+            assert time.monotonic() < deadline, {n: len(v) for n, v in seen.items()}
+        assert sorted(v for vs in seen.values() for v in vs) == sorted(f"a{i}" for i in range(300))
+        assert all(seen.values())  # all three did work
+        for consumer in consumers:
+            consumer.commit(asynchronous=False)
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    status, listed = http("GET", cluster.urls[2] + "/v1/groups/g-rdk/offsets")
+    assert status == 200, listed
+    assert sum(o["offset"] for o in listed["offsets"]) == 300
+    assert all(o["lag"] == 0 for o in listed["offsets"])
+    _produce_http(cluster, "grp", [f"b{i}" for i in range(120)])
+    again = _group_consumer(cluster, "g-rdk")  # resumes from the committed offsets
+    try:
+        again.subscribe(["grp"])
+        got = consume_all(again, 120, timeout_s=60)
+        assert again.poll(1.0) is None  # nothing twice, nothing old
+    finally:
+        again.close()
+    assert sorted(m.value().decode() for m in got) == sorted(f"b{i}" for i in range(120))
+
+
+def test_kafka_python_consumer_group(cluster: Cluster) -> None:
+    from kafka import KafkaConsumer  # noqa: PLC0415 - a test-only client
+
+    create_topic(cluster, "kpg", partitions=2)
+    _produce_http(cluster, "kpg", [f"v{i}" for i in range(50)])
+    consumer = KafkaConsumer(
+        "kpg",
+        bootstrap_servers=cluster.bootstrap.split(","),
+        group_id="g-kp",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    try:
+        got: list[Any] = []
+        deadline = time.monotonic() + 60
+        while len(got) < 50 and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=500).values():
+                got.extend(batch)
+        consumer.commit()
+        assert sorted(r.value for r in got) == sorted(b"v%d" % i for i in range(50))
+    finally:
+        consumer.close()
+    status, listed = http("GET", cluster.urls[3] + "/v1/groups/g-kp/offsets")
+    assert status == 200, listed
+    assert sum(o["offset"] for o in listed["offsets"]) == 50
+    # the group is listed, as a classic group, by the broker that coordinates it
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    listed_groups = admin.list_consumer_groups().result(30)
+    assert "g-kp" in {g.group_id for g in listed_groups.valid}
+
+
+def test_a_group_name_is_one_protocol_or_the_other(cluster: Cluster) -> None:
+    create_topic(cluster, "mixed", partitions=1)
+    consumer = _group_consumer(cluster, "g-mixed")
+    try:
+        consumer.subscribe(["mixed"])
+        deadline = time.monotonic() + 30
+        while not consumer.assignment():
+            consumer.poll(0.1)
+            assert time.monotonic() < deadline
+        status, answer = http(
+            "POST", cluster.urls[1] + "/v1/groups/g-mixed/members", {"topics": ["mixed"]}
+        )
+        assert status == 409 and answer["error_code"] == "INCONSISTENT_GROUP_PROTOCOL", answer
+        # nor may an HTTP commit outside the classic group's membership land
+        status, answer = http(
+            "POST",
+            cluster.urls[1] + "/v1/groups/g-mixed/offsets",
+            {"offsets": [{"topic": "mixed", "partition": 0, "offset": 0}]},
+        )
+        assert status == 404 and answer["error_code"] == "UNKNOWN_MEMBER_ID", answer
+    finally:
+        consumer.close()

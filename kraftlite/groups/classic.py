@@ -1,0 +1,406 @@
+"""Kafka's classic consumer group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup),
+for the Kafka clients that use it (every client's default): the members agree on a
+generation, one of them (the leader) computes the assignment with a client-side assignor,
+and the coordinator hands each member its share. kraftlite's own groups (group.py, served
+over HTTP and by KIP-848's heartbeat) assign on the server instead; a group name is one
+kind or the other, never both (INCONSISTENT_GROUP_PROTOCOL).
+
+Rules (Kafka's GroupCoordinator, trimmed to what clients rely on):
+1. States: Empty -> PreparingRebalance -> CompletingRebalance -> Stable, back to
+   PreparingRebalance whenever membership changes (a join, a leave, an expired session).
+2. A JoinGroup waits until every known member has joined again, or the longest rebalance
+   timeout passes (members that did not rejoin are removed), plus `initial_delay_ms` when
+   the group starts from Empty (Kafka's group.initial.rebalance.delay.ms), so consumers
+   starting together land in one generation. Then the generation goes up by one, the
+   protocol every member supports that most members prefer is chosen, the leader stays if
+   it is still a member, and every waiting join is answered; only the leader's answer lists
+   the members and their subscription metadata.
+3. SyncGroup: the leader's carries the assignment; it makes the group Stable and answers
+   every member's waiting SyncGroup with its share. A sync of a past generation is
+   ILLEGAL_GENERATION; one while a rebalance is being prepared is REBALANCE_IN_PROGRESS.
+4. Heartbeats keep a member's session; a member silent for its session timeout is removed,
+   which starts a rebalance. A heartbeat during one answers REBALANCE_IN_PROGRESS, so the
+   member joins again.
+5. Offsets are committed by a member of the current generation, or, while the group has no
+   members, by anyone with generation -1 (a consumer that assigns its own partitions).
+6. Every wait is bounded: joins by the rebalance timeout, syncs by the leader's session
+   (the sweep that removes a silent leader answers them REBALANCE_IN_PROGRESS). `close`
+   answers every waiter NOT_COORDINATOR when this broker stops coordinating the group.
+7. Membership is soft state (Kafka keeps it in the offsets topic): after a coordinator
+   moves, members get UNKNOWN_MEMBER_ID and join again; committed offsets are kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from kraftlite.errors import ErrorCode, KraftliteError
+
+EMPTY_ASSIGNMENT = b""
+_TICK_S = 0.25  # how often a group mid-rebalance checks for expired members and deadlines
+
+
+class State(Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+
+
+@dataclass
+class Member:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: list[tuple[str, bytes]]  # (assignor name, subscription metadata), preferred first
+    last_seen_ms: int
+    assignment: bytes = EMPTY_ASSIGNMENT
+    join_waiter: asyncio.Future[dict[str, Any]] | None = None
+    sync_waiter: asyncio.Future[tuple[ErrorCode | None, bytes]] | None = None
+
+    def metadata(self, protocol: str) -> bytes:
+        return next(m for name, m in self.protocols if name == protocol)
+
+
+@dataclass
+class ClassicGroup:
+    name: str
+    now_ms: Callable[[], int]  # a monotonic clock
+    max_size: int
+    initial_delay_ms: int = 0
+    state: State = State.EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    _deadline_ms: int = 0  # the join phase ends by then, whoever has not joined
+    _earliest_ms: int = 0  # and not before (the initial delay)
+    _ticker: asyncio.TimerHandle | None = None
+    _closed: bool = False
+
+    # -- joining ---------------------------------------------------------------------------
+
+    async def join(
+        self,
+        *,
+        member_id: str,
+        instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+    ) -> dict[str, Any]:
+        """Rule 2: the JoinGroup answer once the generation is formed (or a refusal)."""
+        self._check_open()
+        if not protocols or not protocol_type:
+            raise KraftliteError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "no protocols offered")
+        if self.members and protocol_type != self.protocol_type:
+            raise KraftliteError(
+                ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                f"group {self.name} uses protocol type {self.protocol_type}, not {protocol_type}",
+            )
+        offered = {name for name, _ in protocols}
+        others = [m for m in self.members.values() if m.member_id != member_id]
+        if others and not offered & self._common({n for n, _ in protocols}, others):
+            raise KraftliteError(
+                ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                f"none of {sorted(offered)} is supported by every member of {self.name}",
+            )
+        now = self.now_ms()
+        if member_id:
+            member = self.members.get(member_id)
+            if member is None:
+                raise KraftliteError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not a member of {self.name}"
+                )
+        else:
+            if len(self.members) >= self.max_size:
+                raise KraftliteError(
+                    ErrorCode.GROUP_MAX_SIZE_REACHED, f"group {self.name} has {self.max_size}"
+                )
+            member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+            member = Member(
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                protocols,
+                now,
+            )
+            self.members[member_id] = member
+        member.protocols = protocols
+        member.session_timeout_ms = session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.last_seen_ms = now
+        self.protocol_type = protocol_type
+        if member.join_waiter is not None and not member.join_waiter.done():
+            member.join_waiter.set_exception(
+                KraftliteError(ErrorCode.REBALANCE_IN_PROGRESS, "joined again meanwhile")
+            )
+        member.join_waiter = asyncio.get_running_loop().create_future()
+        waiter = member.join_waiter
+        if self.state is not State.PREPARING_REBALANCE:
+            self._prepare_rebalance(from_empty=self.state is State.EMPTY)
+        self._maybe_complete_join()
+        return await waiter
+
+    @staticmethod
+    def _common(offered: set[str], members: list[Member]) -> set[str]:
+        common = set(offered)
+        for member in members:
+            common &= {name for name, _ in member.protocols}
+        return common
+
+    def _prepare_rebalance(self, *, from_empty: bool = False) -> None:
+        """Rule 1: everyone must join again; a pending sync learns it must too."""
+        for member in self.members.values():
+            self._answer_sync(member, ErrorCode.REBALANCE_IN_PROGRESS, EMPTY_ASSIGNMENT)
+        self.state = State.PREPARING_REBALANCE
+        longest = max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+        delay = self.initial_delay_ms if from_empty else 0
+        self._deadline_ms = self.now_ms() + max(longest, delay)
+        self._earliest_ms = self.now_ms() + delay
+        self._tick_later()
+
+    def _maybe_complete_join(self) -> None:
+        if self.state is not State.PREPARING_REBALANCE:
+            return
+        now = self.now_ms()
+        everyone = all(m.join_waiter is not None for m in self.members.values())
+        if (everyone and now >= self._earliest_ms) or now >= self._deadline_ms:
+            self._complete_join()
+
+    def _complete_join(self) -> None:
+        """Rule 2: form the next generation from the members that joined."""
+        for member_id in [m for m, member in self.members.items() if member.join_waiter is None]:
+            del self.members[member_id]
+        self.generation += 1
+        if not self.members:
+            self._to_empty()
+            return
+        self.protocol_name = self._choose_protocol()
+        if self.leader not in self.members:
+            self.leader = next(iter(self.members))
+        self.state = State.COMPLETING_REBALANCE
+        now = self.now_ms()
+        everyone = [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.instance_id,
+                "metadata": m.metadata(self.protocol_name),
+            }
+            for m in self.members.values()
+        ]
+        for member in self.members.values():
+            member.last_seen_ms = now
+            member.assignment = EMPTY_ASSIGNMENT
+            waiter, member.join_waiter = member.join_waiter, None
+            if waiter is not None and not waiter.done():
+                waiter.set_result(
+                    {
+                        "generation_id": self.generation,
+                        "protocol_type": self.protocol_type,
+                        "protocol_name": self.protocol_name,
+                        "leader": self.leader,
+                        "member_id": member.member_id,
+                        "members": everyone if member.member_id == self.leader else [],
+                    }
+                )
+        self._tick_later()
+
+    def _choose_protocol(self) -> str:
+        members = list(self.members.values())
+        candidates = self._common({n for n, _ in members[0].protocols}, members)
+        votes: dict[str, int] = dict.fromkeys(candidates, 0)
+        for member in members:
+            first = next(name for name, _ in member.protocols if name in candidates)
+            votes[first] += 1
+        return max(sorted(votes), key=lambda name: votes[name])
+
+    def _to_empty(self) -> None:
+        self.state = State.EMPTY
+        self.protocol_name = None
+        self.protocol_type = None
+        self.leader = None
+
+    # -- syncing ---------------------------------------------------------------------------
+
+    async def sync(
+        self, member_id: str, generation: int, assignments: dict[str, bytes]
+    ) -> tuple[str | None, str | None, bytes]:
+        """Rule 3: (protocol type, protocol name, this member's assignment)."""
+        self._check_open()
+        member = self._member(member_id, generation)
+        if self.state is State.STABLE:
+            return self.protocol_type, self.protocol_name, member.assignment
+        if member_id == self.leader:
+            for other in self.members.values():
+                other.assignment = assignments.get(other.member_id, EMPTY_ASSIGNMENT)
+            self.state = State.STABLE
+            for other in self.members.values():
+                self._answer_sync(other, None, other.assignment)
+            return self.protocol_type, self.protocol_name, member.assignment
+        if member.sync_waiter is None or member.sync_waiter.done():
+            member.sync_waiter = asyncio.get_running_loop().create_future()
+        code, assignment = await member.sync_waiter
+        if code is not None:
+            raise KraftliteError(code, f"group {self.name} is rebalancing: join again")
+        return self.protocol_type, self.protocol_name, assignment
+
+    @staticmethod
+    def _answer_sync(member: Member, code: ErrorCode | None, assignment: bytes) -> None:
+        waiter, member.sync_waiter = member.sync_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result((code, assignment))
+
+    def _member(self, member_id: str, generation: int) -> Member:
+        member = self.members.get(member_id)
+        if member is None:
+            raise KraftliteError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not a member of {self.name}"
+            )
+        if self.state is State.PREPARING_REBALANCE:
+            raise KraftliteError(
+                ErrorCode.REBALANCE_IN_PROGRESS, f"group {self.name} is rebalancing: join again"
+            )
+        if generation != self.generation:
+            raise KraftliteError(
+                ErrorCode.ILLEGAL_GENERATION,
+                f"generation {generation} is not {self.name}'s current {self.generation}",
+            )
+        member.last_seen_ms = self.now_ms()
+        return member
+
+    # -- heartbeats, leaving, expiry -------------------------------------------------------
+
+    def heartbeat(self, member_id: str, generation: int) -> None:
+        """Rule 4; raises the error the heartbeat answers."""
+        self._check_open()
+        self.expire()
+        if self.state is State.PREPARING_REBALANCE and member_id in self.members:
+            self.members[member_id].last_seen_ms = self.now_ms()
+        self._member(member_id, generation)
+
+    def leave(self, member_id: str) -> None:
+        self._check_open()
+        member = self.members.pop(member_id, None)
+        if member is None:
+            raise KraftliteError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not a member of {self.name}"
+            )
+        self._removed([member])
+
+    def expire(self) -> None:
+        """Remove members whose session ran out (a member waiting in a join is alive)."""
+        now = self.now_ms()
+        gone = [
+            m
+            for m in self.members.values()
+            if m.join_waiter is None and now - m.last_seen_ms > m.session_timeout_ms
+        ]
+        for member in gone:
+            del self.members[member.member_id]
+        if gone:
+            self._removed(gone)
+        self._maybe_complete_join()
+
+    def _removed(self, gone: list[Member]) -> None:
+        for member in gone:
+            self._answer_sync(member, ErrorCode.UNKNOWN_MEMBER_ID, EMPTY_ASSIGNMENT)
+            if member.join_waiter is not None and not member.join_waiter.done():
+                member.join_waiter.set_exception(
+                    KraftliteError(ErrorCode.UNKNOWN_MEMBER_ID, "left the group")
+                )
+        if not self.members:
+            if self.state is not State.EMPTY:
+                self.generation += 1
+            self._to_empty()
+        elif self.state is not State.PREPARING_REBALANCE:
+            self._prepare_rebalance()
+        else:
+            self._maybe_complete_join()
+
+    def _tick_later(self) -> None:
+        """Rule 6: while mid-rebalance, look again soon (deadlines, silent members)."""
+        if self._ticker is None and not self._closed:
+            self._ticker = asyncio.get_running_loop().call_later(_TICK_S, self._tick)
+
+    def _tick(self) -> None:
+        self._ticker = None
+        if self._closed:
+            return
+        self.expire()
+        if self.state in {State.PREPARING_REBALANCE, State.COMPLETING_REBALANCE}:
+            self._tick_later()
+
+    # -- offsets, description, shutdown ------------------------------------------------------
+
+    def check_commit(self, member_id: str, generation: int) -> None:
+        """Rule 5."""
+        self._check_open()
+        self.expire()
+        if generation < 0 and not member_id:
+            if self.members:
+                raise KraftliteError(
+                    ErrorCode.ILLEGAL_GENERATION,
+                    f"group {self.name} has members: commit as one of them",
+                )
+            return
+        if (
+            self.state is State.COMPLETING_REBALANCE
+            and member_id in self.members
+            and generation == self.generation
+        ):
+            return  # Kafka allows it: the member's partitions are unchanged until sync
+        self._member(member_id, generation)
+
+    def describe(self) -> dict[str, Any]:
+        self.expire()
+        return {
+            "group_state": self.state.value,
+            "protocol_type": self.protocol_type or "",
+            "protocol_data": self.protocol_name or "",
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": m.instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "member_metadata": m.metadata(self.protocol_name)
+                    if self.protocol_name
+                    else b"",
+                    "member_assignment": m.assignment,
+                }
+                for m in self.members.values()
+            ],
+        }
+
+    def close(self) -> None:
+        """Rule 6: this broker no longer coordinates the group."""
+        self._closed = True
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
+        for member in self.members.values():
+            self._answer_sync(member, ErrorCode.NOT_COORDINATOR, EMPTY_ASSIGNMENT)
+            if member.join_waiter is not None and not member.join_waiter.done():
+                member.join_waiter.set_exception(
+                    KraftliteError(ErrorCode.NOT_COORDINATOR, "the coordinator moved")
+                )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KraftliteError(ErrorCode.NOT_COORDINATOR, "the coordinator moved")
