@@ -188,10 +188,30 @@ def _check_exposure(loaded: BrokerConfig | ControllerConfig, insecure: bool) -> 
     )
 
 
+_WILDCARDS = frozenset({"0.0.0.0", "::", ""})  # noqa: S104 - names them, binds nothing
+
+
 def _check_kafka_exposure(loaded: BrokerConfig | ControllerConfig, insecure: bool) -> None:
     """The Kafka listener has neither TLS nor SASL yet: reachable from other hosts, it
     would serve anyone as User:ANONYMOUS, so that needs --insecure (exit 2 otherwise)."""
-    if not isinstance(loaded, BrokerConfig) or loaded.kafka_listen is None:
+    if not isinstance(loaded, BrokerConfig):
+        return
+    problem = None
+    if loaded.kafka_listen is None and loaded.kafka_advertised_listener is not None:
+        problem = "kafka.advertised.listener is set but kafka.listen is not"
+    elif (
+        loaded.kafka_listen is not None
+        and loaded.kafka_advertised_listener is None
+        and loaded.kafka_listen.rpartition(":")[0].strip("[]") in _WILDCARDS
+    ):
+        problem = (
+            f"kafka.listen {loaded.kafka_listen} is a wildcard: clients cannot connect "
+            "there; set kafka.advertised.listener"
+        )
+    if problem is not None:
+        click.echo(f"kraftlite: {problem}", err=True)
+        sys.exit(EXIT_CONFIG)
+    if loaded.kafka_listen is None:
         return
     host = loaded.kafka_listen.rpartition(":")[0].strip("[]")
     try:

@@ -402,7 +402,7 @@ async def _produce_somewhere(
         if exc.code is not ErrorCode.NOT_LEADER_OR_FOLLOWER:
             raise
         path = f"/v1/topics/{topic}/partitions/{index}/records"
-        query = request.rel_url.query_string
+        query = request.rel_url.raw_query_string
         answer = await relay(
             service.broker,
             request,
@@ -410,6 +410,7 @@ async def _produce_somewhere(
             group.batch,
             path_qs=f"{path}?{query}" if query else path,
             content_type=BATCH_TYPE,
+            obey_no_forward=False,
         )
         return _relayed_offsets(answer, count)
     return _entries(index, await service.produce(partition, group.batch, acks, timeout_s), count)

@@ -36,15 +36,19 @@ async def relay(
     path_qs: str | None = None,
     content_type: str | None = None,
     timeout_s: float = 330.0,
+    obey_no_forward: bool = True,
 ) -> web.Response:
     """Answer `request` with the answer of the broker `error` names (`leader_url`), or
     raise `error` when it names none, the caller asked for no forwarding, or the request was
     forwarded already. `path_qs` and `content_type` replace the request's own (a JSON
     produce is forwarded as its per-partition binary batches). A target that does not answer
     is `error`'s code (NOT_LEADER_OR_FOLLOWER, NOT_COORDINATOR): the client looks again.
+    A produce to a topic spreads over partitions the client did not choose, so it relays
+    its per-partition batches whatever `X-Kraftlite-No-Forward` says (`obey_no_forward`).
     """
     url = error.details.get("leader_url")
-    if not isinstance(url, str) or not may_forward(request):
+    forwarded = bool(request.headers.get(FORWARDED))
+    if not isinstance(url, str) or forwarded or (obey_no_forward and not may_forward(request)):
         raise error
     headers = {k: v for k, v in request.headers.items() if k.lower() in _PASSED_ON}
     if content_type is not None:

@@ -63,7 +63,14 @@ async def leader_offsets(
                     result[(topic, int(key))] = Offsets(
                         int(value["log_start_offset"]), int(value["high_watermark"])
                     )
-        except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError) as exc:
+        except (
+            aiohttp.ClientError,
+            TimeoutError,
+            ValueError,
+            KeyError,
+            TypeError,
+            AttributeError,
+        ) as exc:
             log.info("offsets_not_learned", leader=leader, topic=topic, error=repr(exc))
 
     await asyncio.gather(*(ask(leader, t, ixs) for (leader, t), ixs in remote.items()))

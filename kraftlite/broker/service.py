@@ -35,6 +35,7 @@ import structlog
 
 from kraftlite.broker import metrics
 from kraftlite.broker.broker import Broker
+from kraftlite.broker.notifier import wait_any
 from kraftlite.broker.offsets import Offsets, leader_offsets, local_offsets
 from kraftlite.broker.partition import Acks, Partition
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -47,6 +48,7 @@ from kraftlite.protocol.partitioner import partition_for_key
 
 log = structlog.get_logger(__name__)
 MAX_WAIT_MS = 30_000  # the longest a fetch long-polls, whatever it asks
+MAX_FETCH_PARTITIONS = 10_000  # partitions one Kafka Fetch may name
 _GROUPS_TIMEOUT_S = 5.0
 
 
@@ -182,47 +184,52 @@ class BrokerService:
     ) -> list[Fetched | KraftliteError]:
         """Kafka's Fetch: each partition's batches from its offset, at most its own
         `max_bytes` and `max_bytes` in all (capped at `fetch.max.bytes`; the first
-        partition with data gets at least one batch, so a reader always progresses). Answers
-        once `min_bytes` are there, a partition fails, or `max_wait_ms` (at most
-        MAX_WAIT_MS) passes; meanwhile it waits for any partition's high watermark to move.
+        partition with data gets at least one batch, so a reader always progresses).
+
+        Answers at once when `min_bytes` <= 0, once `min_bytes` (or `max_bytes`) are there,
+        when a partition fails, or when `max_wait_ms` (at most MAX_WAIT_MS) has passed;
+        meanwhile it sleeps until a partition that is caught up (its offset at the high
+        watermark) sees its high watermark move. A partition named twice, or more than
+        MAX_FETCH_PARTITIONS partitions, is INVALID_REQUEST for the whole fetch.
         """
-        max_bytes = min(max_bytes, self.broker.settings.limits.fetch_max_bytes)
+        if len(wanted) > MAX_FETCH_PARTITIONS:
+            raise KraftliteError(
+                ErrorCode.INVALID_REQUEST,
+                f"a fetch may name at most {MAX_FETCH_PARTITIONS} partitions",
+            )
+        if len({(w.topic, w.partition) for w in wanted}) != len(wanted):
+            raise KraftliteError(ErrorCode.INVALID_REQUEST, "a partition is named twice")
+        max_bytes = max(1, min(max_bytes, self.broker.settings.limits.fetch_max_bytes))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(max(max_wait_ms, 0), MAX_WAIT_MS) / 1000
         while True:
             results: list[Fetched | KraftliteError] = []
-            total, waiting = 0, []
+            total, failed = 0, False
+            caught_up: list[Partition] = []
             for want in wanted:
                 try:
                     partition = self.leader(want.topic, want.partition)
                     budget = min(want.max_bytes, max_bytes - total)
                     data = b""
-                    if budget > 0 or total == 0:
+                    if total == 0 or budget > 0:
                         data = partition.read(want.offset, max(budget, 1))
                 except KraftliteError as exc:
                     results.append(exc)
+                    failed = True
                     continue
-                total += len(data)
-                if not data:
-                    waiting.append((partition, want.offset))
                 log_ = partition.log
+                total += len(data)
+                if not data and want.offset >= log_.high_watermark:
+                    caught_up.append(partition)
                 results.append(Fetched(partition, data, log_.high_watermark, log_.log_start_offset))
             remaining = deadline - loop.time()
-            failed = any(isinstance(r, KraftliteError) for r in results)
-            if total >= max(min_bytes, 1) or failed or remaining <= 0 or not waiting:
+            enough = total >= min(min_bytes, max_bytes)
+            if enough or failed or remaining <= 0 or not caught_up:
                 for result in results:
                     if isinstance(result, Fetched) and result.data:
                         metrics.record_fetch(result.partition, result.data)
                 return results
-            waits = [
-                asyncio.ensure_future(p.wait_for_records(offset, remaining))
-                for p, offset in waiting
-            ]
-            try:
-                await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in waits:
-                    task.cancel()
+            await wait_any([p.hw_moved for p in caught_up], remaining)
 
     def list_offset(self, topic: str, index: int, at: str | int) -> tuple[int, int | None]:
         """(offset, timestamp) for "earliest", "latest" or a time in unix ms: the first

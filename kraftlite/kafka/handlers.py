@@ -19,15 +19,17 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import collections
+import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 import structlog
 
 from kraftlite.api.auth import Authenticator
 from kraftlite.api.internal_auth import ANONYMOUS, Caller
-from kraftlite.broker.partition import Acks
+from kraftlite.broker.partition import Acks, Partition
 from kraftlite.broker.service import BrokerService, Fetched, FetchWanted
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import OFFSETS_TOPIC
@@ -38,10 +40,13 @@ from kraftlite.kafka.wire import WireError
 from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.topics import is_internal_topic, validate_topic_name
 from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol import names
 from kraftlite.security.acls import CLUSTER_NAME, Action, Operation, ResourceType
 from kraftlite.security.cluster_auth import CLIENT_HOST_HEADER, PRINCIPAL_HEADER
+from kraftlite.security.quotas import FETCH, PRODUCE, REQUEST, QuotaTracker
 
 log = structlog.get_logger(__name__)
+audit = structlog.get_logger("kraftlite.audit")
 Body = dict[str, Any]
 NONE = 0  # Kafka's error code for success
 UNSUPPORTED_VERSION = 35
@@ -49,12 +54,34 @@ INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 _NO_TOPIC_ID = uuid.UUID(int=0)
 _AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 MAX_GROUP_NAME = 249
+INVALID_GROUP_ID = 24
+MAX_ADMIN_TOPICS = 100  # topics one CreateTopics or DeleteTopics may name
+MAX_ADMIN_TIMEOUT_MS = 60_000
+LEADER_NOT_AVAILABLE = 5
+UNKNOWN_TOPIC_ID = 100
+_MAX_MESSAGE = 1024  # error messages sent back are cut here (classic strings hold 32 KiB)
+INVALID_REQUIRED_ACKS = 21
+REQUEST_DECOMPRESSED_MAX_BYTES = 64 << 20  # what one produce request may decompress to
+_INLINE_CONVERT_BYTES = 64 << 10  # larger record sets are converted on a worker thread
+_ATTRIBUTES_LOW = 22  # the low byte of a v2 batch's attributes: bits 0-2 are compression
 MAX_PROTOCOLS = 16  # assignors a member may offer (clients offer one to three)
 MAX_REBALANCE_TIMEOUT_MS = 300_000  # bounds how long a JoinGroup may wait
 
 
 class CloseConnection(Exception):
     """The request must not be answered: close the connection (server.py)."""
+
+
+def _topic_name_ok(name: str) -> bool:
+    try:
+        validate_topic_name(name)
+    except KraftliteError:
+        return False
+    return True
+
+
+def _message(exc: KraftliteError) -> str:
+    return exc.message[:_MAX_MESSAGE]
 
 
 def kafka_code(exc: KraftliteError) -> int:
@@ -74,15 +101,29 @@ def _split_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+async def _produce_error(index: int, code: int, message: str | None = None) -> Body:
+    return {"index": index, "error_code": code, "base_offset": -1, "error_message": message}
+
+
 class Handlers:
     """The APIs of one broker's Kafka listener; `session` makes one per connection."""
 
     def __init__(self, service: BrokerService, authenticator: Authenticator) -> None:
         self.service = service
         self.authenticator = authenticator
+        self.converting = asyncio.Semaphore(1)  # record conversions off the loop, one at a time
+        self.quotas = QuotaTracker()
 
     def session(self, host: str) -> Session:
         return Session(self, Caller(ANONYMOUS, host))
+
+    def refusal(self, api_key: int) -> str | None:
+        """Why a request of `api_key` is refused before it is decoded, or None (rule 4)."""
+        if api_key not in SERVED:
+            return f"api key {api_key} is not served"
+        if api_key != ApiKey.API_VERSIONS and self.authenticator.settings.required:
+            return "authentication is required and this listener has no SASL yet"
+        return None
 
     def unsupported_api_versions(self, correlation_id: int) -> bytes:
         """Rule 3 of server.py: ApiVersions v0, UNSUPPORTED_VERSION, the versions served."""
@@ -114,9 +155,13 @@ SERVED: Final = frozenset(
 )
 
 
+# Served below what messages.py decodes: ListOffsets v7 adds MAX_TIMESTAMP (-3), not served.
+_CAPS: Final[dict[int, int]] = {ApiKey.LIST_OFFSETS: 6}
+
+
 def _api_keys() -> list[Body]:
     return [
-        {"api_key": int(key), "min_version": low, "max_version": high}
+        {"api_key": int(key), "min_version": low, "max_version": min(high, _CAPS.get(key, high))}
         for key, (low, high) in sorted(messages.API_VERSIONS.items())
         if key in SERVED
     ]
@@ -150,25 +195,83 @@ class Session:
         assert self._apis.keys() == SERVED
 
     async def handle(self, request: Request) -> bytes | None:
-        api = self._apis.get(request.api_key)
-        if api is None:
-            raise CloseConnection(f"api key {request.api_key} is not served")
-        if request.api_key != ApiKey.API_VERSIONS and self.handlers.authenticator.settings.required:
-            raise CloseConnection("authentication is required and this listener has no SASL yet")
-        body = await api(request)
+        refusal = self.handlers.refusal(request.api_key)
+        if refusal is not None and request.api_key != ApiKey.API_VERSIONS:
+            raise CloseConnection(refusal)
+        broker = self.service.broker
+        starting = broker.broker_epoch < 0 or broker.replicas.image.version < broker.broker_epoch
+        if starting and request.api_key != ApiKey.API_VERSIONS:
+            # its metadata is not current yet: every topic would look unknown (the HTTP
+            # edge's `caught_up`); the client tries another broker
+            raise CloseConnection("the broker is starting")
+        started = time.perf_counter()
+        body = await self._apis[request.api_key](request)
+        quotas = self.handlers.authenticator.image.quotas.get(self.who.principal)
         if body is None:
+            if quotas:
+                await asyncio.sleep(self._throttle_ms(quotas, request, started, 0) / 1000)
             return None
+        answer = messages.encode_response(
+            request.api_key, request.api_version, request.correlation_id, body
+        )
+        if not quotas:
+            return answer
+        delay_ms = self._throttle_ms(quotas, request, started, len(answer))
+        if not delay_ms:
+            return answer
+        # over quota: say so (throttle_time_ms) and hold the answer back, as HTTP does
+        body["throttle_time_ms"] = delay_ms
+        await asyncio.sleep(delay_ms / 1000)
         return messages.encode_response(
             request.api_key, request.api_version, request.correlation_id, body
         )
 
+    def _throttle_ms(
+        self, quotas: Mapping[str, float], request: Request, started: float, answered: int
+    ) -> int:
+        """The client's quotas (security/quotas.py), as the HTTP edge counts them: handling
+        time for every request, record bytes produced, and bytes fetched."""
+        tracker = self.handlers.quotas
+        principal, now = self.who.principal, self.service.broker.clock.now_ms()
+        delays = [tracker.record(quotas, principal, REQUEST, time.perf_counter() - started, now)]
+        if request.api_key == ApiKey.PRODUCE:
+            sent = sum(
+                len(p["records"] or b"")
+                for t in request.body["topic_data"]
+                for p in t["partition_data"]
+            )
+            delays.append(tracker.record(quotas, principal, PRODUCE, sent, now))
+        elif request.api_key == ApiKey.FETCH:
+            delays.append(tracker.record(quotas, principal, FETCH, answered, now))
+        return max(delays)
+
     # -- authorization ---------------------------------------------------------------------
 
-    def _may(self, operation: Operation, kind: ResourceType, name: str) -> bool:
-        return self.handlers.authenticator.allowed(self.who, Action(operation, kind, name))
+    def _may(
+        self, operation: Operation, kind: ResourceType, name: str, *, listing: bool = False
+    ) -> bool:
+        """Rule 4. A refusal is audited, as on the HTTP edge, unless it only filters a
+        listing (topics or groups the client may not see are left out silently)."""
+        if self.handlers.authenticator.allowed(self.who, Action(operation, kind, name)):
+            return True
+        if not listing:
+            audit.warning(
+                "authorization_denied",
+                principal=self.who.principal,
+                host=self.who.host,
+                operation=operation.value,
+                resource_type=kind.value,
+                resource_name=name[:256],
+                edge="kafka",
+            )
+        return False
 
-    def _may_topic(self, operation: Operation, topic: str) -> bool:
-        return self._may(operation, ResourceType.TOPIC, topic)
+    def _may_topic(self, operation: Operation, topic: str, *, listing: bool = False) -> bool:
+        """Internal topics (`__consumer_offsets`) are the brokers' own: no Kafka client
+        reads, writes, lists or commits them (the HTTP edge's `brokers_only`)."""
+        if is_internal_topic(topic):
+            return False
+        return self._may(operation, ResourceType.TOPIC, topic, listing=listing)
 
     @property
     def image(self) -> MetadataImage:
@@ -191,39 +294,50 @@ class Session:
         return answer
 
     async def metadata(self, request: Request) -> Body:
+        """Brokers (live ones with a Kafka listener), and topics: all the client may
+        describe (internal ones never), or those asked for by name or id. A partition whose
+        leader is fenced or has no Kafka listener has leader -1 (LEADER_NOT_AVAILABLE)."""
         image = self.image
-        wanted = request.body.get("topics")
-        if wanted is None or (request.api_version == 0 and not wanted):
-            names = sorted(t.name for t in image.topics.values())
-            listed = [n for n in names if self._may_topic(Operation.DESCRIBE, n)]
-        else:
-            listed = []
-            for entry in wanted:
-                name = entry.get("name")
-                if name is None and entry.get("topic_id") not in (None, _NO_TOPIC_ID):
-                    found = image.topics.get(entry["topic_id"].hex)
-                    name = None if found is None else found.name
-                listed.append(name or "")
+        wanted = request.body["topics"]
+        reachable = {b for b, r in image.brokers.items() if not r.fenced and r.kafka is not None}
         live = {b for b, r in image.brokers.items() if not r.fenced}
         topics = []
-        for name in listed:
+        if wanted is None or (request.api_version == 0 and not wanted):
+            asked: list[tuple[str, uuid.UUID | None]] = [
+                (t.name, None)
+                for t in sorted(image.topics.values(), key=lambda t: t.name)
+                if self._may_topic(Operation.DESCRIBE, t.name, listing=True)
+            ]
+        else:
+            asked = []
+            for entry in wanted:
+                topic_id = entry["topic_id"]
+                if entry["name"] is None and topic_id not in (None, _NO_TOPIC_ID):
+                    found = image.topics.get(topic_id.hex)
+                    if found is None:
+                        topics.append(
+                            {"error_code": UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id}
+                        )
+                        continue
+                    asked.append((found.name, topic_id))
+                else:
+                    asked.append((entry["name"] or "", None))
+        for name, _ in asked:
             topic = image.topic(name) if name else None
             if not self._may_topic(Operation.DESCRIBE, name):
-                topics.append(
-                    {"error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "name": name}
-                )
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                topics.append({"error_code": int(code), "name": name})
                 continue
             if topic is None:
-                topics.append(
-                    {"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "name": name}
-                )
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                topics.append({"error_code": int(code), "name": name})
                 continue
             partitions = []
             for index, p in sorted(topic.partitions.items()):
-                leader = p.leader if p.leader in live else -1
+                leader = p.leader if p.leader in reachable else -1
                 partitions.append(
                     {
-                        "error_code": NONE if leader >= 0 else 5,  # LEADER_NOT_AVAILABLE
+                        "error_code": NONE if leader >= 0 else LEADER_NOT_AVAILABLE,
                         "partition_index": index,
                         "leader_id": leader,
                         "leader_epoch": p.leader_epoch,
@@ -237,7 +351,7 @@ class Session:
                     "error_code": NONE,
                     "name": topic.name,
                     "topic_id": _topic_id(topic.topic_id),
-                    "is_internal": is_internal_topic(topic.name),
+                    "is_internal": False,
                     "partitions": partitions,
                     "topic_authorized_operations": _AUTHORIZED_OPERATIONS_UNKNOWN,
                 }
@@ -254,25 +368,36 @@ class Session:
     # -- Produce -----------------------------------------------------------------------------
 
     async def produce(self, request: Request) -> Body | None:
+        """Kafka's Produce. Each partition's batches are checked, converted and appended
+        as one batch (all or none), concurrently across partitions. With acks=0 a failed
+        partition closes the connection, as Kafka does, so the client refreshes its
+        metadata; a request naming a partition twice answers INVALID_REQUEST for both."""
         body = request.body
-        if body.get("transactional_id") is not None:
+        if body["transactional_id"]:
             raise CloseConnection("transactions are not served")
-        acks = {-1: Acks.ALL, 1: Acks.LEADER, 0: Acks.NONE}.get(body.get("acks", -1))
-        timeout_s = max(0, min(int(body.get("timeout_ms", 30_000)), 300_000)) / 1000
-        jobs: list[tuple[str, int, Awaitable[Body]]] = [
-            (
-                topic["name"],
-                part["index"],
-                self._produce_one(topic["name"], part["index"], part["records"], acks, timeout_s),
-            )
-            for topic in body.get("topic_data", [])
-            for part in topic.get("partition_data", [])
+        acks = {-1: Acks.ALL, 1: Acks.LEADER, 0: Acks.NONE}.get(body["acks"])
+        timeout_s = max(0, min(int(body["timeout_ms"]), 300_000)) / 1000
+        entries = [
+            (topic["name"], part["index"], part["records"])
+            for topic in body["topic_data"]
+            for part in topic["partition_data"]
         ]
-        answers = await asyncio.gather(*(job for _, _, job in jobs))
+        seen = collections.Counter((name, index) for name, index, _ in entries)
+        budget = [REQUEST_DECOMPRESSED_MAX_BYTES]  # shared by the request's partitions
+        answers = await asyncio.gather(
+            *(
+                self._produce_one(name, index, data, acks, timeout_s, budget=budget)
+                if seen[(name, index)] == 1
+                else _produce_error(index, INVALID_REQUEST, "the partition is named twice")
+                for name, index, data in entries
+            )
+        )
         if acks is Acks.NONE:
+            if any(answer["error_code"] != NONE for answer in answers):
+                raise CloseConnection("an acks=0 produce failed")
             return None
         by_topic: dict[str, list[Body]] = {}
-        for (name, _, _), answer in zip(jobs, answers, strict=True):
+        for (name, _, _), answer in zip(entries, answers, strict=True):
             by_topic.setdefault(name, []).append(answer)
         return {
             "responses": [
@@ -281,52 +406,85 @@ class Session:
         }
 
     async def _produce_one(
-        self, topic: str, index: int, data: bytes | None, acks: Acks | None, timeout_s: float
+        self,
+        topic: str,
+        index: int,
+        data: bytes | None,
+        acks: Acks | None,
+        timeout_s: float,
+        *,
+        budget: list[int],
     ) -> Body:
-        def error(code: int, message: str | None = None) -> Body:
-            return {"index": index, "error_code": code, "base_offset": -1, "error_message": message}
-
         if acks is None:
-            return error(
-                int(ErrorCode.INVALID_REQUEST), "acks must be -1, 0 or 1"
-            )  # INVALID_REQUIRED_ACKS is 21
+            return await _produce_error(index, INVALID_REQUIRED_ACKS, "acks must be -1, 0 or 1")
         if not self._may_topic(Operation.WRITE, topic):
-            return error(int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            return await _produce_error(index, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
         try:
             partition = self.service.leader(topic, index)
-            batches = records.decode_batches(data or b"")
-            converted = [records.kafka_to_kraftlite(b) for b in batches]
-            first: int | None = None
-            log_start = -1
-            for batch in converted:
-                produced = await self.service.produce(partition, batch, acks, timeout_s)
-                if first is None:
-                    first = produced.first_offset
-                log_start = produced.log_start_offset
+            batch = await self._converted(partition, data, budget)
+            produced = await self.service.produce(partition, batch, acks, timeout_s)
         except KraftliteError as exc:
-            return error(kafka_code(exc), exc.message)
-        except (WireError, records.CorruptRecordsError) as exc:
-            return error(int(ErrorCode.CORRUPT_MESSAGE), str(exc))
+            return await _produce_error(index, kafka_code(exc), _message(exc))
+        except WireError as exc:  # CorruptRecordsError included
+            return await _produce_error(
+                index, int(ErrorCode.CORRUPT_MESSAGE), str(exc)[:_MAX_MESSAGE]
+            )
         return {
             "index": index,
             "error_code": NONE,
-            "base_offset": -1 if first is None else first,
+            "base_offset": -1 if produced.first_offset is None else produced.first_offset,
             "log_append_time_ms": -1,
-            "log_start_offset": log_start,
+            "log_start_offset": produced.log_start_offset,
         }
+
+    async def _converted(
+        self, partition: Partition, data: bytes | None, budget: list[int]
+    ) -> bytes:
+        """A partition's Kafka batches as one kraftlite batch: decoded and converted inline
+        when small and uncompressed, else on a worker thread, one at a time, so a large or
+        highly compressed produce cannot stall the event loop. Records over the topic's
+        `max.message.bytes` are refused before decoding, as Kafka checks them."""
+        if not data:
+            raise records.CorruptRecordsError("no records")
+        limit = partition.config_int("max.message.bytes")
+        if len(data) > limit:
+            raise KraftliteError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"{len(data)} bytes of records; max.message.bytes of {partition.topic} is {limit}",
+            )
+
+        def convert() -> bytes:
+            batches = records.decode_batches(data, shared_budget=budget)
+            for batch in batches:
+                if batch.producer_id >= 0 or batch.is_transactional:
+                    raise KraftliteError(
+                        ErrorCode.INVALID_REQUEST,
+                        "idempotent and transactional producers are not served yet: "
+                        "set enable.idempotence=false",
+                    )
+            return records.kafka_to_kraftlite(*batches)
+
+        compressed = len(data) > _ATTRIBUTES_LOW and data[_ATTRIBUTES_LOW] & 0x07
+        if len(data) <= _INLINE_CONVERT_BYTES and not compressed:
+            return convert()
+        async with self.handlers.converting:
+            return await asyncio.to_thread(convert)
 
     # -- Fetch, ListOffsets ------------------------------------------------------------------
 
     async def fetch(self, request: Request) -> Body:
+        """Kafka's Fetch, sessionless: session id 0 tells the client to send full requests
+        (KIP-227 lets a broker decline sessions). Stored batches are converted to Kafka's
+        format here, on a worker thread when the answer is large (rule 2)."""
         body = request.body
-        if body.get("replica_id", -1) >= 0:
+        if body["replica_id"] >= 0:
             raise CloseConnection("followers replicate over the internal plane")
         wanted: list[FetchWanted] = []
         refused: dict[tuple[str, int], int] = {}
         order: list[tuple[str, int]] = []
-        for topic in body.get("topics", []):
-            name = topic.get("topic", "")
-            for part in topic.get("partitions", []):
+        for topic in body["topics"]:
+            name = topic["topic"]
+            for part in topic["partitions"]:
                 key = (name, part["partition"])
                 order.append(key)
                 if not self._may_topic(Operation.READ, name):
@@ -340,56 +498,62 @@ class Session:
                             part["partition_max_bytes"],
                         )
                     )
-        results = await self.service.fetch_many(
-            wanted,
-            body.get("min_bytes", 1),
-            body.get("max_bytes", 55 << 20),
-            body.get("max_wait_ms", 0),
-        )
+        try:
+            results: list[Fetched | KraftliteError] = await self.service.fetch_many(
+                wanted, body["min_bytes"], body["max_bytes"], body["max_wait_ms"]
+            )
+        except KraftliteError as exc:
+            results = [exc] * len(wanted)
         found = {(w.topic, w.partition): r for w, r in zip(wanted, results, strict=True)}
+        converted = await self._kafka_records(
+            [r.data for r in found.values() if isinstance(r, Fetched) and r.data]
+        )
         by_topic: dict[str, list[Body]] = {}
         for key in order:
-            by_topic.setdefault(key[0], []).append(
-                self._fetched(key[1], found.get(key), refused.get(key))
-            )
+            result = found.get(key)
+            code = refused.get(key)
+            if code is None and isinstance(result, KraftliteError):
+                code = kafka_code(result)
+            if code is not None or not isinstance(result, Fetched):
+                entry: Body = {
+                    "partition_index": key[1],
+                    "error_code": INVALID_REQUEST if code is None else code,
+                    "high_watermark": -1,
+                    "records": None,
+                }
+            else:
+                entry = {
+                    "partition_index": key[1],
+                    "error_code": NONE,
+                    "high_watermark": result.high_watermark,
+                    "last_stable_offset": result.high_watermark,  # no transactions
+                    "log_start_offset": result.log_start_offset,
+                    "aborted_transactions": None,
+                    "preferred_read_replica": -1,
+                    "records": converted.get(id(result.data), b""),
+                }
+            by_topic.setdefault(key[0], []).append(entry)
         return {
             "error_code": NONE,
-            "session_id": 0,  # no fetch session: the client sends full requests
+            "session_id": 0,
             "responses": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
         }
 
-    @staticmethod
-    def _fetched(index: int, result: Fetched | KraftliteError | None, refused: int | None) -> Body:
-        if result is None or isinstance(result, KraftliteError) or refused is not None:
-            code = (
-                refused
-                if refused is not None
-                else kafka_code(result)
-                if isinstance(result, KraftliteError)
-                else INVALID_REQUEST
-            )
+    async def _kafka_records(self, stored: list[bytes]) -> dict[int, bytes]:
+        """Each stored record set (by id) as Kafka batches; off the loop when large."""
+
+        def convert() -> dict[int, bytes]:
             return {
-                "partition_index": index,
-                "error_code": code,
-                "high_watermark": -1,
-                "last_stable_offset": -1,
-                "log_start_offset": -1,
-                "records": None,
+                id(data): b"".join(
+                    records.kraftlite_to_kafka(view) for view in batch_format.split_batches(data)
+                )
+                for data in stored
             }
-        data = b"".join(
-            records.kraftlite_to_kafka(bytes(view))
-            for view in batch_format.split_batches(result.data)
-        )
-        return {
-            "partition_index": index,
-            "error_code": NONE,
-            "high_watermark": result.high_watermark,
-            "last_stable_offset": result.high_watermark,  # no transactions: all is stable
-            "log_start_offset": result.log_start_offset,
-            "aborted_transactions": None,
-            "preferred_read_replica": -1,
-            "records": data,
-        }
+
+        if sum(map(len, stored)) <= _INLINE_CONVERT_BYTES:
+            return convert()
+        async with self.handlers.converting:
+            return await asyncio.to_thread(convert)
 
     async def list_offsets(self, request: Request) -> Body:
         topics = []
@@ -411,6 +575,8 @@ class Session:
                     entry["error_code"] = kafka_code(exc)
                     parts.append(entry)
                     continue
+                if isinstance(at, int) and found is None:
+                    offset = -1  # Kafka: no record at or after that time
                 entry.update(
                     error_code=NONE,
                     offset=offset,
@@ -446,13 +612,14 @@ class Session:
 
         if key_type != 0:
             return error(INVALID_REQUEST, "only group coordinators are served (no transactions)")
-        if not self._may(Operation.DESCRIBE, ResourceType.GROUP, group):
-            return error(int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "not authorized")
+        refused = self._group_refusal(group, Operation.DESCRIBE)
+        if refused is not None:
+            return error(refused, "not a group this client may use")
         coordinator = self.service.coordinator
         try:
             await coordinator.ensure_offsets_topic()
         except KraftliteError as exc:
-            return error(int(ErrorCode.COORDINATOR_NOT_AVAILABLE), exc.message)
+            return error(int(ErrorCode.COORDINATOR_NOT_AVAILABLE), _message(exc))
         image = self.image
         topic = image.topic(OFFSETS_TOPIC)
         registration = (
@@ -476,16 +643,20 @@ class Session:
     async def offset_commit(self, request: Request) -> Body:
         body = request.body
         group = body["group_id"]
-        member_id = body.get("member_id") or None
-        epoch = body.get("generation_id_or_member_epoch", -1)
-        group_ok = self._may(Operation.READ, ResourceType.GROUP, group)
+        member_id = body["member_id"] or None
+        epoch = body["generation_id_or_member_epoch"] if request.api_version >= 1 else -1
+        group_refused = self._group_refusal(group)
         wanted: list[tuple[tuple[str, int], CommittedOffset]] = []
         codes: dict[tuple[str, int], int] = {}
-        for topic in body.get("topics", []):
-            for part in topic.get("partitions", []):
+        for topic in body["topics"]:
+            for part in topic["partitions"]:
                 key = (topic["name"], part["partition_index"])
-                if not group_ok:
-                    codes[key] = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                if group_refused is not None:
+                    codes[key] = group_refused
+                elif not _topic_name_ok(topic["name"]):
+                    codes[key] = int(ErrorCode.INVALID_TOPIC_EXCEPTION)
+                elif key[1] < 0 or part["committed_offset"] < 0:
+                    codes[key] = int(ErrorCode.INVALID_REQUEST)
                 elif not self._may_topic(Operation.READ, topic["name"]):
                     codes[key] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 else:
@@ -527,8 +698,9 @@ class Session:
         """(group error code, topics) of one group's committed offsets: the partitions
         asked (-1 where none is committed), or every committed one when `asked` is None;
         topics the client may not describe are left out."""
-        if not self._may(Operation.DESCRIBE, ResourceType.GROUP, group):
-            return int(ErrorCode.GROUP_AUTHORIZATION_FAILED), []
+        refused = self._group_refusal(group, Operation.DESCRIBE)
+        if refused is not None:
+            return refused, []
         try:
             committed = self.service.coordinator.committed(group)
         except KraftliteError as exc:
@@ -539,7 +711,7 @@ class Session:
             keys = [(t["name"], i) for t in asked for i in t.get("partition_indexes", [])]
         by_topic: dict[str, list[Body]] = {}
         for name, index in keys:
-            if not self._may_topic(Operation.DESCRIBE, name):
+            if not self._may_topic(Operation.DESCRIBE, name, listing=True):
                 continue
             c = committed.get((name, index))
             by_topic.setdefault(name, []).append(
@@ -556,9 +728,10 @@ class Session:
     # -- classic groups (groups/classic.py) ---------------------------------------------------
 
     def _group_refusal(self, group: str, operation: Operation = Operation.READ) -> int | None:
-        """The error code that refuses a group request before it costs anything, if any."""
-        if not group or len(group) > MAX_GROUP_NAME:
-            return int(ErrorCode.INVALID_REQUEST)  # Kafka: INVALID_GROUP_ID (24)
+        """The error code that refuses a group request before it costs anything, if any:
+        group names as the HTTP edge takes them (1-249 characters, no control characters)."""
+        if not names.is_name(group, MAX_GROUP_NAME):
+            return INVALID_GROUP_ID
         if not self._may(operation, ResourceType.GROUP, group):
             return int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
         return None
@@ -675,7 +848,7 @@ class Session:
         wanted_states = set(request.body.get("states_filter") or [])
         groups = []
         for group in self.service.coordinator.local_groups():
-            if not self._may(Operation.DESCRIBE, ResourceType.GROUP, group["group"]):
+            if not self._may(Operation.DESCRIBE, ResourceType.GROUP, group["group"], listing=True):
                 continue
             if wanted_states and group["state"] not in wanted_states:
                 continue
@@ -695,13 +868,40 @@ class Session:
         """Headers that make the controllers authorize this client, not this broker."""
         return {PRINCIPAL_HEADER: self.who.principal, CLIENT_HOST_HEADER: self.who.host}
 
+    async def _admin(
+        self, deadline: float, method: str, path: str, body: Any = None
+    ) -> tuple[int, Any]:
+        """One admin call to the controllers, as this client, within the request's
+        `timeout_ms` (REQUEST_TIMED_OUT after it, as Kafka answers; the change may still
+        happen)."""
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, "the request's timeout_ms passed")
+        try:
+            return await asyncio.wait_for(
+                self.service.admin(method, path, body, headers=self._as_client()), remaining
+            )
+        except TimeoutError:
+            raise KraftliteError(
+                ErrorCode.REQUEST_TIMED_OUT, "the request's timeout_ms passed"
+            ) from None
+
+    def _admin_deadline(self, body: Body) -> float:
+        timeout_ms = max(0, min(int(body["timeout_ms"]), MAX_ADMIN_TIMEOUT_MS))
+        return asyncio.get_running_loop().time() + timeout_ms / 1000
+
     async def create_topics(self, request: Request) -> Body:
         body = request.body
-        validate_only = bool(body.get("validate_only", False))
+        validate_only = bool(body["validate_only"])
+        deadline = self._admin_deadline(body)
         answers = []
-        for topic in body.get("topics", []):
+        for n, topic in enumerate(body["topics"]):
             name = topic["name"]
             entry: Body = {"name": name, "error_code": NONE, "error_message": None}
+            if n >= MAX_ADMIN_TOPICS:
+                entry.update(error_code=INVALID_REQUEST, error_message="too many topics at once")
+                answers.append(entry)
+                continue
             if not (
                 self._may(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
                 or self._may_topic(Operation.CREATE, name)
@@ -729,9 +929,9 @@ class Session:
             if topic.get("replication_factor", -1) > 0:
                 wanted["replication_factor"] = topic["replication_factor"]
             try:
-                await self.service.admin("POST", "/v1/topics", wanted, headers=self._as_client())
+                await self._admin(deadline, "POST", "/v1/topics", wanted)
             except KraftliteError as exc:
-                entry.update(error_code=kafka_code(exc), error_message=exc.message)
+                entry.update(error_code=kafka_code(exc), error_message=_message(exc))
                 answers.append(entry)
                 continue
             described = self.image.topic(name)
@@ -747,24 +947,34 @@ class Session:
 
     async def delete_topics(self, request: Request) -> Body:
         body = request.body
-        names = list(body.get("topic_names") or [])
-        for entry in body.get("topics") or []:
-            name = entry.get("name")
-            if name is None and entry.get("topic_id") is not None:
-                found = self.image.topics.get(entry["topic_id"].hex)
-                name = None if found is None else found.name
-            names.append(name or "")
+        deadline = self._admin_deadline(body)
+        asked: list[tuple[str | None, uuid.UUID | None]] = [
+            (name, None) for name in body["topic_names"] or []
+        ]
+        for entry in body["topics"] or []:
+            topic_id = entry["topic_id"]
+            if entry["name"] is None and topic_id not in (None, _NO_TOPIC_ID):
+                found = self.image.topics.get(topic_id.hex)
+                asked.append((None if found is None else found.name, topic_id))
+            else:
+                asked.append((entry["name"] or "", None))
         answers = []
-        for name in names:
-            entry = {"name": name, "error_code": NONE, "error_message": None}
-            if not self._may_topic(Operation.DELETE, name):
-                entry["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                answers.append(entry)
+        for n, (name, topic_id) in enumerate(asked):
+            answer: Body = {"name": name, "error_code": NONE, "error_message": None}
+            if topic_id is not None:
+                answer["topic_id"] = topic_id
+            if name is None:
+                answers.append({**answer, "error_code": UNKNOWN_TOPIC_ID})
                 continue
-            try:
-                validate_topic_name(name, internal=True)  # it becomes a path: no "/" or ".."
-                await self.service.admin("DELETE", f"/v1/topics/{name}", headers=self._as_client())
-            except KraftliteError as exc:
-                entry.update(error_code=kafka_code(exc), error_message=exc.message)
-            answers.append(entry)
+            if n >= MAX_ADMIN_TOPICS:
+                answer.update(error_code=INVALID_REQUEST, error_message="too many topics at once")
+            elif not self._may_topic(Operation.DELETE, name):
+                answer["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            else:
+                try:
+                    validate_topic_name(name)  # it becomes a path: no "/" or ".."
+                    await self._admin(deadline, "DELETE", f"/v1/topics/{name}")
+                except KraftliteError as exc:
+                    answer.update(error_code=kafka_code(exc), error_message=_message(exc))
+            answers.append(answer)
         return {"responses": answers}

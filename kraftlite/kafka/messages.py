@@ -403,7 +403,7 @@ class StructCodec:
             if entry is None:  # a tag from a later version: skip it, as Kafka does
                 reader.skip(size)
                 continue
-            inner = Reader(reader.raw(size))
+            inner = Reader(reader.raw(size), budget=reader.budget)
             out[entry.key] = entry.read(inner)
             inner.expect_end(f"tagged field {entry.key}")
 
@@ -1345,14 +1345,26 @@ def is_flexible(api_key: int, api_version: int) -> bool:
     return entry.request.flexible.has(api_version)
 
 
-def decode_request(frame: bytes | bytearray | memoryview) -> Request:
+MAX_REQUEST_ITEMS: Final = 200_000  # array items one request may hold (structs, ids, names)
+
+
+def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
+    """(api key, api version, correlation id) of a request, read without decoding it, so
+    a server can refuse a request before its body costs anything."""
+    reader = Reader(frame)
+    return reader.int16(), reader.int16(), reader.int32()
+
+
+def decode_request(
+    frame: bytes | bytearray | memoryview, max_items: int = MAX_REQUEST_ITEMS
+) -> Request:
     """Decode one request frame (without its 4-byte size prefix).
 
     Raises `UnsupportedVersion` for a key or version not served (checked right after the
     header's fixed part, so even a body we cannot parse gets its correlation id back), and
     `WireError` for anything malformed.
     """
-    reader = Reader(frame)
+    reader = Reader(frame, budget=[max_items])
     api_key = reader.int16()
     api_version = reader.int16()
     correlation_id = reader.int32()

@@ -207,15 +207,20 @@ def decode_batches(
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     allow_truncated_tail: bool = False,
+    shared_budget: list[int] | None = None,
 ) -> list[KafkaBatch]:
     """Decode every batch of a concatenation of batches (a produce request's records).
 
-    `max_bytes` bounds the decompressed bytes of the whole call (rule 2). A fetch
-    response may end in a partial batch (Kafka cuts at max_bytes); `allow_truncated_tail`
-    drops it instead of raising, as Kafka's consumers do. Raises `CorruptRecordsError`.
+    `max_bytes` bounds the decompressed bytes of the whole call (rule 2); `shared_budget`,
+    when given, is a budget several calls draw on (one request's partitions), decreased by
+    what this call decompressed. A fetch response may end in a partial batch (Kafka cuts
+    at max_bytes); `allow_truncated_tail` drops it instead of raising, as Kafka's consumers
+    do. Raises `CorruptRecordsError`.
     """
     view = memoryview(buf).cast("B")
     batches: list[KafkaBatch] = []
+    if shared_budget is not None:
+        max_bytes = min(max_bytes, shared_budget[0])
     budget = max_bytes
     pos = 0
     while pos < len(view):
@@ -235,6 +240,8 @@ def decode_batches(
         budget -= used
         batches.append(batch)
         pos = end
+    if shared_budget is not None:
+        shared_budget[0] -= max_bytes - budget
     return batches
 
 
@@ -714,23 +721,35 @@ def encode_batch(
 # ---------------------------------------------------------------------------- conversion
 
 
-def kafka_to_kraftlite(batch: KafkaBatch) -> bytes:
+def kafka_to_kraftlite(*batches: KafkaBatch) -> bytes:
     """One kraftlite batch (producer form: base offset 0, leader epoch -1) holding the same
-    records: timestamps, keys, values and headers (rule 4). Raises `CorruptRecordsError`
-    for a control batch, an empty batch, or offset deltas other than 0..n-1."""
-    count = batch.record_count
-    if batch.is_control:
-        raise CorruptRecordsError("control batches cannot be stored as kraftlite records")
-    if count == 0:
-        raise CorruptRecordsError("an empty batch holds no records to store")
-    if batch.last_offset_delta != count - 1 or batch.offset_deltas != list(range(count)):
-        raise CorruptRecordsError("offset deltas are not 0..n-1 (kraftlite offsets are dense)")
+    records as `batches`, in order: timestamps, keys, values and headers (rule 4). Several
+    batches become one, so they are appended together or not at all, as Kafka appends a
+    partition's records of one produce request. Raises `CorruptRecordsError` for no batch,
+    a control batch, an empty batch, or offset deltas other than 0..n-1."""
+    if not batches:
+        raise CorruptRecordsError("no record batch")
+    for batch in batches:
+        count = batch.record_count
+        if batch.is_control:
+            raise CorruptRecordsError("control batches cannot be stored as kraftlite records")
+        if count == 0:
+            raise CorruptRecordsError("an empty batch holds no records to store")
+        if batch.last_offset_delta != count - 1 or batch.offset_deltas != list(range(count)):
+            raise CorruptRecordsError("offset deltas are not 0..n-1 (kraftlite offsets are dense)")
+    first = batches[0]
+    if len(batches) == 1:
+        values, keys, timestamps = first.values, first.keys, first.timestamps
+        headers = first.headers if first.has_headers else None
+    else:
+        values = [v for b in batches for v in b.values]
+        keys = [k for b in batches for k in b.keys]
+        timestamps = [t for b in batches for t in b.timestamps]
+        has_headers = any(b.has_headers for b in batches)
+        headers = [h for b in batches for h in b.headers] if has_headers else None
     try:
         return kraftlite_batch.encode_batch(
-            batch.values,
-            keys=batch.keys,
-            timestamps=batch.timestamps,
-            headers=batch.headers if batch.has_headers else None,
+            values, keys=keys, timestamps=timestamps, headers=headers
         )
     except (ValueError, OverflowError) as exc:  # e.g. timestamps out of int64 range
         raise CorruptRecordsError(f"cannot convert the batch: {exc}") from exc

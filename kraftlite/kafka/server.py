@@ -18,6 +18,11 @@ Rules:
    `max.connections.per.ip`): one over either is closed as it is accepted.
 5. No handler's failure takes the listener down: an unexpected exception is logged and
    closes its connection.
+6. A request costs nothing before it is known to be served: its header is read first, and
+   an API this listener does not answer (or anything but ApiVersions while clients must
+   authenticate) closes the connection undecoded. A body holds at most
+   `messages.MAX_REQUEST_ITEMS` array items, and one over 256 KiB is decoded on a worker
+   thread, one at a time.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ log = structlog.get_logger(__name__)
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">hh")  # api key, api version
 _MIN_FRAME = 8  # api key, version, correlation id: the least a request header holds
+_INLINE_DECODE_BYTES = 256 << 10  # larger requests are decoded on a worker thread
 
 
 class KafkaServer:
@@ -48,6 +54,7 @@ class KafkaServer:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._per_ip: collections.Counter[str] = collections.Counter()
+        self._decoding = asyncio.Semaphore(1)
 
     async def start(self, host: str, port: int) -> None:
         self._server = await asyncio.start_server(self._accept, host, port)
@@ -92,6 +99,19 @@ class KafkaServer:
                 del self._per_ip[host]
             writer.transport.abort()
 
+    async def _decode(self, frame: bytes, host: str) -> messages.Request:
+        """Rule 6: the header first; a request this listener would refuse is refused before
+        its body is decoded, and a large body is decoded off the event loop, one at a
+        time (heartbeats and leases ride on the loop)."""
+        api_key = messages.peek_header(frame)[0]
+        refusal = self.handlers.refusal(api_key)
+        if refusal is not None and api_key != messages.ApiKey.API_VERSIONS:
+            raise CloseConnection(refusal)
+        if len(frame) <= _INLINE_DECODE_BYTES:
+            return messages.decode_request(frame)
+        async with self._decoding:
+            return await asyncio.to_thread(messages.decode_request, frame)
+
     async def _serve(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str
     ) -> None:
@@ -110,7 +130,7 @@ class KafkaServer:
                 return
             answer: bytes | None
             try:
-                request = messages.decode_request(frame)
+                request = await self._decode(frame, host)
             except messages.UnsupportedVersion as exc:
                 if exc.api_key != messages.ApiKey.API_VERSIONS:
                     log.info(
@@ -121,6 +141,9 @@ class KafkaServer:
                     )
                     return
                 answer = self.handlers.unsupported_api_versions(exc.correlation_id)
+            except CloseConnection as exc:
+                log.info("kafka_connection_closed", client=host, why=str(exc))
+                return
             except WireError as exc:
                 api_key, api_version = _HEAD.unpack_from(frame) if len(frame) >= 4 else (-1, -1)
                 log.info(

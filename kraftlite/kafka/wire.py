@@ -98,15 +98,20 @@ class Reader:
     frame is abandoned whole, never resumed).
     """
 
-    __slots__ = ("_end", "_view", "pos")
+    __slots__ = ("_end", "_view", "budget", "pos")
 
-    def __init__(self, data: bytes | bytearray | memoryview, pos: int = 0) -> None:
+    def __init__(
+        self, data: bytes | bytearray | memoryview, pos: int = 0, budget: list[int] | None = None
+    ) -> None:
         view = memoryview(data)
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
         self._view = view
         self._end = len(view)
         self.pos = pos
+        # Array items this read may still build, shared with nested readers (rule 2): a
+        # count that fits the bytes left can still be millions of small structs.
+        self.budget = budget
 
     @property
     def remaining(self) -> int:
@@ -275,6 +280,10 @@ class Reader:
             raise WireError(
                 f"array of {count} items cannot fit in the {self._end - self.pos} bytes left"
             )
+        if self.budget is not None:
+            self.budget[0] -= count
+            if self.budget[0] < 0:
+                raise WireError("the request holds more array items than a request may")
         return count
 
     def array_length(self, min_item_size: int, nullable: bool = False) -> int:

@@ -284,8 +284,15 @@ class RecordBatch:
 
 
 def record_to_json(record: MetadataRecord) -> dict[str, Any]:
+    """The record as JSON. An optional field left at None is omitted, so a field added
+    later (with default None) reads on nodes that do not know it yet, as long as it is
+    unset (a rolling upgrade: `RegisterBrokerRecord.kafka`)."""
     name = type(record).__name__
-    data = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+    data = {
+        f.name: value
+        for f in dataclasses.fields(record)
+        if (value := getattr(record, f.name)) is not None or f.default is not None
+    }
     return {"type": name, "v": RECORD_TYPES[name][1], "data": data}
 
 

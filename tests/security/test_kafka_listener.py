@@ -1,0 +1,245 @@
+"""The Kafka listener under hostile input (issue 16): requests it would refuse cost nothing,
+oversized or bomb-like requests are refused without stalling the broker, internal topics
+stay the brokers' own, and with `auth.required` (no SASL yet) no Kafka client is served.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kraftlite.kafka import messages, records
+from kraftlite.kafka.wire import Writer
+from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
+
+pytestmark = [pytest.mark.security, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    running = Cluster(
+        tmp_path_factory.mktemp("kafka-hostile"),
+        brokers=1,
+        controller_config=FAST_SESSIONS,
+        kafka=True,
+    )
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def _call(address: str, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(_frame(messages.encode_request(api_key, version, 1, "hostile", body)))
+        size = struct.unpack(">i", _read(sock, 4))[0]
+        return messages.decode_response(api_key, version, _read(sock, size)).body
+
+
+def _closed_unanswered(address: str, frame: bytes) -> bool:
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(frame)
+        return sock.recv(16) == b""
+
+
+def _healthy(cluster: Cluster) -> None:
+    status, _ = http("GET", cluster.urls[1] + "/readyz", timeout=5)
+    assert status == 200
+    answer = _call(cluster.kafka_addresses[1], 18, 3, {})
+    assert answer["error_code"] == 0
+
+
+def _topic(cluster: Cluster, name: str) -> None:
+    status, answer = http_retry(
+        "POST", cluster.urls[1] + "/v1/topics", {"name": name, "partitions": 1}
+    )
+    assert status == 201, answer
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        status, described = http("GET", cluster.urls[1] + f"/v1/topics/{name}")
+        if status == 200 and described["partitions"][0]["high_watermark"] is not None:
+            return
+        time.sleep(0.05)
+    raise AssertionError("no leader")
+
+
+def test_a_request_with_more_items_than_allowed_closes_its_connection(cluster: Cluster) -> None:
+    """A Metadata v9 request naming 400,000 topics (2 bytes each on the wire) is refused
+    by the item budget while it is decoded, not built into 400,000 dicts."""
+    writer = Writer()
+    writer.unsigned_varint(400_001)
+    for _ in range(400_000):
+        writer.raw(b"\x01\x00")  # compact string "" and no tagged fields
+    writer.raw(b"\x00\x00\x00")  # allow auto creation, authorized operations, tags
+    header = struct.pack(">hhih", 3, 9, 1, 1) + b"x" + b"\x00"
+    assert _closed_unanswered(cluster.kafka_addresses[1], _frame(header + writer.getvalue()))
+    _healthy(cluster)
+
+
+def test_an_unserved_api_closes_before_its_body_is_read(cluster: Cluster) -> None:
+    # SaslAuthenticate is decodable but not served: closed, whatever its (huge) body says
+    body = struct.pack(">hhih", 36, 1, 1, 1) + b"x" + struct.pack(">i", 2**30)
+    assert _closed_unanswered(cluster.kafka_addresses[1], _frame(body))
+    _healthy(cluster)
+
+
+def test_a_compressed_bomb_is_refused_and_the_broker_stays_responsive(cluster: Cluster) -> None:
+    _topic(cluster, "bomb")
+    huge = records.KafkaRecord(0, int(time.time() * 1000), None, bytes(80 << 20), [])
+    batch = records.encode_batch([huge], compression=records.Compression.ZSTD)
+    assert len(batch) < 1 << 20  # well under max.message.bytes on the wire
+    produce = {
+        "acks": -1,
+        "timeout_ms": 5000,
+        "topic_data": [{"name": "bomb", "partition_data": [{"index": 0, "records": batch}]}],
+    }
+    answer = _call(cluster.kafka_addresses[1], 0, 9, produce)
+    assert answer["responses"][0]["partition_responses"][0]["error_code"] == 2  # CORRUPT
+    _healthy(cluster)
+    status, fetched = http("GET", cluster.urls[1] + "/v1/topics/bomb/partitions/0/records?offset=0")
+    assert status == 200 and fetched["records"] == []
+
+
+def test_a_partition_named_twice_in_a_produce_appends_nothing(cluster: Cluster) -> None:
+    _topic(cluster, "twice")
+    batch = records.encode_batch([records.KafkaRecord(0, int(time.time() * 1000), None, b"x", [])])
+    part = {"index": 0, "records": batch}
+    produce = {
+        "acks": -1,
+        "timeout_ms": 5000,
+        "topic_data": [{"name": "twice", "partition_data": [part, part]}],
+    }
+    answer = _call(cluster.kafka_addresses[1], 0, 9, produce)
+    codes = [p["error_code"] for p in answer["responses"][0]["partition_responses"]]
+    assert codes == [42, 42]
+    status, fetched = http(
+        "GET", cluster.urls[1] + "/v1/topics/twice/partitions/0/records?offset=0"
+    )
+    assert status == 200 and fetched["records"] == []
+
+
+def test_a_fetch_that_cannot_reach_min_bytes_answers_once_max_bytes_are_there(
+    cluster: Cluster,
+) -> None:
+    _topic(cluster, "budget")
+    status, _ = http(
+        "POST",
+        cluster.urls[1] + "/v1/topics/budget/partitions/0/records",
+        {"records": [{"value": "x" * 1000} for _ in range(5)]},
+    )
+    assert status == 200
+    fetch = {
+        "max_wait_ms": 30_000,
+        "min_bytes": 2**31 - 1,
+        "max_bytes": 100,  # less than the batch: the batch is still sent, and at once
+        "topics": [
+            {
+                "topic": "budget",
+                "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 100}],
+            }
+        ],
+    }
+    answer = _call(cluster.kafka_addresses[1], 1, 12, fetch)
+    partition = answer["responses"][0]["partitions"][0]
+    assert partition["error_code"] == 0 and partition["high_watermark"] == 5
+    got = records.decode_batches(partition["records"])
+    assert sum(b.record_count for b in got) == 5
+
+
+def test_internal_topics_are_not_kafka_clients_to_read_or_list(cluster: Cluster) -> None:
+    _topic(cluster, "visible")
+    # a group's commit makes __consumer_offsets exist
+    status, answer = http(
+        "POST",
+        cluster.urls[1] + "/v1/groups/g/offsets",
+        {"offsets": [{"topic": "visible", "partition": 0, "offset": 0}]},
+    )
+    assert status == 204, answer
+    listed = _call(cluster.kafka_addresses[1], 3, 12, {"topics": None})
+    assert "__consumer_offsets" not in {t["name"] for t in listed["topics"]}
+    asked = _call(cluster.kafka_addresses[1], 3, 12, {"topics": [{"name": "__consumer_offsets"}]})
+    assert asked["topics"][0]["error_code"] == 29  # TOPIC_AUTHORIZATION_FAILED
+    fetch = {
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "topics": [
+            {
+                "topic": "__consumer_offsets",
+                "partitions": [
+                    {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+                    for p in range(10)
+                ],
+            }
+        ],
+    }
+    answer = _call(cluster.kafka_addresses[1], 1, 12, fetch)
+    assert {p["error_code"] for p in answer["responses"][0]["partitions"]} == {29}
+    commit = {
+        "group_id": "g2",
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "topics": [
+            {
+                "name": "__consumer_offsets",
+                "partitions": [
+                    {"partition_index": 0, "committed_offset": 0, "committed_metadata": ""}
+                ],
+            }
+        ],
+    }
+    answer = _call(cluster.kafka_addresses[1], 8, 8, commit)
+    assert answer["topics"][0]["partitions"][0]["error_code"] == 17  # INVALID_TOPIC_EXCEPTION
+
+
+def test_bad_group_names_are_refused(cluster: Cluster) -> None:
+    for group in ["", "a\x1b[31m", "g" * 250]:
+        answer = _call(cluster.kafka_addresses[1], 10, 2, {"key": group, "key_type": 0})
+        assert answer["error_code"] == 24, group  # INVALID_GROUP_ID
+
+
+@pytest.fixture(scope="module")
+def authenticated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    running = Cluster(
+        tmp_path_factory.mktemp("kafka-auth"),
+        brokers=1,
+        broker_config={"auth.required": True},
+        controller_config={**FAST_SESSIONS, "auth.required": True},
+        kafka=True,
+    )
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def test_with_auth_required_the_listener_serves_no_kafka_client(authenticated: Cluster) -> None:
+    """No SASL yet: a Kafka client would be User:ANONYMOUS, so it gets nothing but the
+    versions; Metadata closes the connection undecoded."""
+    address = authenticated.kafka_addresses[1]
+    assert _call(address, 18, 3, {})["error_code"] == 0
+    request = messages.encode_request(3, 12, 2, "anonymous", {"topics": None})
+    assert _closed_unanswered(address, _frame(request))
