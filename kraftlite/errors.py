@@ -50,6 +50,7 @@ class ErrorCode(IntEnum):
     INVALID_CONFIG = 40
     POLICY_VIOLATION = 44
     SASL_AUTHENTICATION_FAILED = 58
+    GROUP_NOT_EMPTY = 68
     GROUP_ID_NOT_FOUND = 69
     FETCH_SESSION_ID_NOT_FOUND = 70
     INVALID_FETCH_SESSION_EPOCH = 71
@@ -58,6 +59,7 @@ class ErrorCode(IntEnum):
     RESOURCE_NOT_FOUND = 91
     KAFKA_STORAGE_ERROR = 56
     FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 76
     STALE_BROKER_EPOCH = 77
     INVALID_UPDATE_VERSION = 95
     BROKER_ID_NOT_REGISTERED = 102
@@ -119,6 +121,7 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.TOPIC_ALREADY_EXISTS: ErrorInfo(409, False, "topic already exists"),
     ErrorCode.KAFKA_STORAGE_ERROR: ErrorInfo(507, True, "storage error"),
     ErrorCode.FENCED_LEADER_EPOCH: ErrorInfo(409, True, "leader epoch is stale"),
+    ErrorCode.UNKNOWN_LEADER_EPOCH: ErrorInfo(409, True, "leader epoch is ahead of the leader's"),
     ErrorCode.INVALID_CONFIG: ErrorInfo(400, False, "invalid config"),
     ErrorCode.STALE_BROKER_EPOCH: ErrorInfo(409, False, "broker epoch is stale"),
     ErrorCode.INVALID_UPDATE_VERSION: ErrorInfo(409, True, "partition epoch is stale"),
@@ -133,6 +136,7 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.POLICY_VIOLATION: ErrorInfo(400, False, "refused by the cluster's policy"),
     ErrorCode.SASL_AUTHENTICATION_FAILED: ErrorInfo(401, False, "authentication failed"),
     ErrorCode.GROUP_ID_NOT_FOUND: ErrorInfo(404, False, "no such group"),
+    ErrorCode.GROUP_NOT_EMPTY: ErrorInfo(409, False, "the group has members"),
     ErrorCode.FETCH_SESSION_ID_NOT_FOUND: ErrorInfo(409, True, "no such fetch session"),
     ErrorCode.INVALID_FETCH_SESSION_EPOCH: ErrorInfo(409, True, "fetch session epoch is stale"),
     ErrorCode.GROUP_MAX_SIZE_REACHED: ErrorInfo(409, False, "the group is full"),

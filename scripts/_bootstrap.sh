@@ -44,3 +44,19 @@ ensure_venv() {  # ensure_venv EXTRAS  (e.g. "dev,spark" or "" for the runtime o
 require_java() {  # Spark (the spark extra) runs on a JVM: Java 17 or newer
     command -v java >/dev/null 2>&1 || die "Java 17 or newer is required for the Spark tests (Debian: apt-get install openjdk-17-jre-headless)"
 }
+
+# kcat (librdkafka's command-line client) for the Kafka protocol tests: from the system's
+# packages when the machine has apt and may install (root or passwordless sudo); the tests
+# that need it say so and skip where it cannot be had.
+ensure_kcat() {
+    command -v kcat >/dev/null 2>&1 && return 0
+    command -v apt-get >/dev/null 2>&1 || return 0
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        sudo -n true 2>/dev/null || return 0
+        sudo="sudo -n"
+    fi
+    echo "kraftlite: installing kcat (apt-get)" >&2
+    { $sudo apt-get install -y -q kcat || { $sudo apt-get update -q && $sudo apt-get install -y -q kcat; }; } \
+        >.venv/apt-kcat.log 2>&1 || echo "kraftlite: kcat not installed (see .venv/apt-kcat.log)" >&2
+}

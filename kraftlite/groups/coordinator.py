@@ -504,6 +504,38 @@ class GroupCoordinator:
         found = await leader_offsets(self.broker, partitions)
         return {tp: offsets.high_watermark for tp, offsets in found.items()}
 
+    async def delete_group(self, group: str) -> None:
+        """Kafka's DeleteGroups: a group with no members loses its committed offsets (one
+        tombstone per partition, appended with acks=all before the view forgets them).
+        GROUP_ID_NOT_FOUND if it has none, GROUP_NOT_EMPTY while it has members."""
+        partition, shard = self._shard(group)
+        classic = shard.classic.get(group)
+        if shard.existing(group, self._now()).members or (classic and classic.members):
+            raise KraftliteError(ErrorCode.GROUP_NOT_EMPTY, f"group {group} has members")
+        committed = sorted(shard.offsets.get(group, {}))
+        if not committed:
+            raise KraftliteError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group} does not exist")
+        now = self.broker.clock.now_ms()
+        tombstones = [
+            batch_format.Record(value=None, key=offset_key(group, t, p), timestamp=now)
+            for t, p in committed
+        ]
+        try:
+            await partition.produce(
+                batch_format.encode_records(tombstones, now),
+                Acks.ALL,
+                self.settings.commit_timeout_s,
+            )
+        except KraftliteError as exc:
+            if exc.code is ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                raise KraftliteError(ErrorCode.NOT_COORDINATOR, exc.message) from None
+            raise
+        if self._shards.get(partition.index) is shard and partition.role is Role.LEADER:
+            shard.offsets.pop(group, None)
+            if classic is not None and not classic.members:
+                classic.close()
+                shard.classic.pop(group, None)
+
     def committed(self, group: str) -> dict[TopicPartition, CommittedOffset]:
         _, shard = self._shard(group)
         return dict(shard.offsets.get(group, {}))

@@ -38,7 +38,7 @@ from kraftlite.kafka import messages, records
 from kraftlite.kafka.messages import ApiKey, Request
 from kraftlite.kafka.wire import WireError
 from kraftlite.metadata.image import MetadataImage
-from kraftlite.metadata.topics import is_internal_topic, validate_topic_name
+from kraftlite.metadata.topics import TOPIC_CONFIGS, is_internal_topic, validate_topic_name
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import names
 from kraftlite.security.acls import CLUSTER_NAME, Action, Operation, ResourceType
@@ -55,6 +55,10 @@ _NO_TOPIC_ID = uuid.UUID(int=0)
 _AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 MAX_GROUP_NAME = 249
 INVALID_GROUP_ID = 24
+UNSUPPORTED_ENDPOINT_TYPE = 120
+RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4  # DescribeConfigs resource types
+SOURCE_TOPIC, SOURCE_DYNAMIC, SOURCE_STATIC, SOURCE_DEFAULT = 1, 2, 4, 5  # config sources
+OP_SET, OP_DELETE = 0, 1  # IncrementalAlterConfigs operations
 MAX_ADMIN_TOPICS = 100  # topics one CreateTopics or DeleteTopics may name
 MAX_ADMIN_TIMEOUT_MS = 60_000
 LEADER_NOT_AVAILABLE = 5
@@ -82,6 +86,30 @@ def _topic_name_ok(name: str) -> bool:
 
 def _message(exc: KraftliteError) -> str:
     return exc.message[:_MAX_MESSAGE]
+
+
+def _config_changes(resource: Body, position: int) -> dict[str, str | None]:
+    """An IncrementalAlterConfigs resource's changes: SET a value, DELETE back to the
+    default (None); APPEND and SUBTRACT act on list-valued configs, which have none here."""
+    if position >= MAX_ADMIN_TOPICS:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "too many resources at once")
+    changes: dict[str, str | None] = {}
+    for config in resource["configs"]:
+        operation = config["config_operation"]
+        if operation not in (OP_SET, OP_DELETE):
+            raise KraftliteError(ErrorCode.INVALID_REQUEST, "only SET and DELETE are served")
+        changes[config["name"]] = config["value"] if operation == OP_SET else None
+    return changes
+
+
+def _check_epoch(partition: Partition, current_leader_epoch: int) -> None:
+    """KIP-320: a client that names the leader epoch it knows is told when it is behind
+    (FENCED_LEADER_EPOCH) or ahead (UNKNOWN_LEADER_EPOCH) of this leader's."""
+    if current_leader_epoch < 0 or current_leader_epoch == partition.leader_epoch:
+        return
+    if current_leader_epoch < partition.leader_epoch:
+        raise KraftliteError(ErrorCode.FENCED_LEADER_EPOCH, "the client's leader epoch is stale")
+    raise KraftliteError(ErrorCode.UNKNOWN_LEADER_EPOCH, "this leader's epoch is behind")
 
 
 def kafka_code(exc: KraftliteError) -> int:
@@ -151,6 +179,12 @@ SERVED: Final = frozenset(
         ApiKey.LEAVE_GROUP,
         ApiKey.DESCRIBE_GROUPS,
         ApiKey.LIST_GROUPS,
+        ApiKey.DELETE_GROUPS,
+        ApiKey.DESCRIBE_CONFIGS,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        ApiKey.CREATE_PARTITIONS,
+        ApiKey.DESCRIBE_CLUSTER,
+        ApiKey.OFFSET_FOR_LEADER_EPOCH,
     }
 )
 
@@ -191,6 +225,12 @@ class Session:
             ApiKey.LEAVE_GROUP: self.leave_group,
             ApiKey.DESCRIBE_GROUPS: self.describe_groups,
             ApiKey.LIST_GROUPS: self.list_groups,
+            ApiKey.DELETE_GROUPS: self.delete_groups,
+            ApiKey.DESCRIBE_CONFIGS: self.describe_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
+            ApiKey.CREATE_PARTITIONS: self.create_partitions,
+            ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
         }
         assert self._apis.keys() == SERVED
 
@@ -489,6 +529,8 @@ class Session:
                 order.append(key)
                 if not self._may_topic(Operation.READ, name):
                     refused[key] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                elif (code := self._epoch_refusal(name, part)) is not None:
+                    refused[key] = code
                 else:
                     wanted.append(
                         FetchWanted(
@@ -539,6 +581,18 @@ class Session:
             "responses": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
         }
 
+    def _epoch_refusal(self, topic: str, part: Body) -> int | None:
+        """KIP-320 for Fetch: a stale or future `current_leader_epoch` is refused."""
+        if part["current_leader_epoch"] < 0:
+            return None
+        try:
+            _check_epoch(
+                self.service.leader(topic, part["partition"]), part["current_leader_epoch"]
+            )
+        except KraftliteError as exc:
+            return kafka_code(exc)
+        return None
+
     async def _kafka_records(self, stored: list[bytes]) -> dict[int, bytes]:
         """Each stored record set (by id) as Kafka batches; off the loop when large."""
 
@@ -569,8 +623,9 @@ class Session:
                     continue
                 at: str | int = {-1: "latest", -2: "earliest"}.get(timestamp, timestamp)
                 try:  # (-3, the largest timestamp, is INVALID_REQUEST: not served)
-                    offset, found = self.service.list_offset(name, index, at)
                     partition = self.service.leader(name, index)
+                    _check_epoch(partition, part["current_leader_epoch"])
+                    offset, found = self.service.list_offset(name, index, at)
                 except KraftliteError as exc:
                     entry["error_code"] = kafka_code(exc)
                     parts.append(entry)
@@ -978,3 +1033,190 @@ class Session:
                     answer.update(error_code=kafka_code(exc), error_message=_message(exc))
             answers.append(answer)
         return {"responses": answers}
+
+    async def create_partitions(self, request: Request) -> Body:
+        body = request.body
+        deadline = self._admin_deadline(body)
+        results = []
+        for n, topic in enumerate(body["topics"]):
+            name = topic["name"]
+            result: Body = {"name": name, "error_code": NONE, "error_message": None}
+            if n >= MAX_ADMIN_TOPICS:
+                result.update(error_code=INVALID_REQUEST, error_message="too many topics at once")
+            elif not self._may_topic(Operation.ALTER, name):
+                result["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif body["validate_only"] or topic["assignments"]:
+                result.update(
+                    error_code=INVALID_REQUEST,
+                    error_message="validate_only and manual assignments are not served here",
+                )
+            else:
+                try:
+                    validate_topic_name(name)
+                    path = f"/v1/topics/{name}/partitions"
+                    await self._admin(deadline, "POST", path, {"count": topic["count"]})
+                except KraftliteError as exc:
+                    result.update(error_code=kafka_code(exc), error_message=_message(exc))
+            results.append(result)
+        return {"results": results}
+
+    async def describe_cluster(self, request: Request) -> Body:
+        if request.api_version >= 1 and request.body["endpoint_type"] not in (1,):
+            return {"error_code": UNSUPPORTED_ENDPOINT_TYPE, "error_message": "brokers only"}
+        return {
+            "error_code": NONE,
+            "endpoint_type": 1,
+            "cluster_id": self.service.broker.cluster_id,
+            "controller_id": self.service.broker.broker_id,
+            "brokers": [
+                {"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
+                for b in self._brokers()
+            ],
+            "cluster_authorized_operations": _AUTHORIZED_OPERATIONS_UNKNOWN,
+        }
+
+    async def delete_groups(self, request: Request) -> Body:
+        results = []
+        for group in request.body["groups_names"]:
+            code = self._group_refusal(group, Operation.DELETE)
+            if code is None:
+                try:
+                    await self.service.coordinator.delete_group(group)
+                    code = NONE
+                except KraftliteError as exc:
+                    code = kafka_code(exc)
+            results.append({"group_id": group, "error_code": code})
+        return {"results": results}
+
+    # -- configs ---------------------------------------------------------------------------
+
+    async def describe_configs(self, request: Request) -> Body:
+        """Topic configs (set, or their defaults) and a broker's: `broker.id`,
+        `broker.rack`, its dynamic configs, and `kraftlite.http.url` (read-only), which
+        tells a client that found a broker by its Kafka address where its HTTP API is (the
+        Spark source takes either)."""
+        results = []
+        for resource in request.body["resources"]:
+            kind, name = resource["resource_type"], resource["resource_name"]
+            keys = resource["configuration_keys"]
+            result: Body = {"resource_type": kind, "resource_name": name, "configs": []}
+            try:
+                configs = self._configs_of(kind, name)
+            except KraftliteError as exc:
+                results.append(
+                    {**result, "error_code": kafka_code(exc), "error_message": _message(exc)}
+                )
+                continue
+            result["configs"] = [
+                {
+                    "name": key,
+                    "value": value,
+                    "read_only": read_only,
+                    "config_source": source,
+                    "is_sensitive": False,
+                }
+                for key, value, read_only, source in configs
+                if keys is None or key in keys
+            ]
+            results.append({**result, "error_code": NONE})
+        return {"results": results}
+
+    def _configs_of(self, kind: int, name: str) -> list[tuple[str, str | None, bool, int]]:
+        image = self.image
+        if kind == RESOURCE_TOPIC:
+            if not self._may_topic(Operation.DESCRIBE_CONFIGS, name):
+                raise KraftliteError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "not authorized")
+            topic = image.topic(name)
+            if topic is None:
+                raise KraftliteError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name}")
+            return [
+                (
+                    key,
+                    topic.configs.get(key, default),
+                    False,
+                    SOURCE_TOPIC if key in topic.configs else SOURCE_DEFAULT,
+                )
+                for key, (default, _) in sorted(TOPIC_CONFIGS.items())
+            ]
+        if kind == RESOURCE_BROKER:
+            if not self._may(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
+                raise KraftliteError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "not authorized")
+            broker = image.brokers.get(int(name)) if name.isdigit() else None
+            if broker is None:
+                raise KraftliteError(ErrorCode.INVALID_REQUEST, f"no broker {name!r}")
+            dynamic = image.broker_configs.get(broker.broker_id, {})
+            return [
+                ("broker.id", str(broker.broker_id), True, SOURCE_STATIC),
+                ("broker.rack", broker.rack, True, SOURCE_STATIC),
+                ("kraftlite.http.url", broker.url, True, SOURCE_STATIC),
+                *(
+                    (key, str(value), False, SOURCE_DYNAMIC)
+                    for key, value in sorted(dynamic.items())
+                ),
+            ]
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"resource type {kind} has no configs here")
+
+    async def incremental_alter_configs(self, request: Request) -> Body:
+        """SET and DELETE (back to the default) of topic configs and of a broker's dynamic
+        configs, through the controllers as the HTTP API does; APPEND and SUBTRACT (for
+        list-valued configs) have nothing to act on here."""
+        body = request.body
+        deadline = self._admin_deadline({"timeout_ms": MAX_ADMIN_TIMEOUT_MS})
+        responses = []
+        for n, resource in enumerate(body["resources"]):
+            kind, name = resource["resource_type"], resource["resource_name"]
+            response: Body = {"resource_type": kind, "resource_name": name}
+            try:
+                changes = _config_changes(resource, n)
+                path = self._configs_path(kind, name)
+                if not body["validate_only"]:
+                    await self._admin(deadline, "PUT", path, {"configs": changes})
+            except KraftliteError as exc:
+                responses.append(
+                    {**response, "error_code": kafka_code(exc), "error_message": _message(exc)}
+                )
+                continue
+            responses.append({**response, "error_code": NONE, "error_message": None})
+        return {"responses": responses}
+
+    def _configs_path(self, kind: int, name: str) -> str:
+        if kind == RESOURCE_TOPIC:
+            if not self._may_topic(Operation.ALTER_CONFIGS, name):
+                raise KraftliteError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "not authorized")
+            validate_topic_name(name)
+            return f"/v1/topics/{name}/configs"
+        if kind == RESOURCE_BROKER and name.isdigit():
+            if not self._may(Operation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
+                raise KraftliteError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "not authorized")
+            return f"/v1/brokers/{int(name)}/configs"
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"resource type {kind} {name!r}")
+
+    # -- OffsetForLeaderEpoch ------------------------------------------------------------------
+
+    async def offset_for_leader_epoch(self, request: Request) -> Body:
+        """Where a leader epoch ends (KIP-320: a consumer checks for truncation after the
+        leader changed). For clients the end is capped at the high watermark, the most
+        they were ever given."""
+        topics = []
+        for topic in request.body["topics"]:
+            name = topic["topic"]
+            parts = []
+            for part in topic["partitions"]:
+                entry: Body = {"partition": part["partition"], "leader_epoch": -1, "end_offset": -1}
+                if not self._may_topic(Operation.DESCRIBE, name):
+                    parts.append({**entry, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)})
+                    continue
+                try:
+                    partition = self.service.leader(name, part["partition"])
+                    _check_epoch(partition, part["current_leader_epoch"])
+                    epoch, end = partition.log.end_offset_for(part["leader_epoch"])
+                except KraftliteError as exc:
+                    parts.append({**entry, "error_code": kafka_code(exc)})
+                    continue
+                if end >= 0:
+                    end = min(end, partition.log.high_watermark)
+                parts.append(
+                    {**entry, "error_code": NONE, "leader_epoch": epoch, "end_offset": end}
+                )
+            topics.append({"topic": name, "partitions": parts})
+        return {"topics": topics}

@@ -6,8 +6,11 @@ their own connection.
 
 from __future__ import annotations
 
+import json
+import shutil
 import socket
 import struct
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -481,3 +484,157 @@ def test_a_group_name_is_one_protocol_or_the_other(cluster: Cluster) -> None:
         assert status == 404 and answer["error_code"] == "UNKNOWN_MEMBER_ID", answer
     finally:
         consumer.close()
+
+
+def test_admin_client_configs_partitions_cluster_and_groups(cluster: Cluster) -> None:
+    from confluent_kafka import ConsumerGroupState  # noqa: PLC0415
+    from confluent_kafka.admin import (  # noqa: PLC0415
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+    )
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    create_topic(cluster, "cfg", partitions=1)
+    topic = ConfigResource(ConfigResource.Type.TOPIC, "cfg")
+    configs = admin.describe_configs([topic])[topic].result(30)
+    assert configs["retention.ms"].value == "604800000"  # the default
+    assert configs["retention.ms"].source == 5  # DEFAULT_CONFIG
+    change = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        "cfg",
+        incremental_configs=[
+            ConfigEntry("retention.ms", "60000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    admin.incremental_alter_configs([change])[change].result(30)
+    status, described = http("GET", cluster.urls[2] + "/v1/topics/cfg")
+    assert status == 200 and described["configs"]["retention.ms"] == "60000"
+    configs = admin.describe_configs([topic])[topic].result(30)
+    assert (configs["retention.ms"].value, configs["retention.ms"].source) == ("60000", 1)
+    # a broker's configs tell where its HTTP API is
+    broker = ConfigResource(ConfigResource.Type.BROKER, "2")
+    configs = admin.describe_configs([broker])[broker].result(30)
+    assert configs["kraftlite.http.url"].value == cluster.urls[2]
+    # partitions
+    admin.create_partitions([NewPartitions("cfg", 3)])["cfg"].result(30)
+    status, described = http("GET", cluster.urls[1] + "/v1/topics/cfg")
+    assert status == 200 and len(described["partitions"]) == 3
+    # the cluster
+    described_cluster = admin.describe_cluster().result(30)
+    assert {n.id for n in described_cluster.nodes} == {1, 2, 3}
+    assert described_cluster.cluster_id
+    # groups: a group with committed offsets and no members is described, then deleted
+    http(
+        "POST",
+        cluster.urls[1] + "/v1/topics/cfg/partitions/0/records",
+        {"records": [{"value": "x"}]},
+    )
+    consumer = _group_consumer(cluster, "g-del")
+    try:
+        consumer.subscribe(["cfg"])
+        got = consume_all(consumer, 1, timeout_s=60)
+        consumer.commit(message=got[0], asynchronous=False)
+        described_groups = admin.describe_consumer_groups(["g-del"])["g-del"].result(30)
+        assert described_groups.state == ConsumerGroupState.STABLE
+        assert len(described_groups.members) == 1
+        deleting = admin.delete_consumer_groups(["g-del"])["g-del"]
+        with pytest.raises(KafkaException):  # GROUP_NOT_EMPTY
+            deleting.result(30)
+    finally:
+        consumer.close()
+    admin.delete_consumer_groups(["g-del"])["g-del"].result(30)
+    status, listed = http("GET", cluster.urls[1] + "/v1/groups/g-del/offsets")
+    assert status == 200 and listed["offsets"] == []
+
+
+def test_offset_for_leader_epoch_tells_where_an_epoch_ends(cluster: Cluster) -> None:
+    create_topic(cluster, "epochs", partitions=1)
+    http(
+        "POST",
+        cluster.urls[1] + "/v1/topics/epochs/partitions/0/records",
+        {"records": [{"value": "x"}] * 3},
+    )
+    _, described = http("GET", cluster.urls[1] + "/v1/topics/epochs")
+    leader = described["partitions"][0]["leader"]
+    epoch = described["partitions"][0]["leader_epoch"]
+    ask = {
+        "topics": [
+            {
+                "topic": "epochs",
+                "partitions": [
+                    {"partition": 0, "current_leader_epoch": epoch, "leader_epoch": epoch}
+                ],
+            }
+        ]
+    }
+    answer = _call(cluster.kafka_addresses[leader], 23, 4, ask)
+    assert answer["topics"][0]["partitions"][0] == {
+        "error_code": 0,
+        "partition": 0,
+        "leader_epoch": epoch,
+        "end_offset": 3,
+    }
+    ask["topics"][0]["partitions"][0]["current_leader_epoch"] = epoch + 1
+    answer = _call(cluster.kafka_addresses[leader], 23, 4, ask)
+    assert answer["topics"][0]["partitions"][0]["error_code"] == 76  # UNKNOWN_LEADER_EPOCH
+
+
+KCAT = shutil.which("kcat")
+needs_kcat = pytest.mark.skipif(
+    KCAT is None, reason="kcat is not installed (scripts/test installs it with apt)"
+)
+
+
+@needs_kcat
+def test_kcat_produces_consumes_and_lists(cluster: Cluster) -> None:
+    assert KCAT is not None
+    create_topic(cluster, "kc", partitions=1)
+    lines = "".join(f"k{i}:v{i}\n" for i in range(10))
+    produced = subprocess.run(
+        [KCAT, "-b", cluster.bootstrap, "-P", "-t", "kc", "-p", "0", "-K", ":", "-H", "h=1"],
+        input=lines.encode(),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert produced.returncode == 0, produced.stderr
+    records = http_records(cluster, "kc", 0)
+    assert [(r["key"], r["value"], r["headers"]) for r in records] == [
+        (f"k{i}", f"v{i}", {"h": "1"}) for i in range(10)
+    ]
+    http(
+        "POST",
+        cluster.urls[2] + "/v1/topics/kc/partitions/0/records",
+        {"records": [{"key": "from", "value": "http"}]},
+    )
+    consumed = subprocess.run(
+        [
+            KCAT,
+            "-b",
+            cluster.bootstrap,
+            "-C",
+            "-t",
+            "kc",
+            "-o",
+            "beginning",
+            "-e",
+            "-f",
+            "%o %k:%s\\n",
+        ],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.decode().splitlines() == [f"{i} k{i}:v{i}" for i in range(10)] + [
+        "10 from:http"
+    ]
+    listed = subprocess.run(
+        [KCAT, "-b", cluster.bootstrap, "-L", "-J"], capture_output=True, timeout=60, check=False
+    )
+    assert listed.returncode == 0, listed.stderr
+    metadata = json.loads(listed.stdout)
+    assert {b["id"] for b in metadata["brokers"]} == {1, 2, 3}
+    assert "kc" in {t["topic"] for t in metadata["topics"]}
