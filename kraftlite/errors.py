@@ -31,6 +31,10 @@ class ErrorCode(IntEnum):
     INCONSISTENT_GROUP_PROTOCOL = 23
     UNKNOWN_MEMBER_ID = 25
     INVALID_SESSION_TIMEOUT = 26
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
+    UNKNOWN_PRODUCER_ID = 59
     REBALANCE_IN_PROGRESS = 27
     RECORD_LIST_TOO_LARGE = 18
     TOPIC_AUTHORIZATION_FAILED = 29
@@ -98,6 +102,14 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ),
     ErrorCode.REBALANCE_IN_PROGRESS: ErrorInfo(409, True, "the group is rebalancing: join again"),
     ErrorCode.INVALID_SESSION_TIMEOUT: ErrorInfo(400, False, "session timeout out of bounds"),
+    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorInfo(
+        409, False, "a batch of this producer is missing before this one"
+    ),
+    ErrorCode.DUPLICATE_SEQUENCE_NUMBER: ErrorInfo(409, False, "this batch was written already"),
+    ErrorCode.INVALID_PRODUCER_EPOCH: ErrorInfo(409, False, "a newer producer with this id exists"),
+    ErrorCode.UNKNOWN_PRODUCER_ID: ErrorInfo(
+        409, False, "no state for this producer here: start a new sequence"
+    ),
     ErrorCode.FENCED_MEMBER_EPOCH: ErrorInfo(409, False, "member epoch is stale: join again"),
     ErrorCode.INVALID_TOPIC_EXCEPTION: ErrorInfo(400, False, "invalid topic name"),
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorInfo(413, False, "request too large"),

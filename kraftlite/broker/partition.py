@@ -21,11 +21,13 @@ from enum import Enum
 
 from kraftlite.broker import replica_state as rs
 from kraftlite.broker.notifier import Notifier
+from kraftlite.broker.producer_state import ProducerStates
 from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import PartitionRegistration
 from kraftlite.metadata.records import NO_LEADER
 from kraftlite.metadata.topics import effective_config
+from kraftlite.protocol import batch as batch_format
 from kraftlite.storage.log import AppendInfo, PartitionLog
 
 
@@ -113,6 +115,11 @@ class Partition:
         self.is_eligible: Callable[[int], bool] = rs.anyone
         # Called with the ISR to propose when the leader's view calls for a change.
         self.on_isr_change: Callable[[Partition, tuple[int, ...]], None] | None = None
+        # Idempotent producers (producer_state.py), as leader: rebuilt from the log in each
+        # leader epoch, at the first idempotent batch; their appends go one at a time.
+        self._producers: ProducerStates | None = None
+        self._producers_epoch = -1
+        self._producers_lock = asyncio.Lock()
 
     @property
     def name(self) -> str:
@@ -205,7 +212,56 @@ class Partition:
     # -- produce ------------------------------------------------------------------------
 
     async def produce(self, batch: bytes | memoryview, acks: Acks, timeout_s: float) -> AppendInfo:
-        """Append a producer's batch as leader; return once `acks` is satisfied."""
+        """Append a producer's batch as leader; return once `acks` is satisfied. A batch of
+        an idempotent producer (format v2) is checked against its producer's state first:
+        a duplicate is not appended again, and answers with its first append's offsets."""
+        if len(batch) > 12 and batch[12] == batch_format.MAGIC_V2:
+            async with self._producers_lock:
+                producers = await self._producer_states()
+                header = batch_format.read_header(batch)
+                earlier = producers.check(header, self._clock.now_ms())
+                if earlier is None:
+                    info = self._append(batch, acks)
+                    producers.record(header, info.first_offset, self._clock.now_ms())
+                else:
+                    info = AppendInfo(
+                        earlier.first_offset,
+                        earlier.last_offset,
+                        header.record_count,
+                        header.max_timestamp,
+                        earlier.last_offset + 1,
+                    )
+        else:
+            info = self._append(batch, acks)
+        if acks is not Acks.ALL:
+            return info
+        # Not the lease again: once the ISR holds the records they are committed, and
+        # failing the write now would only make the producer write them twice.
+        min_isr = self.config_int("min.insync.replicas")
+        state = await self._wait_for_high_watermark(
+            info.log_end_offset, self._leader_state_epoch(), timeout_s
+        )
+        if not rs.enough_replicas(state, min_isr):  # the ISR shrank while we waited
+            raise _not_enough_replicas(self.name, state, min_isr, appended=True)
+        return info
+
+    def _leader_state_epoch(self) -> int:
+        return self.state.leader_epoch if self.state is not None else -1
+
+    async def _producer_states(self) -> ProducerStates:
+        """This leader epoch's producer state, rebuilt from the log's batch headers on a
+        worker thread the first time it is needed (producer_state.py rule 5)."""
+        epoch = self._leader_state().leader_epoch
+        if self._producers is None or self._producers_epoch != epoch:
+            raw = await asyncio.to_thread(self.log.batch_headers)
+            headers = [batch_format.read_header(h) for h in raw if h[12] == batch_format.MAGIC_V2]
+            self._producers = ProducerStates.rebuild(headers, self._clock.now_ms())
+            self._producers_epoch = epoch
+            self._leader_state()  # still the leader after the wait?
+        return self._producers
+
+    def _append(self, batch: bytes | memoryview, acks: Acks) -> AppendInfo:
+        """Check min.insync.replicas (acks=all) and append as leader."""
         state = self._leader_state()
         min_isr = self.config_int("min.insync.replicas")
         if acks is Acks.ALL and not rs.enough_replicas(state, min_isr):
@@ -217,15 +273,6 @@ class Partition:
         info = self.log.append(batch, state.leader_epoch)
         self.changed()
         self._advance_high_watermark()
-        if acks is not Acks.ALL:
-            return info
-        # Not the lease again: once the ISR holds the records they are committed, and
-        # failing the write now would only make the producer write them twice.
-        state = await self._wait_for_high_watermark(
-            info.log_end_offset, state.leader_epoch, timeout_s
-        )
-        if not rs.enough_replicas(state, min_isr):  # the ISR shrank while we waited
-            raise _not_enough_replicas(self.name, state, min_isr, appended=True)
         return info
 
     async def _wait_for_high_watermark(

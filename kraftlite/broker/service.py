@@ -49,6 +49,7 @@ from kraftlite.protocol.partitioner import partition_for_key
 log = structlog.get_logger(__name__)
 MAX_WAIT_MS = 30_000  # the longest a fetch long-polls, whatever it asks
 MAX_FETCH_PARTITIONS = 10_000  # partitions one Kafka Fetch may name
+PRODUCER_IDS_PER_EPOCH = 2**24  # producer ids one broker registration may give out
 _GROUPS_TIMEOUT_S = 5.0
 
 
@@ -80,6 +81,8 @@ class BrokerService:
         self.broker = broker
         self.coordinator = coordinator
         self._sticky = itertools.count()
+        self._producer_ids = itertools.count()
+        self._producer_ids_epoch = -1
 
     # -- partitions ------------------------------------------------------------------------
 
@@ -103,6 +106,24 @@ class BrokerService:
         return sticky if key is None else partition_for_key(key, count)
 
     # -- produce ---------------------------------------------------------------------------
+
+    def new_producer_id(self) -> int:
+        """A producer id no other producer of the cluster has (Kafka's InitProducerId for an
+        idempotent producer; epoch 0): this broker's epoch times 2**24, plus a counter. A
+        broker epoch is the metadata version the broker registered at, so no two brokers,
+        nor two runs of one, share one; the counter starts over at each registration."""
+        epoch = self.broker.broker_epoch
+        if epoch < 0:
+            raise KraftliteError(ErrorCode.BROKER_NOT_AVAILABLE, "the broker is not registered")
+        if epoch != self._producer_ids_epoch:
+            self._producer_ids, self._producer_ids_epoch = itertools.count(), epoch
+        serial = next(self._producer_ids)
+        if serial >= PRODUCER_IDS_PER_EPOCH or epoch >= 2**63 // PRODUCER_IDS_PER_EPOCH:
+            raise KraftliteError(
+                ErrorCode.BROKER_NOT_AVAILABLE,
+                "this broker gave out every producer id of its registration: ask another",
+            )
+        return epoch * PRODUCER_IDS_PER_EPOCH + serial
 
     @staticmethod
     def refuse_internal(topic: str) -> None:

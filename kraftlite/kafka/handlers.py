@@ -55,6 +55,7 @@ _NO_TOPIC_ID = uuid.UUID(int=0)
 _AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 MAX_GROUP_NAME = 249
 INVALID_GROUP_ID = 24
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53  # transactions are not served
 UNSUPPORTED_ENDPOINT_TYPE = 120
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4  # DescribeConfigs resource types
 SOURCE_TOPIC, SOURCE_DYNAMIC, SOURCE_STATIC, SOURCE_DEFAULT = 1, 2, 4, 5  # config sources
@@ -185,6 +186,7 @@ SERVED: Final = frozenset(
         ApiKey.CREATE_PARTITIONS,
         ApiKey.DESCRIBE_CLUSTER,
         ApiKey.OFFSET_FOR_LEADER_EPOCH,
+        ApiKey.INIT_PRODUCER_ID,
     }
 )
 
@@ -231,6 +233,7 @@ class Session:
             ApiKey.CREATE_PARTITIONS: self.create_partitions,
             ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
+            ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
         }
         assert self._apis.keys() == SERVED
 
@@ -496,11 +499,9 @@ class Session:
         def convert() -> bytes:
             batches = records.decode_batches(data, shared_budget=budget)
             for batch in batches:
-                if batch.producer_id >= 0 or batch.is_transactional:
+                if batch.is_transactional:
                     raise KraftliteError(
-                        ErrorCode.INVALID_REQUEST,
-                        "idempotent and transactional producers are not served yet: "
-                        "set enable.idempotence=false",
+                        ErrorCode.INVALID_REQUEST, "transactions are not served (idempotence is)"
                     )
             return records.kafka_to_kraftlite(*batches)
 
@@ -1220,3 +1221,16 @@ class Session:
                 )
             topics.append({"topic": name, "partitions": parts})
         return {"topics": topics}
+
+    # -- idempotent producers --------------------------------------------------------------
+
+    async def init_producer_id(self, request: Request) -> Body:
+        """An idempotent producer's id, epoch 0 (broker/producer_state.py checks its
+        sequences). A transactional id asks for transactions, which are not served."""
+        if request.body["transactional_id"] is not None:
+            return {"error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+        try:
+            producer_id = self.service.new_producer_id()
+        except KraftliteError as exc:
+            return {"error_code": kafka_code(exc)}
+        return {"error_code": NONE, "producer_id": producer_id, "producer_epoch": 0}

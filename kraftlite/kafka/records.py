@@ -738,6 +738,7 @@ def kafka_to_kraftlite(*batches: KafkaBatch) -> bytes:
         if batch.last_offset_delta != count - 1 or batch.offset_deltas != list(range(count)):
             raise CorruptRecordsError("offset deltas are not 0..n-1 (kraftlite offsets are dense)")
     first = batches[0]
+    producer = _producer_of(batches)
     if len(batches) == 1:
         values, keys, timestamps = first.values, first.keys, first.timestamps
         headers = first.headers if first.has_headers else None
@@ -749,10 +750,34 @@ def kafka_to_kraftlite(*batches: KafkaBatch) -> bytes:
         headers = [h for b in batches for h in b.headers] if has_headers else None
     try:
         return kraftlite_batch.encode_batch(
-            values, keys=keys, timestamps=timestamps, headers=headers
+            values,
+            keys=keys,
+            timestamps=timestamps,
+            headers=headers,
+            producer_id=producer[0],
+            producer_epoch=producer[1],
+            base_sequence=producer[2],
         )
     except (ValueError, OverflowError) as exc:  # e.g. timestamps out of int64 range
         raise CorruptRecordsError(f"cannot convert the batch: {exc}") from exc
+
+
+def _producer_of(batches: Sequence[KafkaBatch]) -> tuple[int, int, int]:
+    """(producer id, epoch, base sequence) of an idempotent producer's batches, which must
+    be one producer's, in sequence; (-1, -1, -1) for batches of no producer."""
+    first = batches[0]
+    if all(b.producer_id < 0 for b in batches):
+        return (NO_PRODUCER_ID, -1, -1)
+    expected = first.base_sequence
+    for batch in batches:
+        if (batch.producer_id, batch.producer_epoch) != (first.producer_id, first.producer_epoch):
+            raise CorruptRecordsError("the batches of one partition name different producers")
+        if batch.base_sequence != expected or batch.base_sequence < 0:
+            raise CorruptRecordsError("the batches' sequences are not consecutive")
+        expected = (batch.base_sequence + batch.record_count) % 2**31
+    if first.producer_epoch < 0:
+        raise CorruptRecordsError("an idempotent batch needs a producer epoch")
+    return (first.producer_id, first.producer_epoch, first.base_sequence)
 
 
 def kraftlite_to_kafka(kraftlite_batch_bytes: bytes | bytearray | memoryview) -> bytes:

@@ -38,9 +38,14 @@ import numpy as np
 from crc32c import crc32c
 
 MAGIC_V1: Final = 1
+MAGIC_V2: Final = 2  # v1 plus the idempotent producer's id, epoch and base sequence
 HEADER = struct.Struct("<qIBBHiIqqII")
-HEADER_SIZE: Final = HEADER.size  # 48
+HEADER_SIZE: Final = HEADER.size  # 48 (v1)
+HEADER_V2 = struct.Struct("<qIBBHiIqqqhhiII")
+HEADER_V2_SIZE: Final = HEADER_V2.size  # 64
 _HEADER_CRC_SPAN: Final = 44  # header_crc covers bytes [0, 44): everything before itself
+_HEADER_V2_CRC_SPAN: Final = 60
+NO_PRODUCER_ID: Final = -1
 ATTR_HAS_HEADERS: Final = 0x01
 _KNOWN_ATTRIBUTES: Final = ATTR_HAS_HEADERS
 NO_LEADER_EPOCH: Final = -1
@@ -50,7 +55,12 @@ _LITTLE_ENDIAN = sys.byteorder == "little"
 
 
 class CorruptBatchError(ValueError):
-    """The bytes are not a valid v1 batch (bad CRC, bad structure, truncated, unknown magic)."""
+    """The bytes are not a valid batch (bad CRC, bad structure, truncated, unknown magic)."""
+
+
+def body_start(buf: bytes | bytearray | memoryview) -> int:
+    """Where the body of a stored (validated) batch begins: after its v1 or v2 header."""
+    return HEADER_SIZE if buf[12] == MAGIC_V1 else HEADER_V2_SIZE
 
 
 class BatchHeader(NamedTuple):
@@ -70,6 +80,18 @@ class BatchHeader(NamedTuple):
     max_timestamp: int
     body_crc: int
     header_crc: int
+    producer_id: int = NO_PRODUCER_ID  # v2: an idempotent producer's batch
+    producer_epoch: int = -1
+    base_sequence: int = -1  # the producer's sequence number of record 0 in its partition
+
+    @property
+    def header_size(self) -> int:
+        return HEADER_SIZE if self.magic == MAGIC_V1 else HEADER_V2_SIZE
+
+    @property
+    def last_sequence(self) -> int:
+        """The sequence of the last record (sequences wrap at 2**31, as Kafka's do)."""
+        return (self.base_sequence + self.record_count - 1) % 2**31
 
     @property
     def last_offset(self) -> int:
@@ -179,11 +201,19 @@ def encode_batch(
     headers: Sequence[Sequence[tuple[str, bytes]]] | None = None,
     base_offset: int = 0,
     leader_epoch: int = NO_LEADER_EPOCH,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
 ) -> bytes:
     """Encode records given as columns into one batch.
 
-    Producers leave `base_offset` 0 and `leader_epoch` -1: the leader stamps them.
+    Producers leave `base_offset` 0 and `leader_epoch` -1: the leader stamps them. An
+    idempotent producer gives its `producer_id` (>= 0), epoch and the partition's next
+    `base_sequence`: the batch is then format v2, whose header carries them.
     """
+    producer = (producer_id, producer_epoch, base_sequence) if producer_id >= 0 else None
+    if producer is not None and not (0 <= producer_epoch < 2**15 and 0 <= base_sequence < 2**31):
+        raise ValueError("producer epoch must be in [0, 32767] and sequence in [0, 2**31)")
     count = len(values)
     if count == 0:
         raise ValueError("a batch holds at least one record")
@@ -205,7 +235,7 @@ def encode_batch(
         parts += _headers_section(headers)
 
     body_length = sum(map(len, parts))
-    batch_length = HEADER_SIZE + body_length
+    batch_length = (HEADER_SIZE if producer is None else HEADER_V2_SIZE) + body_length
     if batch_length > MAX_BATCH_BYTES:
         raise ValueError(f"batch of {batch_length} bytes exceeds {MAX_BATCH_BYTES}")
     body_crc = 0
@@ -220,6 +250,7 @@ def encode_batch(
         timestamp_array[0],
         max(timestamp_array),
         body_crc,
+        producer,
     )
     return b"".join([header, *parts])
 
@@ -252,7 +283,27 @@ def _pack_header(  # noqa: PLR0917 - the header's fields, in their byte order
     first_timestamp: int,
     max_timestamp: int,
     body_crc: int,
+    producer: tuple[int, int, int] | None = None,
 ) -> bytes:
+    if producer is not None:
+        partial = HEADER_V2.pack(
+            base_offset,
+            batch_length,
+            MAGIC_V2,
+            attributes,
+            0,
+            leader_epoch,
+            count,
+            first_timestamp,
+            max_timestamp,
+            *producer[:2],
+            0,
+            producer[2],
+            body_crc,
+            0,
+        )
+        span = _HEADER_V2_CRC_SPAN
+        return partial[:span] + struct.pack("<I", crc32c(partial[:span]))
     partial = HEADER.pack(
         base_offset,
         batch_length,
@@ -284,7 +335,8 @@ def stamp(batch: bytes | bytearray | memoryview, base_offset: int, leader_epoch:
     stamped = bytearray(batch)
     struct.pack_into("<q", stamped, 0, base_offset)
     struct.pack_into("<i", stamped, 16, leader_epoch)
-    struct.pack_into("<I", stamped, _HEADER_CRC_SPAN, crc32c(stamped[:_HEADER_CRC_SPAN]))
+    span = _HEADER_CRC_SPAN if stamped[12] == MAGIC_V1 else _HEADER_V2_CRC_SPAN
+    struct.pack_into("<I", stamped, span, crc32c(stamped[:span]))
     return stamped
 
 
@@ -295,19 +347,47 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
     """Parse and check the header at `pos` (header CRC, magic, attributes, length)."""
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptBatchError(f"truncated batch header: {len(buf) - pos} of {HEADER_SIZE} bytes")
-    fields = HEADER.unpack_from(buf, pos)
-    header = BatchHeader(*fields[:4], *fields[5:])
-    view = memoryview(buf)[pos : pos + _HEADER_CRC_SPAN]
+    magic = buf[pos + 12]
+    if magic == MAGIC_V1:
+        fields = HEADER.unpack_from(buf, pos)
+        header = BatchHeader(*fields[:4], *fields[5:])
+        reserved, span = fields[4], _HEADER_CRC_SPAN
+    elif magic == MAGIC_V2:
+        if len(buf) - pos < HEADER_V2_SIZE:
+            raise CorruptBatchError(f"truncated batch header: {len(buf) - pos} bytes")
+        f = HEADER_V2.unpack_from(buf, pos)
+        # (base offset .. max timestamp, the CRCs, then the producer's id, epoch, sequence)
+        header = BatchHeader(
+            base_offset=f[0],
+            batch_length=f[1],
+            magic=f[2],
+            attributes=f[3],
+            leader_epoch=f[5],
+            record_count=f[6],
+            first_timestamp=f[7],
+            max_timestamp=f[8],
+            body_crc=f[13],
+            header_crc=f[14],
+            producer_id=f[9],
+            producer_epoch=f[10],
+            base_sequence=f[12],
+        )
+        reserved, span = f[4] | f[11], _HEADER_V2_CRC_SPAN
+    else:
+        raise CorruptBatchError(f"unsupported batch format version {magic}")
+    view = memoryview(buf)[pos : pos + span]
     if crc32c(view) != header.header_crc:
         raise CorruptBatchError("batch header CRC mismatch")
-    if header.magic != MAGIC_V1:
-        raise CorruptBatchError(f"unsupported batch format version {header.magic}")
-    if fields[4] != 0 or header.attributes & ~_KNOWN_ATTRIBUTES:
+    if reserved != 0 or header.attributes & ~_KNOWN_ATTRIBUTES:
         raise CorruptBatchError(f"unknown batch attributes {header.attributes:#x}")
     if header.record_count < 1:
         raise CorruptBatchError("a batch holds at least one record")
-    if header.batch_length % 8 or header.batch_length < HEADER_SIZE:
+    if header.batch_length % 8 or header.batch_length < header.header_size:
         raise CorruptBatchError(f"invalid batch length {header.batch_length}")
+    if magic == MAGIC_V2 and not (
+        header.producer_id >= 0 and header.producer_epoch >= 0 and header.base_sequence >= 0
+    ):
+        raise CorruptBatchError("a v2 batch names its producer id, epoch and sequence")
     if header.base_offset < 0:
         raise CorruptBatchError(f"negative base offset {header.base_offset}")
     return header
@@ -343,7 +423,7 @@ def checked_batches(
     the CRCs catch what transit or a disk did to them (Kafka's followers check the same).
     """
     for header, view in _cut(buf):
-        if crc32c(view[HEADER_SIZE:]) != header.body_crc:
+        if crc32c(view[header.header_size :]) != header.body_crc:
             raise CorruptBatchError("batch body CRC mismatch")
         yield header, view
 
@@ -389,7 +469,7 @@ def _layout(view: memoryview, header: BatchHeader) -> _Layout:
     timestamps agree with the header. Raises CorruptBatchError otherwise.
     """
     end = header.batch_length
-    pos = HEADER_SIZE
+    pos = header.header_size
 
     def take(size: int) -> memoryview:
         nonlocal pos
@@ -432,7 +512,7 @@ def _check(view: memoryview) -> tuple[BatchHeader, _Layout]:
         raise CorruptBatchError(
             f"batch length {header.batch_length} does not match the {len(view)} bytes received"
         )
-    if crc32c(view[HEADER_SIZE:]) != header.body_crc:
+    if crc32c(view[header.header_size :]) != header.body_crc:
         raise CorruptBatchError("batch body CRC mismatch")
     layout = _layout(view, header)
     if layout.header_names is not None:

@@ -662,11 +662,20 @@ class PartitionLog:
                 peek = _peek(value)
                 if peek.max_timestamp >= timestamp:
                     stamps = np.frombuffer(
-                        value, "<i8", peek.record_count, batch_format.HEADER_SIZE
+                        value, "<i8", peek.record_count, batch_format.body_start(value)
                     )
                     position = int(np.argmax(stamps >= timestamp))
                     return peek.base_offset + position, int(stamps[position])
         return None
+
+    def batch_headers(self) -> list[bytes]:
+        """The header bytes (up to 64) of every stored batch, first to last: what a new
+        leader reads to rebuild its producers' state (broker/producer_state.py). One read
+        transaction; header bytes only, never the records."""
+        self._check_open()
+        with self.storage.reading() as txn:
+            cursor = txn.cursor(db=self._batches)
+            return [bytes(value[:64]) for _, value in self._range(cursor)]
 
     def end_offset_for(self, leader_epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for a follower asking where `leader_epoch` ends (KIP-101/279):

@@ -17,6 +17,7 @@ The invariants (docs/design/fault-injection.md lists which scenario relies on wh
    record; and within one replica, leader epochs never decrease along the log (KIP-101
    lineage). Two brokers accepting writes in one epoch break the first half.
 5. Committed group offsets never go backwards.
+6. An idempotent producer's records are each written once, in order (`written_once`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,25 @@ def refused_not_appended(
         for value in sorted(set(refused))
         if value in stored
     ]
+
+
+def written_once(sent: Sequence[bytes], readable: Iterable[tuple[int, bytes]]) -> list[Violation]:
+    """An idempotent producer's guarantee (issue 16): each value sent, and acknowledged,
+    is in the log exactly once, and in the order sent (values must be unique)."""
+    found = []
+    stored = [value for _, value in sorted(readable)]
+    counts: dict[bytes, int] = {}
+    for value in stored:
+        counts[value] = counts.get(value, 0) + 1
+    for value in sent:
+        if counts.get(value, 0) != 1:
+            found.append(
+                Violation("written-once", f"{value!r} is in the log {counts.get(value, 0)} times")
+            )
+    order = [value for value in stored if value in set(sent)]
+    if order != [v for v in sent if counts.get(v, 0) >= 1][: len(order)] and not found:
+        found.append(Violation("written-once", "the log does not keep the order they were sent in"))
+    return found
 
 
 def dense_offsets(offsets: Sequence[int], log_start_offset: int = 0) -> list[Violation]:

@@ -351,8 +351,16 @@ class Cluster:
             config = self.root / f"broker-{broker_id}.toml"
             settings = dict(self.broker_config)
             if self.kafka:
-                self.kafka_addresses[broker_id] = f"127.0.0.1:{ports[self.brokers + broker_id - 1]}"
-                settings["kafka.listen"] = self.kafka_addresses[broker_id]
+                kafka_listen = f"127.0.0.1:{ports[self.brokers + broker_id - 1]}"
+                settings["kafka.listen"] = kafka_listen
+                self.kafka_addresses[broker_id] = kafka_listen
+                if self.faults:  # Kafka clients reach it through the proxy: cut(CLIENT, ...)
+                    assert self.network is not None
+                    proxied = self.network.add_route(
+                        f"broker-{broker_id}-kafka", int(kafka_listen.rsplit(":", 1)[1])
+                    )
+                    self.kafka_addresses[broker_id] = f"127.0.0.1:{proxied}"
+                    settings["kafka.advertised.listener"] = self.kafka_addresses[broker_id]
             if self.faults:
                 settings["advertised.url"] = self._proxied(f"broker-{broker_id}", listen)
                 # only through the proxy: the controllers' own URLs would bypass its cuts

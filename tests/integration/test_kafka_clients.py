@@ -140,8 +140,8 @@ def test_kafka_python_produces_and_consumes(cluster: Cluster) -> None:
     from kafka import TopicPartition as KafkaTopicPartition  # noqa: PLC0415
 
     create_topic(cluster, "kp", partitions=2)
-    producer = KafkaProducer(
-        bootstrap_servers=cluster.bootstrap.split(","), acks="all", enable_idempotence=False
+    producer = KafkaProducer(  # idempotent by default (InitProducerId)
+        bootstrap_servers=cluster.bootstrap.split(","), acks="all"
     )
     futures = [
         producer.send("kp", key=b"key-%d" % i, value=b"v-%d" % i, headers=[("x", b"y")])

@@ -198,3 +198,59 @@ def test_a_multibyte_character_split_across_header_names_is_refused() -> None:
     _reheader(encoded)
     with pytest.raises(fmt.CorruptBatchError, match="UTF-8"):
         fmt.validate(encoded)
+
+
+producers = st.one_of(
+    st.none(),
+    st.tuples(st.integers(0, 2**63 - 1), st.integers(0, 2**15 - 1), st.integers(0, 2**31 - 1)),
+)
+
+
+@settings(max_examples=200)
+@given(batches(), producers, st.data())
+def test_format_v2_carries_the_producer_and_every_byte_is_checked(batch, producer, data) -> None:
+    """Format v2 (an idempotent producer's batch): the header grows to 64 bytes with the
+    producer id, epoch and base sequence, under the header CRC; everything else as v1."""
+    values, keys, stamps, headers = batch
+    pid, epoch, sequence = producer if producer is not None else (-1, -1, -1)
+    encoded = fmt.encode_batch(
+        values,
+        keys=keys,
+        timestamps=stamps,
+        headers=headers,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+    )
+    stamped = bytes(fmt.stamp(encoded, 9, 3))
+    decoded = fmt.decode(stamped)
+    header = decoded.header
+    assert header.magic == (1 if producer is None else 2)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (
+        pid,
+        epoch,
+        sequence,
+    )
+    assert (header.base_offset, header.leader_epoch) == (9, 3)
+    assert decoded.values == values and decoded.keys == keys
+    assert stamped[header.header_size :] == encoded[header.header_size :]
+    assert fmt.body_start(stamped) == header.header_size
+    corrupted = bytearray(stamped)
+    position = data.draw(st.integers(min_value=0, max_value=len(corrupted) - 1))
+    corrupted[position] ^= data.draw(st.integers(min_value=1, max_value=255))
+    with pytest.raises(fmt.CorruptBatchError):
+        fmt.validate(corrupted)
+    with pytest.raises(fmt.CorruptBatchError):
+        list(fmt.checked_batches(corrupted))
+
+
+def test_a_v2_batch_must_name_a_valid_producer() -> None:
+    with pytest.raises(ValueError, match="producer epoch"):
+        fmt.encode_batch([b"a"], timestamps=[1], producer_id=1, producer_epoch=-1, base_sequence=0)
+    encoded = bytearray(
+        fmt.encode_batch([b"a"], timestamps=[1], producer_id=1, producer_epoch=0, base_sequence=0)
+    )
+    struct.pack_into("<q", encoded, 40, -5)  # a negative producer id, CRC made to match
+    struct.pack_into("<I", encoded, 60, fmt.crc32c(bytes(encoded[:60])))
+    with pytest.raises(fmt.CorruptBatchError, match="producer"):
+        fmt.validate(encoded)

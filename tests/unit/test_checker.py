@@ -16,6 +16,7 @@ from tests.harness.checker import (
     one_writer_per_epoch,
     reads_not_stale,
     refused_not_appended,
+    written_once,
 )
 
 
@@ -152,3 +153,15 @@ def test_reads_not_stale_finds_a_read_behind_an_earlier_acknowledgement() -> Non
     assert reads_not_stale([(2.5, 2.6, 15)], acks) == [
         Violation("stale-read", "HW 15 read at t=2.500-2.600, after offset 19 was acknowledged")
     ]
+
+
+def test_written_once_finds_a_duplicate_a_loss_and_a_reordering() -> None:
+    sent = [b"a", b"b", b"c"]
+    assert written_once(sent, [(0, b"a"), (1, b"b"), (2, b"c")]) == []
+    assert written_once(sent, [(0, b"a"), (1, b"x"), (2, b"b"), (3, b"c")]) == []
+    duplicated = written_once(sent, [(0, b"a"), (1, b"b"), (2, b"b"), (3, b"c")])
+    assert [v.invariant for v in duplicated] == ["written-once"]
+    lost = written_once(sent, [(0, b"a"), (1, b"c")])
+    assert [v.invariant for v in lost] == ["written-once"]
+    reordered = written_once(sent, [(0, b"b"), (1, b"a"), (2, b"c")])
+    assert [v.detail for v in reordered] == ["the log does not keep the order they were sent in"]

@@ -510,3 +510,32 @@ def test_random_bytes_raise_only_corrupt_records(data: bytes) -> None:
 
 def test_corrupt_records_error_is_a_wire_error() -> None:
     assert issubclass(CorruptRecordsError, WireError)
+
+
+def test_an_idempotent_producers_batches_keep_their_producer_when_converted() -> None:
+    from kraftlite.protocol import batch as kraftlite_batch  # noqa: PLC0415
+
+    first = records.encode_batch(
+        [records.KafkaRecord(i, 1000 + i, None, b"v%d" % i, []) for i in range(3)],
+        producer_id=77,
+        producer_epoch=2,
+        base_sequence=10,
+    )
+    second = records.encode_batch(
+        [records.KafkaRecord(0, 2000, b"k", b"w", [])],
+        producer_id=77,
+        producer_epoch=2,
+        base_sequence=13,
+    )
+    converted = records.kafka_to_kraftlite(*records.decode_batches(first + second))
+    header = kraftlite_batch.validate(converted)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (77, 2, 10)
+    assert header.record_count == 4
+    gap = records.encode_batch(
+        [records.KafkaRecord(0, 2000, None, b"w", [])],
+        producer_id=77,
+        producer_epoch=2,
+        base_sequence=20,
+    )
+    with pytest.raises(records.CorruptRecordsError, match="consecutive"):
+        records.kafka_to_kraftlite(*records.decode_batches(first + gap))
