@@ -431,6 +431,13 @@ def _relayed_offsets(answer: web.Response, count: int) -> list[dict[str, Any]]:
     return offsets
 
 
+async def new_producer_id(request: web.Request) -> web.Response:
+    """An idempotent producer's id (Kafka's InitProducerId): its binary batches carry it
+    with a sequence number (format v2), and the leader writes each batch once."""
+    producer_id = request.app[SERVICE].new_producer_id()
+    return json_response({"producer_id": producer_id, "producer_epoch": 0}, status=201)
+
+
 # ---------------------------------------------------------------------------- fetch
 
 
@@ -677,6 +684,7 @@ def make_broker_app(
     r.add_post("/v1/groups/{group}/offsets", groups.commit)
     r.add_get("/v1/groups/{group}/offsets", groups.fetch_offsets)
     r.add_post("/v1/tokens", issue_token)
+    r.add_post("/v1/producer-ids", new_producer_id)
     r.add_get("/v1/users", admin_passthrough)  # users, ACLs, quotas: the controllers' metadata
     r.add_post("/v1/users", admin_passthrough)
     r.add_delete("/v1/users/{name}", admin_passthrough)

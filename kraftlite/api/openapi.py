@@ -196,6 +196,13 @@ SCHEMAS: Final[Json] = {
     ),
     "Quota": _object({"principal": _str(), **_QUOTA_FIELDS}, required=["principal"]),
     "Quotas": _object({"quotas": _array(_ref("Quota"))}, required=["quotas"]),
+    "ProducerId": _object(
+        {
+            "producer_id": _long("put it, with the epoch and a sequence, on binary batches"),
+            "producer_epoch": _int(),
+        },
+        required=["producer_id", "producer_epoch"],
+    ),
     "Token": _object(
         {
             "token": _str("send as Authorization: Bearer <token>"),
@@ -1301,6 +1308,17 @@ PATHS: Final[Json] = {
             {"200": _answer("the offsets", _ref("GroupOffsets"))},
             errors=_COORDINATOR,
         ),
+    },
+    "/v1/producer-ids": {
+        "post": _operation(
+            "new_producer_id",
+            "produce",
+            "An idempotent producer's id (Kafka's InitProducerId)",
+            {"201": _answer("the id, epoch 0", _ref("ProducerId"))},
+            description="Any broker. A binary batch (format v2, docs/batch-format.md) that "
+            "carries the id, its epoch and the partition's next sequence number is written "
+            "once however often it is sent; a gap answers OUT_OF_ORDER_SEQUENCE_NUMBER.",
+        )
     },
     "/v1/tokens": {
         "post": _operation(

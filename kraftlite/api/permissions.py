@@ -125,6 +125,9 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("POST", "/v1/groups/{group}/offsets"): _commit,
     ("GET", "/v1/groups/{group}/offsets"): _group(Operation.DESCRIBE),
     ("POST", "/v1/tokens"): AUTHENTICATED,
+    # Kafka asks WRITE on some topic (or IDEMPOTENT_WRITE) of InitProducerId; an id alone
+    # writes nothing: each batch is authorized for its own topic
+    ("POST", "/v1/producer-ids"): AUTHENTICATED,
     ("GET", "/v1/users"): _cluster(Operation.DESCRIBE),
     ("POST", "/v1/users"): _cluster(Operation.ALTER),
     ("DELETE", "/v1/users/{name}"): _cluster(Operation.ALTER),

@@ -9,6 +9,12 @@ Rules (Kafka's producer, in small):
    refreshing metadata on NOT_LEADER_OR_FOLLOWER; others fail the batch's futures.
 4. `send` returns a future of the record's (topic, partition, offset); `flush` waits for
    everything sent so far.
+5. Idempotent by default (with acks=all, as Kafka's producer): the producer gets an id
+   (`POST /v1/producer-ids`) and numbers each partition's records; a batch is encoded once,
+   with its sequence (format v2), and sent as is on every retry, so the leader writes it
+   once however often it arrives. When a batch's fate is unknown after its last retry, or
+   the leader no longer knows the producer, the producer takes a new id (its sequences
+   start over), as Kafka's does.
 """
 
 from __future__ import annotations
@@ -29,6 +35,15 @@ from kraftlite.protocol.headers import BATCH_TYPE
 from kraftlite.protocol.partitioner import partition_for_key
 
 _PER_RECORD_OVERHEAD = 24  # lengths and a timestamp in the columnar body
+# The leader refused the batch for its producer state, so it was not appended: a new
+# producer id (sequences from 0) sends it again.
+_PRODUCER_RESET = frozenset(
+    {
+        ErrorCode.UNKNOWN_PRODUCER_ID,
+        ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +74,17 @@ class Producer:
         request_timeout_ms: int = 30_000,
         transport: Transport | None = None,
         credentials: Credentials | None = None,
+        enable_idempotence: bool | None = None,
     ) -> None:
         if acks not in {"all", "-1", "1", "0"}:
             raise ValueError("acks must be all, -1, 1 or 0")
+        if enable_idempotence and acks not in {"all", "-1"}:
+            raise ValueError("an idempotent producer needs acks=all")
+        self.idempotent = (
+            acks in {"all", "-1"} if enable_idempotence is None else enable_idempotence
+        )
+        self._producer: tuple[int, int] | None = None  # (id, epoch), asked on first use
+        self._sequences: dict[tuple[str, int], int] = {}
         self.acks = acks
         self.linger_s = linger_ms / 1000
         self.max_batch_bytes = max_batch_bytes
@@ -158,10 +181,60 @@ class Producer:
                 if not future.done():
                     future.set_result(RecordMetadata(topic, partition, offset))
 
+    async def _producer_id(self) -> tuple[int, int] | None:
+        """Rule 5: this producer's (id, epoch), asked of any broker the first time."""
+        if not self.idempotent:
+            return None
+        if self._producer is None:
+            answer = await self._transport.call("POST", "/v1/producer-ids")
+            self._producer = (int(answer["producer_id"]), int(answer["producer_epoch"]))
+            self._sequences.clear()
+        return self._producer
+
+    async def _encode(
+        self, topic: str, partition: int, records: list[batch_format.Record]
+    ) -> bytes:
+        """The batch as it is sent, and sent again on retries (rule 5)."""
+        now = self._clock.now_ms()
+        producer = await self._producer_id()
+        if producer is None:
+            return batch_format.encode_records(records, now_ms=now)
+        return batch_format.encode_batch(
+            [r.value for r in records],
+            keys=[r.key for r in records],
+            timestamps=[now if r.timestamp is None else r.timestamp for r in records],
+            headers=[r.headers for r in records],
+            producer_id=producer[0],
+            producer_epoch=producer[1],
+            base_sequence=self._sequences.get((topic, partition), 0),
+        )
+
     async def _produce_with_retries(
         self, topic: str, partition: int, records: list[batch_format.Record]
     ) -> list[int]:
-        body = batch_format.encode_records(records, now_ms=self._clock.now_ms())
+        """Rule 3 and 5: the same bytes on each retry; the partition's sequence moves on
+        once they are acknowledged; a new producer id when their fate is unknown."""
+        try:
+            offsets = await self._attempts(topic, partition, records)
+        except KraftliteError as exc:
+            if exc.code in _PRODUCER_RESET:  # not appended: send them as a new producer
+                self._producer = None
+                offsets = await self._attempts(topic, partition, records)
+            else:
+                self._producer = None  # appended or not, nobody can say: start over
+                raise
+        except BaseException:
+            self._producer = None
+            raise
+        if self._producer is not None:
+            key = (topic, partition)
+            self._sequences[key] = (self._sequences.get(key, 0) + len(records)) % 2**31
+        return offsets
+
+    async def _attempts(
+        self, topic: str, partition: int, records: list[batch_format.Record]
+    ) -> list[int]:
+        body = await self._encode(topic, partition, records)
         path = f"/v1/topics/{topic}/partitions/{partition}/records"
         params = {"acks": self.acks, "timeout_ms": str(self.request_timeout_ms)}
         for attempt in itertools.count():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from kraftlite.client import (
     SyncConsumer,
     SyncProducer,
 )
+from kraftlite.client.transport import Transport
 from kraftlite.protocol.partitioner import partition_for_key
 from tests.harness.processes import FAST_SESSIONS, Cluster
 
@@ -176,3 +178,50 @@ async def test_producer_retries_through_a_leader_failure(cluster: Cluster) -> No
     for offset, i in acked.items():
         assert stored.get(offset) == f"v{i}".encode()
     cluster.wait_ready()
+
+
+class _LosesFirstAnswers(Transport):
+    """A transport whose first answer to each produce is lost after the broker acted on
+    it: what a client sees when the link drops as the answer comes back."""
+
+    def __init__(self, bootstrap: str, lost: int) -> None:
+        super().__init__(bootstrap)
+        self.lost = lost
+
+    async def request(
+        self, base_url: str, method: str, path: str, *args: Any, **kwargs: Any
+    ) -> Any:
+        answer = await super().request(base_url, method, path, *args, **kwargs)
+        if method == "POST" and path.endswith("/records") and self.lost > 0:
+            self.lost -= 1
+            raise TimeoutError("the answer was lost")
+        return answer
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+async def test_a_retried_send_is_written_once_by_an_idempotent_producer(
+    cluster: Cluster, idempotent: bool
+) -> None:
+    topic = f"retried-{idempotent}".lower()
+    async with Admin(bootstrap(cluster)) as admin:
+        await admin.create_topic(topic, partitions=1, replication_factor=3)
+        await wait_for_leaders(admin, topic)
+    transport = _LosesFirstAnswers(bootstrap(cluster), lost=3)
+    async with Producer(
+        bootstrap(cluster), linger_ms=1, transport=transport, enable_idempotence=idempotent
+    ) as producer:
+        futures = []
+        for i in range(10):
+            futures.append(await producer.send(topic, f"v{i}".encode()))
+            await producer.flush()  # one batch each: the first three lose their answers
+        offsets = [f.result().offset for f in futures]
+    async with Consumer(bootstrap(cluster), auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic, 0)])
+        stored = []
+        for _ in range(20):
+            stored += [r.value for r in await consumer.poll(timeout_ms=500)]
+    if idempotent:
+        assert stored == [f"v{i}".encode() for i in range(10)]
+        assert offsets == list(range(10))
+    else:  # the test can fail: without idempotence the retries are written again
+        assert len(stored) == 13
