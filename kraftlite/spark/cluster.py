@@ -40,11 +40,13 @@ class TopicState:
 
 @dataclass(frozen=True, slots=True)
 class Brokers:
-    """Where the cluster is and how to authenticate (`kraftlite.bootstrap` and the
-    `kraftlite.auth.*` options); picklable, so executors' tasks carry it."""
+    """Where the cluster is (its brokers' HTTP URLs, resolved from the bootstrap options on
+    the driver), how to authenticate, and how long one request may take; picklable, so
+    executors' tasks carry it."""
 
     urls: tuple[str, ...]
     credentials: Credentials = NONE
+    timeout_ms: int = 30_000
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.urls)
@@ -54,11 +56,13 @@ class Brokers:
 
 
 class Cluster:
-    def __init__(self, bootstrap: Brokers | tuple[str, ...], timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, bootstrap: Brokers | tuple[str, ...], timeout_s: float | None = None
+    ) -> None:
         if not bootstrap:
-            raise ValueError("kraftlite.bootstrap is required (broker URLs, comma-separated)")
+            raise ValueError("no broker URLs to start from")
         self.bootstrap = bootstrap if isinstance(bootstrap, Brokers) else Brokers(bootstrap)
-        self.timeout_s = timeout_s
+        self.timeout_s = self.bootstrap.timeout_ms / 1000 if timeout_s is None else timeout_s
         self._auth_headers = self.bootstrap.credentials.headers()
         self._ssl_context = self.bootstrap.credentials.ssl_context()
 
@@ -178,9 +182,12 @@ class Cluster:
     def partitions(self, topic: str, *, wait: bool = True) -> list[PartitionState]:
         return self.topic(topic, wait=wait).partitions
 
-    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int:
+    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int | None:
+        """The first offset whose record's timestamp is at or after `timestamp_ms` (Kafka's
+        ListOffsets by time), or None if no record below the high watermark is."""
         path = f"/v1/topics/{urllib.parse.quote(topic)}/partitions/{partition}/offsets"
-        return int(self.call(f"{path}?at={timestamp_ms}")["offset"])
+        found = self.call(f"{path}?at={timestamp_ms}")
+        return None if found.get("timestamp") is None else int(found["offset"])
 
     def fetch(
         self,

@@ -19,14 +19,9 @@ from pyspark.sql.types import (
 )
 
 from kraftlite.spark.arrow import Columns, columns_of, default_columns
+from kraftlite.spark.options import Mode, OptionError, Options, check_known, flag_option
 from kraftlite.spark.sink import KraftliteStreamWriter, KraftliteWriter, SinkSettings
-from kraftlite.spark.source import (
-    KraftliteBatchReader,
-    OptionError,
-    Options,
-    ReadSettings,
-    flag_option,
-)
+from kraftlite.spark.source import KraftliteBatchReader, ReadSettings
 from kraftlite.spark.stream import KraftliteStreamReader
 
 # Spark types, not a DDL string: in DDL a bare `timestamp` follows spark.sql.timestampType
@@ -60,8 +55,9 @@ class KraftliteDataSource(DataSource):
             default_columns(flag_option(Options(self.options), "includeHeaders", False))
         )
 
-    def _read_settings(self, schema: StructType) -> tuple[Options, ReadSettings]:
+    def _read_settings(self, schema: StructType, mode: Mode) -> tuple[Options, ReadSettings]:
         options = Options(self.options)
+        check_known(options, mode)
         columns: Columns
         try:
             columns = columns_of(
@@ -72,21 +68,23 @@ class KraftliteDataSource(DataSource):
         return options, ReadSettings.of(options, columns)
 
     def reader(self, schema: StructType) -> KraftliteBatchReader:
-        return KraftliteBatchReader(*self._read_settings(schema))
+        return KraftliteBatchReader(*self._read_settings(schema, Mode.BATCH_READ))
 
     def streamReader(self, schema: StructType) -> KraftliteStreamReader:
-        return KraftliteStreamReader(*self._read_settings(schema))
+        return KraftliteStreamReader(*self._read_settings(schema, Mode.STREAM_READ))
 
-    def _sink_settings(self, schema: StructType) -> SinkSettings:
+    def _sink_settings(self, schema: StructType, mode: Mode) -> SinkSettings:
+        options = Options(self.options)
+        check_known(options, mode)
         fields = [(f.name, f.dataType.simpleString()) for f in schema.fields]
-        return SinkSettings.of(Options(self.options), fields)
+        return SinkSettings.of(options, fields)
 
     def writer(self, schema: StructType, overwrite: bool) -> KraftliteWriter:
         if overwrite:
             raise OptionError("a kraftlite topic is append-only: use mode('append')")
-        return KraftliteWriter(self._sink_settings(schema))
+        return KraftliteWriter(self._sink_settings(schema, Mode.BATCH_WRITE))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> KraftliteStreamWriter:
         if overwrite:
             raise OptionError("a kraftlite topic is append-only: use outputMode('append')")
-        return KraftliteStreamWriter(self._sink_settings(schema))
+        return KraftliteStreamWriter(self._sink_settings(schema, Mode.STREAM_WRITE))

@@ -36,7 +36,8 @@ from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol.partitioner import partition_for_key
 from kraftlite.spark.arrow import COLUMN_TYPES
 from kraftlite.spark.cluster import Brokers, Cluster
-from kraftlite.spark.source import OptionError, Options, bootstrap_urls, positive_option
+from kraftlite.spark.options import OptionError, Options, positive_option, same_option
+from kraftlite.spark.source import brokers_of
 
 if TYPE_CHECKING:
     StreamWriterBase = DataSourceStreamWriter
@@ -78,11 +79,18 @@ class SinkSettings:
         topic = options.get("topic")
         if topic is None and "topic" not in types:
             raise OptionError("set the topic option or give the rows a topic column")
+        acks = options.get("kafka.acks")
+        if acks is not None and acks.strip().lower() not in {"all", "-1"}:
+            raise OptionError(
+                f"kafka.acks {acks}: the kraftlite sink always writes with acks=all and waits "
+                "for it (at-least-once); it offers nothing weaker"
+            )
+        timeout_ms = same_option(options, ["requestTimeoutMs", "kafka.request.timeout.ms"], 30_000)
         return cls(
-            bootstrap_urls(options),
+            brokers_of(options, timeout_ms),
             topic,
             positive_option(options, "batchMaxBytes", 512 << 10),
-            positive_option(options, "requestTimeoutMs", 30_000),
+            timeout_ms,
         )
 
 

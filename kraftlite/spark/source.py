@@ -12,26 +12,25 @@ Rules:
 4. Records deleted by retention before the job read them fail the job with
    `failOnDataLoss=true` (the default), saying what was lost; with false they are skipped.
 
-Options: `kraftlite.bootstrap` (broker URLs, comma-separated), one of `subscribe`
-(comma-separated topics), `subscribePattern` (a regex) or `assign` (JSON
-`{"topic": [0, 1]}`); `startingOffsets` / `endingOffsets` (`earliest`, `latest`, or JSON
-`{"topic": {"0": 23, "1": -2}}` with -2 earliest and -1 latest); `startingTimestamp` or
-`startingOffsetsByTimestamp` (JSON `{"topic": {"0": ms}}`); `minPartitions`;
-`failOnDataLoss`; `includeHeaders`; `fetchMaxBytes` (bytes per fetch, default 4 MiB).
+Options (options.py checks them; docs/spark.md has the table): the brokers
+(`kafka.bootstrap.servers` or `kraftlite.bootstrap`) and credentials; one of `subscribe`,
+`subscribePattern` or `assign`; where to start (`startingOffsets`, `startingTimestamp`,
+`startingOffsetsByTimestamp`, with `startingOffsetsByTimestampStrategy`) and, for a batch,
+where to end (`endingOffsets`, `endingTimestamp`, `endingOffsetsByTimestamp`); how to split
+(`minPartitions`, `maxRecordsPerPartition`); `failOnDataLoss`; `includeHeaders`;
+`fetchMaxBytes`; `requestTimeoutMs`.
 """
 
 from __future__ import annotations
 
-import json
+import itertools
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from kraftlite.client.credentials import Credentials
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol.batch import split_batches
 from kraftlite.spark.arrow import Columns, to_record_batch
@@ -43,28 +42,24 @@ from kraftlite.spark.cluster import (
     PartitionState,
     TopicState,
 )
+from kraftlite.spark.options import (
+    OptionError,
+    Options,
+    bootstrap_entries,
+    check_scheme,
+    flag_option,
+    json_option,
+    positive_option,
+    same_option,
+    security_of,
+    smallest_option,
+    timestamp_option,
+    timestamp_strategy,
+    timestamps_option,
+)
+from kraftlite.spark.resolve import resolve
 
 EARLIEST, LATEST = -2, -1
-
-
-class OptionError(ValueError):
-    """A bad option: the message names it."""
-
-
-class Options(dict[str, str]):
-    """Spark's option names are case-insensitive (it hands them over lower-cased)."""
-
-    def __init__(self, options: Mapping[str, str]) -> None:
-        super().__init__({k.lower(): v for k, v in options.items()})
-
-    def __getitem__(self, name: str) -> str:
-        return super().__getitem__(name.lower())
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and super().__contains__(name.lower())
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return super().get(name.lower(), default)
 
 
 @dataclass(frozen=True)
@@ -79,22 +74,6 @@ class OffsetRange(InputPartition):
     columns: Columns
     fail_on_data_loss: bool
     fetch_max_bytes: int
-
-
-def flag_option(options: Mapping[str, str], name: str, default: bool) -> bool:
-    value = options.get(name)
-    if value is None:
-        return default
-    if value.lower() not in {"true", "false"}:
-        raise OptionError(f"{name} must be true or false, not {value!r}")
-    return value.lower() == "true"
-
-
-def _json(options: Mapping[str, str], name: str) -> Any:
-    try:
-        return json.loads(options[name])
-    except ValueError as exc:
-        raise OptionError(f"{name} is not valid JSON: {exc}") from None
 
 
 def selected_topics(
@@ -118,7 +97,7 @@ def selected_topics(
             raise OptionError(f"subscribePattern is not a valid regex: {exc}") from None
         wanted = {t: None for t in cluster.topics() if pattern.fullmatch(t)}
     else:
-        assigned = _json(options, "assign")
+        assigned = json_option(options, "assign")
         if not isinstance(assigned, dict) or not all(
             isinstance(v, list) and all(isinstance(p, int) for p in v) for v in assigned.values()
         ):
@@ -156,7 +135,7 @@ def _offsets_option(
     raw = options.get(name, default)
     if raw in {"earliest", "latest"}:
         return raw
-    parsed = _json(options, name)
+    parsed = json_option(options, name)
     allowed = {LATEST} if name == "endingOffsets" else {EARLIEST, LATEST}
     if not isinstance(parsed, dict) or not all(
         isinstance(v, dict)
@@ -196,15 +175,19 @@ class ReadSettings:
     fail_on_data_loss: bool
     fetch_max_bytes: int
     min_partitions: int
+    max_records_per_partition: int = 0
 
     @classmethod
     def of(cls, options: Options, columns: Columns) -> ReadSettings:
+        timeout_ms = same_option(options, ["requestTimeoutMs", "kafka.request.timeout.ms"], 30_000)
+        fetch_bytes = ["fetchMaxBytes", "kafka.fetch.max.bytes", "kafka.max.partition.fetch.bytes"]
         return cls(
-            bootstrap_urls(options),
+            brokers_of(options, timeout_ms),
             columns,
             flag_option(options, "failOnDataLoss", True),
-            positive_option(options, "fetchMaxBytes", 4 << 20),
+            smallest_option(options, fetch_bytes, 4 << 20),
             positive_option(options, "minPartitions", 0),
+            positive_option(options, "maxRecordsPerPartition", 0),
         )
 
     def cluster(self) -> Cluster:
@@ -216,32 +199,45 @@ class ReadSettings:
             self.fail_on_data_loss, self.fetch_max_bytes,
         )  # fmt: skip
 
+    def split(self, ranges: list[OffsetRange]) -> list[OffsetRange]:
+        return split(ranges, self.min_partitions, self.max_records_per_partition)
 
-def bootstrap_urls(options: Mapping[str, str]) -> Brokers:
-    """`kraftlite.bootstrap`, and the `kraftlite.auth.*` options: `user` and `password`,
-    or `token`; `ca.file` for https:// brokers; `cert.file` and `key.file` for a client
-    certificate (docs/spark.md)."""
-    urls = tuple(
-        u.strip().rstrip("/")
-        for u in options.get("kraftlite.bootstrap", "").split(",")
-        if u.strip()
+
+def brokers_of(options: Mapping[str, str], timeout_ms: int = 30_000) -> Brokers:
+    """The brokers' HTTP URLs (`kraftlite.bootstrap` or `kafka.bootstrap.servers`; bare
+    host:port entries resolved, resolve.py) and the credentials (`kraftlite.auth.*` and
+    Kafka's security options, options.py)."""
+    entries = bootstrap_entries(options)
+    security = security_of(options)
+    check_scheme(entries, options, security.tls)
+    return Brokers(resolve(entries, security), security.credentials, timeout_ms)
+
+
+def _by_time(
+    options: Mapping[str, str], kind: str
+) -> tuple[dict[str, dict[str, int]] | None, int | None]:
+    """`{kind}OffsetsByTimestamp` (per partition) and `{kind}Timestamp` (for all)."""
+    return (
+        timestamps_option(options, f"{kind}OffsetsByTimestamp"),
+        timestamp_option(options, f"{kind}Timestamp"),
     )
-    if not urls:
-        raise OptionError("kraftlite.bootstrap is required (broker URLs, comma-separated)")
-    try:
-        credentials = Credentials.from_options(options, "kraftlite.auth.")
-    except ValueError as exc:
-        raise OptionError(f"kraftlite.auth.*: {exc}") from None
-    return Brokers(urls, credentials)
 
 
-def positive_option(options: Mapping[str, str], name: str, default: int) -> int:
-    raw = options.get(name)
-    if raw is None:
-        return default
-    if not raw.strip().isdigit() or int(raw) < 1:
-        raise OptionError(f"{name} must be a positive integer, not {raw!r}")
-    return int(raw)
+def _stamp_of(
+    per_partition: dict[str, dict[str, int]] | None,
+    for_all: int | None,
+    kind: str,
+    topic: str,
+    partition: int,
+) -> int | None:
+    """The time a partition's start or end is asked at, if any (Kafka's precedence:
+    per partition, then for all). Per partition, every selected partition needs one."""
+    if per_partition is None:
+        return for_all
+    stamp = per_partition.get(topic, {}).get(str(partition))
+    if stamp is None:
+        raise OptionError(f"{kind}OffsetsByTimestamp has no time for {topic} partition {partition}")
+    return stamp
 
 
 def starting_positions(
@@ -251,29 +247,58 @@ def starting_positions(
     default: str,
 ) -> dict[tuple[str, int], int]:
     """Where a read begins in each selected partition: startingOffsetsByTimestamp,
-    startingTimestamp or startingOffsets (`default` when none is given).
+    startingTimestamp or startingOffsets (`default` when none is given), in Kafka's order.
+    By time, the first offset whose record is at or after it; with none,
+    startingOffsetsByTimestampStrategy says: `error` (the default) fails, `latest` starts at
+    the high watermark.
     """
     starting = _offsets_option(options, "startingOffsets", default)
-    by_time = options.get("startingOffsetsByTimestamp")
-    stamps = _json(options, "startingOffsetsByTimestamp") if by_time is not None else None
-    at_time = options.get("startingTimestamp")
-    if at_time is not None and not at_time.isdigit():
-        raise OptionError("startingTimestamp must be unix milliseconds")
+    per_partition, for_all = _by_time(options, "starting")
+    strategy = timestamp_strategy(options)
     positions = {}
     for topic, states in selected.items():
         for state in states:
-            if stamps is not None:
-                stamp = stamps.get(topic, {}).get(str(state.partition))
-                if not isinstance(stamp, int) or isinstance(stamp, bool):
-                    raise OptionError(
-                        f"startingOffsetsByTimestamp misses {topic} {state.partition}"
-                    )
-                start = cluster.offset_for_time(topic, state.partition, stamp)
-            elif at_time is not None:
-                start = cluster.offset_for_time(topic, state.partition, int(at_time))
-            else:
+            stamp = _stamp_of(per_partition, for_all, "starting", topic, state.partition)
+            if stamp is None:
                 start = _resolve(starting, topic, state, "startingOffsets")
+            else:
+                found = cluster.offset_for_time(topic, state.partition, stamp)
+                if found is None and strategy == "error":
+                    raise OptionError(
+                        f"{topic}-{state.partition} has no record at or after the starting "
+                        f"timestamp {stamp} (startingOffsetsByTimestampStrategy=latest starts "
+                        "such partitions at their latest offset)"
+                    )
+                start = state.high_watermark if found is None else found
             positions[(topic, state.partition)] = start
+    return positions
+
+
+def ending_positions(
+    options: Mapping[str, str], cluster: Cluster, selected: dict[str, list[PartitionState]]
+) -> dict[tuple[str, int], int]:
+    """Where a batch read ends (exclusive): endingOffsetsByTimestamp, endingTimestamp or
+    endingOffsets (default latest), in Kafka's order. By time, the first offset whose record
+    is at or after it, or the high watermark if none is; never past the high watermark the
+    read planned with (records written since are not part of it).
+    """
+    ending = _offsets_option(options, "endingOffsets", "latest")
+    per_partition, for_all = _by_time(options, "ending")
+    positions = {}
+    for topic, states in selected.items():
+        for state in states:
+            stamp = _stamp_of(per_partition, for_all, "ending", topic, state.partition)
+            if stamp is None:
+                end = _resolve(ending, topic, state, "endingOffsets")
+                if end > state.high_watermark:
+                    raise OptionError(
+                        f"endingOffsets {end} for {topic}-{state.partition} is past its high "
+                        f"watermark {state.high_watermark}"
+                    )
+            else:
+                found = cluster.offset_for_time(topic, state.partition, stamp)
+                end = state.high_watermark if found is None else min(found, state.high_watermark)
+            positions[(topic, state.partition)] = end
     return positions
 
 
@@ -293,19 +318,13 @@ def lost_to_retention(
 def plan(options: Options, settings: ReadSettings) -> list[OffsetRange]:
     """Rule 1: the offset ranges of a batch read."""
     cluster = settings.cluster()
-    ending = _offsets_option(options, "endingOffsets", "latest")
     selected = topic_partitions(options, cluster)
     starts = starting_positions(options, cluster, selected, "earliest")
+    ends = ending_positions(options, cluster, selected)
     ranges = []
     for topic, states in selected.items():
         for state in states:
-            start = starts[(topic, state.partition)]
-            end = _resolve(ending, topic, state, "endingOffsets")
-            if end > state.high_watermark:
-                raise OptionError(
-                    f"endingOffsets {end} for {topic}-{state.partition} is past its high "
-                    f"watermark {state.high_watermark}"
-                )
+            start, end = starts[(topic, state.partition)], ends[(topic, state.partition)]
             if not settings.fail_on_data_loss and end <= state.log_start_offset:
                 continue  # all of it was lost to retention, and we were told to skip that
             start = lost_to_retention(
@@ -318,12 +337,21 @@ def plan(options: Options, settings: ReadSettings) -> list[OffsetRange]:
                 )
             if end > start:
                 ranges.append(settings.offset_range(topic, state.partition, start, end))
-    return split(ranges, settings.min_partitions)
+    return settings.split(ranges)
 
 
-def split(ranges: list[OffsetRange], min_partitions: int) -> list[OffsetRange]:
-    """At least `min_partitions` ranges, by cutting the biggest ones (Kafka's minPartitions)."""
-    result = list(ranges)
+def split(
+    ranges: list[OffsetRange], min_partitions: int, max_records: int = 0
+) -> list[OffsetRange]:
+    """Kafka's maxRecordsPerPartition, then its minPartitions: each range cut into equal
+    pieces of at most `max_records` records, then the biggest cut in halves until there are
+    at least `min_partitions`."""
+    result = []
+    for whole in ranges:
+        size = whole.end - whole.start
+        pieces = -(-size // max_records) if max_records else 1
+        bounds = [whole.start + size * i // pieces for i in range(pieces + 1)]
+        result += [replace(whole, start=a, end=b) for a, b in itertools.pairwise(bounds)]
     while result and len(result) < min_partitions:
         biggest = max(result, key=lambda r: r.end - r.start)
         if biggest.end - biggest.start < 2:

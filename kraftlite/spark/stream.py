@@ -12,6 +12,11 @@ Rules:
    the default) or are skipped with a warning.
 5. `maxOffsetsPerTrigger` caps each micro-batch (Spark 4.2+, through read limits); with
    `Trigger.AvailableNow` the query ends at the high watermarks seen when it started.
+   `minOffsetsPerTrigger` holds a trigger back (its end stays its start, so Spark runs no
+   micro-batch) while fewer records wait, until `maxTriggerDelay` (15m) has passed since
+   the last micro-batch; as in Kafka's source the first micro-batch of a run is never held
+   back, and neither is AvailableNow (it would wait for records it must not read) nor a
+   trigger that must reset a topic created again (rule 4).
 6. `commitToGroup`: the end of each micro-batch Spark has committed is also committed to that
    kraftlite consumer group, so lag tools show the job's progress. Spark says so through
    `commit(end)` only when it starts the next batch; but the `start` it hands
@@ -31,21 +36,18 @@ import pyarrow as pa
 import pyspark
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from kraftlite.clock import SystemClock
+from kraftlite.clock import Clock, SystemClock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.spark import offsets
 from kraftlite.spark.cluster import LOG, Cluster, DataLossError
 from kraftlite.spark.offsets import Positions, SourceOffset
+from kraftlite.spark.options import OptionError, Options, duration_ms, positive_option
 from kraftlite.spark.source import (
     OffsetRange,
-    OptionError,
-    Options,
     ReadSettings,
     lost_to_retention,
-    positive_option,
     read_range,
     selected_topics,
-    split,
     starting_positions,
 )
 
@@ -61,6 +63,11 @@ if TYPE_CHECKING:
         max_rows: int
 
         def __init__(self, max_rows: int) -> None: ...
+
+    class ReadMinRows:
+        min_rows: int
+
+        def __init__(self, min_rows: int) -> None: ...
 
     HAS_READ_LIMITS = True
 else:
@@ -79,6 +86,10 @@ else:
 
         ReadAllAvailable = ReadMaxRows = None
         HAS_READ_LIMITS = False
+    try:  # with read limits, but imported on its own in case a version lacks it
+        from pyspark.sql.streaming.datasource import ReadMinRows
+    except ImportError:
+        ReadMinRows = None
 
 
 class KraftliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -86,13 +97,30 @@ class KraftliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.options = options
         self.settings = settings
         self.max_rows = positive_option(options, "maxOffsetsPerTrigger", 0) or None
-        if self.max_rows is not None and not HAS_READ_LIMITS:
+        self.min_rows = positive_option(options, "minOffsetsPerTrigger", 0) or None
+        self.max_trigger_delay_ms = duration_ms(options, "maxTriggerDelay", "15m")
+        has_min_rows = HAS_READ_LIMITS and ReadMinRows is not None
+        for name, wanted, served in [
+            ("maxOffsetsPerTrigger", self.max_rows, HAS_READ_LIMITS),
+            ("minOffsetsPerTrigger", self.min_rows, has_min_rows),
+        ]:
+            if wanted is not None and not served:
+                raise OptionError(
+                    f"{name} needs pyspark 4.2 or newer (read limits for Python sources); "
+                    f"this is pyspark {pyspark.__version__}"
+                )
+        if (
+            self.min_rows is not None
+            and self.max_rows is not None
+            and self.min_rows > self.max_rows
+        ):
             raise OptionError(
-                f"maxOffsetsPerTrigger needs pyspark 4.2 or newer (read limits for Python "
-                f"sources); this is pyspark {pyspark.__version__}"
+                f"minOffsetsPerTrigger {self.min_rows} is above maxOffsetsPerTrigger "
+                f"{self.max_rows}"
             )
-        if "endingOffsets" in options:
-            raise OptionError("endingOffsets is for batch reads only")
+        for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+            if name in options:
+                raise OptionError(f"{name} is for batch reads only (spark.read)")
         self.group = options.get("commitToGroup")
         self.initial: Positions | None = None  # Spark may ask twice: one answer
         self.known: Positions = {}  # the furthest positions Spark has shown this reader
@@ -102,7 +130,8 @@ class KraftliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.group_retry_ms = 0  # rule 6: no retry storm after a failed commit
         self.recreated: set[str] = set()  # topics created again, seen by this trigger
         self.gone: set[str] = set()  # deleted topics already reported
-        self.clock = SystemClock()
+        self.last_trigger_ms: int | None = None  # rule 5: the last micro-batch let through
+        self.clock: Clock = SystemClock()
 
     def _learn(self, *seen: Positions) -> None:
         for positions in seen:
@@ -148,7 +177,13 @@ class KraftliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return offsets.canonical(self.initial)
 
     def getDefaultReadLimit(self) -> Any:
-        return ReadAllAvailable() if self.max_rows is None else ReadMaxRows(self.max_rows)
+        """Python sources have no composite limit: with both bounds Spark is handed the upper
+        one, and the lower one is kept here (rule 5)."""
+        if self.max_rows is not None:
+            return ReadMaxRows(self.max_rows)
+        if self.min_rows is not None:
+            return ReadMinRows(self.min_rows)
+        return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = self._available(wait=True)
@@ -172,9 +207,33 @@ class KraftliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         for tp in end:
             if tp[0] in self.recreated:  # rule 4: the new topic, from its beginning
                 end[tp] = available.get(tp, 0) if tp not in begin else 0
+        if self._hold_back(begin, end, limit):
+            return offsets.canonical(begin)
         if HAS_READ_LIMITS and isinstance(limit, ReadMaxRows):
             end = offsets.cap(begin, end, limit.max_rows)
         return offsets.canonical(end)
+
+    def _hold_back(self, begin: Positions, end: Positions, limit: Any) -> bool:
+        """Rule 5: whether minOffsetsPerTrigger holds this trigger back."""
+        if (
+            self.min_rows is None
+            or limit is None
+            or (HAS_READ_LIMITS and isinstance(limit, ReadAllAvailable))
+        ):
+            return False  # no lower bound, no read limits (pyspark < 4.2), or Trigger.Once
+        now = self.clock.monotonic_ms()
+        waiting = sum(end[tp] - offsets.start_of(begin, tp) for tp in end)
+        if (
+            self.target is None
+            and not self.recreated
+            and self.last_trigger_ms is not None
+            and now - self.last_trigger_ms < self.max_trigger_delay_ms
+            and waiting < self.min_rows
+        ):
+            return True
+        if waiting > 0:
+            self.last_trigger_ms = now
+        return False
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[OffsetRange]:
         begin, finish = offsets.parse(start), offsets.parse(end)
@@ -206,7 +265,7 @@ class KraftliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 topic, partition, planned, log_start, self.settings.fail_on_data_loss
             )
             ranges.append(self.settings.offset_range(topic, partition, first, stop))
-        return split(ranges, self.settings.min_partitions)
+        return self.settings.split(ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)

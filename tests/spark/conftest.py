@@ -27,10 +27,12 @@ def spark() -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """Each test uses topics of its own."""
+    """Each test uses topics of its own. Every broker has a Kafka listener too
+    (`kafka.bootstrap.servers` may name those)."""
     running = Cluster(
         tmp_path_factory.mktemp("spark"),
         broker_config={"log.retention.check.interval.ms": 200},
+        kafka=True,
     )
     running.start()
     try:

@@ -1,5 +1,6 @@
 """The Spark source and sink against a cluster with authentication on: `kraftlite.auth.*`
-options carry a SCRAM user (or a token) to the driver and every executor task."""
+options, or a Kafka job's SASL options, carry a SCRAM user (or a token) to the driver and
+every executor task."""
 
 from __future__ import annotations
 
@@ -89,3 +90,48 @@ def test_reads_and_writes_authenticate_and_are_authorized(spark: Any, secured: C
         spark.read.format("kraftlite").options(
             **_options(secured, **{"kraftlite.auth.user": "analyst"}), subscribe="clicks"
         ).load().count()
+
+
+def test_a_kafka_job_s_sasl_login_is_a_kraftlite_user(spark: Any, secured: Cluster) -> None:
+    bootstrap = list(secured.urls.values())
+    with SyncAdmin(bootstrap, credentials=ADMIN) as admin:
+        admin.create_topic("sasl-in", partitions=2)
+        admin.create_topic("sasl-out", partitions=1)
+        admin.create_user("porter", 'porter "pw"')
+        for operation, topic in [("READ", "sasl-in"), ("WRITE", "sasl-out")]:
+            admin.create_acl(
+                principal="User:porter",
+                operation=operation,
+                resource_type="TOPIC",
+                resource_name=topic,
+            )
+    with SyncProducer(bootstrap, credentials=ADMIN) as producer:
+        for i in range(20):
+            producer.send("sasl-in", f"s{i}".encode())
+        producer.flush()
+
+    def kafka_job(mechanism: str, module: str, password: str = 'porter \\"pw\\"') -> dict:
+        return {  # as a Kafka job has them; the brokers by their HTTP host:port
+            "kafka.bootstrap.servers": ",".join(u.removeprefix("http://") for u in bootstrap),
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": mechanism,
+            "kafka.sasl.jaas.config": f"org.apache.kafka.common.security.{module} required "
+            f'username="porter" password="{password}";',
+        }
+
+    scram = kafka_job("SCRAM-SHA-512", "scram.ScramLoginModule")
+    rows = spark.read.format("kraftlite").options(**scram, subscribe="sasl-in").load()
+    assert sorted(bytes(r.value).decode() for r in rows.collect()) == sorted(
+        f"s{i}" for i in range(20)
+    )
+    rows.select("value").write.format("kraftlite").mode("append").options(
+        **kafka_job("PLAIN", "plain.PlainLoginModule"), topic="sasl-out"
+    ).save()
+    admin_options = _options(
+        secured, **{"kraftlite.auth.user": "admin", "kraftlite.auth.password": "spark-admin-pw"}
+    )
+    out = spark.read.format("kraftlite").options(**admin_options, subscribe="sasl-out").load()
+    assert out.count() == 20
+    wrong = kafka_job("SCRAM-SHA-256", "scram.ScramLoginModule", password="guess")
+    with pytest.raises(Exception, match="SASL_AUTHENTICATION_FAILED"):
+        spark.read.format("kraftlite").options(**wrong, subscribe="sasl-in").load().count()

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from kraftlite.spark.arrow import default_columns
-from kraftlite.spark.source import Options, ReadSettings, plan, read_range
+from kraftlite.spark.options import Options
+from kraftlite.spark.source import ReadSettings, plan, read_range
 from tests.harness.processes import FAST_SESSIONS, Cluster, http
 from tests.spark.support import bootstrap, produce, reader
 

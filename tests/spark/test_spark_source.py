@@ -1,11 +1,13 @@
-"""`spark.read.format("kraftlite")` against a real cluster: exact rows, Kafka's options,
-offset ranges, splitting, and data lost to retention.
+"""`spark.read.format("kraftlite")` against a real cluster: exact rows, Kafka's options
+(brokers by their Kafka listener addresses, reads bounded by time), offset ranges,
+splitting, data lost to retention, and options refused.
 """
 
 from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,8 +102,12 @@ def test_records_lost_to_retention_fail_the_read_unless_told_otherwise(
     assert skipped.count() == 200 - start
 
 
-def test_bad_options_say_what_is_wrong(spark: Any, cluster: Cluster) -> None:
+def test_bad_options_say_what_is_wrong(spark: Any, cluster: Cluster, tmp_path: Path) -> None:
     for options, message in [
+        ({"subscribe": "events", "colour": "blue"}, "unknown option 'colour'.*subscribePattern"),
+        ({"subscribe": "events", "endingTimestamp": "soon"}, "endingTimestamp must be unix"),
+        ({"subscribe": "events", "kafka.bootstrap.servers": "h:1"}, "name different brokers"),
+        ({"subscribe": "events", "maxOffsetsPerTrigger": "5"}, "for streaming reads only"),
         ({}, "exactly one of subscribe"),
         ({"subscribe": "a", "assign": '{"a": [0]}'}, "exactly one of subscribe"),
         ({"assign": "[1"}, "assign is not valid JSON"),
@@ -114,6 +120,96 @@ def test_bad_options_say_what_is_wrong(spark: Any, cluster: Cluster) -> None:
     ]:
         with pytest.raises(Exception, match=message):
             reader(spark, cluster, **options).count()
+    with pytest.raises(Exception, match="kraftlite takes no path"):
+        spark.read.format("kraftlite").options(
+            **{"kraftlite.bootstrap": cluster.urls[1], "subscribe": "events"}
+        ).load("events").count()
+    frame = spark.createDataFrame([("v",)], "value string")
+    with pytest.raises(Exception, match=r"unknown option 'kafka\.linger\.ms'.*batchMaxBytes"):
+        frame.write.format("kraftlite").mode("append").options(
+            **{"kraftlite.bootstrap": cluster.urls[1], "topic": "events", "kafka.linger.ms": "5"}
+        ).save()
+    query = (
+        spark.readStream.format("kraftlite")
+        .options(**{"kraftlite.bootstrap": cluster.urls[1], "subscribe": "events"})
+        .option("endingTimestamp", "1")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "refused"))
+        .start()
+    )
+    try:
+        with pytest.raises(Exception, match="endingTimestamp is for batch reads only"):
+            query.awaitTermination(60)
+    finally:
+        query.stop()
+
+
+def test_a_batch_read_ends_at_a_time(spark: Any, cluster: Cluster) -> None:
+    """Kafka's semantics: the first offset whose record is at or after the time ends the
+    read (exclusive); with none, the read goes to the latest offset."""
+    produce(cluster, "timed", 2, 100)  # record i at BASE_MS + i, offset i // 2 of i % 2
+
+    def offsets(**options: str) -> dict[int, list[int]]:
+        rows = reader(spark, cluster, subscribe="timed", **options).collect()
+        found: dict[int, list[int]] = {0: [], 1: []}
+        for row in sorted(rows, key=lambda r: (r.partition, r.offset)):
+            found[row.partition].append(row.offset)
+        return found
+
+    assert offsets(endingTimestamp=str(BASE_MS + 50)) == {0: list(range(25)), 1: list(range(25))}
+    per_partition = f'{{"timed": {{"0": {BASE_MS + 10}, "1": {BASE_MS + 10**9}}}}}'
+    assert offsets(endingOffsetsByTimestamp=per_partition, endingOffsets="latest") == {
+        0: list(range(5)),
+        1: list(range(50)),  # no record that late: to the latest offset
+    }
+    window = offsets(startingTimestamp=str(BASE_MS + 20), endingTimestamp=str(BASE_MS + 40))
+    assert window == {0: list(range(10, 20)), 1: list(range(10, 20))}
+    later = str(BASE_MS + 10**9)  # after every record
+    with pytest.raises(Exception, match="no record at or after the starting timestamp"):
+        offsets(startingTimestamp=later)
+    assert offsets(startingTimestamp=later, startingOffsetsByTimestampStrategy="latest") == {
+        0: [],
+        1: [],
+    }
+
+
+def test_kafka_bootstrap_servers_takes_http_urls_and_addresses(
+    spark: Any, cluster: Cluster
+) -> None:
+    produce(cluster, "ported-http", 2, 30)
+    urls = ",".join(cluster.urls.values())
+    bare = ",".join(url.removeprefix("http://") for url in cluster.urls.values())
+    for servers in (urls, bare):  # a bare host:port is found to be a broker's HTTP side
+        frame = (
+            spark.read.format("kraftlite")
+            .option("kafka.bootstrap.servers", servers)
+            .option("subscribe", "ported-http")
+            .load()
+        )
+        assert frame.count() == 30
+
+
+def test_kafka_bootstrap_servers_takes_kafka_listener_addresses(
+    spark: Any, cluster: Cluster
+) -> None:
+    """A Kafka job's bootstrap.servers, unchanged: each Kafka listener names its broker's
+    HTTP URL (DescribeConfigs `kraftlite.http.url`); a dead entry is left out."""
+    acked = produce(cluster, "ported", 2, 40)
+    servers = f"127.0.0.1:1,{cluster.bootstrap}"
+    kafka_job = {"kafka.bootstrap.servers": servers, "subscribe": "ported"}
+    frame = spark.read.format("kraftlite").options(**kafka_job).load()
+    assert sorted((r.partition, r.offset) for r in frame.collect()) == sorted(
+        (m.partition, m.offset) for m in acked
+    )
+    frame.select("key", "value").write.format("kraftlite").mode("append").options(
+        **{"kafka.bootstrap.servers": cluster.bootstrap, "topic": "ported"}
+    ).save()
+    assert spark.read.format("kraftlite").options(**kafka_job).load().count() == 80
+    with pytest.raises(Exception, match="no bootstrap entry leads to a kraftlite broker"):
+        spark.read.format("kraftlite").options(
+            **{**kafka_job, "kafka.bootstrap.servers": "127.0.0.1:1"}
+        ).load().count()
 
 
 def test_a_range_deleted_after_planning_fails_or_is_skipped(cluster: Cluster) -> None:

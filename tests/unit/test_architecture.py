@@ -30,6 +30,7 @@ PURE = [
     "kafka/wire.py",
     "kafka/messages.py",
     "kafka/records.py",
+    "spark/options.py",
 ]
 FORBIDDEN = {"lmdb", "aiohttp", "pysyncobj", "pyspark", "asyncio", "threading", "socket", "time"}
 
