@@ -133,14 +133,24 @@ class BrokerService:
                 ErrorCode.INVALID_REQUEST, f"{topic} is internal: clients cannot write to it"
             )
 
-    def check_batch(self, partition: Partition, batch: bytes) -> batch_format.BatchHeader:
+    def check_batch(
+        self, partition: Partition, batch: bytes, *, sent_size: int | None = None
+    ) -> batch_format.BatchHeader:
         """The topic's size limit and the broker's timestamp window (Kafka's
         `log.message.timestamp.after.max.ms` / `before.max.ms`: a far-future timestamp would
         pin time-based retention), checked before anything is appended. The batch itself is
-        validated by the append.
+        validated by the append. `max.message.bytes` bounds the batch as the client sent it:
+        `sent_size` when an edge converted it (Kafka's record batches are a little smaller
+        than the columnar ones they become).
         """
         limit = partition.config_int("max.message.bytes")
-        if len(batch) > limit:
+        if sent_size is not None and sent_size > limit:
+            raise KraftliteError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"the batch is {sent_size} bytes; max.message.bytes of {partition.topic} "
+                f"is {limit}",
+            )
+        if sent_size is None and len(batch) > limit:
             raise KraftliteError(
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"the batch is {len(batch)} bytes; max.message.bytes of {partition.topic} "
@@ -167,13 +177,20 @@ class BrokerService:
         return header
 
     async def produce(
-        self, partition: Partition, batch: bytes, acks: Acks, timeout_s: float
+        self,
+        partition: Partition,
+        batch: bytes,
+        acks: Acks,
+        timeout_s: float,
+        *,
+        sent_size: int | None = None,
     ) -> Produced:
         """Check and append one batch as the partition's leader. With acks=0 the batch is
         still appended before this returns (bad input is still refused), but not waited on.
+        `sent_size`: the largest batch's size as the client sent it (see `check_batch`).
         """
         self.refuse_internal(partition.topic)
-        header = self.check_batch(partition, batch)
+        header = self.check_batch(partition, batch, sent_size=sent_size)
         metrics.record_produce(partition, header.record_count, len(batch))
         if acks is Acks.NONE:
             await partition.produce(batch, Acks.LEADER, timeout_s)

@@ -465,7 +465,9 @@ class Session:
         try:
             partition = self.service.leader(topic, index)
             batch = await self._converted(partition, data, budget)
-            produced = await self.service.produce(partition, batch, acks, timeout_s)
+            produced = await self.service.produce(
+                partition, batch, acks, timeout_s, sent_size=max(records.batch_sizes(data or b""))
+            )
         except KraftliteError as exc:
             return await _produce_error(index, kafka_code(exc), _message(exc))
         except WireError as exc:  # CorruptRecordsError included
@@ -485,15 +487,16 @@ class Session:
     ) -> bytes:
         """A partition's Kafka batches as one kraftlite batch: decoded and converted inline
         when small and uncompressed, else on a worker thread, one at a time, so a large or
-        highly compressed produce cannot stall the event loop. Records over the topic's
-        `max.message.bytes` are refused before decoding, as Kafka checks them."""
+        highly compressed produce cannot stall the event loop. A batch over the topic's
+        `max.message.bytes` is refused before decoding, as Kafka checks it."""
         if not data:
             raise records.CorruptRecordsError("no records")
         limit = partition.config_int("max.message.bytes")
-        if len(data) > limit:
+        largest = max(records.batch_sizes(data))
+        if largest > limit:  # per batch, as Kafka checks it (a request may carry several)
             raise KraftliteError(
                 ErrorCode.MESSAGE_TOO_LARGE,
-                f"{len(data)} bytes of records; max.message.bytes of {partition.topic} is {limit}",
+                f"a batch of {largest} bytes; max.message.bytes of {partition.topic} is {limit}",
             )
 
         def convert() -> bytes:

@@ -202,6 +202,25 @@ def _varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
     raise CorruptRecordsError(f"varint longer than {max_bytes} bytes in a record")
 
 
+def batch_sizes(buf: bytes | bytearray | memoryview) -> list[int]:
+    """The size of each batch in a concatenation of batches, read from their length fields
+    alone (nothing decoded): what a broker checks against `max.message.bytes` first.
+    Raises `CorruptRecordsError` when the lengths do not cut the bytes into whole batches."""
+    sizes = []
+    pos = 0
+    while pos < len(buf):
+        if len(buf) - pos < _LENGTH_OFFSET:
+            raise CorruptRecordsError(f"truncated batch header: {len(buf) - pos} bytes")
+        size = _LENGTH_OFFSET + _I32.unpack_from(buf, pos + 8)[0]
+        if size < HEADER_SIZE or pos + size > len(buf):
+            raise CorruptRecordsError(f"a batch of {size} bytes at {pos} does not fit")
+        sizes.append(size)
+        pos += size
+    if not sizes:
+        raise CorruptRecordsError("no record batch")
+    return sizes
+
+
 def decode_batches(
     buf: bytes | bytearray | memoryview,
     *,

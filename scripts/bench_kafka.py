@@ -1,0 +1,256 @@
+"""The Kafka edge against the HTTP edge, on one cluster in one run (issue 16).
+
+Starts `kraftlite dev` (3 controllers + 3 brokers, each broker with a Kafka listener) in a
+temporary directory, creates topics of 3 partitions with replication factor 3, and measures
+from this process, --runs times:
+
+  HTTP binary produce   pre-encoded batches of 1,000 records x 100 B, acks=all, 8 requests
+                        in flight, straight to each partition's leader (scripts/bench.py's
+                        path: the fastest the HTTP edge takes records)
+  Kafka produce         confluent-kafka (librdkafka 2.16) Producer, acks=all, 100 B values,
+                        batches as the client forms them (its defaults: linger.ms 5,
+                        batch.size 1 MB), idempotence off and on
+  HTTP binary consume   binary fetches of everything produced, from each leader
+  Kafka consume         confluent-kafka Consumer (its defaults) assigned every partition
+                        from offset 0, consume(10000) until it has read everything; with
+                        1 partition, with 3 (3 leaders), and with 3 and librdkafka's
+                        fetch.queue.backoff.ms at 10 instead of 1000
+  client ceiling        librdkafka produce() calls/s into its queue with no broker: the
+                        load generator's own limit
+  conversion            in this process: µs per record to convert stored batches to Kafka's
+                        format and back (kraftlite/kafka/records.py), the Kafka edge's own
+                        cost per record (docs/adr/0002)
+
+Goals (issue 16): the Kafka produce path at least as fast as the HTTP binary path, and a
+confluent-kafka consumer reading >= 1,000,000 records/s of 100 B records. Every figure is the
+median over --runs; the last line is one JSON object.
+
+Run: python scripts/bench_kafka.py [--runs 3] [--seconds 5] [--records 600000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import timeit
+from pathlib import Path
+
+import aiohttp
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from kraftlite import eventloop
+from kraftlite.kafka import records
+from kraftlite.protocol import batch as fmt
+
+sys.path.insert(0, str(Path(__file__).parent))
+import bench  # scripts/bench.py: the cluster, the HTTP load
+
+PARTITIONS = 3
+SIZE = 100
+BATCH_RECORDS = 1000
+
+
+def kafka_bootstrap(http_bootstrap: str) -> str:
+    base = int(http_bootstrap.rsplit(":", 1)[1])
+    return ",".join(f"127.0.0.1:{base + 100 + i}" for i in range(3))
+
+
+def kafka_produce(bootstrap: str, topic: str, seconds: float, idempotent: bool) -> float:
+    """Records/s acknowledged (acks=all) over `seconds`, flush included."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": idempotent}
+    )
+    value = b"x" * SIZE
+    failed = 0
+
+    def delivered(err: object, _message: object) -> None:
+        nonlocal failed
+        failed += err is not None
+
+    sent = 0
+    started = time.monotonic()
+    deadline = started + seconds
+    while time.monotonic() < deadline:
+        for _ in range(1000):
+            try:
+                producer.produce(topic, value, on_delivery=delivered)
+            except BufferError:  # the local queue is full: let deliveries drain it
+                producer.poll(0.01)
+                continue
+            sent += 1
+        producer.poll(0)
+    producer.flush(60)
+    elapsed = time.monotonic() - started
+    if failed:
+        raise SystemExit(f"{failed} Kafka deliveries failed")
+    return sent / elapsed
+
+
+def client_ceiling(records_: int) -> float:
+    """produce() calls/s into librdkafka's queue with no broker to send to: the most this
+    process can offer as a load generator, whatever the cluster does."""
+    producer = Producer(
+        {
+            "bootstrap.servers": "127.0.0.1:9",  # nobody: nothing is sent
+            "queue.buffering.max.messages": records_ + 1,
+            "queue.buffering.max.kbytes": 2**21,
+            "message.timeout.ms": 1000,
+        }
+    )
+    value = b"x" * SIZE
+    started = time.monotonic()
+    for _ in range(records_):
+        producer.produce("ceiling", value)
+    rate = records_ / (time.monotonic() - started)
+    producer.purge()
+    producer.flush(5)
+    return rate
+
+
+def kafka_consume(
+    bootstrap: str, topic: str, total: int, partitions: int, settings: dict[str, object]
+) -> float:
+    """Records/s a confluent-kafka Consumer (its defaults, plus `settings`) reads from
+    offset 0 of every partition of `topic` until it has `total` records."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-unused",
+            "enable.auto.commit": False,
+            **settings,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = 0
+    started = time.monotonic()
+    while got < total:
+        for message in consumer.consume(10_000, timeout=5):
+            if message.error() is None:
+                got += 1
+        if time.monotonic() - started > 120:
+            raise SystemExit(f"read {got} of {total} records in 120 s")
+    elapsed = time.monotonic() - started
+    consumer.close()
+    return got / elapsed
+
+
+async def http_side(
+    bootstrap: str, seconds: float, producers: int
+) -> tuple[float, float, dict[int, str]]:
+    leaders = bench.fresh_topic(bootstrap, bench.TOPIC, PARTITIONS, 3)
+    batch = fmt.encode_batch(
+        [b"x" * SIZE] * BATCH_RECORDS, timestamps=[int(time.time() * 1000)] * BATCH_RECORDS
+    )
+    async with aiohttp.ClientSession() as session:
+        produced = await bench.produce_binary(
+            session, leaders, batch, BATCH_RECORDS, "all", seconds, producers
+        )
+        consumed, _ = await bench.consume(session, leaders)
+    return produced, consumed, leaders
+
+
+def conversion_us() -> dict[str, float]:
+    count = 1000
+    stored = bytes(
+        fmt.stamp(
+            fmt.encode_batch(
+                [b"x" * SIZE] * count, keys=[b"k" * 10] * count, timestamps=[1] * count
+            ),
+            0,
+            0,
+        )
+    )
+    kafka = records.kraftlite_to_kafka(stored)
+    out = min(timeit.repeat(lambda: records.kraftlite_to_kafka(stored), number=20, repeat=5))
+    back = min(
+        timeit.repeat(
+            lambda: records.kafka_to_kraftlite(*records.decode_batches(kafka)), number=20, repeat=5
+        )
+    )
+    return {
+        "to_kafka_us_per_record": out / 20 / count * 1e6,
+        "from_kafka_us_per_record": back / 20 / count * 1e6,
+    }
+
+
+def one_run(bootstrap: str, args: argparse.Namespace) -> dict[str, float]:
+    http_produce, http_consume, _ = eventloop.run(http_side(bootstrap, args.seconds, 8))
+    kafka = kafka_bootstrap(bootstrap)
+    figures = {"http_binary_produce": http_produce, "http_binary_consume": http_consume}
+    for idempotent in (False, True):
+        name = "kafka_produce_idempotent" if idempotent else "kafka_produce"
+        topic = f"kafka-bench-{int(idempotent)}"
+        bench.fresh_topic(bootstrap, topic, PARTITIONS, 3)
+        figures[name] = kafka_produce(kafka, topic, args.seconds, idempotent)
+    for partitions in (1, PARTITIONS):
+        topic = f"kafka-consume-{partitions}"
+        bench.fresh_topic(bootstrap, topic, partitions, 3)
+        fill = Producer({"bootstrap.servers": kafka, "acks": "1", "linger.ms": 20})
+        for _ in range(args.records):
+            try:
+                fill.produce(topic, b"x" * SIZE)
+            except BufferError:
+                fill.poll(0.05)
+                fill.produce(topic, b"x" * SIZE)
+        fill.flush(120)
+        if partitions == 1:
+            figures["kafka_consume_1_partition"] = kafka_consume(kafka, topic, args.records, 1, {})
+        else:
+            figures["kafka_consume"] = kafka_consume(kafka, topic, args.records, partitions, {})
+            # librdkafka pauses a partition's fetches for fetch.queue.backoff.ms (1 s) when
+            # its local queue passes queued.min.messages (100,000): at a million records/s
+            # that is most of the time. The same consumer with a short backoff:
+            figures["kafka_consume_short_backoff"] = kafka_consume(
+                kafka, topic, args.records, partitions, {"fetch.queue.backoff.ms": 10}
+            )
+    figures["kafka_client_ceiling"] = client_ceiling(args.records)
+    figures.update(conversion_us())
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--records", type=int, default=600_000)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="kraftlite-bench-kafka-"))
+    process, bootstrap = bench.start_cluster(root)
+    try:
+        runs = []
+        for run in range(args.runs):
+            figures = one_run(bootstrap, args)
+            runs.append(figures)
+            print(f"run {run + 1}: " + ", ".join(f"{k} {v:,.2f}" for k, v in figures.items()))
+        median = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+    print()
+    title = f"figure (median of {args.runs} runs)"
+    print(f"{title:<40} {'value':>14}")
+    for key, value in median.items():
+        print(f"{key:<40} {value:>14,.2f}")
+    ratio = median["kafka_produce"] / median["http_binary_produce"]
+    print(
+        f"goal: Kafka produce >= HTTP binary produce: {ratio:.2f}x "
+        f"({'met' if ratio >= 1 else 'not met'})"
+    )
+    for key in ("kafka_consume_1_partition", "kafka_consume", "kafka_consume_short_backoff"):
+        consume = median[key]
+        print(
+            f"goal: confluent-kafka consumer >= 1,000,000 records/s ({key}): {consume:,.0f} "
+            f"({'met' if consume >= 1_000_000 else 'not met'})"
+        )
+    print(json.dumps(median))
+
+
+if __name__ == "__main__":
+    main()
