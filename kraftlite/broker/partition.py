@@ -221,7 +221,11 @@ class Partition:
                 header = batch_format.read_header(batch)
                 earlier = producers.check(header, self._clock.now_ms())
                 if earlier is None:
-                    info = self._append(batch, acks)
+                    try:
+                        info = self._append(batch, acks)
+                    except BaseException:
+                        self._producers = None  # appended or not: the log will say
+                        raise
                     producers.record(header, info.first_offset, self._clock.now_ms())
                 else:
                     info = AppendInfo(
@@ -253,11 +257,13 @@ class Partition:
         worker thread the first time it is needed (producer_state.py rule 5)."""
         epoch = self._leader_state().leader_epoch
         if self._producers is None or self._producers_epoch != epoch:
-            raw = await asyncio.to_thread(self.log.batch_headers)
-            headers = [batch_format.read_header(h) for h in raw if h[12] == batch_format.MAGIC_V2]
-            self._producers = ProducerStates.rebuild(headers, self._clock.now_ms())
-            self._producers_epoch = epoch
-            self._leader_state()  # still the leader after the wait?
+            now = self._clock.now_ms()
+            rebuilt = await asyncio.to_thread(
+                lambda: ProducerStates.rebuild(self.log.producer_headers(), now)
+            )
+            if self._leader_state().leader_epoch != epoch:  # led by another meanwhile
+                raise self.not_leader()
+            self._producers, self._producers_epoch = rebuilt, epoch
         return self._producers
 
     def _append(self, batch: bytes | memoryview, acks: Acks) -> AppendInfo:

@@ -30,6 +30,7 @@ from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol.batch import BatchHeader
 
 SEQUENCE_SPAN = 2**31
+MAX_PRODUCERS = 100_000  # per partition: past it, the longest silent is forgotten
 KEPT_BATCHES = 5  # Kafka's: a producer has at most 5 requests in flight per connection
 DEFAULT_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
 
@@ -108,6 +109,8 @@ class ProducerStates:
         pid = header.producer_id
         entry = self.entries.get(pid)
         if entry is None or header.producer_epoch != entry.epoch:
+            if entry is None and len(self.entries) >= MAX_PRODUCERS:
+                self._make_room(now_ms)
             entry = self.entries[pid] = ProducerEntry(header.producer_epoch, now_ms)
         entry.last_seen_ms = now_ms
         entry.batches.append(
@@ -119,11 +122,24 @@ class ProducerStates:
             )
         )
 
+    def _make_room(self, now_ms: int) -> None:
+        """Rule 5: forget expired producers; if none is, the one silent longest."""
+        expired = [
+            p for p, e in self.entries.items() if now_ms - e.last_seen_ms > self.expiration_ms
+        ]
+        for pid in expired:
+            del self.entries[pid]
+        if len(self.entries) >= MAX_PRODUCERS:
+            del self.entries[min(self.entries, key=lambda p: self.entries[p].last_seen_ms)]
+
     @classmethod
     def rebuild(
         cls, headers: Iterable[BatchHeader], now_ms: int, expiration_ms: int = DEFAULT_EXPIRATION_MS
     ) -> ProducerStates:
-        """Rule 5: the state the log's batches (stamped headers, in offset order) imply."""
+        """Rule 5: the state the log's batches (stamped headers, in offset order) imply.
+        Each producer counts as seen now: the batches' timestamps are the producers' own
+        (any clock), and forgetting a producer whose batch is in the log too early would let
+        its retry in as a new producer's."""
         states = cls(expiration_ms)
         for header in headers:
             if header.producer_id >= 0:

@@ -84,7 +84,8 @@ class Producer:
             acks in {"all", "-1"} if enable_idempotence is None else enable_idempotence
         )
         self._producer: tuple[int, int] | None = None  # (id, epoch), asked on first use
-        self._sequences: dict[tuple[str, int], int] = {}
+        self._sequences: dict[tuple[str, int], int] = {}  # next sequence, for that id
+        self._id_lock = asyncio.Lock()
         self.acks = acks
         self.linger_s = linger_ms / 1000
         self.max_batch_bytes = max_batch_bytes
@@ -182,24 +183,39 @@ class Producer:
                     future.set_result(RecordMetadata(topic, partition, offset))
 
     async def _producer_id(self) -> tuple[int, int] | None:
-        """Rule 5: this producer's (id, epoch), asked of any broker the first time."""
+        """Rule 5: this producer's (id, epoch), asked of any broker once (one request
+        however many partitions ship at once); a new id starts every partition at
+        sequence 0. A cluster without producer ids (older brokers) gets plain batches."""
         if not self.idempotent:
             return None
-        if self._producer is None:
-            answer = await self._transport.call("POST", "/v1/producer-ids")
-            self._producer = (int(answer["producer_id"]), int(answer["producer_epoch"]))
-            self._sequences.clear()
-        return self._producer
+        async with self._id_lock:
+            if self._producer is None:
+                try:
+                    answer = await self._transport.call("POST", "/v1/producer-ids")
+                except KraftliteError as exc:
+                    if exc.code is not ErrorCode.INVALID_REQUEST:  # (404: no such route)
+                        raise
+                    self.idempotent = False
+                    return None
+                self._producer = (int(answer["producer_id"]), int(answer["producer_epoch"]))
+                self._sequences = {}
+            return self._producer
+
+    def _forget(self, producer: tuple[int, int] | None) -> None:
+        """The next batches go as a new producer, unless another batch did that already."""
+        if producer is not None and self._producer == producer:
+            self._producer = None
 
     async def _encode(
         self, topic: str, partition: int, records: list[batch_format.Record]
-    ) -> bytes:
-        """The batch as it is sent, and sent again on retries (rule 5)."""
+    ) -> tuple[bytes, tuple[int, int] | None]:
+        """The batch as it is sent, and sent again on retries, with the producer it was
+        numbered for (rule 5)."""
         now = self._clock.now_ms()
         producer = await self._producer_id()
         if producer is None:
-            return batch_format.encode_records(records, now_ms=now)
-        return batch_format.encode_batch(
+            return batch_format.encode_records(records, now_ms=now), None
+        body = batch_format.encode_batch(
             [r.value for r in records],
             keys=[r.key for r in records],
             timestamps=[now if r.timestamp is None else r.timestamp for r in records],
@@ -208,33 +224,34 @@ class Producer:
             producer_epoch=producer[1],
             base_sequence=self._sequences.get((topic, partition), 0),
         )
+        return body, producer
 
     async def _produce_with_retries(
         self, topic: str, partition: int, records: list[batch_format.Record]
     ) -> list[int]:
         """Rule 3 and 5: the same bytes on each retry; the partition's sequence moves on
-        once they are acknowledged; a new producer id when their fate is unknown."""
-        try:
-            offsets = await self._attempts(topic, partition, records)
-        except KraftliteError as exc:
-            if exc.code in _PRODUCER_RESET:  # not appended: send them as a new producer
-                self._producer = None
-                offsets = await self._attempts(topic, partition, records)
-            else:
-                self._producer = None  # appended or not, nobody can say: start over
+        once they are acknowledged (under the producer id they carried, if it is still
+        this producer's); any failure means a new producer id, and a refusal for the
+        producer's state (nothing appended) is sent once more as that new producer."""
+        for again in (True, False):
+            body, producer = await self._encode(topic, partition, records)
+            try:
+                offsets = await self._attempts(topic, partition, body)
+            except KraftliteError as exc:
+                self._forget(producer)
+                if again and producer is not None and exc.code in _PRODUCER_RESET:
+                    continue
                 raise
-        except BaseException:
-            self._producer = None
-            raise
-        if self._producer is not None:
-            key = (topic, partition)
-            self._sequences[key] = (self._sequences.get(key, 0) + len(records)) % 2**31
-        return offsets
+            except BaseException:
+                self._forget(producer)
+                raise
+            if producer is not None and self._producer == producer:
+                key = (topic, partition)
+                self._sequences[key] = (self._sequences.get(key, 0) + len(records)) % 2**31
+            return offsets
+        raise AssertionError("unreachable")
 
-    async def _attempts(
-        self, topic: str, partition: int, records: list[batch_format.Record]
-    ) -> list[int]:
-        body = await self._encode(topic, partition, records)
+    async def _attempts(self, topic: str, partition: int, body: bytes) -> list[int]:
         path = f"/v1/topics/{topic}/partitions/{partition}/records"
         params = {"acks": self.acks, "timeout_ms": str(self.request_timeout_ms)}
         for attempt in itertools.count():

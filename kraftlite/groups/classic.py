@@ -21,11 +21,17 @@ Rules (Kafka's GroupCoordinator, trimmed to what clients rely on):
 4. Heartbeats keep a member's session; a member silent for its session timeout is removed,
    which starts a rebalance. A heartbeat during one answers REBALANCE_IN_PROGRESS, so the
    member joins again.
-5. Offsets are committed by a member of the current generation, or, while the group has no
-   members, by anyone with generation -1 (a consumer that assigns its own partitions).
-6. Every wait is bounded: joins by the rebalance timeout, syncs by the leader's session
-   (the sweep that removes a silent leader answers them REBALANCE_IN_PROGRESS). `close`
-   answers every waiter NOT_COORDINATOR when this broker stops coordinating the group.
+5. Offsets are committed by a member of the current generation, while the group is Stable
+   or preparing a rebalance (a member commits what it processed before it gives its
+   partitions up), not while the new assignment is in flux (REBALANCE_IN_PROGRESS); or,
+   while the group has no members, by anyone with generation -1 (a consumer that assigns
+   its own partitions).
+6. Every wait is bounded: joins by the rebalance timeout; syncs by the leader, which must
+   send the assignment within the rebalance timeout, or it is removed and the others
+   join again. A ticker runs while a rebalance is under way; when this broker no longer
+   coordinates the group it answers every waiter NOT_COORDINATOR (`close`).
+8. A member with a `group.instance.id` that joins again with no member id replaces its
+   earlier self (Kafka's static membership fences the old member id).
 7. Membership is soft state (Kafka keeps it in the offsets topic): after a coordinator
    moves, members get UNKNOWN_MEMBER_ID and join again; committed offsets are kept.
 """
@@ -67,7 +73,7 @@ class Member:
     sync_waiter: asyncio.Future[tuple[ErrorCode | None, bytes]] | None = None
 
     def metadata(self, protocol: str) -> bytes:
-        return next(m for name, m in self.protocols if name == protocol)
+        return next((m for name, m in self.protocols if name == protocol), b"")
 
 
 @dataclass
@@ -76,6 +82,11 @@ class ClassicGroup:
     now_ms: Callable[[], int]  # a monotonic clock
     max_size: int
     initial_delay_ms: int = 0
+    # a new coordinator's members may still hold partitions from the old one: no generation
+    # forms before this (the coordinator's assignment freeze, coordinator.py rule 3)
+    frozen_until_ms: int = 0
+    # asked by the ticker: does this broker still coordinate the group? (rule 6)
+    still_coordinating: Callable[[], bool] = lambda: True
     state: State = State.EMPTY
     generation: int = 0
     protocol_type: str | None = None
@@ -125,6 +136,10 @@ class ClassicGroup:
                     ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not a member of {self.name}"
                 )
         else:
+            if instance_id is not None:  # a static member back: its old self is fenced
+                for old in [m for m in self.members.values() if m.instance_id == instance_id]:
+                    del self.members[old.member_id]
+                    self._fail_waiters(old, ErrorCode.UNKNOWN_MEMBER_ID)
             if len(self.members) >= self.max_size:
                 raise KraftliteError(
                     ErrorCode.GROUP_MAX_SIZE_REACHED, f"group {self.name} has {self.max_size}"
@@ -171,8 +186,9 @@ class ClassicGroup:
         self.state = State.PREPARING_REBALANCE
         longest = max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
         delay = self.initial_delay_ms if from_empty else 0
-        self._deadline_ms = self.now_ms() + max(longest, delay)
-        self._earliest_ms = self.now_ms() + delay
+        now = self.now_ms()
+        self._earliest_ms = max(now + delay, self.frozen_until_ms)
+        self._deadline_ms = max(now + longest, self._earliest_ms)
         self._tick_later()
 
     def _maybe_complete_join(self) -> None:
@@ -196,6 +212,8 @@ class ClassicGroup:
             self.leader = next(iter(self.members))
         self.state = State.COMPLETING_REBALANCE
         now = self.now_ms()
+        longest = max(m.rebalance_timeout_ms for m in self.members.values())
+        self._deadline_ms = now + longest  # by then the leader has sent the assignment
         everyone = [
             {
                 "member_id": m.member_id,
@@ -294,8 +312,13 @@ class ClassicGroup:
             self.members[member_id].last_seen_ms = self.now_ms()
         self._member(member_id, generation)
 
-    def leave(self, member_id: str) -> None:
+    def leave(self, member_id: str, instance_id: str | None = None) -> None:
+        """A member leaves, named by its member id or (a static member) its instance id."""
         self._check_open()
+        if not member_id and instance_id:
+            member_id = next(
+                (m.member_id for m in self.members.values() if m.instance_id == instance_id), ""
+            )
         member = self.members.pop(member_id, None)
         if member is None:
             raise KraftliteError(
@@ -311,19 +334,26 @@ class ClassicGroup:
             for m in self.members.values()
             if m.join_waiter is None and now - m.last_seen_ms > m.session_timeout_ms
         ]
+        if (
+            self.state is State.COMPLETING_REBALANCE
+            and now > self._deadline_ms
+            and self.leader in self.members
+        ):  # the leader never sent the assignment: it goes, the others join again
+            gone.append(self.members[self.leader])
         for member in gone:
-            del self.members[member.member_id]
+            self.members.pop(member.member_id, None)
         if gone:
             self._removed(gone)
         self._maybe_complete_join()
 
+    def _fail_waiters(self, member: Member, code: ErrorCode) -> None:
+        self._answer_sync(member, code, EMPTY_ASSIGNMENT)
+        if member.join_waiter is not None and not member.join_waiter.done():
+            member.join_waiter.set_exception(KraftliteError(code, "no longer a member"))
+
     def _removed(self, gone: list[Member]) -> None:
         for member in gone:
-            self._answer_sync(member, ErrorCode.UNKNOWN_MEMBER_ID, EMPTY_ASSIGNMENT)
-            if member.join_waiter is not None and not member.join_waiter.done():
-                member.join_waiter.set_exception(
-                    KraftliteError(ErrorCode.UNKNOWN_MEMBER_ID, "left the group")
-                )
+            self._fail_waiters(member, ErrorCode.UNKNOWN_MEMBER_ID)
         if not self.members:
             if self.state is not State.EMPTY:
                 self.generation += 1
@@ -342,6 +372,9 @@ class ClassicGroup:
         self._ticker = None
         if self._closed:
             return
+        if not self.still_coordinating():
+            self.close()
+            return
         self.expire()
         if self.state in {State.PREPARING_REBALANCE, State.COMPLETING_REBALANCE}:
             self._tick_later()
@@ -359,13 +392,23 @@ class ClassicGroup:
                     f"group {self.name} has members: commit as one of them",
                 )
             return
-        if (
-            self.state is State.COMPLETING_REBALANCE
-            and member_id in self.members
-            and generation == self.generation
-        ):
-            return  # Kafka allows it: the member's partitions are unchanged until sync
-        self._member(member_id, generation)
+        member = self.members.get(member_id)
+        if member is None:
+            raise KraftliteError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not a member of {self.name}"
+            )
+        if generation != self.generation:
+            raise KraftliteError(
+                ErrorCode.ILLEGAL_GENERATION,
+                f"generation {generation} is not {self.name}'s current {self.generation}",
+            )
+        if self.state is State.COMPLETING_REBALANCE:  # Kafka's: assignments are in flux
+            raise KraftliteError(
+                ErrorCode.REBALANCE_IN_PROGRESS, f"group {self.name} is rebalancing: join again"
+            )
+        # Stable, or PreparingRebalance with the generation that owns the partitions: a
+        # member commits what it processed before giving them up (Kafka allows it)
+        member.last_seen_ms = self.now_ms()
 
     def describe(self) -> dict[str, Any]:
         self.expire()

@@ -359,7 +359,7 @@ class GroupCoordinator:
                 ErrorCode.INVALID_SESSION_TIMEOUT,
                 f"session timeout {session_timeout_ms} ms is outside [{low}, {high}]",
             )
-        _, shard = self._shard(group)
+        partition, shard = self._shard(group)
         if shard.existing(group, self._now()).members:
             raise KraftliteError(
                 ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
@@ -372,6 +372,12 @@ class GroupCoordinator:
                 self._now,
                 self.settings.max_size,
                 self.settings.initial_rebalance_delay_ms,
+                frozen_until_ms=shard.frozen_until_ms,
+                still_coordinating=lambda: (
+                    self._shards.get(partition.index) is shard
+                    and partition.role is Role.LEADER
+                    and partition.leader_epoch == shard.leader_epoch
+                ),
             )
             shard.classic[group] = classic
         return classic
@@ -456,7 +462,7 @@ class GroupCoordinator:
         else kraftlite's rule (group.Group rule 7). A commit outside any membership
         (generation -1, no member) is for a group with no members of either kind."""
         classic = shard.classic.get(group)
-        if generation is not None and classic is not None:
+        if generation is not None and classic is not None and classic.members:
             classic.check_commit(member_id or "", generation)
             return
         if generation is not None:
@@ -531,7 +537,11 @@ class GroupCoordinator:
                 raise KraftliteError(ErrorCode.NOT_COORDINATOR, exc.message) from None
             raise
         if self._shards.get(partition.index) is shard and partition.role is Role.LEADER:
-            shard.offsets.pop(group, None)
+            remaining = shard.offsets.get(group, {})
+            for tp in committed:  # only what was tombstoned: a commit meanwhile stays
+                remaining.pop(tp, None)
+            if not remaining:
+                shard.offsets.pop(group, None)
             if classic is not None and not classic.members:
                 classic.close()
                 shard.classic.pop(group, None)

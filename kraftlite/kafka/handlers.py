@@ -70,6 +70,7 @@ REQUEST_DECOMPRESSED_MAX_BYTES = 64 << 20  # what one produce request may decomp
 _INLINE_CONVERT_BYTES = 64 << 10  # larger record sets are converted on a worker thread
 _ATTRIBUTES_LOW = 22  # the low byte of a v2 batch's attributes: bits 0-2 are compression
 MAX_PROTOCOLS = 16  # assignors a member may offer (clients offer one to three)
+MAX_METADATA = 256 << 10  # subscription bytes a member may send (topics, owned partitions)
 MAX_REBALANCE_TIMEOUT_MS = 300_000  # bounds how long a JoinGroup may wait
 
 
@@ -803,7 +804,8 @@ class Session:
         if refused is not None:
             return {**answer, "error_code": refused}
         protocols = [(p["name"], bytes(p["metadata"] or b"")) for p in body["protocols"]]
-        if len(protocols) > MAX_PROTOCOLS:
+        if len(protocols) > MAX_PROTOCOLS or sum(len(m) for _, m in protocols) > MAX_METADATA:
+            # what every member offers is kept and sent to the leader: bounded
             return {**answer, "error_code": int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)}
         session = body["session_timeout_ms"]
         rebalance = body["rebalance_timeout_ms"] if request.api_version >= 1 else session
@@ -871,7 +873,9 @@ class Session:
         for member in leaving:
             code = NONE
             try:
-                self.service.coordinator.classic(group).leave(member["member_id"])
+                self.service.coordinator.classic(group).leave(
+                    member["member_id"], member.get("group_instance_id")
+                )
             except KraftliteError as exc:
                 code = kafka_code(exc)
             results.append({**member, "error_code": code})

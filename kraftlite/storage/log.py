@@ -668,14 +668,19 @@ class PartitionLog:
                     return peek.base_offset + position, int(stamps[position])
         return None
 
-    def batch_headers(self) -> list[bytes]:
-        """The header bytes (up to 64) of every stored batch, first to last: what a new
-        leader reads to rebuild its producers' state (broker/producer_state.py). One read
-        transaction; header bytes only, never the records."""
+    def producer_headers(self) -> list[batch_format.BatchHeader]:
+        """The headers of every stored batch of an idempotent producer (format v2), first
+        to last: what a new leader reads to rebuild its producers' state
+        (broker/producer_state.py). One read transaction, header bytes only; meant for a
+        worker thread."""
         self._check_open()
         with self.storage.reading() as txn:
             cursor = txn.cursor(db=self._batches)
-            return [bytes(value[:64]) for _, value in self._range(cursor)]
+            return [
+                batch_format.read_header(bytes(value[: batch_format.HEADER_V2_SIZE]))
+                for _, value in self._range(cursor)
+                if value[12] == batch_format.MAGIC_V2
+            ]
 
     def end_offset_for(self, leader_epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for a follower asking where `leader_epoch` ends (KIP-101/279):

@@ -210,6 +210,9 @@ def test_brokers_show_their_kafka_address(cluster: Cluster) -> None:
     status, answer = http("GET", cluster.urls[1] + "/v1/brokers")
     assert status == 200, answer
     assert {b["id"]: b["kafka"] for b in answer["brokers"]} == cluster.kafka_addresses
+    status, answer = http("GET", cluster.urls[2] + "/v1/cluster")
+    assert status == 200, answer
+    assert {b["id"]: b["kafka"] for b in answer["brokers"]} == cluster.kafka_addresses
 
 
 def test_offsets_committed_over_kafka_are_seen_over_http(cluster: Cluster) -> None:
