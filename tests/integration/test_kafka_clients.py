@@ -20,7 +20,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kraftlite.kafka import messages, records
+from kraftlite.kafka import records
+from tests.harness.kafka_wire import call, frame, read_exactly
 from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
 
 pytestmark = [
@@ -244,21 +245,17 @@ def test_offsets_committed_over_kafka_are_seen_over_http(cluster: Cluster) -> No
     ]
 
 
-def _frame(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
-
-
 @pytest.mark.parametrize(
     "garbage",
     [
         b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",  # a size of 1.2 GB
         struct.pack(">i", -5),
         struct.pack(">i", 200 << 20),  # over socket.request.max.bytes
-        _frame(b"\x00"),  # under a header
-        _frame(b"\x00\x00\x00\x09\x00\x00\x00\x01\xff\xff"),  # Produce v9 with nothing after
-        _frame(b"\x00\x12\x00\x03\x00\x00\x00\x07\x00\x05ab"),  # ApiVersions v3, cut
-        _frame(b"\x7f\x00\x00\x00\x00\x00\x00\x01\x00\x00"),  # api key 32512
-        _frame(b"\x00\x00\x00\x00\x00\x00\x00\x01" + b"\xff" * 64),  # Produce v0: not served
+        frame(b"\x00"),  # under a header
+        frame(b"\x00\x00\x00\x09\x00\x00\x00\x01\xff\xff"),  # Produce v9 with nothing after
+        frame(b"\x00\x12\x00\x03\x00\x00\x00\x07\x00\x05ab"),  # ApiVersions v3, cut
+        frame(b"\x7f\x00\x00\x00\x00\x00\x00\x01\x00\x00"),  # api key 32512
+        frame(b"\x00\x00\x00\x00\x00\x00\x00\x01" + b"\xff" * 64),  # Produce v0: not served
     ],
 )
 def test_a_bad_frame_closes_its_connection_and_nothing_else(
@@ -280,31 +277,13 @@ def test_api_versions_of_an_unknown_version_answers_v0_with_the_versions(cluster
     host, port = cluster.kafka_addresses[2].rsplit(":", 1)
     request = struct.pack(">hhi", 18, 99, 42) + struct.pack(">h", 4) + b"test" + b"\x00" * 8
     with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(_frame(request))
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        answer = _read(sock, size)
+        sock.sendall(frame(request))
+        size = struct.unpack(">i", read_exactly(sock, 4))[0]
+        answer = read_exactly(sock, size)
     correlation_id, error_code, count = struct.unpack(">ihi", answer[:10])
     assert (correlation_id, error_code) == (42, 35)
     served = {struct.unpack(">hhh", answer[10 + 6 * i : 16 + 6 * i])[0] for i in range(count)}
     assert {0, 1, 3, 18} <= served
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        assert chunk, "closed"
-        data += chunk
-    return data
-
-
-def _call(address: str, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
-    """One request on a fresh connection, with our codec (tests only)."""
-    host, port = address.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(_frame(messages.encode_request(api_key, version, 7, "test", body)))
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        return messages.decode_response(api_key, version, _read(sock, size)).body
 
 
 def test_a_partition_this_broker_does_not_lead_answers_not_leader(cluster: Cluster) -> None:
@@ -320,7 +299,7 @@ def test_a_partition_this_broker_does_not_lead_answers_not_leader(cluster: Clust
         "timeout_ms": 5000,
         "topic_data": [{"name": "lead", "partition_data": [{"index": 0, "records": batch}]}],
     }
-    answer = _call(cluster.kafka_addresses[other], 0, 9, produce)
+    answer = call(cluster.kafka_addresses[other], 0, 9, produce)
     partition = answer["responses"][0]["partition_responses"][0]
     assert partition["error_code"] == 6  # NOT_LEADER_OR_FOLLOWER
     fetch = {
@@ -333,10 +312,10 @@ def test_a_partition_this_broker_does_not_lead_answers_not_leader(cluster: Clust
             }
         ],
     }
-    answer = _call(cluster.kafka_addresses[other], 1, 12, fetch)
+    answer = call(cluster.kafka_addresses[other], 1, 12, fetch)
     assert answer["responses"][0]["partitions"][0]["error_code"] == 6
     # nothing was appended anywhere; the leader takes the same batch
-    answer = _call(cluster.kafka_addresses[leader], 0, 9, produce)
+    answer = call(cluster.kafka_addresses[leader], 0, 9, produce)
     assert answer["responses"][0]["partition_responses"][0]["error_code"] == 0
     assert answer["responses"][0]["partition_responses"][0]["base_offset"] == 0
 
@@ -356,10 +335,10 @@ def test_a_corrupt_batch_is_refused_and_nothing_is_appended(cluster: Cluster) ->
             {"name": "corrupt", "partition_data": [{"index": 0, "records": bytes(batch)}]}
         ],
     }
-    answer = _call(cluster.kafka_addresses[leader], 0, 9, produce)
+    answer = call(cluster.kafka_addresses[leader], 0, 9, produce)
     assert answer["responses"][0]["partition_responses"][0]["error_code"] == 2  # CORRUPT_MESSAGE
     produce["topic_data"][0]["name"] = "no-such-topic"
-    answer = _call(cluster.kafka_addresses[leader], 0, 9, produce)
+    answer = call(cluster.kafka_addresses[leader], 0, 9, produce)
     assert answer["responses"][0]["partition_responses"][0]["error_code"] == 3
     assert http_records(cluster, "corrupt", 0) == []
 
@@ -572,7 +551,7 @@ def test_offset_for_leader_epoch_tells_where_an_epoch_ends(cluster: Cluster) -> 
             }
         ]
     }
-    answer = _call(cluster.kafka_addresses[leader], 23, 4, ask)
+    answer = call(cluster.kafka_addresses[leader], 23, 4, ask)
     assert answer["topics"][0]["partitions"][0] == {
         "error_code": 0,
         "partition": 0,
@@ -580,7 +559,7 @@ def test_offset_for_leader_epoch_tells_where_an_epoch_ends(cluster: Cluster) -> 
         "end_offset": 3,
     }
     ask["topics"][0]["partitions"][0]["current_leader_epoch"] = epoch + 1
-    answer = _call(cluster.kafka_addresses[leader], 23, 4, ask)
+    answer = call(cluster.kafka_addresses[leader], 23, 4, ask)
     assert answer["topics"][0]["partitions"][0]["error_code"] == 76  # UNKNOWN_LEADER_EPOCH
 
 

@@ -9,12 +9,12 @@ import socket
 import struct
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from kraftlite.kafka import messages, records
 from kraftlite.kafka.wire import Writer
+from tests.harness.kafka_wire import call, frame
 from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
 
 pytestmark = [pytest.mark.security, pytest.mark.timeout(300)]
@@ -35,28 +35,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         running.stop()
 
 
-def _frame(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
-
-
-def _call(address: str, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
-    host, port = address.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(_frame(messages.encode_request(api_key, version, 1, "hostile", body)))
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        return messages.decode_response(api_key, version, _read(sock, size)).body
-
-
 def _closed_unanswered(address: str, frame: bytes) -> bool:
     host, port = address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=30) as sock:
@@ -67,7 +45,7 @@ def _closed_unanswered(address: str, frame: bytes) -> bool:
 def _healthy(cluster: Cluster) -> None:
     status, _ = http("GET", cluster.urls[1] + "/readyz", timeout=5)
     assert status == 200
-    answer = _call(cluster.kafka_addresses[1], 18, 3, {})
+    answer = call(cluster.kafka_addresses[1], 18, 3, {})
     assert answer["error_code"] == 0
 
 
@@ -94,14 +72,14 @@ def test_a_request_with_more_items_than_allowed_closes_its_connection(cluster: C
         writer.raw(b"\x01\x00")  # compact string "" and no tagged fields
     writer.raw(b"\x00\x00\x00")  # allow auto creation, authorized operations, tags
     header = struct.pack(">hhih", 3, 9, 1, 1) + b"x" + b"\x00"
-    assert _closed_unanswered(cluster.kafka_addresses[1], _frame(header + writer.getvalue()))
+    assert _closed_unanswered(cluster.kafka_addresses[1], frame(header + writer.getvalue()))
     _healthy(cluster)
 
 
 def test_an_unserved_api_closes_before_its_body_is_read(cluster: Cluster) -> None:
     # SaslAuthenticate is decodable but not served: closed, whatever its (huge) body says
     body = struct.pack(">hhih", 36, 1, 1, 1) + b"x" + struct.pack(">i", 2**30)
-    assert _closed_unanswered(cluster.kafka_addresses[1], _frame(body))
+    assert _closed_unanswered(cluster.kafka_addresses[1], frame(body))
     _healthy(cluster)
 
 
@@ -115,7 +93,7 @@ def test_a_compressed_bomb_is_refused_and_the_broker_stays_responsive(cluster: C
         "timeout_ms": 5000,
         "topic_data": [{"name": "bomb", "partition_data": [{"index": 0, "records": batch}]}],
     }
-    answer = _call(cluster.kafka_addresses[1], 0, 9, produce)
+    answer = call(cluster.kafka_addresses[1], 0, 9, produce)
     assert answer["responses"][0]["partition_responses"][0]["error_code"] == 2  # CORRUPT
     _healthy(cluster)
     status, fetched = http("GET", cluster.urls[1] + "/v1/topics/bomb/partitions/0/records?offset=0")
@@ -131,7 +109,7 @@ def test_a_partition_named_twice_in_a_produce_appends_nothing(cluster: Cluster) 
         "timeout_ms": 5000,
         "topic_data": [{"name": "twice", "partition_data": [part, part]}],
     }
-    answer = _call(cluster.kafka_addresses[1], 0, 9, produce)
+    answer = call(cluster.kafka_addresses[1], 0, 9, produce)
     codes = [p["error_code"] for p in answer["responses"][0]["partition_responses"]]
     assert codes == [42, 42]
     status, fetched = http(
@@ -161,7 +139,7 @@ def test_a_fetch_that_cannot_reach_min_bytes_answers_once_max_bytes_are_there(
             }
         ],
     }
-    answer = _call(cluster.kafka_addresses[1], 1, 12, fetch)
+    answer = call(cluster.kafka_addresses[1], 1, 12, fetch)
     partition = answer["responses"][0]["partitions"][0]
     assert partition["error_code"] == 0 and partition["high_watermark"] == 5
     got = records.decode_batches(partition["records"])
@@ -177,9 +155,9 @@ def test_internal_topics_are_not_kafka_clients_to_read_or_list(cluster: Cluster)
         {"offsets": [{"topic": "visible", "partition": 0, "offset": 0}]},
     )
     assert status == 204, answer
-    listed = _call(cluster.kafka_addresses[1], 3, 12, {"topics": None})
+    listed = call(cluster.kafka_addresses[1], 3, 12, {"topics": None})
     assert "__consumer_offsets" not in {t["name"] for t in listed["topics"]}
-    asked = _call(cluster.kafka_addresses[1], 3, 12, {"topics": [{"name": "__consumer_offsets"}]})
+    asked = call(cluster.kafka_addresses[1], 3, 12, {"topics": [{"name": "__consumer_offsets"}]})
     assert asked["topics"][0]["error_code"] == 29  # TOPIC_AUTHORIZATION_FAILED
     fetch = {
         "max_wait_ms": 0,
@@ -195,7 +173,7 @@ def test_internal_topics_are_not_kafka_clients_to_read_or_list(cluster: Cluster)
             }
         ],
     }
-    answer = _call(cluster.kafka_addresses[1], 1, 12, fetch)
+    answer = call(cluster.kafka_addresses[1], 1, 12, fetch)
     assert {p["error_code"] for p in answer["responses"][0]["partitions"]} == {29}
     commit = {
         "group_id": "g2",
@@ -210,13 +188,13 @@ def test_internal_topics_are_not_kafka_clients_to_read_or_list(cluster: Cluster)
             }
         ],
     }
-    answer = _call(cluster.kafka_addresses[1], 8, 8, commit)
+    answer = call(cluster.kafka_addresses[1], 8, 8, commit)
     assert answer["topics"][0]["partitions"][0]["error_code"] == 17  # INVALID_TOPIC_EXCEPTION
 
 
 def test_bad_group_names_are_refused(cluster: Cluster) -> None:
     for group in ["", "a\x1b[31m", "g" * 250]:
-        answer = _call(cluster.kafka_addresses[1], 10, 2, {"key": group, "key_type": 0})
+        answer = call(cluster.kafka_addresses[1], 10, 2, {"key": group, "key_type": 0})
         assert answer["error_code"] == 24, group  # INVALID_GROUP_ID
 
 
@@ -240,6 +218,6 @@ def test_with_auth_required_the_listener_serves_no_kafka_client(authenticated: C
     """No SASL yet: a Kafka client would be User:ANONYMOUS, so it gets nothing but the
     versions; Metadata closes the connection undecoded."""
     address = authenticated.kafka_addresses[1]
-    assert _call(address, 18, 3, {})["error_code"] == 0
+    assert call(address, 18, 3, {})["error_code"] == 0
     request = messages.encode_request(3, 12, 2, "anonymous", {"topics": None})
-    assert _closed_unanswered(address, _frame(request))
+    assert _closed_unanswered(address, frame(request))

@@ -1,0 +1,33 @@
+"""Raw Kafka requests for tests, with kraftlite's own codec: one request per connection."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from kraftlite.kafka import messages
+
+
+def frame(payload: bytes) -> bytes:
+    """A request frame: the 4-byte big-endian size, then the bytes."""
+    return struct.pack(">i", len(payload)) + payload
+
+
+def read_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def call(address: str, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    """Send one request to the listener at `address` ("host:port"); its decoded answer."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(frame(messages.encode_request(api_key, version, 7, "test", body)))
+        size = struct.unpack(">i", read_exactly(sock, 4))[0]
+        return messages.decode_response(api_key, version, read_exactly(sock, size)).body
