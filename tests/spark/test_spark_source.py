@@ -232,3 +232,46 @@ def test_a_range_deleted_after_planning_fails_or_is_skipped(cluster: Cluster) ->
 
     first = fmt.read_header(next(fmt.split_batches(pages[0][0]))).base_offset
     assert first == start
+
+
+def test_records_a_kafka_client_produced_are_the_same_rows_in_spark(
+    spark: Any, cluster: Cluster
+) -> None:
+    """Produced by librdkafka (lz4-compressed batches, keys, headers, timestamps), read by
+    the Spark source: the same records, as Kafka's source would give them."""
+    from confluent_kafka import Producer  # noqa: PLC0415 - a test-only client
+
+    status, answer = http(
+        "POST",
+        cluster.urls[1] + "/v1/topics",
+        {"name": "from-kafka", "partitions": 2, "replication_factor": 3},
+    )
+    assert status == 201, answer
+    time.sleep(1)  # leaders elected
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "compression.type": "lz4", "linger.ms": 20}
+    )
+    delivered: list[Any] = []
+    for i in range(50):
+        producer.produce(
+            "from-kafka",
+            key=None if i % 5 == 0 else f"k{i}".encode(),
+            value=f"v{i}".encode(),
+            headers=[("n", str(i).encode())],
+            timestamp=BASE_MS + i,
+            on_delivery=lambda err, message: delivered.append((err, message)),
+        )
+    assert producer.flush(30) == 0
+    assert [err for err, _ in delivered] == [None] * 50
+    rows = {
+        (r.partition, r.offset): r
+        for r in reader(spark, cluster, subscribe="from-kafka", includeHeaders="true").collect()
+    }
+    assert len(rows) == 50
+    for _, message in delivered:
+        row = rows[(message.partition(), message.offset())]
+        i = int(message.value()[1:])
+        assert row.key == (None if i % 5 == 0 else f"k{i}".encode())
+        assert row.value == f"v{i}".encode()
+        assert row.timestamp.astimezone(UTC) == datetime.fromtimestamp((BASE_MS + i) / 1000, UTC)
+        assert [(h.key, bytes(h.value)) for h in row.headers] == [("n", str(i).encode())]
