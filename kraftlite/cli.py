@@ -218,11 +218,13 @@ def _check_kafka_exposure(loaded: BrokerConfig | ControllerConfig, insecure: boo
         loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:  # a host name: it may resolve anywhere
         loopback = False
-    if loopback or insecure:
+    secured = tls.enabled(loaded) and loaded.clients_must_authenticate()
+    if loopback or secured or insecure:
         return
     click.echo(
-        f"kraftlite: kafka.listen {loaded.kafka_listen} is reachable from other hosts, and "
-        "the Kafka listener has no TLS or SASL yet; listen on loopback, or pass --insecure",
+        f"kraftlite: kafka.listen {loaded.kafka_listen} is reachable from other hosts but has "
+        "no TLS or no client authentication (SASL SCRAM, with auth.required); configure "
+        "them, or pass --insecure",
         err=True,
     )
     sys.exit(EXIT_CONFIG)

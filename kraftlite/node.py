@@ -235,7 +235,9 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
                     config.socket_request_max_bytes,
                 )
                 kafka_host, kafka_port = config.kafka_listen.rsplit(":", 1)
-                await kafka.start(kafka_host.strip("[]"), int(kafka_port))
+                await kafka.start(
+                    kafka_host.strip("[]"), int(kafka_port), tls.server_context(config)
+                )
             await broker.start()  # register, heartbeats, metadata
             log.info(
                 "broker_started", listen=config.listen, url=config.url, log_dir=str(config.log_dir)

@@ -177,9 +177,15 @@ def _unauthenticated(message: str, **fields: str) -> KraftliteError:
 
 
 def _certificate_principal(request: web.Request) -> str | None:
-    """A verified TLS client certificate's subject, RFC 4514 (Kafka's DEFAULT mapping)."""
     transport = request.transport
-    ssl_object = None if transport is None else transport.get_extra_info("ssl_object")
+    return certificate_principal(
+        None if transport is None else transport.get_extra_info("ssl_object")
+    )
+
+
+def certificate_principal(ssl_object: object) -> str | None:
+    """A verified TLS client certificate's subject, RFC 4514 (Kafka's DEFAULT mapping);
+    None without TLS or without a certificate. Both edges use it."""
     if not isinstance(ssl_object, ssl.SSLObject):
         return None
     der = ssl_object.getpeercert(binary_form=True)

@@ -11,15 +11,18 @@ Rules:
    so offsets, timestamps, keys, values and headers are the same records on both edges.
 3. Every error is Kafka's numeric code, per partition where Kafka's answer has one.
    kraftlite codes with no Kafka equivalent (>= 1000) answer INVALID_REQUEST.
-4. Clients are authorized as on the HTTP edge, with the same ACLs; until SASL is served
-   here a Kafka client is User:ANONYMOUS, so with `auth.required` it is refused everything
-   but ApiVersions (the connection is closed), never let through.
+4. A client is who SASL SCRAM (security/scram_exchange.py) or its TLS client certificate
+   says, else User:ANONYMOUS, and is authorized as on the HTTP edge, with the same ACLs.
+   With `auth.required`, a connection may only authenticate (ApiVersions, SaslHandshake,
+   SaslAuthenticate) until it has: anything else closes it, undecoded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import hmac
+import secrets
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -38,12 +41,15 @@ from kraftlite.kafka import messages, records
 from kraftlite.kafka.messages import ApiKey, Request
 from kraftlite.kafka.wire import WireError
 from kraftlite.metadata.image import MetadataImage
+from kraftlite.metadata.records import UserScramCredentialRecord
 from kraftlite.metadata.topics import TOPIC_CONFIGS, is_internal_topic, validate_topic_name
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import names
+from kraftlite.security import scram
 from kraftlite.security.acls import CLUSTER_NAME, Action, Operation, ResourceType
 from kraftlite.security.cluster_auth import CLIENT_HOST_HEADER, PRINCIPAL_HEADER
 from kraftlite.security.quotas import FETCH, PRODUCE, REQUEST, QuotaTracker
+from kraftlite.security.scram_exchange import ScramError, ScramExchange
 
 log = structlog.get_logger(__name__)
 audit = structlog.get_logger("kraftlite.audit")
@@ -55,6 +61,7 @@ _NO_TOPIC_ID = uuid.UUID(int=0)
 _AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 MAX_GROUP_NAME = 249
 INVALID_GROUP_ID = 24
+UNSUPPORTED_SASL_MECHANISM = 33
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53  # transactions are not served
 UNSUPPORTED_ENDPOINT_TYPE = 120
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4  # DescribeConfigs resource types
@@ -144,16 +151,19 @@ class Handlers:
         self.converting = asyncio.Semaphore(1)  # record conversions off the loop, one at a time
         self.quotas = QuotaTracker()
 
-    def session(self, host: str) -> Session:
-        return Session(self, Caller(ANONYMOUS, host))
+    def session(self, host: str, certificate_principal: str | None = None) -> Session:
+        """A connection's session: a verified TLS client certificate's subject is its
+        principal (as on the HTTP edge), else it is anonymous until SASL says who it is."""
+        session = Session(self, Caller(certificate_principal or ANONYMOUS, host))
+        if certificate_principal is not None:
+            session.who = Caller(certificate_principal, host, login="certificate")
+            session.authenticated = True
+        return session
 
-    def refusal(self, api_key: int) -> str | None:
-        """Why a request of `api_key` is refused before it is decoded, or None (rule 4)."""
-        if api_key not in SERVED:
-            return f"api key {api_key} is not served"
-        if api_key != ApiKey.API_VERSIONS and self.authenticator.settings.required:
-            return "authentication is required and this listener has no SASL yet"
-        return None
+    def fake_salt_key(self) -> bytes:
+        """Keys the salts shown for users that do not exist (scram_exchange.py rule 2): the
+        same on every broker, so comparing brokers' answers tells nothing either."""
+        return hmac.new(self.authenticator.token_key, b"scram fake salt", "sha256").digest()
 
     def unsupported_api_versions(self, correlation_id: int) -> bytes:
         """Rule 3 of server.py: ApiVersions v0, UNSUPPORTED_VERSION, the versions served."""
@@ -188,20 +198,31 @@ SERVED: Final = frozenset(
         ApiKey.DESCRIBE_CLUSTER,
         ApiKey.OFFSET_FOR_LEADER_EPOCH,
         ApiKey.INIT_PRODUCER_ID,
+        ApiKey.SASL_HANDSHAKE,
+        ApiKey.SASL_AUTHENTICATE,
     }
+)
+# What a connection that must authenticate may send before it has (rule 4).
+BEFORE_AUTHENTICATION: Final = frozenset(
+    {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
 )
 
 
-# Served below what messages.py decodes: ListOffsets v7 adds MAX_TIMESTAMP (-3), not served.
-_CAPS: Final[dict[int, int]] = {ApiKey.LIST_OFFSETS: 6}
+# Served narrower than messages.py decodes: ListOffsets v7 adds MAX_TIMESTAMP (-3), not
+# served; SaslHandshake v0 sends raw SASL tokens after it, SaslAuthenticate-less.
+_RANGES: Final[dict[int, tuple[int, int]]] = {
+    ApiKey.LIST_OFFSETS: (1, 6),
+    ApiKey.SASL_HANDSHAKE: (1, 1),
+}
 
 
 def _api_keys() -> list[Body]:
-    return [
-        {"api_key": int(key), "min_version": low, "max_version": min(high, _CAPS.get(key, high))}
-        for key, (low, high) in sorted(messages.API_VERSIONS.items())
-        if key in SERVED
-    ]
+    keys = []
+    for key, decoded in sorted(messages.API_VERSIONS.items()):
+        if key in SERVED:
+            low, high = _RANGES.get(key, decoded)
+            keys.append({"api_key": int(key), "min_version": low, "max_version": high})
+    return keys
 
 
 class Session:
@@ -211,6 +232,10 @@ class Session:
         self.handlers = handlers
         self.service = handlers.service
         self.who = who
+        self.must_authenticate = handlers.authenticator.settings.required
+        self.authenticated = False
+        self.close_after_answer = False  # a failed authentication: answer, then close
+        self._scram: ScramExchange | None = None
         self._apis: dict[int, Callable[[Request], Awaitable[Body | None]]] = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.METADATA: self.metadata,
@@ -235,11 +260,30 @@ class Session:
             ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
+            ApiKey.SASL_HANDSHAKE: self.sasl_handshake,
+            ApiKey.SASL_AUTHENTICATE: self.sasl_authenticate,
         }
         assert self._apis.keys() == SERVED
 
+    def refusal(self, api_key: int, api_version: int) -> str | None:
+        """Why a request is refused from its header alone, before its body is decoded, or
+        None (rule 4): an API not served, or anything but authenticating while this
+        connection must authenticate and has not."""
+        if api_key not in SERVED:
+            return f"api key {api_key} is not served"
+        low, high = _RANGES.get(api_key, (0, 2**15))
+        if not low <= api_version <= high:
+            return f"api key {api_key} version {api_version} is not served"
+        if (
+            self.must_authenticate
+            and not self.authenticated
+            and api_key not in BEFORE_AUTHENTICATION
+        ):
+            return "this connection must authenticate first (SASL SCRAM)"
+        return None
+
     async def handle(self, request: Request) -> bytes | None:
-        refusal = self.handlers.refusal(request.api_key)
+        refusal = self.refusal(request.api_key, request.api_version)
         if refusal is not None and request.api_key != ApiKey.API_VERSIONS:
             raise CloseConnection(refusal)
         broker = self.service.broker
@@ -1241,3 +1285,56 @@ class Session:
         except KraftliteError as exc:
             return {"error_code": kafka_code(exc)}
         return {"error_code": NONE, "producer_id": producer_id, "producer_epoch": 0}
+
+    # -- SASL (SCRAM) ----------------------------------------------------------------------
+
+    async def sasl_handshake(self, request: Request) -> Body:
+        """KIP-43 v1: the mechanism, then SaslAuthenticate requests carry the exchange."""
+        mechanism = request.body["mechanism"]
+        if self.authenticated or self._scram is not None:
+            raise CloseConnection("authenticated already")
+        if mechanism not in scram.MECHANISMS:
+            return {
+                "error_code": UNSUPPORTED_SASL_MECHANISM,
+                "mechanisms": sorted(scram.MECHANISMS),
+            }
+        image = self.image
+
+        def credential_of(user: str) -> UserScramCredentialRecord | None:
+            return image.users.get(user, {}).get(mechanism)
+
+        self._scram = ScramExchange(
+            mechanism, credential_of, secrets.token_urlsafe(24), self.handlers.fake_salt_key()
+        )
+        return {"error_code": NONE, "mechanisms": sorted(scram.MECHANISMS)}
+
+    async def sasl_authenticate(self, request: Request) -> Body:
+        """The SCRAM exchange (security/scram_exchange.py): client-first, then
+        client-final; success makes this connection's principal the user. A failure is
+        answered SASL_AUTHENTICATION_FAILED, audited, and the connection closed."""
+        exchange = self._scram
+        if exchange is None or self.authenticated:
+            raise CloseConnection("SaslAuthenticate without a handshake")
+        token = bytes(request.body["auth_bytes"] or b"")
+        try:
+            if exchange.user is None:
+                return {"error_code": NONE, "auth_bytes": exchange.first(token)}
+            answer = exchange.final(token)
+        except ScramError as exc:
+            self.close_after_answer = True
+            audit.warning(
+                "authentication_failed",
+                host=self.who.host,
+                user=(exchange.user or "")[:256],
+                mechanism=exchange.mechanism,
+                why=str(exc),
+                edge="kafka",
+            )
+            return {
+                "error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED),
+                "error_message": "authentication failed",
+            }
+        self.who = Caller(f"User:{exchange.user}", self.who.host, login="scram")
+        self.authenticated = True
+        self._scram = None
+        return {"error_code": NONE, "auth_bytes": answer, "session_lifetime_ms": 0}

@@ -19,8 +19,9 @@ Rules:
 5. No handler's failure takes the listener down: an unexpected exception is logged and
    closes its connection.
 6. A request costs nothing before it is known to be served: its header is read first, and
-   an API this listener does not answer (or anything but ApiVersions while clients must
-   authenticate) closes the connection undecoded. A body holds at most
+   an API this listener does not answer (or anything but authenticating, on a connection
+   that must authenticate and has not; its frames are then at most 512 KiB) closes the
+   connection undecoded. A body holds at most
    `messages.MAX_REQUEST_ITEMS` array items, and one over 256 KiB is decoded on a worker
    thread, one at a time.
 """
@@ -30,13 +31,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import ssl
 import struct
 
 import structlog
 
+from kraftlite.api.auth import certificate_principal
 from kraftlite.config import ListenerLimits
 from kraftlite.kafka import messages
-from kraftlite.kafka.handlers import CloseConnection, Handlers
+from kraftlite.kafka.handlers import CloseConnection, Handlers, Session
 from kraftlite.kafka.wire import WireError
 
 log = structlog.get_logger(__name__)
@@ -44,6 +47,9 @@ _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">hh")  # api key, api version
 _MIN_FRAME = 8  # api key, version, correlation id: the least a request header holds
 _INLINE_DECODE_BYTES = 256 << 10  # larger requests are decoded on a worker thread
+# what a connection that must authenticate may send before it has (Kafka's
+# sasl.server.max.receive.size): a stranger's frame is never buffered whole at 100 MiB
+_UNAUTHENTICATED_MAX_BYTES = 512 << 10
 
 
 class KafkaServer:
@@ -56,9 +62,17 @@ class KafkaServer:
         self._per_ip: collections.Counter[str] = collections.Counter()
         self._decoding = asyncio.Semaphore(1)
 
-    async def start(self, host: str, port: int) -> None:
-        self._server = await asyncio.start_server(self._accept, host, port)
-        log.info("kafka_listener_started", listen=f"{host}:{port}")
+    async def start(self, host: str, port: int, tls: ssl.SSLContext | None = None) -> None:
+        """Listen; with `tls`, the broker's TLS settings (the HTTP listener's: the same
+        certificate and client-certificate policy), so clients use SSL or SASL_SSL."""
+        self._server = await asyncio.start_server(
+            self._accept,
+            host,
+            port,
+            ssl=tls,
+            ssl_handshake_timeout=None if tls is None else self.limits.read_timeout_ms / 1000,
+        )
+        log.info("kafka_listener_started", listen=f"{host}:{port}", tls=tls is not None)
 
     @property
     def port(self) -> int:
@@ -99,12 +113,12 @@ class KafkaServer:
                 del self._per_ip[host]
             writer.transport.abort()
 
-    async def _decode(self, frame: bytes, host: str) -> messages.Request:
+    async def _decode(self, frame: bytes, session: Session) -> messages.Request:
         """Rule 6: the header first; a request this listener would refuse is refused before
         its body is decoded, and a large body is decoded off the event loop, one at a
         time (heartbeats and leases ride on the loop)."""
-        api_key = messages.peek_header(frame)[0]
-        refusal = self.handlers.refusal(api_key)
+        api_key, api_version, _ = messages.peek_header(frame)
+        refusal = session.refusal(api_key, api_version)
         if refusal is not None and api_key != messages.ApiKey.API_VERSIONS:
             raise CloseConnection(refusal)
         if len(frame) <= _INLINE_DECODE_BYTES:
@@ -117,12 +131,17 @@ class KafkaServer:
     ) -> None:
         idle_s = self.limits.idle_ms / 1000
         read_s = self.limits.read_timeout_ms / 1000
-        session = self.handlers.session(host)
+        session = self.handlers.session(
+            host, certificate_principal(writer.get_extra_info("ssl_object"))
+        )
         while True:
             try:
                 head = await asyncio.wait_for(reader.readexactly(4), idle_s)
                 (size,) = _SIZE.unpack(head)
-                if not _MIN_FRAME <= size <= self.max_frame_bytes:
+                limit = self.max_frame_bytes
+                if session.must_authenticate and not session.authenticated:
+                    limit = min(limit, _UNAUTHENTICATED_MAX_BYTES)
+                if not _MIN_FRAME <= size <= limit:
                     log.info("kafka_frame_refused", client=host, size=size)
                     return
                 frame = await asyncio.wait_for(reader.readexactly(size), read_s)
@@ -130,7 +149,7 @@ class KafkaServer:
                 return
             answer: bytes | None
             try:
-                request = await self._decode(frame, host)
+                request = await self._decode(frame, session)
             except messages.UnsupportedVersion as exc:
                 if exc.api_key != messages.ApiKey.API_VERSIONS:
                     log.info(
@@ -170,4 +189,6 @@ class KafkaServer:
             try:
                 await asyncio.wait_for(writer.drain(), read_s)
             except (ConnectionError, TimeoutError):
+                return
+            if session.close_after_answer:
                 return

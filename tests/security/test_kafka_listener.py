@@ -5,10 +5,12 @@ stay the brokers' own, and with `auth.required` (no SASL yet) no Kafka client is
 
 from __future__ import annotations
 
+import base64
 import socket
 import struct
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -198,13 +200,22 @@ def test_bad_group_names_are_refused(cluster: Cluster) -> None:
         assert answer["error_code"] == 24, group  # INVALID_GROUP_ID
 
 
+AUTH = {"auth.required": True, "super.users": ["User:admin"]}
+ADMIN = ("admin", "admin-secret-123")
+
+
 @pytest.fixture(scope="module")
 def authenticated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     running = Cluster(
         tmp_path_factory.mktemp("kafka-auth"),
         brokers=1,
-        broker_config={"auth.required": True},
-        controller_config={**FAST_SESSIONS, "auth.required": True},
+        broker_config=AUTH,
+        controller_config={
+            **FAST_SESSIONS,
+            **AUTH,
+            "auth.bootstrap.user": ADMIN[0],
+            "auth.bootstrap.password": ADMIN[1],
+        },
         kafka=True,
     )
     running.start()
@@ -214,10 +225,86 @@ def authenticated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
         running.stop()
 
 
-def test_with_auth_required_the_listener_serves_no_kafka_client(authenticated: Cluster) -> None:
-    """No SASL yet: a Kafka client would be User:ANONYMOUS, so it gets nothing but the
-    versions; Metadata closes the connection undecoded."""
+def _as_admin(method: str, url: str, body: Any = None) -> tuple[int, Any]:
+    token = base64.b64encode(f"{ADMIN[0]}:{ADMIN[1]}".encode()).decode()
+    deadline = time.monotonic() + 20
+    while True:  # the bootstrap user appears once a controller is active
+        status, answer = http(method, url, body, headers={"Authorization": f"Basic {token}"})
+        if status != 401 or time.monotonic() > deadline:
+            return status, answer
+        time.sleep(0.2)
+
+
+def _scram(cluster: Cluster, user: str, password: str, mechanism: str) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": cluster.bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
+def test_with_auth_required_a_kafka_client_must_authenticate_with_scram(
+    authenticated: Cluster,
+) -> None:
+    """Anonymous: ApiVersions only, then the connection closes. SCRAM-SHA-256/512 (the
+    password never on the wire): the user's principal, with its ACLs."""
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: PLC0415
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
     address = authenticated.kafka_addresses[1]
     assert call(address, 18, 3, {})["error_code"] == 0
     request = messages.encode_request(3, 12, 2, "anonymous", {"topics": None})
     assert _closed_unanswered(address, frame(request))
+    # a frame over 512 KiB before authenticating is not even read
+    assert _closed_unanswered(address, struct.pack(">i", 1 << 20) + b"\x00" * 64)
+    status, answer = _as_admin(
+        "POST", authenticated.urls[1] + "/v1/users", {"name": "alice", "password": "alice-pw-1"}
+    )
+    assert status == 201, answer
+    status, answer = _as_admin(
+        "POST",
+        authenticated.urls[1] + "/v1/users",
+        {"name": "bob", "password": "bob-pw-1", "mechanism": "SCRAM-SHA-512"},
+    )
+    assert status == 201, answer
+    status, answer = _as_admin(
+        "POST", authenticated.urls[1] + "/v1/topics", {"name": "secured", "partitions": 1}
+    )
+    assert status == 201, answer
+    grants = (
+        ("User:alice", "WRITE", "TOPIC", "secured"),
+        ("User:bob", "READ", "TOPIC", "secured"),
+        ("User:bob", "READ", "GROUP", "g"),
+    )
+    for principal, operation, kind, name in grants:
+        status, answer = _as_admin(
+            "POST",
+            authenticated.urls[1] + "/v1/acls",
+            {"principal": principal, "operation": operation, "resource_type": kind,
+             "resource_name": name},
+        )  # fmt: skip
+        assert status == 201, answer
+    time.sleep(1)  # the users and ACLs reach the broker
+    producer = Producer(_scram(authenticated, "alice", "alice-pw-1", "SCRAM-SHA-256"))
+    errors: list[Any] = []
+    producer.produce("secured", b"hello", partition=0, on_delivery=lambda e, m: errors.append(e))
+    assert producer.flush(30) == 0 and errors == [None]
+    consumer = Consumer(
+        {**_scram(authenticated, "bob", "bob-pw-1", "SCRAM-SHA-512"), "group.id": "g"}
+    )
+    consumer.assign([TopicPartition("secured", 0, 0)])
+    message = consumer.poll(20)
+    consumer.close()
+    assert message is not None and message.error() is None and message.value() == b"hello"
+    # bob may read, not write: the same ACLs as over HTTP
+    denied: list[Any] = []
+    bob = Producer({**_scram(authenticated, "bob", "bob-pw-1", "SCRAM-SHA-512"), "acks": "all"})
+    bob.produce("secured", b"x", partition=0, on_delivery=lambda e, m: denied.append(e))
+    bob.flush(30)
+    assert denied and denied[0] is not None and "AUTHORIZATION" in denied[0].name()
+    # a wrong password: refused
+    wrong = AdminClient(_scram(authenticated, "alice", "not-her-password", "SCRAM-SHA-256"))
+    with pytest.raises(KafkaException):
+        wrong.list_topics(timeout=5)

@@ -50,7 +50,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, ca: trustme.CA) -> Iterato
     )
     ops.configure_cert(client)  # the harness's own calls present the super user's certificate
     TLS_CONTEXT.append(client)
-    running = Cluster(root, broker_config=settings, controller_config=settings, scheme="https")
+    ops.cert_chain_pems[0].write_to_path(str(root / "ops.pem"))
+    ops.private_key_pem.write_to_path(str(root / "ops.key"))
+    running = Cluster(
+        root, broker_config=settings, controller_config=settings, scheme="https", kafka=True
+    )
     try:
         running.start()
         yield running
@@ -124,3 +128,35 @@ def test_plain_http_and_untrusted_certificates_get_nowhere(
     # a certificate the cluster's CA did not sign: the handshake is refused
     with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
         _get(cluster.urls[1] + "/v1/cluster", untrusted_client)
+
+
+def test_kafka_clients_use_tls_and_a_client_certificate_is_their_principal(
+    cluster: Cluster,
+) -> None:
+    """The Kafka listener takes the broker's TLS settings: a client certificate's subject
+    is the principal, as over HTTPS; without one (and no SASL) nothing but ApiVersions."""
+    from confluent_kafka import KafkaException, Producer  # noqa: PLC0415
+    from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
+
+    tls = {
+        "bootstrap.servers": cluster.bootstrap,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(cluster.root / "ca.pem"),
+        "ssl.endpoint.identification.algorithm": "none",
+    }
+    ops = {
+        **tls,
+        "ssl.certificate.location": str(cluster.root / "ops.pem"),
+        "ssl.key.location": str(cluster.root / "ops.key"),
+    }
+    admin = AdminClient(ops)
+    admin.create_topics([NewTopic("over-tls", num_partitions=1, replication_factor=3)])[
+        "over-tls"
+    ].result(30)
+    producer = Producer(ops)
+    errors: list[object] = []
+    producer.produce("over-tls", b"secret", partition=0, on_delivery=lambda e, m: errors.append(e))
+    assert producer.flush(30) == 0 and errors == [None]
+    anonymous = AdminClient(tls)
+    with pytest.raises(KafkaException):
+        anonymous.list_topics(timeout=5)

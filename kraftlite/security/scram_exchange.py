@@ -1,0 +1,138 @@
+"""The server's side of a SCRAM exchange (RFC 5802, RFC 7677; Kafka's SASL/SCRAM), for
+clients that authenticate over Kafka's protocol: the password never crosses the wire and
+the server keeps only what scram.py stores (salt, iterations, StoredKey, ServerKey).
+
+Messages, as bytes (UTF-8):
+1. client-first  `n,,n=<user>,r=<client nonce>` (no channel binding; `a=` authzid refused
+   unless it names the same user)
+2. server-first  `r=<client nonce><server nonce>,s=<base64 salt>,i=<iterations>`
+3. client-final  `c=biws,r=<nonce>,p=<base64 proof>`
+4. server-final  `v=<base64 server signature>`
+
+Rules:
+1. The proof is checked as RFC 5802 says: ClientSignature = HMAC(StoredKey, AuthMessage),
+   ClientKey = proof XOR ClientSignature, and H(ClientKey) must equal StoredKey (compared
+   in constant time).
+2. An unknown user gets a server-first built from a fake salt derived from the user name
+   and a secret, and fails only at the proof, so the answers do not tell which users exist.
+3. Any malformed message, a nonce that does not extend ours, or a proof that does not check
+   is `ScramError`: the exchange is over.
+Pure: the server nonce and the fake-salt key are arguments.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+from collections.abc import Callable
+
+from kraftlite.metadata.records import UserScramCredentialRecord
+from kraftlite.security.scram import MECHANISMS, MIN_ITERATIONS
+
+_MAX_MESSAGE = 4096
+
+
+class ScramError(ValueError):
+    """The exchange failed (rule 3); the message says why, for the server's log only."""
+
+
+def _attributes(message: str) -> dict[str, str]:
+    found = {}
+    for part in message.split(","):
+        name, sep, value = part.partition("=")
+        if not sep or len(name) != 1:
+            raise ScramError(f"malformed attribute {part[:32]!r}")
+        found[name] = value
+    return found
+
+
+def _unescape(name: str) -> str:
+    if "=" in name.replace("=2C", "").replace("=3D", ""):
+        raise ScramError("malformed user name")
+    return name.replace("=2C", ",").replace("=3D", "=")
+
+
+class ScramExchange:
+    def __init__(
+        self,
+        mechanism: str,
+        credential_of: Callable[[str], UserScramCredentialRecord | None],
+        server_nonce: str,
+        fake_salt_key: bytes,
+    ) -> None:
+        if mechanism not in MECHANISMS:
+            raise ScramError(f"unknown mechanism {mechanism}")
+        self.mechanism = mechanism
+        self.digest = MECHANISMS[mechanism]
+        self._credential_of = credential_of
+        self._server_nonce = server_nonce
+        self._fake_salt_key = fake_salt_key
+        self.user: str | None = None
+        self._credential: UserScramCredentialRecord | None = None
+        self._client_first_bare = ""
+        self._server_first = ""
+        self._nonce = ""
+
+    def first(self, client_first: bytes) -> bytes:
+        """Message 1 in, message 2 out."""
+        text = self._text(client_first)
+        gs2, sep, bare = text.partition(",")
+        authzid, sep2, bare = bare.partition(",")
+        if not sep or not sep2 or gs2 != "n" or (authzid and not authzid.startswith("a=")):
+            raise ScramError("only gs2 header 'n' (no channel binding) is served")
+        attributes = _attributes(bare)
+        user, nonce = _unescape(attributes.get("n", "")), attributes.get("r", "")
+        if not user or not nonce or "m" in attributes:
+            raise ScramError("client-first needs a user and a nonce")
+        if authzid and _unescape(authzid[2:]) != user:
+            raise ScramError("acting for another user is not served")
+        self.user = user
+        self._credential = self._credential_of(user)
+        if self._credential is not None:
+            salt, iterations = self._credential.salt, self._credential.iterations
+        else:  # rule 2
+            fake = hmac.new(self._fake_salt_key, user.encode(), "sha256").digest()[:16]
+            salt, iterations = base64.b64encode(fake).decode(), MIN_ITERATIONS
+        self._nonce = nonce + self._server_nonce
+        self._client_first_bare = bare
+        self._server_first = f"r={self._nonce},s={salt},i={iterations}"
+        return self._server_first.encode()
+
+    def final(self, client_final: bytes) -> bytes:
+        """Message 3 in, message 4 out; the exchange succeeded if this returns."""
+        text = self._text(client_final)
+        without_proof, sep, proof_part = text.rpartition(",p=")
+        if not sep:
+            raise ScramError("client-final has no proof")
+        attributes = _attributes(without_proof)
+        if attributes.get("c") != "biws" or attributes.get("r") != self._nonce:
+            raise ScramError("channel binding or nonce does not match")
+        try:
+            proof = base64.b64decode(proof_part, validate=True)
+        except (binascii.Error, ValueError):
+            raise ScramError("the proof is not base64") from None
+        auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}"
+        credential = self._credential
+        if credential is None or credential.mechanism != self.mechanism:
+            raise ScramError(f"no {self.mechanism} credential for this user")
+        stored_key = base64.b64decode(credential.stored_key)
+        signature = hmac.new(stored_key, auth_message.encode(), self.digest).digest()
+        if len(proof) != len(signature):
+            raise ScramError("the proof has the wrong length")
+        client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
+        if not hmac.compare_digest(hashlib.new(self.digest, client_key).digest(), stored_key):
+            raise ScramError("the proof does not check")
+        server_key = base64.b64decode(credential.server_key)
+        verifier = hmac.new(server_key, auth_message.encode(), self.digest).digest()
+        return b"v=" + base64.b64encode(verifier)
+
+    @staticmethod
+    def _text(message: bytes) -> str:
+        if len(message) > _MAX_MESSAGE:
+            raise ScramError("the message is too long")
+        try:
+            return message.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ScramError("the message is not UTF-8") from None
