@@ -192,8 +192,8 @@ _WILDCARDS = frozenset({"0.0.0.0", "::", ""})  # noqa: S104 - names them, binds 
 
 
 def _check_kafka_exposure(loaded: BrokerConfig | ControllerConfig, insecure: bool) -> None:
-    """The Kafka listener has neither TLS nor SASL yet: reachable from other hosts, it
-    would serve anyone as User:ANONYMOUS, so that needs --insecure (exit 2 otherwise)."""
+    """A Kafka listener reachable from other hosts needs the broker's TLS and client
+    authentication (SASL SCRAM with auth.required), else --insecure (exit 2 otherwise)."""
     if not isinstance(loaded, BrokerConfig):
         return
     problem = None

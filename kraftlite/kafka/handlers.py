@@ -62,6 +62,8 @@ _AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 MAX_GROUP_NAME = 249
 INVALID_GROUP_ID = 24
 UNSUPPORTED_SASL_MECHANISM = 33
+FAILED_AUTHENTICATION_DELAY_S = 0.1  # connection.failed.authentication.delay.ms
+MAX_REQUESTS_BEFORE_AUTHENTICATION = 8  # ApiVersions, SaslHandshake, SaslAuthenticate x2
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53  # transactions are not served
 UNSUPPORTED_ENDPOINT_TYPE = 120
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4  # DescribeConfigs resource types
@@ -236,6 +238,8 @@ class Session:
         self.authenticated = False
         self.close_after_answer = False  # a failed authentication: answer, then close
         self._scram: ScramExchange | None = None
+        self._user_version: int | None = None  # the SCRAM user's credentials version
+        self._before_authentication = 0  # requests sent while it must still authenticate
         self._apis: dict[int, Callable[[Request], Awaitable[Body | None]]] = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.METADATA: self.metadata,
@@ -286,6 +290,15 @@ class Session:
         refusal = self.refusal(request.api_key, request.api_version)
         if refusal is not None and request.api_key != ApiKey.API_VERSIONS:
             raise CloseConnection(refusal)
+        if self.must_authenticate and not self.authenticated:
+            self._before_authentication += 1
+            if self._before_authentication > MAX_REQUESTS_BEFORE_AUTHENTICATION:
+                raise CloseConnection("too many requests without authenticating")
+        if self.who.login == "scram" and (
+            self.image.user_versions.get(self.who.principal.removeprefix("User:"))
+            != self._user_version
+        ):  # the user's password changed, or the user is gone: as HTTP's tokens, revoked
+            raise CloseConnection("the user's credentials changed")
         broker = self.service.broker
         starting = broker.broker_epoch < 0 or broker.replicas.image.version < broker.broker_epoch
         if starting and request.api_key != ApiKey.API_VERSIONS:
@@ -1291,17 +1304,18 @@ class Session:
     async def sasl_handshake(self, request: Request) -> Body:
         """KIP-43 v1: the mechanism, then SaslAuthenticate requests carry the exchange."""
         mechanism = request.body["mechanism"]
-        if self.authenticated or self._scram is not None:
+        # a TLS certificate's principal may be replaced by SASL's (SASL_SSL), once
+        if self._scram is not None or (self.authenticated and self.who.login != "certificate"):
             raise CloseConnection("authenticated already")
         if mechanism not in scram.MECHANISMS:
+            self.close_after_answer = True  # as Kafka: the client cannot go on
             return {
                 "error_code": UNSUPPORTED_SASL_MECHANISM,
                 "mechanisms": sorted(scram.MECHANISMS),
             }
-        image = self.image
 
         def credential_of(user: str) -> UserScramCredentialRecord | None:
-            return image.users.get(user, {}).get(mechanism)
+            return self.image.users.get(user, {}).get(mechanism)  # the image as it is now
 
         self._scram = ScramExchange(
             mechanism, credential_of, secrets.token_urlsafe(24), self.handlers.fake_salt_key()
@@ -1313,7 +1327,7 @@ class Session:
         client-final; success makes this connection's principal the user. A failure is
         answered SASL_AUTHENTICATION_FAILED, audited, and the connection closed."""
         exchange = self._scram
-        if exchange is None or self.authenticated:
+        if exchange is None:
             raise CloseConnection("SaslAuthenticate without a handshake")
         token = bytes(request.body["auth_bytes"] or b"")
         try:
@@ -1322,6 +1336,8 @@ class Session:
             answer = exchange.final(token)
         except ScramError as exc:
             self.close_after_answer = True
+            # Kafka's connection.failed.authentication.delay.ms: guessing costs time too
+            await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)
             audit.warning(
                 "authentication_failed",
                 host=self.who.host,
@@ -1337,4 +1353,6 @@ class Session:
         self.who = Caller(f"User:{exchange.user}", self.who.host, login="scram")
         self.authenticated = True
         self._scram = None
+        # a password change or the user's removal ends this connection (`handle`)
+        self._user_version = self.image.user_versions.get(exchange.user or "")
         return {"error_code": NONE, "auth_bytes": answer, "session_lifetime_ms": 0}

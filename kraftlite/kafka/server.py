@@ -70,7 +70,9 @@ class KafkaServer:
             host,
             port,
             ssl=tls,
-            ssl_handshake_timeout=None if tls is None else self.limits.read_timeout_ms / 1000,
+            ssl_handshake_timeout=None
+            if tls is None
+            else min(self.limits.read_timeout_ms, 10_000) / 1000,
         )
         log.info("kafka_listener_started", listen=f"{host}:{port}", tls=tls is not None)
 

@@ -14,7 +14,9 @@ Rules:
    ClientKey = proof XOR ClientSignature, and H(ClientKey) must equal StoredKey (compared
    in constant time).
 2. An unknown user gets a server-first built from a fake salt derived from the user name
-   and a secret, and fails only at the proof, so the answers do not tell which users exist.
+   and a secret (as long as a real one) at the default iteration count, and fails only at
+   the proof, so the answers do not tell which users exist; a user created with another
+   iteration count than the default shows that count, as any SCRAM server does.
 3. Any malformed message, a nonce that does not extend ours, or a proof that does not check
    is `ScramError`: the exchange is over.
 Pure: the server nonce and the fake-salt key are arguments.
@@ -38,20 +40,33 @@ class ScramError(ValueError):
     """The exchange failed (rule 3); the message says why, for the server's log only."""
 
 
-def _attributes(message: str) -> dict[str, str]:
-    found = {}
+def _attributes(message: str, order: str) -> dict[str, str]:
+    """The attributes, which must start with those named in `order`, in that order, and
+    appear once each."""
+    found: dict[str, str] = {}
     for part in message.split(","):
         name, sep, value = part.partition("=")
-        if not sep or len(name) != 1:
+        if not sep or len(name) != 1 or name in found:
             raise ScramError(f"malformed attribute {part[:32]!r}")
         found[name] = value
+    if "".join(found)[: len(order)] != order:
+        raise ScramError(f"attributes must start with {', '.join(order)}")
     return found
 
 
 def _unescape(name: str) -> str:
-    if "=" in name.replace("=2C", "").replace("=3D", ""):
-        raise ScramError("malformed user name")
-    return name.replace("=2C", ",").replace("=3D", "=")
+    """RFC 5802's saslname: "=2C" is ",", "=3D" is "=", any other "=" is malformed."""
+    out, i = [], 0
+    while i < len(name):
+        if name[i] != "=":
+            out.append(name[i])
+            i += 1
+        elif name[i : i + 3] in {"=2C", "=3D"}:
+            out.append("," if name[i : i + 3] == "=2C" else "=")
+            i += 3
+        else:
+            raise ScramError("malformed user name")
+    return "".join(out)
 
 
 class ScramExchange:
@@ -72,6 +87,7 @@ class ScramExchange:
         self.user: str | None = None
         self._credential: UserScramCredentialRecord | None = None
         self._client_first_bare = ""
+        self._gs2_header = ""
         self._server_first = ""
         self._nonce = ""
 
@@ -80,9 +96,16 @@ class ScramExchange:
         text = self._text(client_first)
         gs2, sep, bare = text.partition(",")
         authzid, sep2, bare = bare.partition(",")
-        if not sep or not sep2 or gs2 != "n" or (authzid and not authzid.startswith("a=")):
-            raise ScramError("only gs2 header 'n' (no channel binding) is served")
-        attributes = _attributes(bare)
+        # 'y': the client could bind, but we offer no -PLUS mechanism (RFC 5802 section 6)
+        if (
+            not sep
+            or not sep2
+            or gs2 not in {"n", "y"}
+            or (authzid and not authzid.startswith("a="))
+        ):
+            raise ScramError("no channel binding is served (gs2 header 'n' or 'y')")
+        self._gs2_header = f"{gs2},{authzid},"
+        attributes = _attributes(bare, "nr")
         user, nonce = _unescape(attributes.get("n", "")), attributes.get("r", "")
         if not user or not nonce or "m" in attributes:
             raise ScramError("client-first needs a user and a nonce")
@@ -92,8 +115,8 @@ class ScramExchange:
         self._credential = self._credential_of(user)
         if self._credential is not None:
             salt, iterations = self._credential.salt, self._credential.iterations
-        else:  # rule 2
-            fake = hmac.new(self._fake_salt_key, user.encode(), "sha256").digest()[:16]
+        else:  # rule 2: as long as a real salt (32 bytes), at the default count
+            fake = hmac.new(self._fake_salt_key, user.encode(), "sha256").digest()
             salt, iterations = base64.b64encode(fake).decode(), MIN_ITERATIONS
         self._nonce = nonce + self._server_nonce
         self._client_first_bare = bare
@@ -106,15 +129,16 @@ class ScramExchange:
         without_proof, sep, proof_part = text.rpartition(",p=")
         if not sep:
             raise ScramError("client-final has no proof")
-        attributes = _attributes(without_proof)
-        if attributes.get("c") != "biws" or attributes.get("r") != self._nonce:
+        attributes = _attributes(without_proof, "cr")
+        binding = base64.b64encode(self._gs2_header.encode()).decode()
+        if attributes["c"] != binding or attributes["r"] != self._nonce:
             raise ScramError("channel binding or nonce does not match")
         try:
             proof = base64.b64decode(proof_part, validate=True)
         except (binascii.Error, ValueError):
             raise ScramError("the proof is not base64") from None
         auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}"
-        credential = self._credential
+        credential = self._credential_of(self.user or "")  # as it is now, not at the start
         if credential is None or credential.mechanism != self.mechanism:
             raise ScramError(f"no {self.mechanism} credential for this user")
         stored_key = base64.b64decode(credential.stored_key)

@@ -287,7 +287,12 @@ def test_with_auth_required_a_kafka_client_must_authenticate_with_scram(
         )  # fmt: skip
         assert status == 201, answer
     time.sleep(1)  # the users and ACLs reach the broker
-    producer = Producer(_scram(authenticated, "alice", "alice-pw-1", "SCRAM-SHA-256"))
+    producer = Producer(
+        {
+            **_scram(authenticated, "alice", "alice-pw-1", "SCRAM-SHA-256"),
+            "message.timeout.ms": 10_000,
+        }
+    )
     errors: list[Any] = []
     producer.produce("secured", b"hello", partition=0, on_delivery=lambda e, m: errors.append(e))
     assert producer.flush(30) == 0 and errors == [None]
@@ -308,3 +313,17 @@ def test_with_auth_required_a_kafka_client_must_authenticate_with_scram(
     wrong = AdminClient(_scram(authenticated, "alice", "not-her-password", "SCRAM-SHA-256"))
     with pytest.raises(KafkaException):
         wrong.list_topics(timeout=5)
+    # a password change ends alice's open connections: her old password no longer works
+    status, answer = _as_admin(
+        "POST", authenticated.urls[1] + "/v1/users", {"name": "alice", "password": "new-pw-2"}
+    )
+    assert status == 201, answer
+    time.sleep(1)
+    late: list[Any] = []
+    producer.produce("secured", b"late", partition=0, on_delivery=lambda e, m: late.append(e))
+    producer.flush(15)
+    assert late and late[0] is not None  # never written with the old password
+    fresh = Producer(_scram(authenticated, "alice", "new-pw-2", "SCRAM-SHA-256"))
+    ok: list[Any] = []
+    fresh.produce("secured", b"again", partition=0, on_delivery=lambda e, m: ok.append(e))
+    assert fresh.flush(30) == 0 and ok == [None]

@@ -91,7 +91,6 @@ def test_an_unknown_user_looks_like_a_known_one_until_the_proof() -> None:
     "message",
     [
         b"",
-        b"y,,n=alice,r=cli",  # channel binding asked for
         b"p=tls-unique,,n=alice,r=cli",
         b"n,a=bob,n=alice,r=cli",  # acting for another user
         b"n,,n=alice",  # no nonce
@@ -105,3 +104,38 @@ def test_an_unknown_user_looks_like_a_known_one_until_the_proof() -> None:
 def test_malformed_client_first_messages_are_refused(message: bytes) -> None:
     with pytest.raises(ScramError):
         exchange().first(message)
+
+
+def test_an_authzid_naming_the_same_user_binds_its_gs2_header() -> None:
+    server = exchange()
+    bare = "n=alice,r=cli"
+    server_first = server.first(f"n,a=alice,{bare}".encode())
+    final, _ = client_final(server_first, bare, "pencil", "sha256")
+    with pytest.raises(ScramError, match="binding"):  # c=biws is "n,,", not "n,a=alice,"
+        server.final(final.encode())
+    server = exchange()
+    server_first = server.first(f"n,a=alice,{bare}".encode())
+    binding = base64.b64encode(b"n,a=alice,").decode()
+    attributes = dict(part.split("=", 1) for part in server_first.decode().split(","))
+    salted = hashlib.pbkdf2_hmac("sha256", b"pencil", base64.b64decode(attributes["s"]), 4096)
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    without_proof = f"c={binding},r={attributes['r']}"
+    auth = f"{bare},{server_first.decode()},{without_proof}".encode()
+    signature = hmac.new(hashlib.sha256(client_key).digest(), auth, "sha256").digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True)))
+    assert server.final(f"{without_proof},p={proof.decode()}".encode()).startswith(b"v=")
+
+
+@pytest.mark.parametrize(
+    "bare",
+    ["n=alice,r=cli,r=other", "r=cli,n=alice", "n==3=2CD,r=cli", "n=a==2C3D,r=cli"],
+)
+def test_attributes_out_of_order_repeated_or_badly_escaped_are_refused(bare: str) -> None:
+    with pytest.raises(ScramError):
+        exchange().first(f"n,,{bare}".encode())
+
+
+def test_a_fake_salt_is_as_long_as_a_real_one_the_cluster_makes() -> None:
+    fake = exchange().first(b"n,,n=mallory,r=cli").decode()
+    fake_salt = dict(p.split("=", 1) for p in fake.split(","))["s"]
+    assert len(base64.b64decode(fake_salt)) == 32  # controller_app and node.py salt with 32
