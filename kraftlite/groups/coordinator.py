@@ -337,6 +337,10 @@ class GroupCoordinator:
         answer = state.heartbeat(member_id, member_epoch, self._now(), self._counts(topics))
         return self._answer(answer)
 
+    def subscribe(self, group: str, member_id: str, topics: list[str]) -> None:
+        _, shard = self._shard(group)
+        shard.existing(group, self._now()).subscribe(member_id, topics, self._now())
+
     def leave(self, group: str, member_id: str) -> None:
         _, shard = self._shard(group)
         try:
@@ -465,12 +469,15 @@ class GroupCoordinator:
         if generation is not None and classic is not None and classic.members:
             classic.check_commit(member_id or "", generation)
             return
-        if generation is not None:
-            if generation >= 0 or member_id:
+        if generation is not None:  # Kafka's OffsetCommit
+            if member_id and member_id in shard.existing(group, self._now()).members:
+                member_epoch = generation  # a KIP-848 member: its member epoch
+            elif generation >= 0 or member_id:
                 raise KraftliteError(
                     ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not a member of {group}"
                 )
-            member_id = member_epoch = None
+            else:
+                member_id = member_epoch = None
         elif classic is not None and classic.members:
             raise KraftliteError(
                 ErrorCode.UNKNOWN_MEMBER_ID,

@@ -134,6 +134,12 @@ class Group:
             member.confirmed_epoch = member_epoch
         return self._answer(member_id, now_ms, partition_counts)
 
+    def subscribe(self, member_id: str, topics: Iterable[str], now_ms: int) -> None:
+        """A member's new subscription (KIP-848's heartbeat may carry one): the next answer
+        assigns from it; what it owns now is released as for any reassignment (rule 2)."""
+        self.expire(now_ms)
+        self._member(member_id).topics = frozenset(topics)
+
     def leave(self, member_id: str, now_ms: int) -> None:
         self.expire(now_ms)
         self._member(member_id)

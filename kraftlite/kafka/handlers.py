@@ -61,6 +61,9 @@ _NO_TOPIC_ID = uuid.UUID(int=0)
 _AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 MAX_GROUP_NAME = 249
 INVALID_GROUP_ID = 24
+MAX_MEMBER_ID = 64  # as the HTTP edge's: a UUID
+MAX_SUBSCRIBED_TOPICS = 1000
+MAX_CLIENT_ID = 255
 UNSUPPORTED_SASL_MECHANISM = 33
 FAILED_AUTHENTICATION_DELAY_S = 0.1  # connection.failed.authentication.delay.ms
 MAX_REQUESTS_BEFORE_AUTHENTICATION = 8  # ApiVersions, SaslHandshake, SaslAuthenticate x2
@@ -202,6 +205,7 @@ SERVED: Final = frozenset(
         ApiKey.INIT_PRODUCER_ID,
         ApiKey.SASL_HANDSHAKE,
         ApiKey.SASL_AUTHENTICATE,
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
     }
 )
 # What a connection that must authenticate may send before it has (rule 4).
@@ -266,6 +270,7 @@ class Session:
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
             ApiKey.SASL_HANDSHAKE: self.sasl_handshake,
             ApiKey.SASL_AUTHENTICATE: self.sasl_authenticate,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: self.consumer_group_heartbeat,
         }
         assert self._apis.keys() == SERVED
 
@@ -1356,3 +1361,65 @@ class Session:
         # a password change or the user's removal ends this connection (`handle`)
         self._user_version = self.image.user_versions.get(exchange.user or "")
         return {"error_code": NONE, "auth_bytes": answer, "session_lifetime_ms": 0}
+
+    # -- KIP-848 consumer groups -------------------------------------------------------------
+
+    async def consumer_group_heartbeat(self, request: Request) -> Body:
+        """KIP-848's ConsumerGroupHeartbeat (`group.protocol=consumer`) on kraftlite's own
+        server-side groups (groups/group.py): epoch 0 joins, -1 and -2 leave, any other
+        heartbeats (confirming the last assignment when it names that epoch). The
+        assignment is sent when the epoch moved; a new subscription is taken as it comes.
+        A member id is the client's (v1) or one made here (v0)."""
+        body = request.body
+        group, epoch = body["group_id"], body["member_epoch"]
+        member_id = body["member_id"] or (uuid.uuid4().hex if epoch == 0 else "")
+        answer: Body = {"member_id": member_id, "member_epoch": epoch}
+        refused = self._group_refusal(group)
+        if refused is not None or not names.is_name(member_id, MAX_MEMBER_ID):
+            return {**answer, "error_code": refused or INVALID_REQUEST}
+        if body["subscribed_topic_regex"]:  # (librdkafka sends "" for none)
+            return {
+                **answer,
+                "error_code": INVALID_REQUEST,
+                "error_message": "subscribe to topic names: regular expressions are not served",
+            }
+        topics = body["subscribed_topic_names"]
+        if epoch == 0 and not topics:
+            return {**answer, "error_code": INVALID_REQUEST, "error_message": "name the topics"}
+        coordinator = self.service.coordinator
+        if topics is not None:
+            if len(topics) > MAX_SUBSCRIBED_TOPICS or not all(map(_topic_name_ok, topics)):
+                return {**answer, "error_code": int(ErrorCode.INVALID_TOPIC_EXCEPTION)}
+            if not all(self._may_topic(Operation.DESCRIBE, t) for t in topics):
+                return {**answer, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
+        try:
+            await coordinator.ensure_offsets_topic()
+            if epoch < 0:
+                coordinator.leave(group, member_id)
+                return {**answer, "error_code": NONE}
+            if epoch == 0:
+                client_id = request.client_id or ""
+                client_id = client_id if names.is_name(client_id, MAX_CLIENT_ID) else ""
+                joined = coordinator.join(group, member_id, client_id, sorted(set(topics)), None)
+            else:
+                if topics is not None:
+                    coordinator.subscribe(group, member_id, sorted(set(topics)))
+                joined = coordinator.heartbeat(group, member_id, epoch)
+        except KraftliteError as exc:
+            return {**answer, "error_code": kafka_code(exc), "error_message": _message(exc)}
+        answer = {
+            "error_code": NONE,
+            "member_id": member_id,
+            "member_epoch": joined["member_epoch"],
+            "heartbeat_interval_ms": joined["heartbeat_interval_ms"],
+        }
+        if joined["member_epoch"] != epoch:  # a new assignment: all of it, by topic id
+            image = self.image
+            answer["assignment"] = {
+                "topic_partitions": [
+                    {"topic_id": _topic_id(found.topic_id), "partitions": entry["partitions"]}
+                    for entry in joined["assignment"]
+                    if (found := image.topic(entry["topic"])) is not None
+                ]
+            }
+        return answer

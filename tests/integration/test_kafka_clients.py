@@ -620,3 +620,52 @@ def test_kcat_produces_consumes_and_lists(cluster: Cluster) -> None:
     metadata = json.loads(listed.stdout)
     assert {b["id"] for b in metadata["brokers"]} == {1, 2, 3}
     assert "kc" in {t["topic"] for t in metadata["topics"]}
+
+
+def test_kip_848_consumers_share_partitions_by_server_side_assignment(cluster: Cluster) -> None:
+    """librdkafka with group.protocol=consumer: ConsumerGroupHeartbeat on kraftlite's own
+    server-side groups; the same group, its members and lag, over HTTP."""
+    create_topic(cluster, "k848", partitions=4)
+    settings = {
+        "bootstrap.servers": cluster.bootstrap,
+        "group.id": "g-848",
+        "group.protocol": "consumer",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    }
+    consumers = [Consumer(settings) for _ in range(2)]
+    try:
+        for consumer in consumers:
+            consumer.subscribe(["k848"])
+        deadline = time.monotonic() + 60
+        while True:
+            for consumer in consumers:
+                message = consumer.poll(0.1)
+                assert message is None or message.error() is None, message.error()
+                assert message is None, message.value()
+            owned = [{tp.partition for tp in c.assignment()} for c in consumers]
+            if all(owned) and sorted(p for o in owned for p in o) == [0, 1, 2, 3]:
+                break
+            assert time.monotonic() < deadline, owned
+        status, described = http("GET", cluster.urls[1] + "/v1/groups/g-848")
+        assert status == 200 and len(described["members"]) == 2, described
+        _produce_http(cluster, "k848", [f"e{i}" for i in range(100)])
+        seen: list[str] = []
+        deadline = time.monotonic() + 60
+        while len(seen) < 100:
+            for consumer in consumers:
+                message = consumer.poll(0.05)
+                if message is not None:
+                    assert message.error() is None, message.error()
+                    seen.append(message.value().decode())
+            assert time.monotonic() < deadline, len(seen)
+        assert sorted(seen) == sorted(f"e{i}" for i in range(100))
+        for consumer in consumers:
+            consumer.commit(asynchronous=False)
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    status, listed = http("GET", cluster.urls[2] + "/v1/groups/g-848/offsets")
+    assert status == 200, listed
+    assert sum(o["offset"] for o in listed["offsets"]) == 100
+    assert all(o["lag"] == 0 for o in listed["offsets"])

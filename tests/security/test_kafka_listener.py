@@ -327,3 +327,21 @@ def test_with_auth_required_a_kafka_client_must_authenticate_with_scram(
     ok: list[Any] = []
     fresh.produce("secured", b"again", partition=0, on_delivery=lambda e, m: ok.append(e))
     assert fresh.flush(30) == 0 and ok == [None]
+
+
+def test_consumer_group_heartbeats_with_bad_input_are_refused(cluster: Cluster) -> None:
+    address = cluster.kafka_addresses[1]
+    base = {"group_id": "g848", "member_id": "m1", "member_epoch": 0}
+    cases = [
+        ({**base, "subscribed_topic_names": None}, 42),  # a join names its topics
+        ({**base, "subscribed_topic_names": ["t"], "subscribed_topic_regex": "t.*"}, 42),
+        ({**base, "subscribed_topic_names": ["bad/name"]}, 17),
+        ({**base, "subscribed_topic_names": ["__consumer_offsets"]}, 17),
+        ({**base, "member_id": "x" * 65, "subscribed_topic_names": ["t"]}, 42),
+        ({**base, "group_id": "", "subscribed_topic_names": ["t"]}, 24),
+        ({**base, "member_epoch": 5}, 25),  # heartbeating as a member it never was
+    ]
+    for body, code in cases:
+        answer = call(address, 68, 1, body)
+        assert answer["error_code"] == code, (body, answer)
+    _healthy(cluster)
