@@ -299,6 +299,8 @@ class GroupCoordinator:
         client_id: str,
         topics: list[str],
         session_timeout_ms: int | None,
+        *,
+        reports: bool = False,
     ) -> dict[str, Any]:
         timeout = (
             min(self.settings.default_session_timeout_ms, self.settings.max_session_timeout_ms)
@@ -324,7 +326,13 @@ class GroupCoordinator:
             )
         try:
             answer = shard.group(group).join(
-                member_id, client_id, topics, timeout, self._now(), self._counts(topics)
+                member_id,
+                client_id,
+                topics,
+                timeout,
+                self._now(),
+                self._counts(topics),
+                reports=reports,
             )
         finally:  # a refused join leaves no group behind
             shard.drop_if_empty(group)
@@ -337,9 +345,31 @@ class GroupCoordinator:
         answer = state.heartbeat(member_id, member_epoch, self._now(), self._counts(topics))
         return self._answer(answer)
 
-    def subscribe(self, group: str, member_id: str, topics: list[str]) -> None:
+    def consumer_heartbeat(  # noqa: PLR0917 - the heartbeat's fields
+        self,
+        group: str,
+        member_id: str,
+        member_epoch: int,
+        client_id: str,
+        topics: list[str] | None,
+        reported: frozenset[TopicPartition] | None,
+    ) -> dict[str, Any]:
+        """KIP-848's heartbeat (group.py rule 9): epoch 0 joins, or rejoins a member that
+        exists (a fenced client keeps its member id); any other epoch heartbeats."""
         _, shard = self._shard(group)
-        shard.existing(group, self._now()).subscribe(member_id, topics, self._now())
+        state = shard.existing(group, self._now())
+        if member_epoch == 0 and member_id not in state.members:
+            return self.join(group, member_id, client_id, topics or [], None, reports=True)
+        subscribed = {t for m in state.members.values() for t in m.topics} | set(topics or [])
+        result = state.heartbeat(
+            member_id,
+            member_epoch,
+            self._now(),
+            self._counts(subscribed),
+            topics=topics,
+            reported=reported,
+        )
+        return self._answer(result)
 
     def leave(self, group: str, member_id: str) -> None:
         _, shard = self._shard(group)

@@ -24,6 +24,11 @@ Rules (server-side assignment in the spirit of KIP-848):
    with the epoch it consumed under. A commit without a member id (an admin tool, a
    standalone consumer, a Spark job) is accepted only while the group has no members, as
    Kafka accepts a commit with member epoch -1 only for an empty group (UNKNOWN_MEMBER_ID).
+9. A KIP-848 client (Kafka's ConsumerGroupHeartbeat) takes a new epoch's assignment at
+   once but lets go of revoked partitions only later, while it keeps heartbeating; it says
+   what it holds (its heartbeat's partitions). For such a member a partition it was told
+   to release stays its own until a heartbeat lists what it holds without it; a heartbeat
+   that lists nothing confirms nothing. So rule 3 holds for it too.
 8. A group holds at most `max_size` members (`group.consumer.max.size`): a new member of a
    full group is refused with GROUP_MAX_SIZE_REACHED; a retried join of a member is not new.
 """
@@ -50,6 +55,7 @@ class Member:
     # given and owned without a break since (its "assignment epoch", rule 7).
     owned_since: dict[TopicPartition, int] = field(default_factory=dict)
     confirmed_epoch: int = 0  # the last epoch the member confirmed holding
+    reports: bool = False  # a KIP-848 client: it says what it holds (rule 9)
 
     @property
     def owned(self) -> frozenset[TopicPartition]:
@@ -79,7 +85,8 @@ DEFAULT_MAX_SIZE = 200  # group.consumer.max.size (Kafka: unbounded; see docs/de
 
 @dataclass
 class Group:
-    """Mutated only by `join`, `heartbeat`, `leave` and `expire`; `check_commit` and the
+    """Mutated only by `join`, `heartbeat` (which takes new subscriptions too), `leave` and
+    `expire`; `check_commit` and the
     views change nothing but expire silent members. Invariants: no partition is in two
     members' `owned`; `len(members) <= max_size`.
     """
@@ -99,6 +106,8 @@ class Group:
         session_timeout_ms: int,
         now_ms: int,
         partition_counts: Mapping[str, int],
+        *,
+        reports: bool = False,
     ) -> MemberAnswer:
         self.expire(now_ms)
         existing = self.members.get(member_id)
@@ -112,13 +121,23 @@ class Group:
                 "(group.consumer.max.size)",
             )
         self.members[member_id] = Member(
-            member_id, client_id, frozenset(topics), session_timeout_ms, now_ms
+            member_id, client_id, frozenset(topics), session_timeout_ms, now_ms, reports=reports
         )
         return self._answer(member_id, now_ms, partition_counts)
 
     def heartbeat(
-        self, member_id: str, member_epoch: int, now_ms: int, partition_counts: Mapping[str, int]
+        self,
+        member_id: str,
+        member_epoch: int,
+        now_ms: int,
+        partition_counts: Mapping[str, int],
+        *,
+        topics: Iterable[str] | None = None,
+        reported: frozenset[TopicPartition] | None = None,
     ) -> MemberAnswer:
+        """Rule 2, and 9 for a member that reports what it holds (`reported`, KIP-848's
+        heartbeat; None: nothing said). `topics`: a new subscription, taken once the epoch
+        checked out."""
         self.expire(now_ms)
         member = self._member(member_id)
         if member_epoch > member.epoch:
@@ -127,18 +146,23 @@ class Group:
                 f"member {member_id} sent epoch {member_epoch}; the current one is {member.epoch}",
             )
         member.last_seen_ms = now_ms
-        if member_epoch == member.epoch:  # rule 2: it holds exactly its last answer
+        if topics is not None:
+            member.topics = frozenset(topics)
+        if member.reports:  # rule 9: released is what it says it no longer holds
+            if reported is not None:
+                member.owned_since = {
+                    tp: since
+                    for tp, since in member.owned_since.items()
+                    if tp in member.assignment or tp in reported
+                }
+                if reported == member.assignment:
+                    member.confirmed_epoch = member.epoch
+        elif member_epoch == member.epoch:  # rule 2: it holds exactly its last answer
             member.owned_since = {
                 tp: since for tp, since in member.owned_since.items() if tp in member.assignment
             }
             member.confirmed_epoch = member_epoch
         return self._answer(member_id, now_ms, partition_counts)
-
-    def subscribe(self, member_id: str, topics: Iterable[str], now_ms: int) -> None:
-        """A member's new subscription (KIP-848's heartbeat may carry one): the next answer
-        assigns from it; what it owns now is released as for any reassignment (rule 2)."""
-        self.expire(now_ms)
-        self._member(member_id).topics = frozenset(topics)
 
     def leave(self, member_id: str, now_ms: int) -> None:
         self.expire(now_ms)

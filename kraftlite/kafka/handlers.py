@@ -1366,10 +1366,10 @@ class Session:
 
     async def consumer_group_heartbeat(self, request: Request) -> Body:
         """KIP-848's ConsumerGroupHeartbeat (`group.protocol=consumer`) on kraftlite's own
-        server-side groups (groups/group.py): epoch 0 joins, -1 and -2 leave, any other
-        heartbeats (confirming the last assignment when it names that epoch). The
-        assignment is sent when the epoch moved; a new subscription is taken as it comes.
-        A member id is the client's (v1) or one made here (v0)."""
+        server-side groups (groups/group.py, rule 9 for what such a member holds): epoch 0
+        joins (or rejoins), -1 and -2 leave, any other heartbeats. The assignment is sent
+        when the epoch moved, on a full request, or when what the member says it holds
+        differs from it. A member id is the client's (v1) or one made here (v0)."""
         body = request.body
         group, epoch = body["group_id"], body["member_epoch"]
         member_id = body["member_id"] or (uuid.uuid4().hex if epoch == 0 else "")
@@ -1377,34 +1377,27 @@ class Session:
         refused = self._group_refusal(group)
         if refused is not None or not names.is_name(member_id, MAX_MEMBER_ID):
             return {**answer, "error_code": refused or INVALID_REQUEST}
-        if body["subscribed_topic_regex"]:  # (librdkafka sends "" for none)
-            return {
-                **answer,
-                "error_code": INVALID_REQUEST,
-                "error_message": "subscribe to topic names: regular expressions are not served",
-            }
+        if epoch < -2:
+            return {**answer, "error_code": INVALID_REQUEST, "error_message": "no such epoch"}
         topics = body["subscribed_topic_names"]
-        if epoch == 0 and not topics:
-            return {**answer, "error_code": INVALID_REQUEST, "error_message": "name the topics"}
+        problem = self._subscription_problem(topics, body["subscribed_topic_regex"], epoch)
         coordinator = self.service.coordinator
-        if topics is not None:
-            if len(topics) > MAX_SUBSCRIBED_TOPICS or not all(map(_topic_name_ok, topics)):
-                return {**answer, "error_code": int(ErrorCode.INVALID_TOPIC_EXCEPTION)}
-            if not all(self._may_topic(Operation.DESCRIBE, t) for t in topics):
-                return {**answer, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
+        reported = self._reported(body["topic_partitions"])
         try:
             await coordinator.ensure_offsets_topic()
             if epoch < 0:
                 coordinator.leave(group, member_id)
                 return {**answer, "error_code": NONE}
-            if epoch == 0:
-                client_id = request.client_id or ""
-                client_id = client_id if names.is_name(client_id, MAX_CLIENT_ID) else ""
-                joined = coordinator.join(group, member_id, client_id, sorted(set(topics)), None)
-            else:
-                if topics is not None:
-                    coordinator.subscribe(group, member_id, sorted(set(topics)))
-                joined = coordinator.heartbeat(group, member_id, epoch)
+            if problem is not None:
+                if epoch > 0:  # a refused subscription change still keeps the member alive
+                    coordinator.consumer_heartbeat(group, member_id, epoch, "", None, reported)
+                return {**answer, "error_code": problem[0], "error_message": problem[1]}
+            client_id = request.client_id or ""
+            client_id = client_id if names.is_name(client_id, MAX_CLIENT_ID) else ""
+            subscribed = None if topics is None else sorted(set(topics))
+            joined = coordinator.consumer_heartbeat(
+                group, member_id, epoch, client_id, subscribed, reported
+            )
         except KraftliteError as exc:
             return {**answer, "error_code": kafka_code(exc), "error_message": _message(exc)}
         answer = {
@@ -1413,7 +1406,14 @@ class Session:
             "member_epoch": joined["member_epoch"],
             "heartbeat_interval_ms": joined["heartbeat_interval_ms"],
         }
-        if joined["member_epoch"] != epoch:  # a new assignment: all of it, by topic id
+        assigned = {
+            (entry["topic"], p) for entry in joined["assignment"] for p in entry["partitions"]
+        }
+        if (
+            joined["member_epoch"] != epoch
+            or topics is not None
+            or (reported is not None and reported != assigned)
+        ):  # all of it, by topic id
             image = self.image
             answer["assignment"] = {
                 "topic_partitions": [
@@ -1423,3 +1423,32 @@ class Session:
                 ]
             }
         return answer
+
+    def _subscription_problem(
+        self, topics: list[str] | None, regex: str | None, epoch: int
+    ) -> tuple[int, str] | None:
+        """(error code, message) for a subscription this member may not have, or None."""
+        if regex:  # (librdkafka sends "" for none)
+            return INVALID_REQUEST, "subscribe to topic names: regular expressions are not served"
+        if epoch == 0 and not topics:
+            return INVALID_REQUEST, "a join names its topics"
+        if topics is None:
+            return None
+        if len(topics) > MAX_SUBSCRIBED_TOPICS or not all(map(_topic_name_ok, topics)):
+            return int(ErrorCode.INVALID_TOPIC_EXCEPTION), "invalid topic names"
+        if not all(self._may_topic(Operation.DESCRIBE, t) for t in topics):
+            return int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "not authorized for a topic"
+        return None
+
+    def _reported(self, owned: list[Body] | None) -> frozenset[tuple[str, int]] | None:
+        """What a KIP-848 member says it holds, by topic name (unknown topic ids skipped);
+        None when it said nothing."""
+        if owned is None:
+            return None
+        topics = self.image.topics
+        return frozenset(
+            (found.name, partition)
+            for entry in owned
+            if (found := topics.get(entry["topic_id"].hex)) is not None
+            for partition in entry["partitions"]
+        )

@@ -403,3 +403,29 @@ def test_reads_create_no_group_and_empty_groups_go() -> None:
     shard.group("e")
     shard.drop_if_empty("e")  # a refused join leaves nothing
     assert "e" not in shard.groups
+
+
+def test_a_kip_848_member_releases_only_what_it_says_it_no_longer_holds() -> None:
+    """Rule 9: such a client heartbeats with the new epoch while it is still letting go of
+    revoked partitions; only its report of what it holds releases them."""
+    group = Group("g")
+    first = group.join("m1", "c", ["a"], 10_000, 0, COUNTS, reports=True)
+    group.heartbeat("m1", 1, 10, COUNTS, reported=first.assignment)
+    group.join("m2", "c", ["a"], 10_000, 20, COUNTS, reports=True)
+    revoked = group.heartbeat("m1", 1, 30, COUNTS, reported=first.assignment)
+    assert revoked.member_epoch == 2 and len(revoked.assignment) == 3
+    group.heartbeat("m1", 2, 40, COUNTS)  # the new epoch, nothing reported: still revoking
+    assert group.heartbeat("m2", 1, 50, COUNTS, reported=frozenset()).assignment == frozenset()
+    group.heartbeat("m1", 2, 60, COUNTS, reported=revoked.assignment)  # it let go
+    taken = group.heartbeat("m2", 1, 70, COUNTS, reported=frozenset())
+    assert taken.assignment == COUNTS_A - revoked.assignment
+
+
+def test_a_heartbeat_takes_a_new_subscription_after_its_epoch_checked_out() -> None:
+    group = Group("g")
+    group.join("m1", "c", ["a"], 10_000, 0, COUNTS, reports=True)
+    with pytest.raises(KraftliteError):
+        group.heartbeat("m1", 9, 10, COUNTS, topics=["b"])  # a future epoch: refused
+    assert group.members["m1"].topics == frozenset({"a"})
+    moved = group.heartbeat("m1", 1, 20, COUNTS, topics=["b"], reported=frozenset())
+    assert moved.assignment == frozenset(("b", p) for p in range(3))
