@@ -203,19 +203,13 @@ class BrokerService:
     async def fetch(
         self, topic: str, index: int, offset: int, max_bytes: int, max_wait_ms: int
     ) -> Fetched:
-        """Batches from `offset` on, up to `max_bytes` (at least one batch; capped at
-        `fetch.max.bytes`), waiting up to `max_wait_ms` (at most MAX_WAIT_MS) when there
-        are none yet. The leader is looked up again after the wait: it may have moved."""
-        max_bytes = min(max_bytes, self.broker.settings.limits.fetch_max_bytes)
-        partition = self.leader(topic, index)
-        data = partition.read(offset, max_bytes)
-        if not data and max_wait_ms > 0:
-            await partition.wait_for_records(offset, min(max_wait_ms, MAX_WAIT_MS) / 1000)
-            partition = self.leader(topic, index)
-            data = partition.read(offset, max_bytes)
-        metrics.record_fetch(partition, data)
-        log_ = partition.log
-        return Fetched(partition, data, log_.high_watermark, log_.log_start_offset)
+        """One partition's `fetch_many` (the HTTP edge's fetch): batches from `offset` on,
+        at least one, waiting up to `max_wait_ms` when there are none yet; its error raised."""
+        wanted = FetchWanted(topic, index, offset, max_bytes)
+        (result,) = await self.fetch_many([wanted], 1, max_bytes, max_wait_ms)
+        if isinstance(result, KraftliteError):
+            raise result
+        return result
 
     async def fetch_many(
         self, wanted: Sequence[FetchWanted], min_bytes: int, max_bytes: int, max_wait_ms: int
