@@ -597,3 +597,21 @@ def test_the_elastic_cluster_needs_alter_on_the_cluster(cluster: Cluster) -> Non
         cluster,
         lambda: http("POST", url + "/v1/reassignments", move, headers=mover)[0] == 202,
     )
+
+
+def test_producer_ids_are_for_authenticated_clients_and_each_is_new(cluster: Cluster) -> None:
+    """POST /v1/producer-ids (an idempotent producer's InitProducerId): no id for a
+    stranger; an authenticated client gets a new one each time, on any broker."""
+    refused(http("POST", cluster.urls[1] + "/v1/producer-ids"), 401, "SASL_AUTHENTICATION_FAILED")
+    status, _ = as_admin(
+        "POST", cluster.urls[1] + "/v1/users", {"name": "dave", "password": "pw-d"}
+    )
+    assert status == 201
+    given = set()
+    for url in cluster.urls.values():
+        for _ in range(2):
+            status, answer = http("POST", url + "/v1/producer-ids", headers=basic("dave", "pw-d"))
+            assert status == 201, answer
+            assert answer["producer_epoch"] == 0
+            given.add(answer["producer_id"])
+    assert len(given) == 2 * len(cluster.urls)
