@@ -33,28 +33,40 @@ CLUSTER_SECRET = "harness-cluster-secret-0123456789"
 FAST_SESSIONS = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
 
 
-def _port_below_ephemeral() -> int:
-    """A free 5-digit port below Linux's ephemeral range (32768 up, where free_ports and
-    every outgoing connection take theirs), so it sorts below any of those as text too."""
-    for _ in range(1000):
-        port = random.randrange(10_000, 32_768)
+# Every port a test server listens on comes from below Linux's ephemeral range (32768 up),
+# from which the kernel picks the ports of outgoing connections and of bind(0). A port
+# probed free and released there could be taken by any connection opened before its server
+# starts (a controller's, the proxy's), and the server would then fail to bind. Proxy ports
+# come from a band below every node's port, so they sort below them as text too (the Raft
+# scheme in `ControllerQuorum._raft_views` needs that).
+PROXY_PORTS = range(10_000, 20_000)
+NODE_PORTS = range(20_000, 32_768)
+_handed_out: set[int] = set()
+
+
+def _free_port_in(band: range) -> int:
+    """A free port from `band`, not handed out before in this test session."""
+    for _ in range(10_000):
+        port = random.choice(band)
+        if port in _handed_out:
+            continue
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        _handed_out.add(port)
         return port
-    raise RuntimeError("no free port below 32768")
+    raise RuntimeError(f"no free port in {band}")
+
+
+def proxy_port() -> int:
+    return _free_port_in(PROXY_PORTS)
 
 
 def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
+    """`count` distinct ports for nodes to listen on, free now."""
+    return [_free_port_in(NODE_PORTS) for _ in range(count)]
 
 
 # Trusted for https:// URLs by `http` (a test CA, set by tests that turn TLS on).
@@ -184,6 +196,14 @@ class Process:
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
+    def tail(self, lines: int = 20) -> str:
+        """The end of its log, for a failure message."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
     @property
     def serving(self) -> bool:
         """Alive and not paused: it can answer."""
@@ -257,7 +277,7 @@ class ControllerQuorum:
         for node_id, address in raft.items():
             upstream = int(address.rsplit(":", 1)[1])
             port = self.network.add_route(
-                f"controller-{node_id}", upstream, _port_below_ephemeral()
+                f"controller-{node_id}", upstream, proxy_port()
             )
             proxied[node_id] = f"127.0.0.1:{port}"
         # What the scheme needs: every proxy address sorts below every real one.
@@ -357,7 +377,9 @@ class Cluster:
                 if self.faults:  # Kafka clients reach it through the proxy: cut(CLIENT, ...)
                     assert self.network is not None
                     proxied = self.network.add_route(
-                        f"broker-{broker_id}-kafka", int(kafka_listen.rsplit(":", 1)[1])
+                        f"broker-{broker_id}-kafka",
+                        int(kafka_listen.rsplit(":", 1)[1]),
+                        proxy_port(),
                     )
                     self.kafka_addresses[broker_id] = f"127.0.0.1:{proxied}"
                     settings["kafka.advertised.listener"] = self.kafka_addresses[broker_id]
@@ -386,7 +408,7 @@ class Cluster:
 
     def _proxied(self, name: str, address: str) -> str:
         assert self.network is not None
-        port = self.network.add_route(name, int(address.rsplit(":", 1)[1]))
+        port = self.network.add_route(name, int(address.rsplit(":", 1)[1]), proxy_port())
         return f"http://127.0.0.1:{port}"
 
     def pids(self) -> dict[int, str]:
@@ -449,8 +471,12 @@ class Cluster:
                     status = 0
                 if status == 200:
                     break
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"broker {broker_id} not ready; logs in {self.root}")
+                process = self.processes[broker_id]
+                if not process.alive or time.monotonic() > deadline:
+                    state = "not ready" if process.alive else "exited"
+                    raise AssertionError(
+                        f"broker {broker_id} {state}; logs in {self.root}\n{process.tail()}"
+                    )
                 time.sleep(0.1)
 
     def stop(self) -> None:
