@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import click
 import orjson
+from rich import filesize
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -411,22 +412,105 @@ def cluster() -> None:
 @output_option
 @api_errors
 def cluster_status(bootstrap: Connection, output: str) -> None:
+    """The overview in one screen: the quorum, the brokers with their load, and the
+    partitions that are under-replicated or offline (in red)."""
     with bootstrap.admin() as admin:
         described = admin.cluster()
+        quorum = admin.quorum()
+        brokers = admin.list_brokers()
+        try:  # served by brokers only, and needs DESCRIBE CLUSTER: shown when it can be
+            stats: dict[str, Any] | None = admin.cluster_stats()
+            if stats is not None and stats.get("rates") is None:
+                # rates are measured between two asks: nobody asked lately, so ask again
+                time.sleep(1)
+                stats = admin.cluster_stats()
+        except KraftliteError as exc:
+            stats = None
+            click.echo(f"no broker figures: {exc.code.name}: {exc.message}", err=True)
     if output == "json":
-        _json(described)
+        _json({"cluster": described, "quorum": quorum, "brokers": brokers, "stats": stats})
         return
-    controller = described["controller"]
-    table = Table(
-        "broker", "url", "rack", "fenced",
-        title=f"cluster {described['cluster_id']} - active controller "
-        f"{controller['leader_id']} (term {controller['term']})",
-    )  # fmt: skip
-    for broker in described["brokers"]:
-        table.add_row(
-            str(broker["id"]), broker["url"], broker["rack"] or "-", str(broker["fenced"])
+    console = Console()
+    console.print(_status_headline(described, quorum, stats))
+    console.print(_quorum_table(quorum))
+    console.print(_brokers_table(brokers, stats))
+
+
+def _status_headline(
+    described: dict[str, Any], quorum: dict[str, Any], stats: dict[str, Any] | None
+) -> Text:
+    line = Text(f"cluster {described['cluster_id']}   metadata offset {quorum['metadata_offset']}")
+    if stats is None:
+        return line
+    for label, key in (
+        ("under-replicated", "under_replicated_partitions"),
+        ("offline", "offline_partitions"),
+    ):
+        count = stats.get(key, 0)
+        line.append(f"   {label} ")
+        line.append(str(count), style="bold red" if count else "green")
+    rates = stats.get("rates") or {}
+    if rates:
+        line.append(
+            f"   in {_rate(rates.get('produce_bytes'))}  out {_rate(rates.get('fetch_bytes'))}"
         )
-    Console().print(table)
+    return line
+
+
+def _quorum_table(quorum: dict[str, Any]) -> Table:
+    leader = quorum.get("leader_id")
+    table = Table(
+        "controller", "state", "address", "url",
+        title=f"quorum: leader {leader if leader is not None else '-'}, term {quorum['term']}, "
+        f"commit index {quorum['commit_index']}",
+    )  # fmt: skip
+    lag_known = any("lag" in v for v in quorum["voters"])
+    if lag_known:
+        table.add_column("commit lag")
+    for voter in quorum["voters"]:
+        state = Text(voter["state"], style="red" if voter["state"] == "unreachable" else "")
+        row: list[str | Text] = [str(voter["id"]), state, voter["address"], voter["url"] or "-"]
+        if lag_known:
+            row.append("-" if voter.get("lag") is None else str(voter["lag"]))
+        table.add_row(*row)
+    return table
+
+
+def _brokers_table(brokers: list[dict[str, Any]], stats: dict[str, Any] | None) -> Table:
+    figures = {b["id"]: b for b in (stats or {}).get("brokers", []) if b.get("answered")}
+    table = Table(
+        "broker", "state", "rack", "url", "kafka", "leaders", "replicas", "disk", "in", "out",
+        title=f"brokers: {len(brokers)}",
+    )  # fmt: skip
+    for broker in brokers:
+        found = figures.get(broker["id"])
+        rates = (found or {}).get("rates") or {}
+        table.add_row(
+            str(broker["id"]),
+            _broker_state(broker),
+            broker.get("rack") or "-",
+            broker["url"],
+            broker.get("kafka") or "-",
+            str(broker["leaders"]),
+            str(broker["replicas"]),
+            "-" if found is None else filesize.decimal(found["disk_bytes"]),
+            _rate(rates.get("produce_bytes")),
+            _rate(rates.get("fetch_bytes")),
+        )
+    return table
+
+
+def _broker_state(broker: dict[str, Any]) -> Text:
+    """GET /v1/brokers' state (active, fenced, draining, drained), coloured."""
+    state = str(broker["state"])
+    if broker.get("in_controlled_shutdown"):
+        state = "shutting down"
+    style = {"active": "green", "fenced": "bold red"}.get(state, "yellow")
+    return Text(state, style=style)
+
+
+def _rate(bytes_per_s: float | None) -> str:
+    return "-" if bytes_per_s is None else filesize.decimal(int(bytes_per_s)) + "/s"
 
 
 # ---------------------------------------------------------------------------- elastic cluster

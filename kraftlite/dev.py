@@ -191,6 +191,8 @@ def run(data_dir: Path, controllers: int, brokers: int, base_port: int) -> int:
         bootstrap = ",".join(n.kafka for n in nodes if n.kafka)
         if bootstrap:
             click.echo(f"Kafka clients: bootstrap.servers={bootstrap}")
+        console = next((n.url for n in nodes if n.kafka), nodes[0].url)
+        click.echo(f"Console: {console}/ui/ (every node serves it)")
         click.echo("Ctrl-C stops the cluster; run again with the same --data-dir to resume.")
         while True:
             for name, process in processes.items():

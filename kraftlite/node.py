@@ -13,6 +13,7 @@ from collections.abc import Callable
 import aiohttp
 import structlog
 
+from kraftlite import observability
 from kraftlite.api import tls
 from kraftlite.api.app_keys import SERVICE
 from kraftlite.api.auth import Authenticator, AuthSettings
@@ -127,6 +128,7 @@ async def run_controller(
         raft_log,
         SystemClock(),
     )
+    observability.node_info("controller", config.node_id)
     auth = ClusterAuth(secret, f"controller-{config.node_id}", SystemClock())
     limits = config.listener_limits()
     authenticator = _authenticator(config, secret, lambda: controller.image)
@@ -204,6 +206,7 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
             SystemClock(),
             forward_session=forwarding,
         )
+        observability.node_info("broker", config.broker_id)
         limits = config.listener_limits()
         authenticator = _authenticator(config, secret, lambda: broker.replicas.image)
         app = make_broker_app(

@@ -60,3 +60,39 @@ ensure_kcat() {
     { $sudo apt-get install -y -q kcat || { $sudo apt-get update -q && $sudo apt-get install -y -q kcat; }; } \
         >.venv/apt-kcat.log 2>&1 || echo "kraftlite: kcat not installed (see .venv/apt-kcat.log)" >&2
 }
+
+# Chromium for the console's browser tests (tests/browser, Playwright driving the system's
+# browser: no browser download): from the system's packages, as ensure_kcat; the tests skip
+# with a reason where /usr/bin/chromium cannot be had.
+ensure_chromium() {
+    [ -x /usr/bin/chromium ] && return 0
+    command -v apt-get >/dev/null 2>&1 || return 0
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        sudo -n true 2>/dev/null || return 0
+        sudo="sudo -n"
+    fi
+    echo "kraftlite: installing chromium (apt-get)" >&2
+    { $sudo apt-get install -y -q --no-install-recommends chromium ||
+        { $sudo apt-get update -q && $sudo apt-get install -y -q --no-install-recommends chromium; }; } \
+        >.venv/apt-chromium.log 2>&1 || echo "kraftlite: chromium not installed (see .venv/apt-chromium.log)" >&2
+}
+
+# promtool (Prometheus's rule checker) for tests/unit/test_alert_rules.py: only its binary, out
+# of Debian's prometheus package into .venv/bin (installing the package would start a
+# Prometheus server); the test skips with a reason where it cannot be had.
+ensure_promtool() {
+    [ -x .venv/bin/promtool ] && return 0
+    command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1 || return 0
+    local dir
+    dir="$(mktemp -d)"
+    echo "kraftlite: fetching promtool (apt-get download prometheus)" >&2
+    if ( cd "$dir" && { apt-get download -q prometheus ||
+            { [ "$(id -u)" -eq 0 ] && apt-get update -q && apt-get download -q prometheus; }; } &&
+            dpkg-deb -x prometheus_*.deb unpacked ) >.venv/apt-promtool.log 2>&1; then
+        cp "$dir/unpacked/usr/bin/promtool" .venv/bin/promtool
+    else
+        echo "kraftlite: promtool not fetched (see .venv/apt-promtool.log)" >&2
+    fi
+    rm -rf "$dir"
+}

@@ -245,8 +245,17 @@ async def authenticate_middleware(request: web.Request, handler: Handler) -> web
             )
 
 
+_PUBLIC_ROUTES = frozenset(
+    {"/healthz", "/readyz", "/v1/openapi.json"}  # operations
+    | {"/ui", "/ui/", "/ui/node.json", "/ui/static/{name}"}  # the console's files: no data
+)
+
+
 def _public(request: web.Request) -> bool:
-    return request.path in {"/healthz", "/readyz", "/v1/openapi.json"}
+    """The routes anyone may call, by the route the request matched (never a path prefix:
+    `/ui/../v1/topics` is not public)."""
+    resource = request.match_info.route.resource
+    return resource is not None and resource.canonical in _PUBLIC_ROUTES
 
 
 def authorize(request: web.Request, *actions: Action) -> None:

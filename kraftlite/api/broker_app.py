@@ -18,16 +18,17 @@ from typing import Any, TypeVar
 import aiohttp
 import orjson
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
+from kraftlite import observability
+from kraftlite.api import console_api
 from kraftlite.api import group_handlers as groups
 from kraftlite.api.app_keys import BROKER, SERVICE
 from kraftlite.api.auth import (
     AUTH,
     Authenticator,
     brokers_only,
-    describe_topic_action,
     issue_token,
-    may,
 )
 from kraftlite.api.errors import (
     PROBLEM_JSON,
@@ -46,16 +47,17 @@ from kraftlite.api.openapi import OPENAPI
 from kraftlite.api.permissions import boundary_middlewares
 from kraftlite.api.relay import relay
 from kraftlite.api.throttle import THROTTLE, Throttle
+from kraftlite.api.topic_pages import client_visible, topics_answer
 from kraftlite.broker import metrics
 from kraftlite.broker.broker import Broker
 from kraftlite.broker.partition import Acks, Partition
 from kraftlite.broker.service import BrokerService, Produced
 from kraftlite.clock import SystemClock
 from kraftlite.config import ListenerLimits
+from kraftlite.console import add_console
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 from kraftlite.groups.coordinator import GroupCoordinator, GroupSettings
-from kraftlite.metadata.topics import is_internal_topic
-from kraftlite.metadata.views import topic_summary, topic_view
+from kraftlite.metadata.views import topic_view
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import framing, json_records
 from kraftlite.protocol.headers import BATCH_TYPE, METADATA_VERSION
@@ -143,7 +145,11 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics_endpoint(request: web.Request) -> web.Response:
-    body, content_type = metrics.render(request.app[BROKER])
+    """Prometheus text. Group lag is computed for the scrape (one round of offset requests
+    to the leaders, bounded by their timeout), so it is as fresh as the scrape."""
+    registry, lags = request.app[METRICS]
+    lags.lags = await request.app[SERVICE].group_lags()
+    body, content_type = observability.render(metrics.REGISTRY, registry)
     return web.Response(body=body, headers={"Content-Type": content_type})
 
 
@@ -159,14 +165,10 @@ async def cluster(request: web.Request) -> web.Response:
 
 
 async def list_topics(request: web.Request) -> web.Response:
+    """Every topic the client may DESCRIBE (no internal one); paged with `limit`, `after`,
+    `contains` (api/topic_pages.py)."""
     image = request.app[BROKER].replicas.image
-    topics = sorted(image.topics.values(), key=lambda t: t.name)
-    visible = [
-        t
-        for t in topics
-        if not is_internal_topic(t.name) and may(request, describe_topic_action(t.name))
-    ]
-    return json_response({"topics": [topic_summary(t) for t in visible]})
+    return json_response(topics_answer(request, image.topics.values(), client_visible(request)))
 
 
 async def describe_topic(request: web.Request) -> web.Response:
@@ -464,7 +466,9 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         max_bytes = min(max_bytes, MAX_JSON_FETCH_BYTES)
     encoding = json_records.encoding_of(query.get("encoding"), "encoding")
     try:
-        fetched = await service.fetch(topic, index, offset, max_bytes, max_wait_ms)
+        fetched = await service.fetch(
+            topic, index, offset, max_bytes, max_wait_ms, count_records=binary
+        )
     except KraftliteError as exc:
         if exc.code is not ErrorCode.NOT_LEADER_OR_FOLLOWER:
             raise
@@ -542,6 +546,7 @@ async def _fetch_answer(broker: Broker, wanted: ReplicaFetchRequest) -> bytes:
 
 REPLICA_STREAMS: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("replica_streams")
 STREAM_IDLE_S = web.AppKey("stream_idle_s", float)  # connections.max.idle.ms
+METRICS: web.AppKey[tuple[CollectorRegistry, metrics.GroupLagCollector]] = web.AppKey("metrics")
 
 
 async def replica_stream(request: web.Request) -> web.WebSocketResponse:
@@ -658,6 +663,8 @@ def make_broker_app(
     app[JSON_PARSE] = asyncio.Semaphore(1)
     app[SERVICE] = BrokerService(broker, GroupCoordinator(broker, group_settings))
     app[REPLICA_STREAMS] = set()
+    app[METRICS] = metrics.broker_registry(broker)
+    app.cleanup_ctx.append(observability.watch_event_loop)
     app[STREAM_IDLE_S] = (limits or ListenerLimits()).idle_ms / 1000
     app.on_shutdown.append(_close_replica_streams)
     r = app.router
@@ -712,6 +719,11 @@ def make_broker_app(
     r.add_post("/v1/internal/replica-fetch", replica_fetch)
     r.add_get("/v1/internal/replica-stream", replica_stream)
     r.add_get("/v1/internal/offsets", internal_offsets)
+    app[console_api.RATES] = console_api.new_rate_window()
+    r.add_get("/v1/cluster/stats", console_api.cluster_stats)
+    r.add_get("/v1/topics/{topic}/partitions", console_api.topic_partitions)
+    r.add_get("/v1/internal/stats", console_api.internal_stats)
+    add_console(app, "broker")
     return app
 
 

@@ -16,15 +16,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 import aiohttp
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
+from kraftlite import observability
 from kraftlite.api.auth import (
     AUTH,
     Authenticator,
     audit_change,
     brokers_only,
-    describe_topic_action,
     issue_token,
-    may,
 )
 from kraftlite.api.errors import (
     int_field,
@@ -41,16 +41,25 @@ from kraftlite.api.internal_auth import (
 from kraftlite.api.listener import READ_TIMEOUT_MS
 from kraftlite.api.permissions import boundary_middlewares
 from kraftlite.api.throttle import THROTTLE, Throttle
+from kraftlite.api.topic_pages import (
+    client_visible,
+    partitions_answer,
+    stats_topics,
+    topics_answer,
+)
 from kraftlite.clock import SystemClock
 from kraftlite.config import ListenerLimits
+from kraftlite.console import add_console
 from kraftlite.controller import access, decisions, elastic, reassignments
+from kraftlite.controller import metrics as controller_metrics
 from kraftlite.controller.metadata_server import MetadataServer
+from kraftlite.controller.metrics import controller_registry
 from kraftlite.controller.quorum_controller import QuorumController
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata import rebalance
 from kraftlite.metadata.image import MetadataImage
-from kraftlite.metadata.topics import INTERNAL_TOPICS, is_internal_topic
-from kraftlite.metadata.views import broker_view, topic_summary, topic_view
+from kraftlite.metadata.topics import INTERNAL_TOPICS
+from kraftlite.metadata.views import broker_view, partition_health, topic_view
 from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
 from kraftlite.protocol.internal import (
     AlterPartitionRequest,
@@ -147,26 +156,41 @@ async def readyz(request: web.Request) -> web.Response:
     )
 
 
+async def metrics_endpoint(request: web.Request) -> web.Response:
+    body, content_type = observability.render(controller_metrics.REGISTRY, request.app[METRICS])
+    return web.Response(body=body, headers={"Content-Type": content_type})
+
+
+METRICS = web.AppKey("metrics", CollectorRegistry)
+
+
 async def quorum(request: web.Request) -> web.Response:
     controller = request.app[CONTROLLER]
     status = controller.log.status()
     leader_id = controller.leader_id()
     voters = []
+    leading = status["state"] == "leader"
     for address, node_id in sorted(controller.voters().items(), key=lambda v: v[1]):
+        lag: int | None = None  # committed entries the voter lacks: the leader alone knows
         if node_id == controller.settings.node_id:
             state = status["state"]
+            lag = 0 if leading else None
         else:
             state = (
                 "leader"
                 if node_id == leader_id
                 else ("follower" if status["connected"].get(address) else "unreachable")
             )
+            matched = status["match_index"].get(address)
+            if leading and matched is not None:
+                lag = max(status["commit_index"] - matched, 0)
         voters.append(
             {
                 "id": node_id,
                 "address": address,
                 "state": state,
                 "url": controller.image.controllers.get(node_id),
+                "lag": lag,
             }
         )
     return json_response(
@@ -252,21 +276,35 @@ async def cluster(request: web.Request) -> web.Response:
 
 
 async def list_topics(request: web.Request) -> web.Response:
+    """Every topic the caller may DESCRIBE (internal ones for nodes only); paged with
+    `limit`, `after`, `contains` (api/topic_pages.py)."""
     image = request.app[CONTROLLER].image
-    topics = sorted(image.topics.values(), key=lambda t: t.name)
-    clients = not caller(request).is_cluster
-    visible = [
-        t
-        for t in topics
-        if not (clients and is_internal_topic(t.name))
-        and may(request, describe_topic_action(t.name))
-    ]
-    return json_response({"topics": [topic_summary(t) for t in visible]})
+    visible = client_visible(request, internal_for_nodes=True)
+    return json_response(topics_answer(request, image.topics.values(), visible))
+
+
+async def cluster_stats(request: web.Request) -> web.Response:
+    """`GET /v1/cluster/stats` on a controller: the partition counts its metadata gives;
+    brokers' own figures (sizes, rates) only brokers have (controllers never call them)."""
+    stats_topics(request)  # bad input is refused as on a broker
+    image = request.app[CONTROLLER].image
+    return json_response({**partition_health(image), "rates": None, "brokers": [], "topics": {}})
 
 
 async def describe_topic(request: web.Request) -> web.Response:
     brokers_only(request, request.match_info["topic"])
     return _topic_or_404(request.app[CONTROLLER], request.match_info["topic"])
+
+
+async def topic_partitions(request: web.Request) -> web.Response:
+    """`GET /v1/topics/{topic}/partitions` on a controller: a page of the partitions as its
+    metadata has them (no log offsets: only brokers know those)."""
+    name = request.match_info["topic"]
+    brokers_only(request, name)
+    topic = request.app[CONTROLLER].image.topic(name)
+    if topic is None:
+        raise KraftliteError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+    return json_response(partitions_answer(request, topic))
 
 
 async def _create_topics(request: web.Request, specs: object) -> web.Response:
@@ -760,9 +798,12 @@ def make_controller_app(
     app[CONTROLLER] = controller
     app[METADATA] = MetadataServer(controller.log)
     app[CLUSTER_AUTH] = auth
+    app[METRICS] = controller_registry(controller)
     app.cleanup_ctx.append(_http_client)
+    app.cleanup_ctx.append(observability.watch_event_loop)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics_endpoint)
     app.router.add_get("/v1/quorum", quorum)
     app.router.add_post("/v1/quorum/voters", add_voter)
     app.router.add_delete(r"/v1/quorum/voters/{node_id}", remove_voter)
@@ -799,4 +840,7 @@ def make_controller_app(
     app.router.add_post(r"/v1/internal/brokers/{broker_id:\d+}/unreachable", broker_unreachable)
     app.router.add_post("/v1/internal/alter-partition", alter_partition)
     app.router.add_get("/v1/internal/metadata", metadata)
+    app.router.add_get("/v1/cluster/stats", cluster_stats)
+    app.router.add_get("/v1/topics/{topic}/partitions", topic_partitions)
+    add_console(app, "controller")
     return app

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from kraftlite.errors import ERROR_INFO, ErrorCode, KraftliteError
 from kraftlite.metadata.topics import parse_long
+from kraftlite.observability import ERROR_CODE
 
 log = structlog.get_logger(__name__)
 PROBLEM_JSON = "application/problem+json"
@@ -33,6 +34,7 @@ def problem(error: KraftliteError, status: int | None = None) -> web.Response:
     response = web.Response(
         status=status, body=problem_body(error, status), content_type=PROBLEM_JSON
     )
+    response[ERROR_CODE] = error.code.name  # for the error counts (observability.py)
     if error.code is ErrorCode.SASL_AUTHENTICATION_FAILED:  # RFC 9110: a 401 names schemes
         response.headers["WWW-Authenticate"] = 'Basic realm="kraftlite", Bearer realm="kraftlite"'
     return response

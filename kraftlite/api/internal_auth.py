@@ -23,6 +23,7 @@ from aiohttp import ClientHandlerType, ClientRequest, ClientResponse, web
 from kraftlite.api.listener import read_body
 from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.observability import passed_on
 from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION
 from kraftlite.security import cluster_auth
 from kraftlite.security.cluster_auth import CLIENT_HOST_HEADER, HEADER, PRINCIPAL_HEADER
@@ -186,8 +187,9 @@ def set_caller(request: web.Request, who: Caller) -> None:
 
 
 def forwarded_for(request: web.Request) -> dict[str, str]:
-    """Headers that make a node's onward call act for this request's client (rule 3)."""
+    """Headers that make a node's onward call act for this request's client (rule 3), and
+    carry its request id (observability.py)."""
     who = caller(request)
     if who.is_cluster:
-        return {}
-    return {PRINCIPAL_HEADER: who.principal, CLIENT_HOST_HEADER: who.host}
+        return passed_on(request)
+    return {PRINCIPAL_HEADER: who.principal, CLIENT_HOST_HEADER: who.host, **passed_on(request)}

@@ -272,8 +272,87 @@ SCHEMAS: Final[Json] = {
         required=["name", "partitions", "replication_factor"],
     ),
     "TopicList": _object(
-        {"topics": _array(_ref("TopicSummary"), "by name; internal (__) topics left out")},
+        {
+            "topics": _array(
+                _ref("TopicSummary"),
+                "by name; internal (__) topics left out; on a page (limit, after or contains "
+                "given) each topic has its configs too",
+            ),
+            "total": _int("on a page: how many topics match (every page)", minimum=0),
+            "next": _str("on a page: `after` for the next page; null on the last", nullable=True),
+        },
         required=["topics"],
+    ),
+    "PartitionPage": _object(
+        {
+            "name": _ref("TopicName"),
+            "topic_id": _str(),
+            "configs": _ref("TopicConfigs"),
+            "partition_count": _int(minimum=0),
+            "replication_factor": _int(minimum=0),
+            "under_replicated": _int("partitions whose ISR is smaller than the replicas"),
+            "offline": _int("partitions without a leader"),
+            "total": _int("how many partitions match (every page)", minimum=0),
+            "next": _int("`after` for the next page; null on the last", nullable=True),
+            "partitions": _array(_ref("PartitionInfo"), "by index"),
+        },
+        required=[
+            "name",
+            "configs",
+            "partition_count",
+            "under_replicated",
+            "offline",
+            "total",
+            "next",
+            "partitions",
+        ],
+    ),
+    "Rates": _object(
+        {
+            name: {"type": "number", "minimum": 0, "description": f"{what} per second"}
+            for name, what in (
+                ("produce_bytes", "batch bytes appended as leader"),
+                ("produce_records", "records appended as leader"),
+                ("fetch_bytes", "batch bytes served to consumers"),
+                ("fetch_records", "records served as JSON to consumers"),
+            )
+        },
+        required=["produce_bytes", "produce_records", "fetch_bytes", "fetch_records"],
+        description="over about the last 10 s, sampled when asked; null until two samples "
+        "a second apart exist",
+    ),
+    "ClusterStats": _object(
+        {
+            "under_replicated_partitions": _int("ISR smaller than the replicas", minimum=0),
+            "offline_partitions": _int("no leader", minimum=0),
+            "rates": {"anyOf": [_ref("Rates"), {"type": "null"}]},
+            "brokers": _array(
+                _object(
+                    {
+                        "id": _int(),
+                        "answered": _bool("false: fenced, or no answer within 2 s"),
+                        "leaders": _int("partitions it leads"),
+                        "replicas": _int("replicas it holds"),
+                        "disk_bytes": _long("bytes of every replica it holds"),
+                        "rates": {"anyOf": [_ref("Rates"), {"type": "null"}]},
+                    },
+                    required=["id", "answered"],
+                ),
+                "every registered broker (none on a controller)",
+            ),
+            "topics": _map(
+                _object(
+                    {
+                        "size_bytes": _long("bytes of its partitions' leaders' logs"),
+                        "partitions": _map(_long(), "bytes of each partition's leader's log"),
+                        "rates": {"anyOf": [_ref("Rates"), {"type": "null"}]},
+                    },
+                    required=["size_bytes", "partitions", "rates"],
+                ),
+                "the topics named in `topics` that the caller may DESCRIBE",
+            ),
+        },
+        required=["under_replicated_partitions", "offline_partitions", "rates", "brokers"],
     ),
     "TopicName": _str(
         "1-249 of [a-zA-Z0-9._-], not . or ..; names starting with __ are reserved",
@@ -374,6 +453,11 @@ SCHEMAS: Final[Json] = {
                         "address": _str("its Raft address"),
                         "state": _str(),
                         "url": _str(nullable=True),
+                        "lag": _int(
+                            "committed Raft entries the voter lacks, as the leader knows "
+                            "(null when the controller answering is not the leader)",
+                            nullable=True,
+                        ),
                     },
                     required=["id", "address", "state"],
                 )
@@ -1036,6 +1120,26 @@ PATHS: Final[Json] = {
             "topics",
             "List topics",
             {"200": _answer("the topics", _ref("TopicList"))},
+            description="Without a query, every topic the caller may DESCRIBE. With `limit`, "
+            "`after` or `contains`, one page of them, paged and filtered on the server (the "
+            "web console's topic list; docs/console.md).",
+            parameters=[
+                _query(
+                    "limit",
+                    "a page: at most this many topics (default 100)",
+                    _int(minimum=1, maximum=500),
+                ),
+                _query(
+                    "after",
+                    "a page: the topics whose names sort after this (the previous page's `next`)",
+                    _str(pattern=names.pattern(249)),
+                ),
+                _query(
+                    "contains",
+                    "a page: only topics whose name holds this text (any case)",
+                    _str(pattern=names.pattern(249)),
+                ),
+            ],
         ),
         "post": _operation(
             "create_topic",
@@ -1103,6 +1207,34 @@ PATHS: Final[Json] = {
     },
     "/v1/topics/{topic}/partitions": {
         "parameters": _params("topic"),
+        "get": _operation(
+            "list_partitions",
+            "topics",
+            "A page of a topic's partitions, with log offsets",
+            {"200": _answer("the topic and a page of its partitions", _ref("PartitionPage"))},
+            description="Needs DESCRIBE on the topic. Paged and filtered on the server (the web "
+            "console's topic page; docs/console.md). A broker asks each listed partition's "
+            "leader for its log start and high watermark (null when it did not answer); a "
+            "controller answers from its metadata, without them.",
+            parameters=[
+                _query(
+                    "limit",
+                    "at most this many partitions (default 100)",
+                    _int(minimum=1, maximum=1000),
+                ),
+                _query(
+                    "after",
+                    "the partitions after this index (the previous page's `next`)",
+                    _int(minimum=0, maximum=2**31 - 1),
+                ),
+                _query(
+                    "under_replicated",
+                    "only the partitions whose ISR is smaller than their replicas",
+                    _str(enum=["true", "false"], default="false"),
+                ),
+            ],
+            errors=_UNKNOWN,
+        ),
         "post": _operation(
             "create_partitions",
             "topics",
@@ -1388,6 +1520,25 @@ PATHS: Final[Json] = {
             body=_json_body("AclFilter"),
             errors=[*_BODY, *_CONTROLLER],
         ),
+    },
+    "/v1/cluster/stats": {
+        "get": _operation(
+            "cluster_stats",
+            "cluster",
+            "The brokers' figures: leaders, replicas, disk, rates; topic sizes and rates",
+            {"200": _answer("the figures", _ref("ClusterStats"))},
+            description="Needs DESCRIBE on the cluster. A broker asks every live broker "
+            "(each for itself, within 2 s) and sums; a controller answers only the "
+            "partition counts of its metadata. Topic figures only for the topics named "
+            "that the caller may DESCRIBE (docs/console.md).",
+            parameters=[
+                _query(
+                    "topics",
+                    "topic names separated by commas (at most 100)",
+                    _str(pattern=r"^[a-zA-Z0-9._-]{1,249}(,[a-zA-Z0-9._-]{1,249}){0,99}$"),
+                ),
+            ],
+        )
     },
     "/v1/quorum": {
         "get": _operation(

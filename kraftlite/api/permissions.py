@@ -36,6 +36,7 @@ from kraftlite.api.throttle import throttle_middleware
 from kraftlite.controller.access import validate_user_name
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.topics import validate_topic_name
+from kraftlite.observability import observe_middleware
 from kraftlite.protocol import names
 from kraftlite.security.acls import CLUSTER_NAME, Action, Operation, ResourceType
 
@@ -156,6 +157,17 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("POST", "/v1/internal/replica-fetch"): NODES,
     ("GET", "/v1/internal/replica-stream"): NODES,
     ("GET", "/v1/internal/offsets"): NODES,
+    ("GET", "/v1/internal/stats"): NODES,
+    # the web console (kraftlite/console): files and the node's kind, no data; the pages'
+    # data comes from the API routes above, authorized as any client's calls
+    ("GET", "/ui"): PUBLIC,
+    ("GET", "/ui/"): PUBLIC,
+    ("GET", "/ui/node.json"): PUBLIC,
+    ("GET", "/ui/static/{name}"): PUBLIC,
+    # brokers' figures (leaders, disk, rates) for the console; topics filtered by DESCRIBE
+    ("GET", "/v1/cluster/stats"): _cluster(Operation.DESCRIBE),
+    # a page of a topic's partitions (the console's topic page), as DescribeTopics
+    ("GET", "/v1/topics/{topic}/partitions"): _topic(Operation.DESCRIBE),
 }
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -216,11 +228,13 @@ async def authorization_middleware(request: web.Request, handler: Handler) -> we
 def boundary_middlewares(
     *, before_authorization: tuple[Middleware, ...] = (), after: tuple[Middleware, ...] = ()
 ) -> list[Middleware]:
-    """Every node's middleware chain, in the one order the trust boundary needs: errors as
-    problem+json; forged node calls refused before their body is read; clients
-    authenticated from their headers, then their body read (bounded in size and time);
-    each route's actions authorized before any handler; quotas; then the app's own."""
+    """Every node's middleware chain, in the one order the trust boundary needs: the
+    request's id and metrics around everything (observability.py); errors as problem+json;
+    forged node calls refused before their body is read; clients authenticated from their
+    headers, then their body read (bounded in size and time); each route's actions
+    authorized before any handler; quotas; then the app's own."""
     return [
+        observe_middleware,
         problem_middleware,
         cluster_auth_middleware,
         authenticate_middleware,

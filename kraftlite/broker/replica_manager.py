@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import aiohttp
 import structlog
 
+from kraftlite.broker import metrics
 from kraftlite.broker.controller_client import ControllerClient
 from kraftlite.broker.fetch_sessions import FetchSession, FetchSessions, SessionPartition
 from kraftlite.broker.follower_fetcher import FollowerFetcher, PartitionKey
@@ -619,6 +620,9 @@ class ReplicaManager:
             elif result.state is not None:
                 state = result.state
                 log.info("isr_changed", partition=partition.name, isr=list(state.isr))
+                metrics.record_isr_change(
+                    () if partition.state is None else partition.state.isr, state.isr
+                )
                 partition.isr_change_committed(
                     proposal,
                     PartitionRegistration(

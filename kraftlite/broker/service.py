@@ -200,19 +200,34 @@ class BrokerService:
 
     # -- fetch and offsets -----------------------------------------------------------------
 
-    async def fetch(
-        self, topic: str, index: int, offset: int, max_bytes: int, max_wait_ms: int
+    async def fetch(  # noqa: PLR0917 - a fetch's parameters, as the HTTP edge has them
+        self,
+        topic: str,
+        index: int,
+        offset: int,
+        max_bytes: int,
+        max_wait_ms: int,
+        count_records: bool = True,
     ) -> Fetched:
         """One partition's `fetch_many` (the HTTP edge's fetch): batches from `offset` on,
-        at least one, waiting up to `max_wait_ms` when there are none yet; its error raised."""
+        at least one, waiting up to `max_wait_ms` when there are none yet; its error raised.
+        `count_records`: as `fetch_many`'s."""
         wanted = FetchWanted(topic, index, offset, max_bytes)
-        (result,) = await self.fetch_many([wanted], 1, max_bytes, max_wait_ms)
+        (result,) = await self.fetch_many(
+            [wanted], 1, max_bytes, max_wait_ms, count_records=count_records
+        )
         if isinstance(result, KraftliteError):
             raise result
         return result
 
     async def fetch_many(
-        self, wanted: Sequence[FetchWanted], min_bytes: int, max_bytes: int, max_wait_ms: int
+        self,
+        wanted: Sequence[FetchWanted],
+        min_bytes: int,
+        max_bytes: int,
+        max_wait_ms: int,
+        *,
+        count_records: bool = True,
     ) -> list[Fetched | KraftliteError]:
         """Kafka's Fetch: each partition's batches from its offset, at most its own
         `max_bytes` and `max_bytes` in all (capped at `fetch.max.bytes`; the first
@@ -223,6 +238,10 @@ class BrokerService:
         meanwhile it sleeps until a partition that is caught up (its offset at the high
         watermark) sees its high watermark move. A partition named twice, or more than
         MAX_FETCH_PARTITIONS partitions, is INVALID_REQUEST for the whole fetch.
+
+        The bytes served are counted (metrics), and the records of the batches served unless
+        the caller serves fewer than the batches hold and counts them itself
+        (`count_records=False`: the HTTP edge's JSON fetch).
         """
         if len(wanted) > MAX_FETCH_PARTITIONS:
             raise KraftliteError(
@@ -259,7 +278,8 @@ class BrokerService:
             if enough or failed or remaining <= 0 or not caught_up:
                 for result in results:
                     if isinstance(result, Fetched) and result.data:
-                        metrics.record_fetch(result.partition, result.data)
+                        records = batch_format.record_count(result.data) if count_records else 0
+                        metrics.record_fetch(result.partition, result.data, records)
                 return results
             await wait_any([p.hw_moved for p in caught_up], remaining)
 
@@ -315,6 +335,19 @@ class BrokerService:
                 }
             )
         return answer
+
+    async def group_lags(self) -> list[metrics.GroupLag]:
+        """Lag of every partition of every group this broker coordinates (for /metrics):
+        one round of offset requests to the leaders, whatever the number of groups."""
+        committed = self.coordinator.coordinated_offsets()
+        ends = await self.offsets({tp for offsets in committed.values() for tp in offsets})
+        lags = []
+        for group, offsets in sorted(committed.items()):
+            for (topic, partition), c in sorted(offsets.items()):
+                found = ends.get((topic, partition))
+                lag = None if found is None else max(found.high_watermark - c.offset, 0)
+                lags.append(metrics.GroupLag(group, topic, partition, c.offset, lag))
+        return lags
 
     async def all_groups(self) -> list[dict[str, Any]]:
         """Every live broker's coordinated groups: this one's, and each other's asked with

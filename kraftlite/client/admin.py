@@ -141,6 +141,16 @@ class Admin:
         described: dict[str, Any] = await self._transport.call("GET", "/v1/cluster")
         return described
 
+    async def cluster_stats(self, topics: Sequence[str] = ()) -> dict[str, Any]:
+        """What only brokers know (GET /v1/cluster/stats): each broker's leaders, replicas,
+        disk and rates, the cluster's under-replicated and offline partition counts, and
+        the figures of `topics` (at most 100)."""
+        path = "/v1/cluster/stats"
+        if topics:
+            path += "?topics=" + ",".join(urllib.parse.quote(t, safe="") for t in topics)
+        described: dict[str, Any] = await self._transport.call("GET", path)
+        return described
+
     async def quorum(self) -> dict[str, Any]:
         """The controller quorum: `{"leader_id", "term", "commit_index", "metadata_offset",
         "voters": [{"id", "address", "state", "url"}]}` (a controller's URL answers it)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from typing import TypeVar
 import structlog
 
 from kraftlite.clock import Clock
-from kraftlite.controller import access, decisions, elastic, liveness
+from kraftlite.controller import access, decisions, elastic, liveness, metrics
 from kraftlite.controller.decisions import BrokerHeartbeatResponse
 from kraftlite.controller.heartbeats import BrokerSessions
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -109,6 +110,8 @@ class QuorumController:
         self.refuses_connections = liveness.refuses_connections
         self._last_moves_check_ms = 0
         self._task: asyncio.Task[None] | None = None
+        # The metadata version each broker's last heartbeat reported (metrics: its lag).
+        self.broker_metadata_versions: dict[int, int] = {}
 
     # -- leadership ---------------------------------------------------------------------
 
@@ -170,7 +173,9 @@ class QuorumController:
         if require_active and not self.is_active():
             raise self.not_controller()
         deadline = asyncio.get_running_loop().time() + self.settings.request_timeout_s
+        queued = time.perf_counter()
         async with self._write_lock:
+            metrics.EVENT_QUEUE_TIME.observe(time.perf_counter() - queued)
             return await self._decide_and_commit(
                 decide, deadline, require_active=require_active, offload=offload
             )
@@ -219,7 +224,9 @@ class QuorumController:
                     self._repair_due = True  # if we stop half-way: see _repair_offline
                 batch = RecordBatch(image.version, records, uuid.uuid4().hex)
                 self._note_in_flight(batch)
+                proposed = time.perf_counter()
                 outcome = await self._propose_until_known(batch, deadline)
+                metrics.COMMIT_LATENCY.observe(time.perf_counter() - proposed)
                 if outcome is not Outcome.STALE and not partial:
                     return result.response
                 if partial and outcome is not Outcome.STALE:
@@ -662,6 +669,7 @@ class QuorumController:
         registration = self.image.brokers.get(broker_id)
         if registration is not None and registration.broker_epoch == broker_epoch:
             self.sessions.contact(broker_id, self._clock.monotonic_ms())
+            self.broker_metadata_versions[broker_id] = metadata_version
         await self._confirm_leadership()
         if not self.is_caught_up():
             raise self.not_controller()  # deposed while confirming
@@ -678,7 +686,9 @@ class QuorumController:
             if not quick.records:
                 return quick.response, self.image.version
         deadline = asyncio.get_running_loop().time() + self.settings.request_timeout_s
+        queued = time.perf_counter()
         async with self._write_lock:
+            metrics.EVENT_QUEUE_TIME.observe(time.perf_counter() - queued)
             if self._changing(broker_id):
                 # A fence or registration of this broker may still apply: settle it first
                 # (a commit moves the version past it), then decide on what it left.

@@ -597,6 +597,19 @@ class GroupCoordinator:
             )
         return state.describe()
 
+    def coordinated_offsets(self) -> dict[str, dict[TopicPartition, CommittedOffset]]:
+        """The committed offsets of every group this broker coordinates now."""
+        result: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        for index in range(self.settings.offsets_partitions):
+            try:
+                partition = self.broker.replicas.leader_partition(OFFSETS_TOPIC, index)
+            except KraftliteError:
+                continue
+            for name, offsets in self._shard_of(partition).offsets.items():
+                if offsets:
+                    result[name] = dict(offsets)
+        return result
+
     def local_groups(self) -> list[dict[str, Any]]:
         """Groups this broker coordinates now (for GET /v1/groups)."""
         result = []

@@ -30,6 +30,7 @@ from typing import Any, Final
 
 import structlog
 
+from kraftlite import observability
 from kraftlite.api.auth import Authenticator
 from kraftlite.api.internal_auth import ANONYMOUS, Caller
 from kraftlite.broker.partition import Acks, Partition
@@ -84,6 +85,21 @@ _ATTRIBUTES_LOW = 22  # the low byte of a v2 batch's attributes: bits 0-2 are co
 MAX_PROTOCOLS = 16  # assignors a member may offer (clients offer one to three)
 MAX_METADATA = 256 << 10  # subscription bytes a member may send (topics, owned partitions)
 MAX_REBALANCE_TIMEOUT_MS = 300_000  # bounds how long a JoinGroup may wait
+
+
+# Kafka's request names ("Produce", "ApiVersions"), as its request metrics label them.
+_API_NAMES = {key: "".join(w.capitalize() for w in key.name.split("_")) for key in ApiKey}
+# Codes the edge answers that kraftlite's own ErrorCode does not name (observability).
+_ERROR_NAMES = {
+    UNSUPPORTED_VERSION: "UNSUPPORTED_VERSION",
+    INVALID_GROUP_ID: "INVALID_GROUP_ID",
+    UNSUPPORTED_SASL_MECHANISM: "UNSUPPORTED_SASL_MECHANISM",
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+    UNSUPPORTED_ENDPOINT_TYPE: "UNSUPPORTED_ENDPOINT_TYPE",
+    LEADER_NOT_AVAILABLE: "LEADER_NOT_AVAILABLE",
+    UNKNOWN_TOPIC_ID: "UNKNOWN_TOPIC_ID",
+    INVALID_REQUIRED_ACKS: "INVALID_REQUIRED_ACKS",
+}
 
 
 class CloseConnection(Exception):
@@ -311,7 +327,17 @@ class Session:
             # edge's `caught_up`); the client tries another broker
             raise CloseConnection("the broker is starting")
         started = time.perf_counter()
-        body = await self._apis[request.api_key](request)
+        errors = ["UNKNOWN_SERVER_ERROR"]  # unless the handler answers
+        try:
+            body = await self._apis[request.api_key](request)
+            errors = [] if body is None else observability.kafka_errors(body, _ERROR_NAMES)
+            return await self._answer(request, body, started)
+        finally:
+            name = _API_NAMES[ApiKey(request.api_key)]
+            observability.record("kafka", name, time.perf_counter() - started, errors)
+
+    async def _answer(self, request: Request, body: Body | None, started: float) -> bytes | None:
+        """The encoded answer, held back (and saying so) while the client is over quota."""
         quotas = self.handlers.authenticator.image.quotas.get(self.who.principal)
         if body is None:
             if quotas:

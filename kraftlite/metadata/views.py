@@ -52,6 +52,17 @@ def topic_summary(topic: TopicImage) -> dict[str, Any]:
     }
 
 
+def partition_health(image: MetadataImage) -> dict[str, int]:
+    """Under-replicated (ISR smaller than the replica set) and offline (no leader)
+    partitions of the whole cluster, from metadata."""
+    under = offline = 0
+    for topic in image.topics.values():
+        for p in topic.partitions.values():
+            under += len(p.isr) < len(p.replicas)
+            offline += p.leader < 0
+    return {"under_replicated_partitions": under, "offline_partitions": offline}
+
+
 def broker_view(broker: BrokerRegistration) -> dict[str, Any]:
     return {
         "id": broker.broker_id,

@@ -408,6 +408,11 @@ def _cut(buf: bytes | bytearray | memoryview) -> Iterator[tuple[BatchHeader, mem
         pos = end
 
 
+def record_count(buf: bytes | bytearray | memoryview) -> int:
+    """The records in a stream of stored batches, from their headers alone."""
+    return sum(header.record_count for header, _ in _cut(buf))
+
+
 def split_batches(buf: bytes | bytearray | memoryview) -> Iterator[memoryview]:
     """Cut a stream of concatenated batches into one memoryview per batch (headers checked)."""
     for _, view in _cut(buf):

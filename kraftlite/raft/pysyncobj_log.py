@@ -352,6 +352,12 @@ class RaftMetadataLog:
                 for key, value in raw.items()
                 if key.startswith("partner_node_status_server_")
             },
+            # the last log index the leader knows each other voter holds (leader only)
+            "match_index": {
+                key.removeprefix("match_idx_server_"): value
+                for key, value in raw.items()
+                if raw["state"] == 2 and key.startswith("match_idx_server_")
+            },
         }
 
     # -- membership (one voter at a time: Raft's single-server changes, as KIP-853) --------

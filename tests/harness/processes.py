@@ -276,9 +276,7 @@ class ControllerQuorum:
         proxied = {}
         for node_id, address in raft.items():
             upstream = int(address.rsplit(":", 1)[1])
-            port = self.network.add_route(
-                f"controller-{node_id}", upstream, proxy_port()
-            )
+            port = self.network.add_route(f"controller-{node_id}", upstream, proxy_port())
             proxied[node_id] = f"127.0.0.1:{port}"
         # What the scheme needs: every proxy address sorts below every real one.
         assert max(proxied.values()) < min(raft.values()), (proxied, raft)

@@ -156,8 +156,17 @@ def _client_tools(broker: str) -> None:
     assert a_values == ["one", "three"]  # one key, one partition, in order
     listed = run("topics", "list", "--output", "json")
     assert {t["name"] for t in json.loads(listed.stdout)} == {"kept", "tools"}
-    status = run("cluster", "status", "--output", "json")
-    assert len(json.loads(status.stdout)["brokers"]) == 3
+    status = json.loads(run("cluster", "status", "--output", "json").stdout)
+    assert [b["id"] for b in status["brokers"]] == [1, 2, 3]
+    assert all(b["kafka"] for b in status["brokers"])  # `kraftlite dev` gives Kafka ports
+    assert len(status["quorum"]["voters"]) == 3
+    assert status["stats"]["offline_partitions"] == 0
+    figures = {b["id"]: b for b in status["stats"]["brokers"]}
+    assert sum(b["leaders"] for b in figures.values()) >= 1 + 2  # kept, tools (+ internal)
+    screen = run("cluster", "status")
+    assert screen.returncode == 0, screen.stderr
+    for shown in ("quorum: leader", "under-replicated 0", "offline 0", "active", "brokers: 3"):
+        assert shown in screen.stdout, screen.stdout
     grouped = run("consume", "tools", "--group", "cli", "--from-beginning", "--max-messages", "2")
     assert grouped.returncode == 0 and len(grouped.stdout.splitlines()) == 2, grouped.stderr
     described = json.loads(run("groups", "describe", "cli", "--output", "json").stdout)

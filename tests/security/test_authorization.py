@@ -511,10 +511,20 @@ def test_a_misspelt_acl_filter_deletes_nothing(cluster: Cluster) -> None:
 
 def test_metrics_need_describe_cluster_and_head_works(cluster: Cluster) -> None:
     url = cluster.urls[1]
-    refused(http("GET", url + "/metrics"), 401, "SASL_AUTHENTICATION_FAILED")
-    request = urllib.request.Request(url + "/metrics", headers=basic(*ADMIN))
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status == 200 and b"kraftlite_" in response.read()
+    for node in (url, cluster.quorum.urls[1]):  # brokers and controllers alike
+        refused(http("GET", node + "/metrics"), 401, "SASL_AUTHENTICATION_FAILED")
+        request = urllib.request.Request(node + "/metrics", headers=basic(*ADMIN))
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200 and b"kraftlite_" in response.read()
+    as_admin("POST", url + "/v1/users", {"name": "no-describe", "password": "pw-nd"})
+    for node in (url, cluster.quorum.urls[1]):  # authenticated, but no DESCRIBE CLUSTER
+        deadline = time.monotonic() + 20
+        while True:  # the new user reaches every node's metadata
+            answer = http("GET", node + "/metrics", headers=basic("no-describe", "pw-nd"))
+            if answer[0] != 401 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        refused(answer, 403, "CLUSTER_AUTHORIZATION_FAILED")
     head = urllib.request.Request(url + "/healthz", method="HEAD")
     with urllib.request.urlopen(head, timeout=10) as response:
         assert response.status == 200
@@ -599,6 +609,10 @@ def test_the_elastic_cluster_needs_alter_on_the_cluster(cluster: Cluster) -> Non
     )
 
 
+def _authenticates(url: str, headers: dict[str, str]) -> bool:
+    return http("GET", url + "/v1/topics", headers=headers)[0] != 401
+
+
 def test_producer_ids_are_for_authenticated_clients_and_each_is_new(cluster: Cluster) -> None:
     """POST /v1/producer-ids (an idempotent producer's InitProducerId): no id for a
     stranger; an authenticated client gets a new one each time, on any broker."""
@@ -607,6 +621,8 @@ def test_producer_ids_are_for_authenticated_clients_and_each_is_new(cluster: Clu
         "POST", cluster.urls[1] + "/v1/users", {"name": "dave", "password": "pw-d"}
     )
     assert status == 201
+    for url in cluster.urls.values():  # the new user has reached every broker
+        wait_for_metadata(cluster, lambda url=url: _authenticates(url, basic("dave", "pw-d")))
     given = set()
     for url in cluster.urls.values():
         for _ in range(2):

@@ -24,6 +24,7 @@ PURE = [
     "controller/elastic.py",
     "controller/heartbeats.py",
     "broker/replica_state.py",
+    "broker/rates.py",
     "groups/assignor.py",
     "groups/group.py",
     "protocol/partitioner.py",
