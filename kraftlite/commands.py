@@ -413,33 +413,44 @@ def cluster() -> None:
 @api_errors
 def cluster_status(bootstrap: Connection, output: str) -> None:
     """The overview in one screen: the quorum, the brokers with their load, and the
-    partitions that are under-replicated or offline (in red)."""
+    partitions that are under-replicated or offline (in red). What the caller may not
+    see (the quorum and the figures need DESCRIBE on the cluster) is left out, saying so."""
     with bootstrap.admin() as admin:
         described = admin.cluster()
-        quorum = admin.quorum()
         brokers = admin.list_brokers()
-        try:  # served by brokers only, and needs DESCRIBE CLUSTER: shown when it can be
-            stats: dict[str, Any] | None = admin.cluster_stats()
-            if stats is not None and stats.get("rates") is None:
-                # rates are measured between two asks: nobody asked lately, so ask again
-                time.sleep(1)
-                stats = admin.cluster_stats()
-        except KraftliteError as exc:
-            stats = None
-            click.echo(f"no broker figures: {exc.code.name}: {exc.message}", err=True)
-    if output == "json":
-        _json({"cluster": described, "quorum": quorum, "brokers": brokers, "stats": stats})
+        quorum = _if_allowed(admin.quorum, "the quorum")
+        stats = _if_allowed(admin.cluster_stats, "the brokers' figures")
+        if stats is not None and stats.get("rates") is None and stats.get("brokers"):
+            time.sleep(1)  # rates are measured between two asks: nobody asked lately
+            stats = _if_allowed(admin.cluster_stats, "the brokers' figures")
+    if output == "json":  # GET /v1/cluster's answer, and the rest beside it
+        _json({**described, "quorum": quorum, "registered_brokers": brokers, "stats": stats})
         return
     console = Console()
     console.print(_status_headline(described, quorum, stats))
-    console.print(_quorum_table(quorum))
+    if quorum is not None:
+        console.print(_quorum_table(quorum))
     console.print(_brokers_table(brokers, stats))
 
 
+def _if_allowed(call: Callable[[], dict[str, Any]], what: str) -> dict[str, Any] | None:
+    try:
+        return call()
+    except KraftliteError as exc:
+        click.echo(f"{what}: not shown ({exc.code.name}: {exc.message})", err=True)
+        return None
+
+
 def _status_headline(
-    described: dict[str, Any], quorum: dict[str, Any], stats: dict[str, Any] | None
+    described: dict[str, Any], quorum: dict[str, Any] | None, stats: dict[str, Any] | None
 ) -> Text:
-    line = Text(f"cluster {described['cluster_id']}   metadata offset {quorum['metadata_offset']}")
+    controller = described["controller"]
+    line = Text(
+        f"cluster {described['cluster_id']}   active controller {controller['leader_id']} "
+        f"(term {controller['term']})"
+    )
+    if quorum is not None:
+        line.append(f"   metadata offset {quorum['metadata_offset']}")
     if stats is None:
         return line
     for label, key in (

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -91,6 +92,12 @@ def _principals(value: Any) -> str | None:
     return None
 
 
+def _host_names(value: Any) -> str | None:
+    if any(not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252})", v) for v in value):
+        return "must list host names (letters, digits, dots and dashes)"
+    return None
+
+
 def _client_auth(value: Any) -> str | None:
     return (
         None
@@ -135,6 +142,9 @@ class _Config:
     super_users: tuple[str, ...] = _key("super.users", _principals, default=())
     token_lifetime_ms: int = _key("auth.token.lifetime.ms", positive_option, default=3_600_000)
     access_log_enabled: bool = _key("access.log.enabled", default=False)
+    # Host names (beyond IP addresses, localhost and the node's own URL's) that clients
+    # may reach this node by when they need not authenticate (kraftlite/api/browsers.py)
+    http_allowed_hosts: tuple[str, ...] = _key("http.allowed.hosts", _host_names, default=())
     # TLS on the HTTP listener and on calls to other nodes (kraftlite/api/tls.py)
     tls_cert_file: Path | None = _key("tls.cert.file", default=None)
     tls_key_file: Path | None = _key("tls.key.file", default=None)

@@ -7,6 +7,7 @@ import contextlib
 import os
 import secrets
 import signal
+import urllib.parse
 import uuid
 from collections.abc import Callable
 
@@ -63,11 +64,19 @@ async def _wait_for_signal() -> None:
 def _authenticator(
     config: BrokerConfig | ControllerConfig, secret: str, image: Callable[[], MetadataImage]
 ) -> Authenticator:
+    own_url = config.url if isinstance(config, BrokerConfig) else f"//{config.listen}"
     settings = AuthSettings(
         required=config.clients_must_authenticate(),
         super_users=frozenset(config.super_users),
         token_lifetime_ms=config.token_lifetime_ms,
         access_log=config.access_log_enabled,
+        host_names=frozenset(
+            {
+                name.lower()
+                for name in (urllib.parse.urlsplit(own_url).hostname, *config.http_allowed_hosts)
+                if name
+            }
+        ),
     )
     if not settings.required:
         log.warning("client_authentication_off", listen=config.listen)

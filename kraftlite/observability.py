@@ -16,6 +16,7 @@ docs/metrics.md lists every family and its Kafka counterpart.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import secrets
 import time
@@ -37,8 +38,6 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from kraftlite import __version__
 from kraftlite.errors import ErrorCode
-
-log = structlog.get_logger(__name__)
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 ProcessCollector(registry=REGISTRY)  # process_cpu_seconds_total, _resident_memory_bytes, ...
@@ -135,6 +134,14 @@ def http_request_name(request: web.Request) -> str:
     return f"{request.method} {resource.canonical}"
 
 
+def label_relayed_error(response: web.StreamResponse, body: object) -> None:
+    """An answer relayed from another node is counted under the error code it carries,
+    as the node that made it counts it (one of kraftlite's codes, else its status)."""
+    code = body.get("error_code") if isinstance(body, dict) else None
+    if response.status >= 400 and isinstance(code, str) and code in ErrorCode.__members__:
+        response[ERROR_CODE] = code
+
+
 def _error_of(status: int, response: web.StreamResponse | None) -> list[str]:
     if status < 400:
         return []
@@ -168,14 +175,10 @@ async def observe_middleware(
         finally:
             seconds = time.perf_counter() - started
             name = http_request_name(request)
-            record("http", name, seconds, _error_of(status, response))
-            log.debug(
-                "request",
-                method=request.method,
-                route=name,
-                status=status,
-                ms=round(seconds * 1000, 3),
-            )
+            if response is not None and response.prepared:  # a stream: its life, not latency
+                REQUESTS.labels("http", name).inc()
+            else:
+                record("http", name, seconds, _error_of(status, response))
 
 
 def kafka_errors(body: Any, names: Mapping[int, str]) -> list[str]:
@@ -216,6 +219,8 @@ async def watch_event_loop(_: web.Application) -> AsyncIterator[None]:
     task = asyncio.get_running_loop().create_task(watch(), name="event-loop-lag")
     yield
     task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def render(*registries: CollectorRegistry) -> tuple[bytes, str]:

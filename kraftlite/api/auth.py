@@ -67,6 +67,9 @@ class AuthSettings:
     super_users: frozenset[str] = frozenset()  # super.users
     token_lifetime_ms: int = 3_600_000  # auth.token.lifetime.ms
     access_log: bool = False  # access.log.enabled
+    # Host names the node answers to without authentication (api/browsers.py rule 2): its
+    # own URL's host and http.allowed.hosts
+    host_names: frozenset[str] = frozenset()
 
 
 class Authenticator:
@@ -170,6 +173,14 @@ class Authenticator:
         return acls.authorize(
             self.image.acls.values(), self.settings.super_users, who.principal, who.host, action
         )
+
+    def checker(self, who: Caller) -> Callable[[Action], bool]:
+        """`allowed` for many actions of one caller."""
+        if who.is_cluster or not self.settings.required:
+            return lambda _: True
+        return acls.CallerAcls(
+            self.image.acls.values(), self.settings.super_users, who.principal, who.host
+        ).allows
 
 
 def _unauthenticated(message: str, **fields: str) -> KraftliteError:
@@ -283,6 +294,12 @@ def authorize(request: web.Request, *actions: Action) -> None:
 def may(request: web.Request, action: Action) -> bool:
     """Whether the caller may do `action` (for filtering lists, with no audit line)."""
     return request.app[AUTH].allowed(caller(request), action)
+
+
+def may_many(request: web.Request) -> Callable[[Action], bool]:
+    """`may`, for many actions of this request's caller (filtering long lists): the
+    caller's ACLs are picked and indexed once (acls.CallerAcls)."""
+    return request.app[AUTH].checker(caller(request))
 
 
 def audit_change(request: web.Request, event: str, **fields: object) -> None:

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 import aiohttp
 import orjson
+import structlog
 from aiohttp import web
-from prometheus_client import CollectorRegistry
 
 from kraftlite import observability
 from kraftlite.api import console_api
@@ -64,6 +64,7 @@ from kraftlite.protocol.headers import BATCH_TYPE, METADATA_VERSION
 from kraftlite.protocol.internal import MessageError, ReplicaFetchRequest
 
 T = TypeVar("T")
+log = structlog.get_logger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 DEFAULT_MAX_BYTES = 1 << 20
 MAX_JSON_RECORDS = 10_000
@@ -122,7 +123,9 @@ async def _controller_call(
     )
     if status == 204:
         return web.Response(status=204)
-    return json_response(answer, status=status)
+    response = json_response(answer, status=status)
+    observability.label_relayed_error(response, answer)
+    return response
 
 
 # ---------------------------------------------------------------------------- operations
@@ -145,11 +148,20 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics_endpoint(request: web.Request) -> web.Response:
-    """Prometheus text. Group lag is computed for the scrape (one round of offset requests
-    to the leaders, bounded by their timeout), so it is as fresh as the scrape."""
-    registry, lags = request.app[METRICS]
-    lags.lags = await request.app[SERVICE].group_lags()
-    body, content_type = observability.render(metrics.REGISTRY, registry)
+    """Prometheus text. The figures are read on the event loop, where they change, and
+    written out on a thread. Group lag is computed for the scrape (one round of offset
+    requests to the leaders, bounded by their timeout); if that fails, the rest is still
+    answered, without lag."""
+    collectors = request.app[METRICS]
+    collectors.replicas.figures = metrics.replica_figures(request.app[BROKER])
+    try:
+        collectors.lags.groups, collectors.lags.lags = await request.app[SERVICE].group_lags()
+    except Exception:
+        log.exception("group_lag_not_computed")
+        collectors.lags.groups, collectors.lags.lags = None, []
+    body, content_type = await asyncio.to_thread(
+        observability.render, metrics.REGISTRY, collectors.registry
+    )
     return web.Response(body=body, headers={"Content-Type": content_type})
 
 
@@ -546,7 +558,7 @@ async def _fetch_answer(broker: Broker, wanted: ReplicaFetchRequest) -> bytes:
 
 REPLICA_STREAMS: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("replica_streams")
 STREAM_IDLE_S = web.AppKey("stream_idle_s", float)  # connections.max.idle.ms
-METRICS: web.AppKey[tuple[CollectorRegistry, metrics.GroupLagCollector]] = web.AppKey("metrics")
+METRICS = web.AppKey("metrics", metrics.BrokerCollectors)
 
 
 async def replica_stream(request: web.Request) -> web.WebSocketResponse:
@@ -663,7 +675,7 @@ def make_broker_app(
     app[JSON_PARSE] = asyncio.Semaphore(1)
     app[SERVICE] = BrokerService(broker, GroupCoordinator(broker, group_settings))
     app[REPLICA_STREAMS] = set()
-    app[METRICS] = metrics.broker_registry(broker)
+    app[METRICS] = metrics.broker_collectors()
     app.cleanup_ctx.append(observability.watch_event_loop)
     app[STREAM_IDLE_S] = (limits or ListenerLimits()).idle_ms / 1000
     app.on_shutdown.append(_close_replica_streams)

@@ -157,11 +157,15 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics_endpoint(request: web.Request) -> web.Response:
-    body, content_type = observability.render(controller_metrics.REGISTRY, request.app[METRICS])
+    registry, collector = request.app[METRICS]
+    await collector.refresh()
+    body, content_type = observability.render(controller_metrics.REGISTRY, registry)
     return web.Response(body=body, headers={"Content-Type": content_type})
 
 
-METRICS = web.AppKey("metrics", CollectorRegistry)
+METRICS: web.AppKey[tuple[CollectorRegistry, controller_metrics.ControllerCollector]] = web.AppKey(
+    "metrics"
+)
 
 
 async def quorum(request: web.Request) -> web.Response:

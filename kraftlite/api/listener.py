@@ -12,6 +12,12 @@ Rules:
 3. A request's body must arrive within `request.read.timeout.ms`, or REQUEST_TIMED_OUT;
    it is read (and its size checked) once the request is authenticated, before any handler
    runs: a stranger's body is never buffered.
+4. A body must say it is one of the API's types (JSON, a binary batch), or
+   UNSUPPORTED_MEDIA_TYPE before it is read. A web page can make a browser send a body
+   cross-origin without asking (no CORS preflight) only as text/plain, a form or with no
+   type: so no page a user visits can create or delete topics, or produce, through the
+   user's browser on a cluster it can reach (the console is served from the node's own
+   origin and sends JSON).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from aiohttp import web
 
 from kraftlite.config import ListenerLimits
 from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.protocol import framing
+from kraftlite.protocol.headers import BATCH_TYPE
 
 log = structlog.get_logger(__name__)
 
@@ -141,6 +149,8 @@ def runner_for(app: web.Application, limits: ListenerLimits, shutdown_s: float) 
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# Rule 4: the media types of the API's request bodies (protocol/headers.py, framing.py).
+BODY_TYPES = frozenset({"application/json", BATCH_TYPE, framing.CONTENT_TYPE})
 
 
 READ_TIMEOUT_MS = web.AppKey("read_timeout_ms", int)
@@ -161,7 +171,12 @@ async def read_body(request: web.Request) -> bytes:
 
 @web.middleware
 async def read_body_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Rule 3, for every request that got past authentication."""
+    """Rules 3 and 4, for every request that got past authentication."""
     if request.body_exists:
+        if request.content_type not in BODY_TYPES:
+            raise KraftliteError(
+                ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+                f"a request body's Content-Type must be one of {', '.join(sorted(BODY_TYPES))}",
+            )
         await read_body(request)
     return await handler(request)

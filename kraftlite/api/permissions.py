@@ -29,6 +29,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from kraftlite.api.auth import authenticate_middleware, authorize, may
+from kraftlite.api.browsers import cross_site_middleware
 from kraftlite.api.errors import problem_middleware
 from kraftlite.api.internal_auth import cluster_auth_middleware
 from kraftlite.api.listener import read_body_middleware
@@ -230,12 +231,14 @@ def boundary_middlewares(
 ) -> list[Middleware]:
     """Every node's middleware chain, in the one order the trust boundary needs: the
     request's id and metrics around everything (observability.py); errors as problem+json;
-    forged node calls refused before their body is read; clients authenticated from their
+    what a web page may not make a browser do refused (browsers.py); forged node calls
+    refused before their body is read; clients authenticated from their
     headers, then their body read (bounded in size and time); each route's actions
     authorized before any handler; quotas; then the app's own."""
     return [
         observe_middleware,
         problem_middleware,
+        cross_site_middleware,
         cluster_auth_middleware,
         authenticate_middleware,
         read_body_middleware,

@@ -12,12 +12,16 @@ with the leader or coordinator), as a Kafka broker would answer.
 
 from __future__ import annotations
 
+import contextlib
+
 import aiohttp
+import orjson
 from aiohttp import web
 
 from kraftlite.api.internal_auth import forwarded_for
 from kraftlite.broker.broker import Broker
 from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.observability import label_relayed_error
 from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
 
 _PASSED_ON = {"content-type", "accept"}
@@ -69,7 +73,12 @@ async def relay(
                 for k, v in upstream.headers.items()
                 if k.lower() == "content-type" or k.lower().startswith("x-kraftlite-")
             }
-            return web.Response(status=upstream.status, body=await upstream.read(), headers=relayed)
+            body = await upstream.read()
+            answer = web.Response(status=upstream.status, body=body, headers=relayed)
+            if upstream.status >= 400:
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    label_relayed_error(answer, orjson.loads(body))
+            return answer
     except (aiohttp.ClientError, TimeoutError) as exc:
         code = (
             ErrorCode.COORDINATOR_NOT_AVAILABLE

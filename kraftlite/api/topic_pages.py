@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from kraftlite.api.auth import describe_topic_action, may
+from kraftlite.api.auth import describe_topic_action, may_many
 from kraftlite.api.errors import int_param
 from kraftlite.api.internal_auth import caller
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -79,11 +79,12 @@ def client_visible(
     """Whether the caller may see a topic in a list: DESCRIBE on it; internal topics only
     for nodes acting for themselves, where `internal_for_nodes` (the controllers' list)."""
     nodes = internal_for_nodes and caller(request).is_cluster
+    allows = may_many(request)
 
     def visible(name: str) -> bool:
         if is_internal_topic(name) and not nodes:
             return False
-        return may(request, describe_topic_action(name))
+        return allows(describe_topic_action(name))
 
     return visible
 
@@ -122,7 +123,7 @@ def partitions_answer(request: web.Request, topic: TopicImage) -> dict[str, Any]
     if only_under not in {"true", "false"}:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, "under_replicated must be true or false")
     registrations = topic.partitions
-    under = [i for i, p in registrations.items() if len(p.isr) < len(p.replicas)]
+    under = [i for i, p in registrations.items() if p.under_replicated]
     matching = sorted(under) if only_under == "true" else sorted(registrations)
     rest = [i for i in matching if i > after]
     page = rest[:limit]

@@ -8,6 +8,7 @@ Prometheus style; docs/metrics.md maps each to its Kafka counterpart.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -54,9 +55,11 @@ ISR_EXPANDS = Counter(
 
 
 def record_isr_change(before: tuple[int, ...], after: tuple[int, ...]) -> None:
-    if len(after) < len(before):
+    """A committed ISR change of a partition led here, against the ISR it was proposed
+    from (counted once per change, whoever learns of the commit first)."""
+    if set(before) - set(after):
         ISR_SHRINKS.inc()
-    elif len(after) > len(before):
+    if set(after) - set(before):
         ISR_EXPANDS.inc()
 
 
@@ -69,53 +72,125 @@ def record_produce(partition: Partition, records: int, size: int) -> None:
     PRODUCED_BYTES.labels(partition.topic).inc(size)
 
 
+def forget_topic(topic: str) -> None:
+    """A deleted topic's per-topic series (topic churn would otherwise grow them for ever)."""
+    for counter in (PRODUCED_RECORDS, PRODUCED_BYTES, FETCHED_BYTES, FETCHED_RECORDS):
+        with contextlib.suppress(KeyError):
+            counter.remove(topic)
+
+
 def record_fetch(partition: Partition, data: bytes, records: int = 0) -> None:
     FETCHED_BYTES.labels(partition.topic).inc(len(data))
     if records:
         FETCHED_RECORDS.labels(partition.topic).inc(records)
 
 
-class ReplicationCollector(Collector):
-    """The replicas this broker holds, read at scrape time."""
+# Above this many replicas a broker exports totals only, not the four per-partition families:
+# rendering 400,000 series takes seconds of CPU per scrape (docs/metrics.md).
+MAX_PARTITION_SERIES_REPLICAS = 10_000
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFigures:
+    """What a scrape reports of the replicas, read on the event loop (where they change)
+    in one pass, so that the text is written off it."""
+
+    fenced: bool
+    metadata_version: int
+    leaders: int
+    replicas: int
+    under_replicated: int
+    under_min_isr: int
+    offline: int
+    size_bytes: int
+    data_dir: str
+    # (topic, partition, log end, high watermark, log start, size); empty over the cap
+    per_partition: tuple[tuple[str, int, int, int, int, int], ...]
+
+
+def replica_figures(broker: Broker) -> ReplicaFigures:
+    image = broker.replicas.image
+    partitions = list(broker.replicas.partitions.values())
+    leaders = under = under_min = offline = size = 0
+    rows = []
+    detailed = len(partitions) <= MAX_PARTITION_SERIES_REPLICAS
+    for p in partitions:
+        log_ = p.log
+        size += log_.size_bytes
+        offline += p.role is Role.OFFLINE
+        state = p.state
+        if p.role is Role.LEADER and state is not None:
+            leaders += 1
+            topic = image.topics.get(p.topic_id)
+            registration = None if topic is None else topic.partitions.get(p.index)
+            adding = 0 if registration is None else len(registration.adding)
+            under += len(state.isr) < len(state.replicas) - adding
+            under_min += len(state.isr) < p.config_int("min.insync.replicas")
+        if detailed:
+            rows.append(
+                (
+                    p.topic,
+                    p.index,
+                    log_.log_end_offset,
+                    log_.high_watermark,
+                    log_.log_start_offset,
+                    log_.size_bytes,
+                )
+            )
+    return ReplicaFigures(
+        fenced=broker.fenced,
+        metadata_version=image.version,
+        leaders=leaders,
+        replicas=len(partitions),
+        under_replicated=under,
+        under_min_isr=under_min,
+        offline=offline,
+        size_bytes=size,
+        data_dir=str(broker.replicas.storage.config.path),
+        per_partition=tuple(rows),
+    )
+
+
+class ReplicationCollector(Collector):
+    """The replicas this broker holds, as the scrape that asked read them (`figures`)."""
+
+    def __init__(self) -> None:
+        self.figures: ReplicaFigures | None = None
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        broker = self.broker
-        partitions = list(broker.replicas.partitions.values())
-        led = [p for p in partitions if p.role is Role.LEADER and p.state is not None]
-        yield GaugeMetricFamily("kraftlite_broker_fenced", "1 while fenced", value=broker.fenced)
+        f = self.figures
+        if f is None:
+            return
+        yield GaugeMetricFamily("kraftlite_broker_fenced", "1 while fenced", value=f.fenced)
         yield GaugeMetricFamily(
             "kraftlite_metadata_version",
             "Version of the metadata image this broker applied",
-            value=broker.replicas.image.version,
+            value=f.metadata_version,
         )
-        yield GaugeMetricFamily("kraftlite_leader_partitions", "Partitions led", value=len(led))
-        yield GaugeMetricFamily("kraftlite_replicas", "Replicas held", value=len(partitions))
+        yield GaugeMetricFamily("kraftlite_leader_partitions", "Partitions led", value=f.leaders)
+        yield GaugeMetricFamily("kraftlite_replicas", "Replicas held", value=f.replicas)
         yield GaugeMetricFamily(
             "kraftlite_under_replicated_partitions",
-            "Partitions led here whose ISR is smaller than the replica set",
-            value=sum(1 for p in led if p.state and len(p.state.isr) < len(p.state.replicas)),
+            "Partitions led here whose ISR is smaller than their replication factor "
+            "(replicas a reassignment is still adding do not count)",
+            value=f.under_replicated,
         )
         yield GaugeMetricFamily(
             "kraftlite_under_min_isr_partitions",
             "Partitions led here whose ISR is smaller than min.insync.replicas (acks=all fails)",
-            value=sum(
-                1 for p in led if p.state and len(p.state.isr) < p.config_int("min.insync.replicas")
-            ),
+            value=f.under_min_isr,
         )
         yield GaugeMetricFamily(
             "kraftlite_offline_replicas",
             "Replicas here whose partition has no leader",
-            value=sum(1 for p in partitions if p.role is Role.OFFLINE),
+            value=f.offline,
         )
         yield GaugeMetricFamily(
             "kraftlite_log_dir_size_bytes",
             "Bytes in every log this broker holds (the disk it uses for partitions)",
-            value=sum(p.log.size_bytes for p in partitions),
+            value=f.size_bytes,
         )
-        disk = os.statvfs(broker.replicas.storage.config.path)  # one syscall, no I/O
+        disk = os.statvfs(f.data_dir)  # off the event loop: a hung mount holds only this
         yield GaugeMetricFamily(
             "kraftlite_log_dir_free_bytes",
             "Bytes free to this broker on the filesystem of its data directory",
@@ -131,12 +206,12 @@ class ReplicationCollector(Collector):
         hw = GaugeMetricFamily("kraftlite_high_watermark", "High watermark", labels=labels)
         start = GaugeMetricFamily("kraftlite_log_start_offset", "Log start offset", labels=labels)
         size = GaugeMetricFamily("kraftlite_log_size_bytes", "Bytes in the log", labels=labels)
-        for p in partitions:
-            key = [p.topic, str(p.index)]
-            end.add_metric(key, p.log.log_end_offset)
-            hw.add_metric(key, p.log.high_watermark)
-            start.add_metric(key, p.log.log_start_offset)
-            size.add_metric(key, p.log.size_bytes)
+        for topic, index, leo, high, low, bytes_ in f.per_partition:
+            key = [topic, str(index)]
+            end.add_metric(key, leo)
+            hw.add_metric(key, high)
+            start.add_metric(key, low)
+            size.add_metric(key, bytes_)
         yield from (end, hw, start, size)
 
 
@@ -155,8 +230,16 @@ class GroupLagCollector(Collector):
 
     def __init__(self) -> None:
         self.lags: list[GroupLag] = []
+        self.groups: int | None = None  # groups coordinated here; None: the scrape failed
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        if self.groups is not None:
+            yield GaugeMetricFamily(
+                "kraftlite_consumergroups",
+                "Groups with committed offsets this broker coordinates (lag is exported "
+                "for the first 1,000 by name)",
+                value=self.groups,
+            )
         labels = ["consumergroup", "topic", "partition"]
         committed = GaugeMetricFamily(
             "kraftlite_consumergroup_committed_offset",
@@ -176,11 +259,19 @@ class GroupLagCollector(Collector):
         yield from (committed, lag)
 
 
-def broker_registry(broker: Broker) -> tuple[CollectorRegistry, GroupLagCollector]:
-    """A broker app's scrape-time families: its replicas, and the lag its scrapes compute
-    (`REGISTRY` holds the counters)."""
+@dataclass(frozen=True, slots=True)
+class BrokerCollectors:
+    """A broker app's scrape-time families, on a registry of their own (`REGISTRY` holds
+    the counters): filled by the scrape on the event loop, written out off it."""
+
+    registry: CollectorRegistry
+    replicas: ReplicationCollector
+    lags: GroupLagCollector
+
+
+def broker_collectors() -> BrokerCollectors:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ReplicationCollector(broker))
-    lags = GroupLagCollector()
+    replicas, lags = ReplicationCollector(), GroupLagCollector()
+    registry.register(replicas)
     registry.register(lags)
-    return registry, lags
+    return BrokerCollectors(registry, replicas, lags)

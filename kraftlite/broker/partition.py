@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from kraftlite.broker import replica_state as rs
@@ -64,6 +64,7 @@ class IsrProposal:
     leader_epoch: int
     partition_epoch: int
     isr: tuple[int, ...]
+    base: tuple[int, ...] = field(default=(), compare=False)  # the ISR it changes (metrics)
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,7 +401,7 @@ class Partition:
         proposal = None
         expansion = rs.expansion_at_fetch(self.state, follower_id, now, self.is_eligible)
         if expansion is not None:  # now, before an append moves the HW past this fetch
-            proposal = IsrProposal(state.leader_epoch, state.partition_epoch, expansion)
+            proposal = IsrProposal(state.leader_epoch, state.partition_epoch, expansion, state.isr)
             self.state = rs.propose_isr(self.state, expansion)
         return ReplicaFetchResult(
             log.high_watermark,
@@ -443,7 +444,7 @@ class Partition:
             return None
         self.state = rs.propose_isr(state, change)
         self._advance_high_watermark()  # an expansion may hold the HW; never lowers it
-        return IsrProposal(state.leader_epoch, state.partition_epoch, change)
+        return IsrProposal(state.leader_epoch, state.partition_epoch, change, state.isr)
 
     def is_pending(self, proposal: IsrProposal) -> bool:
         """Whether `proposal` is still the change this leader waits on (not superseded by a

@@ -240,6 +240,8 @@ class ReplicaManager:
             fetcher.remove((topic_id, index))
         if partition is not None:
             partition.go_offline()
+            if topic_id not in self._newest_image.topics:  # the topic is gone, its series too
+                metrics.forget_topic(partition.topic)
         self.storage.delete_partition(log_name(topic_id, index))
         log.info("replica_deleted", topic_id=topic_id, partition=index)
 
@@ -620,9 +622,7 @@ class ReplicaManager:
             elif result.state is not None:
                 state = result.state
                 log.info("isr_changed", partition=partition.name, isr=list(state.isr))
-                metrics.record_isr_change(
-                    () if partition.state is None else partition.state.isr, state.isr
-                )
+                metrics.record_isr_change(proposal.base, state.isr)
                 partition.isr_change_committed(
                     proposal,
                     PartitionRegistration(

@@ -51,6 +51,10 @@ MAX_WAIT_MS = 30_000  # the longest a fetch long-polls, whatever it asks
 MAX_FETCH_PARTITIONS = 10_000  # partitions one Kafka Fetch may name
 PRODUCER_IDS_PER_EPOCH = 2**24  # producer ids one broker registration may give out
 _GROUPS_TIMEOUT_S = 5.0
+# Lag is exported for at most this many groups per coordinator (their names are labels:
+# clients choose them), and a scrape within LAGS_FRESH_S of the last gets its answer.
+MAX_LAG_GROUPS = 1000
+LAGS_FRESH_S = 1.0
 
 
 class Produced(NamedTuple):
@@ -83,6 +87,10 @@ class BrokerService:
         self._sticky = itertools.count()
         self._producer_ids = itertools.count()
         self._producer_ids_epoch = -1
+        # The last group lags a scrape computed (loop time, groups coordinated, lags), and
+        # the lock that makes concurrent scrapes share one computation.
+        self._lags: tuple[float, int, list[metrics.GroupLag]] | None = None
+        self._lags_lock = asyncio.Lock()
 
     # -- partitions ------------------------------------------------------------------------
 
@@ -278,8 +286,11 @@ class BrokerService:
             if enough or failed or remaining <= 0 or not caught_up:
                 for result in results:
                     if isinstance(result, Fetched) and result.data:
-                        records = batch_format.record_count(result.data) if count_records else 0
-                        metrics.record_fetch(result.partition, result.data, records)
+                        metrics.record_fetch(
+                            result.partition,
+                            result.data,
+                            _records_in(result.data) if count_records else 0,
+                        )
                 return results
             await wait_any([p.hw_moved for p in caught_up], remaining)
 
@@ -336,18 +347,25 @@ class BrokerService:
             )
         return answer
 
-    async def group_lags(self) -> list[metrics.GroupLag]:
-        """Lag of every partition of every group this broker coordinates (for /metrics):
-        one round of offset requests to the leaders, whatever the number of groups."""
-        committed = self.coordinator.coordinated_offsets()
-        ends = await self.offsets({tp for offsets in committed.values() for tp in offsets})
-        lags = []
-        for group, offsets in sorted(committed.items()):
-            for (topic, partition), c in sorted(offsets.items()):
-                found = ends.get((topic, partition))
-                lag = None if found is None else max(found.high_watermark - c.offset, 0)
-                lags.append(metrics.GroupLag(group, topic, partition, c.offset, lag))
-        return lags
+    async def group_lags(self) -> tuple[int, list[metrics.GroupLag]]:
+        """(groups coordinated here, the lag of each partition of the first MAX_LAG_GROUPS
+        of them by name), for /metrics: one round of offset requests to the leaders,
+        whatever the number of groups; scrapes at the same moment share it."""
+        async with self._lags_lock:
+            now = asyncio.get_running_loop().time()
+            if self._lags is not None and now - self._lags[0] < LAGS_FRESH_S:
+                return self._lags[1], self._lags[2]
+            committed = self.coordinator.coordinated_offsets()
+            shown = sorted(committed)[:MAX_LAG_GROUPS]
+            ends = await self.offsets({tp for group in shown for tp in committed[group]})
+            lags = []
+            for group in shown:
+                for (topic, partition), c in sorted(committed[group].items()):
+                    found = ends.get((topic, partition))
+                    lag = None if found is None else max(found.high_watermark - c.offset, 0)
+                    lags.append(metrics.GroupLag(group, topic, partition, c.offset, lag))
+            self._lags = (asyncio.get_running_loop().time(), len(committed), lags)
+            return len(committed), lags
 
     async def all_groups(self) -> list[dict[str, Any]]:
         """Every live broker's coordinated groups: this one's, and each other's asked with
@@ -390,6 +408,15 @@ class BrokerService:
         if version is not None and version.isdigit():
             await self.broker.wait_for_metadata(int(version), timeout_s=5.0)
         return status, answer
+
+
+def _records_in(data: bytes) -> int:
+    """The records of the batches served (for metrics): a batch the log holds damaged
+    is the client's to find by its CRC, not a reason to fail the fetch."""
+    try:
+        return batch_format.record_count(data)
+    except batch_format.CorruptBatchError:
+        return 0
 
 
 __all__ = ["MAX_WAIT_MS", "BrokerService", "FetchWanted", "Fetched", "Offsets", "Produced"]

@@ -33,7 +33,7 @@ from kraftlite.errors import ErrorCode, KraftliteError
 Role = Literal["broker", "controller"]
 CONSOLE_HEADER: Final = "X-Kraftlite-Console"
 CONTENT_SECURITY_POLICY: Final = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; "
     "form-action 'self'; frame-ancestors 'none'"
 )
@@ -115,7 +115,11 @@ async def node(request: web.Request) -> web.Response:
 async def _on_prepare(request: web.Request, response: web.StreamResponse) -> None:
     if request.path == "/ui" or request.path.startswith("/ui/"):  # rule 2
         response.headers.update(SECURITY_HEADERS)
-    elif response.status == 401 and request.headers.get(CONSOLE_HEADER):  # rule 3
+        return
+    # the API's answers are data, never a page or a script another site may embed
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("Cross-Origin-Resource-Policy", "same-origin")
+    if response.status == 401 and request.headers.get(CONSOLE_HEADER):  # rule 3
         response.headers["WWW-Authenticate"] = 'Bearer realm="kraftlite"'
 
 

@@ -6,6 +6,7 @@ Kafka counterpart (ActiveControllerCount, OfflinePartitionsCount, EventQueueTime
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -40,7 +41,7 @@ class PartitionCounts(NamedTuple):
     topics: int
     partitions: int
     offline: int  # no leader
-    under_replicated: int  # ISR smaller than the replica set
+    under_replicated: int  # ISR smaller than the replication factor
     reassigning: int
 
 
@@ -51,8 +52,8 @@ def partition_counts(image: MetadataImage) -> PartitionCounts:
         for registration in topic.partitions.values():
             partitions += 1
             offline += registration.leader == NO_LEADER
-            under += len(registration.isr) < len(registration.replicas)
-            moving += bool(registration.adding or registration.removing)
+            under += registration.under_replicated
+            moving += registration.reassigning
     return PartitionCounts(topics, partitions, offline, under, moving)
 
 
@@ -61,12 +62,13 @@ class ControllerCollector(Collector):
         self.controller = controller
         self._counted: tuple[int, PartitionCounts] | None = None  # by image version
 
-    def _counts(self, image: MetadataImage) -> PartitionCounts:
-        """Counted once per metadata version (an image never changes): a scrape of a
-        cluster with 100,000 partitions walks them only when they changed."""
+    async def refresh(self) -> None:
+        """Count the partitions of the current image, on a thread (an image never changes),
+        once per metadata version: a scrape of 100,000 partitions walks them only when
+        they changed, and never on the event loop."""
+        image = self.controller.image
         if self._counted is None or self._counted[0] != image.version:
-            self._counted = (image.version, partition_counts(image))
-        return self._counted[1]
+            self._counted = (image.version, await asyncio.to_thread(partition_counts, image))
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         controller = self.controller
@@ -90,7 +92,9 @@ class ControllerCollector(Collector):
             "Version (offset) of the last metadata batch this controller applied",
             value=image.version,
         )
-        counts = self._counts(image)
+        if self._counted is None:
+            return
+        counts = self._counted[1]
         yield GaugeMetricFamily("kraftlite_topics", "Topics in the metadata", value=counts.topics)
         yield GaugeMetricFamily(
             "kraftlite_partitions", "Partitions in the metadata", value=counts.partitions
@@ -100,7 +104,7 @@ class ControllerCollector(Collector):
         )
         yield GaugeMetricFamily(
             "kraftlite_cluster_under_replicated_partitions",
-            "Partitions whose ISR is smaller than their replica set, cluster-wide",
+            "Partitions whose ISR is smaller than their replication factor, cluster-wide",
             value=counts.under_replicated,
         )
         yield GaugeMetricFamily(
@@ -124,12 +128,16 @@ class ControllerCollector(Collector):
         )
         if active:
             for broker_id, version in sorted(controller.broker_metadata_versions.items()):
-                if broker_id in image.brokers:
+                registration = image.brokers.get(broker_id)
+                if registration is not None and not registration.fenced:
                     lag.add_metric([str(broker_id)], max(image.version - version, 0))
         yield lag
 
 
-def controller_registry(controller: QuorumController) -> CollectorRegistry:
+def controller_registry(
+    controller: QuorumController,
+) -> tuple[CollectorRegistry, ControllerCollector]:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ControllerCollector(controller))
-    return registry
+    collector = ControllerCollector(controller)
+    registry.register(collector)
+    return registry, collector

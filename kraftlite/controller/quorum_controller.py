@@ -306,6 +306,7 @@ class QuorumController:
             self._last_rebalance_ms = now
             self._leadership_confirmed_ms = None
             self._repair_due = True
+            self.broker_metadata_versions.clear()  # what a former term heard is stale
             self._active_term = term
             log.info("became_active_controller", version=self.image.version, term=term)
         bootstrap = self.settings.bootstrap_credential

@@ -327,14 +327,20 @@ class Session:
             # edge's `caught_up`); the client tries another broker
             raise CloseConnection("the broker is starting")
         started = time.perf_counter()
-        errors = ["UNKNOWN_SERVER_ERROR"]  # unless the handler answers
+        name = _API_NAMES[ApiKey(request.api_key)]
         try:
             body = await self._apis[request.api_key](request)
-            errors = [] if body is None else observability.kafka_errors(body, _ERROR_NAMES)
-            return await self._answer(request, body, started)
-        finally:
-            name = _API_NAMES[ApiKey(request.api_key)]
-            observability.record("kafka", name, time.perf_counter() - started, errors)
+        except CloseConnection:
+            observability.record("kafka", name, time.perf_counter() - started, ["CLOSED"])
+            raise
+        except Exception:
+            elapsed = time.perf_counter() - started
+            observability.record("kafka", name, elapsed, ["UNKNOWN_SERVER_ERROR"])
+            raise
+        # its time to answer, as HTTP's, but not a quota's delay (the answer says that)
+        errors = [] if body is None else observability.kafka_errors(body, _ERROR_NAMES)
+        observability.record("kafka", name, time.perf_counter() - started, errors)
+        return await self._answer(request, body, started)
 
     async def _answer(self, request: Request, body: Body | None, started: float) -> bytes | None:
         """The encoded answer, held back (and saying so) while the client is over quota."""

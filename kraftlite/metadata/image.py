@@ -109,6 +109,12 @@ class PartitionRegistration:
         """The replicas before the reassignment (what cancelling it goes back to)."""
         return tuple(b for b in self.replicas if b not in self.adding)
 
+    @property
+    def under_replicated(self) -> bool:
+        """The ISR is smaller than the replication factor, which a reassignment's replicas
+        still being added do not count towards (Kafka's, with KIP-455)."""
+        return len(self.isr) < len(self.replicas) - len(self.adding)
+
     def merge(self, change: PartitionChangeRecord) -> PartitionRegistration:
         leader = self.leader if change.leader == LEADER_UNCHANGED else change.leader
         return PartitionRegistration(

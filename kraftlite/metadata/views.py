@@ -53,12 +53,12 @@ def topic_summary(topic: TopicImage) -> dict[str, Any]:
 
 
 def partition_health(image: MetadataImage) -> dict[str, int]:
-    """Under-replicated (ISR smaller than the replica set) and offline (no leader)
+    """Under-replicated (PartitionRegistration.under_replicated) and offline (no leader)
     partitions of the whole cluster, from metadata."""
     under = offline = 0
     for topic in image.topics.values():
         for p in topic.partitions.values():
-            under += len(p.isr) < len(p.replicas)
+            under += p.under_replicated
             offline += p.leader < 0
     return {"under_replicated_partitions": under, "offline_partitions": offline}
 

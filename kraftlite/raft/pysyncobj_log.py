@@ -337,7 +337,17 @@ class RaftMetadataLog:
         return None if leader is None else str(getattr(leader, "id", leader))
 
     def status(self) -> dict[str, Any]:
-        raw = self._syncobj.getStatus()
+        """pysyncobj's status, read from the asyncio thread while the tick thread may change
+        the peer tables it iterates: retried, as voter_addresses is."""
+        for _ in range(9):
+            try:
+                return self._status(self._syncobj.getStatus())
+            except RuntimeError:  # "dictionary changed size during iteration"
+                continue
+        return self._status(self._syncobj.getStatus())
+
+    @staticmethod
+    def _status(raw: dict[str, Any]) -> dict[str, Any]:
         leader = raw.get("leader")
         return {
             "self": str(getattr(raw["self"], "id", raw["self"])),

@@ -122,6 +122,43 @@ def authorize(
     return allowed
 
 
+class CallerAcls:
+    """Rule 2 for many actions of one caller (filtering a list of 10,000 topics): the ACLs
+    that name the caller's principal and host, picked once and indexed by resource, so
+    each check looks at the ACLs of that resource's name (and `*`) and the prefixed ones
+    of its type, not at every ACL of the cluster. Answers exactly as `authorize`."""
+
+    def __init__(
+        self,
+        acls: Iterable[AccessControlEntryRecord],
+        super_users: frozenset[str],
+        principal: str,
+        host: str,
+    ) -> None:
+        self.principal, self.host, self.super_users = principal, host, super_users
+        self._literal: dict[tuple[str, str], list[AccessControlEntryRecord]] = {}
+        self._prefixed: dict[str, list[AccessControlEntryRecord]] = {}
+        for acl in acls:
+            if acl.principal not in {principal, WILDCARD_PRINCIPAL}:
+                continue
+            if acl.host not in {host, WILDCARD}:
+                continue
+            if acl.pattern_type == PatternType.LITERAL.value:
+                key = (acl.resource_type, acl.resource_name)
+                self._literal.setdefault(key, []).append(acl)
+            else:
+                self._prefixed.setdefault(acl.resource_type, []).append(acl)
+
+    def allows(self, action: Action) -> bool:
+        kind = action.resource_type.value
+        candidates = [
+            *self._literal.get((kind, action.resource_name), ()),
+            *self._literal.get((kind, WILDCARD), ()),
+            *self._prefixed.get(kind, ()),
+        ]
+        return authorize(candidates, self.super_users, self.principal, self.host, action)
+
+
 # -------------------------------------------------------------------------------- requests
 
 

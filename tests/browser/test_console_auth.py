@@ -5,7 +5,6 @@ password (POST /v1/tokens) and sends it as a bearer; a 401 brings the form back.
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,30 +12,16 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import Watched
+from tests.harness.auth import ADMIN, auth_cluster, basic
 from tests.harness.processes import Cluster, http
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
-ADMIN = ("admin", "admin-password-1")
-AUTH = {"auth.required": True, "super.users": ["User:admin"]}
 REFUSED = "status of 401"  # Chromium's console line for each refused call: expected here
-
-
-def basic(user: str, password: str) -> dict[str, str]:
-    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    running = Cluster(
-        tmp_path_factory.mktemp("console-auth"),
-        brokers=1,
-        broker_config=AUTH,
-        controller_config={
-            **AUTH,
-            "auth.bootstrap.user": ADMIN[0],
-            "auth.bootstrap.password": ADMIN[1],
-        },
-    )
+    running = auth_cluster(tmp_path_factory.mktemp("console-auth"), brokers=1)
     running.start()
     try:
         deadline = time.monotonic() + 30

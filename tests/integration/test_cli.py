@@ -157,8 +157,9 @@ def _client_tools(broker: str) -> None:
     listed = run("topics", "list", "--output", "json")
     assert {t["name"] for t in json.loads(listed.stdout)} == {"kept", "tools"}
     status = json.loads(run("cluster", "status", "--output", "json").stdout)
-    assert [b["id"] for b in status["brokers"]] == [1, 2, 3]
-    assert all(b["kafka"] for b in status["brokers"])  # `kraftlite dev` gives Kafka ports
+    assert [b["id"] for b in status["brokers"]] == [1, 2, 3]  # GET /v1/cluster's, as before
+    assert [b["state"] for b in status["registered_brokers"]] == ["active"] * 3
+    assert all(b["kafka"] for b in status["registered_brokers"])  # `kraftlite dev`'s ports
     assert len(status["quorum"]["voters"]) == 3
     assert status["stats"]["offline_partitions"] == 0
     figures = {b["id"]: b for b in status["stats"]["brokers"]}

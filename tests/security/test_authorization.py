@@ -5,7 +5,6 @@ escalate, the audit log records it all.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import socket
@@ -20,48 +19,25 @@ from typing import Any
 import pytest
 
 from kraftlite.client import Credentials, SyncAdmin, SyncConsumer, SyncProducer
+from tests.harness.auth import ADMIN, as_admin, auth_cluster, basic, bearer
 from tests.harness.observe import error_code
 from tests.harness.processes import Cluster, http, signed_http
 
 pytestmark = [pytest.mark.security, pytest.mark.timeout(300)]
-ADMIN = ("admin", "admin-password-1")
-AUTH = {"auth.required": True, "super.users": ["User:admin"], "access.log.enabled": True}
-
-
-def basic(user: str, password: str) -> dict[str, str]:
-    token = base64.b64encode(f"{user}:{password}".encode()).decode()
-    return {"Authorization": f"Basic {token}"}
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    running = Cluster(
+    running = auth_cluster(
         tmp_path_factory.mktemp("authz"),
-        broker_config=AUTH,
-        controller_config={
-            **AUTH,
-            "auth.bootstrap.user": ADMIN[0],
-            "auth.bootstrap.password": ADMIN[1],
-        },
+        broker_config={"access.log.enabled": True},
+        controller_config={"access.log.enabled": True},
     )
     running.start()
     try:
         yield running
     finally:
         running.stop()
-
-
-def as_admin(method: str, url: str, body: Any = None) -> tuple[int, Any]:
-    deadline = time.monotonic() + 20
-    while True:  # the bootstrap user appears once a controller is active
-        status, answer = http(method, url, body, headers=basic(*ADMIN))
-        if status != 401 or time.monotonic() > deadline:
-            return status, answer
-        time.sleep(0.2)
 
 
 def add_acl(cluster: Cluster, **fields: str) -> dict[str, Any]:

@@ -7,7 +7,6 @@ DESCRIBE too; every new parameter's bad values are 400 INVALID_REQUEST.
 
 from __future__ import annotations
 
-import base64
 import socket
 import time
 import urllib.request
@@ -17,30 +16,14 @@ from typing import Any
 import pytest
 
 from kraftlite.console import CONTENT_SECURITY_POLICY
+from tests.harness.auth import ADMIN, as_admin, auth_cluster, basic
 from tests.harness.observe import error_code
 from tests.harness.processes import Cluster, http, signed_http
 
 pytestmark = [pytest.mark.security, pytest.mark.timeout(180)]
-ADMIN = ("admin", "admin-password-1")
-AUTH = {"auth.required": True, "super.users": ["User:admin"]}
-
-
-def basic(user: str, password: str) -> dict[str, str]:
-    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
-
-
 ADMIN_AUTH = basic(*ADMIN)
 VIEWER = basic("viewer", "viewer-password")  # DESCRIBE CLUSTER, DESCRIBE topic seen-*
 READER = basic("reader", "reader-password")  # DESCRIBE topic seen-* only
-
-
-def as_admin(method: str, url: str, body: Any = None) -> tuple[int, Any]:
-    deadline = time.monotonic() + 30
-    while True:  # the bootstrap user appears once a controller is active
-        status, answer = http(method, url, body, headers=ADMIN_AUTH)
-        if status != 401 or time.monotonic() > deadline:
-            return status, answer
-        time.sleep(0.2)
 
 
 def allow(cluster: Cluster, principal: str, resource_type: str, name: str, **more: str) -> None:
@@ -57,16 +40,7 @@ def allow(cluster: Cluster, principal: str, resource_type: str, name: str, **mor
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    running = Cluster(
-        tmp_path_factory.mktemp("console-api"),
-        brokers=2,
-        broker_config=AUTH,
-        controller_config={
-            **AUTH,
-            "auth.bootstrap.user": ADMIN[0],
-            "auth.bootstrap.password": ADMIN[1],
-        },
-    )
+    running = auth_cluster(tmp_path_factory.mktemp("console-api"), brokers=2)
     running.start()
     try:
         url = running.urls[1]

@@ -5,7 +5,6 @@ stay the brokers' own, and with `auth.required` (no SASL yet) no Kafka client is
 
 from __future__ import annotations
 
-import base64
 import socket
 import struct
 import time
@@ -16,6 +15,7 @@ import pytest
 
 from kraftlite.kafka import messages, records
 from kraftlite.kafka.wire import Writer
+from tests.harness.auth import as_admin, auth_cluster
 from tests.harness.kafka_wire import call, frame
 from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
 
@@ -200,22 +200,12 @@ def test_bad_group_names_are_refused(cluster: Cluster) -> None:
         assert answer["error_code"] == 24, group  # INVALID_GROUP_ID
 
 
-AUTH = {"auth.required": True, "super.users": ["User:admin"]}
-ADMIN = ("admin", "admin-secret-123")
-
-
 @pytest.fixture(scope="module")
 def authenticated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    running = Cluster(
+    running = auth_cluster(
         tmp_path_factory.mktemp("kafka-auth"),
         brokers=1,
-        broker_config=AUTH,
-        controller_config={
-            **FAST_SESSIONS,
-            **AUTH,
-            "auth.bootstrap.user": ADMIN[0],
-            "auth.bootstrap.password": ADMIN[1],
-        },
+        controller_config=FAST_SESSIONS,
         kafka=True,
     )
     running.start()
@@ -223,16 +213,6 @@ def authenticated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
         yield running
     finally:
         running.stop()
-
-
-def _as_admin(method: str, url: str, body: Any = None) -> tuple[int, Any]:
-    token = base64.b64encode(f"{ADMIN[0]}:{ADMIN[1]}".encode()).decode()
-    deadline = time.monotonic() + 20
-    while True:  # the bootstrap user appears once a controller is active
-        status, answer = http(method, url, body, headers={"Authorization": f"Basic {token}"})
-        if status != 401 or time.monotonic() > deadline:
-            return status, answer
-        time.sleep(0.2)
 
 
 def _scram(cluster: Cluster, user: str, password: str, mechanism: str) -> dict[str, Any]:
@@ -259,17 +239,17 @@ def test_with_auth_required_a_kafka_client_must_authenticate_with_scram(
     assert _closed_unanswered(address, frame(request))
     # a frame over 512 KiB before authenticating is not even read
     assert _closed_unanswered(address, struct.pack(">i", 1 << 20) + b"\x00" * 64)
-    status, answer = _as_admin(
+    status, answer = as_admin(
         "POST", authenticated.urls[1] + "/v1/users", {"name": "alice", "password": "alice-pw-1"}
     )
     assert status == 201, answer
-    status, answer = _as_admin(
+    status, answer = as_admin(
         "POST",
         authenticated.urls[1] + "/v1/users",
         {"name": "bob", "password": "bob-pw-1", "mechanism": "SCRAM-SHA-512"},
     )
     assert status == 201, answer
-    status, answer = _as_admin(
+    status, answer = as_admin(
         "POST", authenticated.urls[1] + "/v1/topics", {"name": "secured", "partitions": 1}
     )
     assert status == 201, answer
@@ -279,7 +259,7 @@ def test_with_auth_required_a_kafka_client_must_authenticate_with_scram(
         ("User:bob", "READ", "GROUP", "g"),
     )
     for principal, operation, kind, name in grants:
-        status, answer = _as_admin(
+        status, answer = as_admin(
             "POST",
             authenticated.urls[1] + "/v1/acls",
             {"principal": principal, "operation": operation, "resource_type": kind,
@@ -314,7 +294,7 @@ def test_with_auth_required_a_kafka_client_must_authenticate_with_scram(
     with pytest.raises(KafkaException):
         wrong.list_topics(timeout=5)
     # a password change ends alice's open connections: her old password no longer works
-    status, answer = _as_admin(
+    status, answer = as_admin(
         "POST", authenticated.urls[1] + "/v1/users", {"name": "alice", "password": "new-pw-2"}
     )
     assert status == 201, answer

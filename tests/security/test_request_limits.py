@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from http.client import HTTPConnection
 from pathlib import Path
 
 import orjson
@@ -159,3 +160,75 @@ def test_far_future_timestamps_are_refused(cluster: Cluster) -> None:
         {"records": [{"value": "soon", "timestamp": now + 60_000}]},
     )
     assert status == 200, answer
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [None, "text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded"],
+)
+def test_a_body_a_web_page_could_send_cross_origin_is_refused(
+    cluster: Cluster, content_type: str | None
+) -> None:
+    """A page the user visits can make their browser POST to a cluster it reaches with no
+    CORS preflight only as text/plain, a form, or untyped: all refused before the body is
+    read, so the page can neither create a topic nor produce (listener.py rule 4)."""
+    url = cluster.urls[1]
+    if http("GET", url + "/v1/topics/csrf-target")[0] == 404:
+        create(cluster, "csrf-target")
+    attempts = [
+        ("/v1/topics", {"name": "made-by-a-web-page"}),
+        ("/v1/topics/csrf-target/records", {"records": [{"value": "forged"}]}),
+        ("/v1/topics/csrf-target/partitions/0/records", {"records": [{"value": "forged"}]}),
+        ("/v1/groups/g/offsets", {"offsets": []}),
+    ]
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    for path, body in attempts:
+        connection = HTTPConnection(host, int(port), timeout=10)
+        headers = {} if content_type is None else {"Content-Type": content_type}
+        connection.request("POST", path, body=json.dumps(body).encode(), headers=headers)
+        answer = connection.getresponse()
+        assert answer.status == 415, (path, answer.status, answer.read())
+        assert orjson.loads(answer.read())["error_code"] == "UNSUPPORTED_MEDIA_TYPE"
+        connection.close()
+    assert http("GET", url + "/v1/topics/made-by-a-web-page")[0] == 404
+    status, fetched = http("GET", url + "/v1/topics/csrf-target/partitions/0/records?offset=0")
+    assert status == 200 and fetched["records"] == []
+
+
+def test_a_web_page_can_neither_drain_nor_rebalance_nor_reach_a_node_by_a_rebound_name(
+    cluster: Cluster,
+) -> None:
+    """api/browsers.py: the empty form posts a page can send (no body, so no media type to
+    refuse) are refused by where they come from; a name pointed at the node (DNS
+    rebinding) is not answered without authentication, whatever the method."""
+    url = cluster.urls[1]
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    forged = [
+        {"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"},
+        {"Origin": "https://evil.example"},  # a browser that sends no Sec-Fetch-Site
+        {"Sec-Fetch-Site": "same-site", "Origin": f"http://{host}:1"},  # another port
+    ]
+    for headers in forged:
+        for path in ("/v1/brokers/1/drain", "/v1/cluster/rebalance", "/v1/elections"):
+            connection = HTTPConnection(host, int(port), timeout=10)
+            connection.request(
+                "POST",
+                path,
+                headers={"Content-Type": "application/x-www-form-urlencoded", **headers},
+            )
+            answer = connection.getresponse()
+            body = orjson.loads(answer.read())
+            connection.close()
+            assert answer.status == 403, (path, headers, body)
+            assert body["error_code"] == "CLUSTER_AUTHORIZATION_FAILED"
+    status, brokers = http("GET", url + "/v1/brokers")
+    assert status == 200 and not any(b["draining"] for b in brokers["brokers"])
+    # the same node, named by a rebound name: nothing is answered, reads included
+    for method, path in (("GET", "/v1/topics"), ("GET", "/ui/")):
+        connection = HTTPConnection(host, int(port), timeout=10)
+        connection.request(method, path, headers={"Host": f"attacker.example:{port}"})
+        answer = connection.getresponse()
+        answer.read()
+        connection.close()
+        assert answer.status == 403, path
+    assert http("GET", url + "/v1/topics")[0] == 200  # by its address, as ever

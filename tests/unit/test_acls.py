@@ -13,6 +13,7 @@ from kraftlite.metadata.records import AccessControlEntryRecord
 from kraftlite.security.acls import (
     CLUSTER_NAME,
     Action,
+    CallerAcls,
     Operation,
     ResourceType,
     acl_from_request,
@@ -208,3 +209,42 @@ def test_filters_match_field_by_field() -> None:
     assert not matches_filter(entry, {"principal": "User:bob"})
     assert not matches_filter(entry, {"pattern_type": "LITERAL"})
     assert matches_filter(entry, {"resource_name": "orders", "unknown": "ignored"})
+
+
+acl_entries = st.builds(
+    lambda op, name, principal, kind, pattern, permission, host: acl(
+        op,
+        "*" if pattern == "PREFIXED" and name == "*" else name,
+        principal=principal,
+        resource_type=kind,
+        pattern=pattern if name != "*" else "LITERAL",
+        permission=permission,
+        host=host,
+    ),
+    st.sampled_from([o.value for o in Operation]),
+    st.sampled_from(["a", "ab", "b", "*", "abc"]),
+    st.sampled_from([ALICE, "User:bob", "User:*"]),
+    st.sampled_from(["TOPIC", "GROUP"]),
+    st.sampled_from(["LITERAL", "PREFIXED"]),
+    st.sampled_from(["ALLOW", "DENY"]),
+    st.sampled_from(["*", "10.0.0.1", "10.0.0.2"]),
+)
+
+
+@given(
+    st.lists(acl_entries, max_size=12),
+    st.sampled_from(["a", "ab", "abc", "b", "c"]),
+    operations,
+    st.sampled_from([ResourceType.TOPIC, ResourceType.GROUP]),
+    st.sampled_from(["10.0.0.1", "10.0.0.2"]),
+)
+def test_the_per_caller_index_answers_exactly_as_authorize(
+    acls: list[AccessControlEntryRecord],
+    name: str,
+    operation: Operation,
+    kind: ResourceType,
+    host: str,
+) -> None:
+    action = Action(operation, kind, name)
+    indexed = CallerAcls(acls, frozenset(), ALICE, host)
+    assert indexed.allows(action) == authorize(acls, frozenset(), ALICE, host, action)

@@ -22,7 +22,9 @@ export async function call(method, path, body) {
   const headers = { Accept: "application/json", ...CONSOLE };
   const token = sessionStorage.getItem(TOKEN);
   if (token) headers.Authorization = "Bearer " + token;
-  const init = { method, headers, cache: "no-store", credentials: "same-origin" };
+  // only the console's token authenticates it: a Basic password the browser cached for
+  // this origin would otherwise keep a logged-out console logged in
+  const init = { method, headers, cache: "no-store", credentials: "omit" };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -75,4 +77,10 @@ export function loggedIn() {
 }
 
 // "a b" -> "a%20b": names in paths (topic names are safe already; group names may not be)
-export const part = (text) => encodeURIComponent(String(text));
+// One path segment; "." and ".." would be resolved by the browser to another resource,
+// and no topic or group is named so.
+export const part = (text) => {
+  const value = String(text);
+  if (value === "." || value === "..") throw new Error(`no resource is named ${value}`);
+  return encodeURIComponent(value);
+};

@@ -24,7 +24,12 @@ let generation = 0;
 let busy = false;
 
 function parse(hash) {
-  const parts = hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  let parts;
+  try {
+    parts = hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  } catch {
+    parts = []; // a malformed link: the overview
+  }
   const [first, ...rest] = parts;
   switch (first) {
     case "topics":
