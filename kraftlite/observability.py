@@ -118,9 +118,20 @@ def passed_on(request: web.Request) -> dict[str, str]:
     return {} if request_id is None else {REQUEST_ID_HEADER: request_id}
 
 
+# (edge, request) -> its request counter and latency histogram: looked up once, not on
+# every request (`labels()` takes a lock and builds a key). Bounded by routes and APIs.
+_CHILDREN: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
+
+
 def record(edge: str, request: str, seconds: float, errors: Iterable[str] = ()) -> None:
-    REQUESTS.labels(edge, request).inc()
-    LATENCY.labels(edge, request).observe(seconds)
+    children = _CHILDREN.get((edge, request))
+    if children is None:
+        children = _CHILDREN[edge, request] = (
+            REQUESTS.labels(edge, request),
+            LATENCY.labels(edge, request),
+        )
+    children[0].inc()
+    children[1].observe(seconds)
     for error in errors:
         ERRORS.labels(edge, request, error).inc()
 
@@ -176,7 +187,7 @@ async def observe_middleware(
             seconds = time.perf_counter() - started
             name = http_request_name(request)
             if response is not None and response.prepared:  # a stream: its life, not latency
-                REQUESTS.labels("http", name).inc()
+                REQUESTS.labels("http", name).inc()  # rare: long-lived
             else:
                 record("http", name, seconds, _error_of(status, response))
 

@@ -21,6 +21,7 @@ Pure decisions (`refusal`) apart from the middleware.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
@@ -48,6 +49,13 @@ def _is_ip(host: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=256)
+def _answered_without_authentication(host: str, names: frozenset[str]) -> bool:
+    """Rule 2 for one `Host` value (a node is named a handful of ways: cached)."""
+    name = _host_name(host)
+    return _is_ip(name) or name == "localhost" or name in names
+
+
 def refusal(
     method: str,
     headers: Mapping[str, str],
@@ -58,13 +66,11 @@ def refusal(
     """Why the request must be refused (rules 1 and 2), or None. `authenticated`: clients
     must authenticate on this node; `names`: the host names it answers to without."""
     host = headers.get("Host", "")
-    if not authenticated and host:
-        name = _host_name(host)
-        if not (_is_ip(name) or name == "localhost" or name in names):
-            return (
-                f"this node answers unauthenticated requests only by IP address, localhost "
-                f"or a name in http.allowed.hosts, not {name!r}"
-            )
+    if not authenticated and host and not _answered_without_authentication(host, names):
+        return (
+            f"this node answers unauthenticated requests only by IP address, localhost "
+            f"or a name in http.allowed.hosts, not {_host_name(host)!r}"
+        )
     if method in SAFE_METHODS:
         return None
     site = headers.get("Sec-Fetch-Site")
