@@ -68,7 +68,7 @@ def _closed_within(sock: socket.socket, seconds: float, trickle: bytes = b"") ->
 def test_headers_sent_a_byte_at_a_time_are_cut_off(cluster: Cluster) -> None:
     sock = _connect(cluster.urls[1])
     with contextlib.closing(sock):
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         trickle = b"".join(f"X-Slow-{i}: {i}\r\n".encode() for i in range(200))
         assert _closed_within(sock, 15, trickle)
 
@@ -83,7 +83,7 @@ def test_a_body_that_does_not_arrive_in_time_is_refused(cluster: Cluster) -> Non
     sock = _connect(cluster.urls[1])
     with contextlib.closing(sock):
         sock.sendall(
-            b"POST /v1/topics HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"POST /v1/topics HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: 100000\r\n\r\n{"
         )
         answer = b""
@@ -105,7 +105,7 @@ def test_one_address_gets_at_most_its_share_of_connections(cluster: Cluster) -> 
     held = [_connect(url) for _ in range(20)]
     try:
         # each held connection is admitted: it gets an answer
-        held[0].sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        held[0].sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         time.sleep(0.3)
         assert held[0].recv(65536).startswith(b"HTTP/1.1 200")
         extra = _connect(url)
@@ -122,6 +122,6 @@ def test_one_address_gets_at_most_its_share_of_connections(cluster: Cluster) -> 
     time.sleep(0.5)
     again = _connect(url)
     with contextlib.closing(again):
-        again.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        again.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         time.sleep(0.3)
         assert again.recv(65536).startswith(b"HTTP/1.1 200")
