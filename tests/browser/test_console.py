@@ -101,6 +101,13 @@ def test_messages_show_records_and_never_run_their_html(cluster: Cluster, watche
     assert "source" in xss_row.inner_text()
     assert page.locator("#messages img").count() == 0
     assert page.evaluate("() => window.__pwned") is None
+    # and the browser itself refuses HTML from a string on the console (Trusted Types)
+    watched.allowed.append("TrustedHTML")
+    refused = page.evaluate(
+        "() => { try { document.body.insertAdjacentHTML('beforeend', '<b>x</b>');"
+        " return false } catch (e) { return e instanceof TypeError } }"
+    )
+    assert refused is True
     pretty = page.locator('tr[data-offset="0"] pre.json').inner_text()
     assert '"order": 7' in pretty and "\n" in pretty  # JSON, pretty-printed
     # newest first by default

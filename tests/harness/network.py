@@ -154,6 +154,13 @@ class FaultProxy:
                     route.server.close()
             for connection in self._connections:
                 connection.abort()
+            # connections being set up (an upstream connect in flight) end too, so that no
+            # socket is left for the garbage collector to find open (a ResourceWarning)
+            pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=2)
 
         with contextlib.suppress(Exception):
             self._call(stop())
@@ -174,7 +181,11 @@ class FaultProxy:
     async def _serve(
         self, route: _Route, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        link = (self._source(writer.get_extra_info("peername")[1], route.port), route.name)
+        try:
+            link = (self._source(writer.get_extra_info("peername")[1], route.port), route.name)
+        except BaseException:  # never leave the accepted socket open (a ResourceWarning)
+            writer.transport.abort()
+            raise
         self.accepted[link] = self.accepted.get(link, 0) + 1
         connection = _Connection(link, [writer])
         mode = self._cuts.get(link)

@@ -412,7 +412,8 @@ class Cluster:
     def pids(self) -> dict[int, str]:
         """Live node processes by pid, for the proxy to name connections."""
         every = [*self.processes.values(), *self.quorum.processes.values()]
-        return {p.popen.pid: p.name for p in every if p.popen is not None}
+        # read once: the test's thread may kill a node (popen = None) while the proxy asks
+        return {popen.pid: p.name for p in every if (popen := p.popen) is not None}
 
     def cut_from_controllers(self, broker_id: int, mode: str = "reset") -> None:
         """The broker can no longer reach any controller (controllers never call brokers)."""

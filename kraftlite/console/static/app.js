@@ -58,8 +58,13 @@ async function route() {
 async function tick() {
   clearTimeout(timer);
   if (!current) return;
+  if (busy) {
+    // a refresh (maybe of the page before) is still out: this page's comes right after it
+    timer = setTimeout(tick, 100);
+    return;
+  }
   const mine = generation;
-  if (!document.hidden && !busy) {
+  if (!document.hidden) {
     busy = true;
     try {
       await current.refresh();
@@ -77,6 +82,7 @@ async function tick() {
     }
   }
   if (mine === generation && current && current.interval) {
+    clearTimeout(timer); // one polling chain, whatever asked meanwhile
     timer = setTimeout(tick, current.interval);
   }
 }
