@@ -69,7 +69,7 @@ def refusal(
     if not authenticated and host and not _answered_without_authentication(host, names):
         return (
             f"this node answers unauthenticated requests only by IP address, localhost "
-            f"or a name in http.allowed.hosts, not {_host_name(host)!r}"
+            f"or a name in http.allowed.hosts, not {_host_name(host)[:100]!r}"
         )
     if method in SAFE_METHODS:
         return None

@@ -107,7 +107,7 @@ def partitions_answer(request: web.Request, topic: TopicImage) -> dict[str, Any]
     """`GET /v1/topics/{topic}/partitions`: the topic (name, configs, partition count,
     replication factor, how many partitions are under-replicated and offline) and one page
     of its partitions by index: at most `limit` (1-1000, default 100) after the index `after`,
-    only the under-replicated ones (ISR smaller than the replicas) with
+    only the under-replicated ones (ISR smaller than the replication factor) with
     `under_replicated=true`; `total` is how many match, `next` the cursor of the next page
     (null on the last). Brokers add each listed partition's log offsets."""
     query = request.query
