@@ -118,13 +118,22 @@ class Authenticator:
             raise _unauthenticated("malformed Basic credentials") from None
         if not sep:
             raise _unauthenticated("malformed Basic credentials")
+        principal, _ = await self.check_password(user, password)
+        return principal
+
+    async def check_password(self, user: str, password: str) -> tuple[str, int]:
+        """(principal, credential version) of a SCRAM user who gave their password (HTTP
+        Basic, Kafka's SASL PLAIN), checked against the stored credential off the event loop;
+        or SASL_AUTHENTICATION_FAILED, at the same cost for an unknown user. The version is
+        the one the password was checked against, whatever changed while it was: a caller
+        that keeps a login compares it with the metadata's to end it when it changes."""
         image = self.image
         version = image.user_versions.get(user)
         credentials = image.users.get(user)
         key = hmac.new(self._pepper, f"{user}\0{password}".encode(), hashlib.sha256).digest()
-        if credentials and self._good.get(key) == (user, version):
+        if credentials and version is not None and self._good.get(key) == (user, version):
             self._good.move_to_end(key)
-            return f"User:{user}"
+            return f"User:{user}", version
         if self._waiting >= _MAX_WAITING_CHECKS:  # a flood of guesses: fail fast
             raise KraftliteError(
                 ErrorCode.THROTTLING_QUOTA_EXCEEDED, "too many password checks in progress"
@@ -146,7 +155,7 @@ class Authenticator:
         self._good[key] = (user, version)
         while len(self._good) > _CACHE_SIZE:
             self._good.popitem(last=False)
-        return f"User:{user}"
+        return f"User:{user}", version
 
     def _bearer(self, value: str) -> str:
         claims = tokens.verify(self.token_key, value, self._clock.now_ms())

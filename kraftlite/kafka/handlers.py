@@ -11,8 +11,9 @@ Rules:
    so offsets, timestamps, keys, values and headers are the same records on both edges.
 3. Every error is Kafka's numeric code, per partition where Kafka's answer has one.
    kraftlite codes with no Kafka equivalent (>= 1000) answer INVALID_REQUEST.
-4. A client is who SASL SCRAM (security/scram_exchange.py) or its TLS client certificate
-   says, else User:ANONYMOUS, and is authorized as on the HTTP edge, with the same ACLs.
+4. A client is who SASL SCRAM (security/scram_exchange.py) or PLAIN (its password, checked
+   as HTTP Basic checks it) or its TLS client certificate says, else User:ANONYMOUS, and
+   is authorized as on the HTTP edge, with the same ACLs.
    With `auth.required`, a connection may only authenticate (ApiVersions, SaslHandshake,
    SaslAuthenticate) until it has: anything else closes it, undecoded.
 """
@@ -35,6 +36,7 @@ from kraftlite.api.auth import Authenticator
 from kraftlite.api.internal_auth import ANONYMOUS, Caller
 from kraftlite.broker.partition import Acks, Partition
 from kraftlite.broker.service import BrokerService, Fetched, FetchWanted
+from kraftlite.controller import access
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import OFFSETS_TOPIC
 from kraftlite.groups.offsets import CommittedOffset
@@ -66,6 +68,10 @@ MAX_MEMBER_ID = 64  # as the HTTP edge's: a UUID
 MAX_SUBSCRIBED_TOPICS = 1000
 MAX_CLIENT_ID = 255
 UNSUPPORTED_SASL_MECHANISM = 33
+PLAIN = "PLAIN"  # RFC 4616, checked against the users' SCRAM credentials
+SASL_MECHANISMS = sorted({PLAIN, *scram.MECHANISMS})
+# a PLAIN message's most: two user names, a password and the two NULs between them
+MAX_PLAIN_TOKEN = 2 * access.MAX_USER_NAME + scram.MAX_PASSWORD_BYTES + 2
 FAILED_AUTHENTICATION_DELAY_S = 0.1  # connection.failed.authentication.delay.ms
 MAX_REQUESTS_BEFORE_AUTHENTICATION = 8  # ApiVersions, SaslHandshake, SaslAuthenticate x2
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53  # transactions are not served
@@ -258,6 +264,7 @@ class Session:
         self.authenticated = False
         self.close_after_answer = False  # a failed authentication: answer, then close
         self._scram: ScramExchange | None = None
+        self._plain = False  # a PLAIN handshake was made: SaslAuthenticate carries the password
         self._user_version: int | None = None  # the SCRAM user's credentials version
         self._before_authentication = 0  # requests sent while it must still authenticate
         self._apis: dict[int, Callable[[Request], Awaitable[Body | None]]] = {
@@ -304,7 +311,7 @@ class Session:
             and not self.authenticated
             and api_key not in BEFORE_AUTHENTICATION
         ):
-            return "this connection must authenticate first (SASL SCRAM)"
+            return "this connection must authenticate first (SASL SCRAM or PLAIN)"
         return None
 
     async def handle(self, request: Request) -> bytes | None:
@@ -315,7 +322,7 @@ class Session:
             self._before_authentication += 1
             if self._before_authentication > MAX_REQUESTS_BEFORE_AUTHENTICATION:
                 raise CloseConnection("too many requests without authenticating")
-        if self.who.login == "scram" and (
+        if self.who.login in {"scram", "plain"} and (
             self.image.user_versions.get(self.who.principal.removeprefix("User:"))
             != self._user_version
         ):  # the user's password changed, or the user is gone: as HTTP's tokens, revoked
@@ -1336,20 +1343,24 @@ class Session:
             return {"error_code": kafka_code(exc)}
         return {"error_code": NONE, "producer_id": producer_id, "producer_epoch": 0}
 
-    # -- SASL (SCRAM) ----------------------------------------------------------------------
+    # -- SASL (SCRAM, PLAIN) ----------------------------------------------------------------
 
     async def sasl_handshake(self, request: Request) -> Body:
         """KIP-43 v1: the mechanism, then SaslAuthenticate requests carry the exchange."""
         mechanism = request.body["mechanism"]
         # a TLS certificate's principal may be replaced by SASL's (SASL_SSL), once
-        if self._scram is not None or (self.authenticated and self.who.login != "certificate"):
+        if (
+            self._scram is not None
+            or self._plain
+            or (self.authenticated and self.who.login != "certificate")
+        ):
             raise CloseConnection("authenticated already")
+        if mechanism == PLAIN:
+            self._plain = True
+            return {"error_code": NONE, "mechanisms": SASL_MECHANISMS}
         if mechanism not in scram.MECHANISMS:
             self.close_after_answer = True  # as Kafka: the client cannot go on
-            return {
-                "error_code": UNSUPPORTED_SASL_MECHANISM,
-                "mechanisms": sorted(scram.MECHANISMS),
-            }
+            return {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": SASL_MECHANISMS}
 
         def credential_of(user: str) -> UserScramCredentialRecord | None:
             return self.image.users.get(user, {}).get(mechanism)  # the image as it is now
@@ -1357,42 +1368,78 @@ class Session:
         self._scram = ScramExchange(
             mechanism, credential_of, secrets.token_urlsafe(24), self.handlers.fake_salt_key()
         )
-        return {"error_code": NONE, "mechanisms": sorted(scram.MECHANISMS)}
+        return {"error_code": NONE, "mechanisms": SASL_MECHANISMS}
 
     async def sasl_authenticate(self, request: Request) -> Body:
         """The SCRAM exchange (security/scram_exchange.py): client-first, then
-        client-final; success makes this connection's principal the user. A failure is
+        client-final; or PLAIN's one message (RFC 4616), the password checked as HTTP Basic
+        checks it. Success makes this connection's principal the user. A failure is
         answered SASL_AUTHENTICATION_FAILED, audited, and the connection closed."""
+        token = bytes(request.body["auth_bytes"] or b"")
+        if self._plain:
+            return await self._plain_authenticate(token)
         exchange = self._scram
         if exchange is None:
             raise CloseConnection("SaslAuthenticate without a handshake")
-        token = bytes(request.body["auth_bytes"] or b"")
         try:
             if exchange.user is None:
                 return {"error_code": NONE, "auth_bytes": exchange.first(token)}
             answer = exchange.final(token)
         except ScramError as exc:
-            self.close_after_answer = True
-            # Kafka's connection.failed.authentication.delay.ms: guessing costs time too
-            await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)
-            audit.warning(
-                "authentication_failed",
-                host=self.who.host,
-                user=(exchange.user or "")[:256],
-                mechanism=exchange.mechanism,
-                why=str(exc),
-                edge="kafka",
-            )
-            return {
-                "error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED),
-                "error_message": "authentication failed",
-            }
-        self.who = Caller(f"User:{exchange.user}", self.who.host, login="scram")
-        self.authenticated = True
+            return await self._authentication_failed(exchange.user or "", exchange.mechanism, exc)
         self._scram = None
-        # a password change or the user's removal ends this connection (`handle`)
-        self._user_version = self.image.user_versions.get(exchange.user or "")
+        user = exchange.user or ""
+        # SCRAM read the credential just now, with no wait since: the metadata's version
+        self._authenticated_as(user, "scram", self.image.user_versions.get(user))
         return {"error_code": NONE, "auth_bytes": answer, "session_lifetime_ms": 0}
+
+    async def _plain_authenticate(self, token: bytes) -> Body:
+        """RFC 4616: `[authzid] NUL authcid NUL passwd`, UTF-8; an authzid, if given, must be
+        the user itself (no one acts for another here)."""
+        self._plain = False  # one attempt: success or not, the handshake is spent
+        fields = token.split(b"\0", 3) if len(token) <= MAX_PLAIN_TOKEN else []
+        try:
+            authzid, user, password = (f.decode() for f in fields)
+        except ValueError:  # not three UTF-8 fields (UnicodeDecodeError is a ValueError)
+            return await self._authentication_failed("", PLAIN, "malformed PLAIN message")
+        try:
+            access.validate_user_name(user)
+        except KraftliteError:
+            return await self._authentication_failed(repr(user), PLAIN, "not a user name")
+        if authzid not in {"", user}:
+            return await self._authentication_failed(user, PLAIN, "acting for another user")
+        try:
+            principal, version = await self.handlers.authenticator.check_password(user, password)
+        except KraftliteError as exc:
+            if exc.code is not ErrorCode.SASL_AUTHENTICATION_FAILED:  # too many checks at once
+                raise CloseConnection(exc.message) from None  # no verdict: the client retries
+            return await self._authentication_failed(user, PLAIN, exc.message)
+        self._authenticated_as(principal.removeprefix("User:"), "plain", version)
+        return {"error_code": NONE, "auth_bytes": b"", "session_lifetime_ms": 0}
+
+    def _authenticated_as(self, user: str, login: str, version: int | None) -> None:
+        """`version`: of the credential that was checked; a different one in the metadata
+        (a password change, the user's removal) ends this connection (`handle`)."""
+        self.who = Caller(f"User:{user}", self.who.host, login=login)
+        self.authenticated = True
+        self._user_version = version
+
+    async def _authentication_failed(self, user: str, mechanism: str, why: object) -> Body:
+        self.close_after_answer = True
+        # Kafka's connection.failed.authentication.delay.ms: guessing costs time too
+        await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)
+        audit.warning(
+            "authentication_failed",
+            host=self.who.host,
+            user=user[:256],
+            mechanism=mechanism,
+            why=str(why),
+            edge="kafka",
+        )
+        return {
+            "error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED),
+            "error_message": "authentication failed",
+        }
 
     # -- KIP-848 consumer groups -------------------------------------------------------------
 

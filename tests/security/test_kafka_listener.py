@@ -16,7 +16,7 @@ import pytest
 from kraftlite.kafka import messages, records
 from kraftlite.kafka.wire import Writer
 from tests.harness.auth import as_admin, auth_cluster
-from tests.harness.kafka_wire import call, frame
+from tests.harness.kafka_wire import call, frame, read_exactly
 from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
 
 pytestmark = [pytest.mark.security, pytest.mark.timeout(300)]
@@ -325,3 +325,111 @@ def test_consumer_group_heartbeats_with_bad_input_are_refused(cluster: Cluster) 
         answer = call(address, 68, 1, body)
         assert answer["error_code"] == code, (body, answer)
     _healthy(cluster)
+
+
+def _sasl_plain(address: str, token: bytes) -> tuple[dict[str, Any], bool]:
+    """A PLAIN handshake, then `token`: SaslAuthenticate's answer, and whether the
+    connection was closed after it."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        answers = []
+        for api_key, version, body in (
+            (17, 1, {"mechanism": "PLAIN"}),
+            (36, 2, {"auth_bytes": token}),
+        ):
+            sock.sendall(frame(messages.encode_request(api_key, version, 1, "t", body)))
+            size = struct.unpack(">i", read_exactly(sock, 4))[0]
+            answers.append(messages.decode_response(api_key, version, read_exactly(sock, size)))
+        assert answers[0].body["error_code"] == 0
+        assert "PLAIN" in answers[0].body["mechanisms"]
+        sock.settimeout(1)  # a refusal closes at once (after its 0.1 s delay)
+        try:
+            closed = sock.recv(1) == b""
+        except TimeoutError:
+            closed = False
+        return answers[1].body, closed
+
+
+# kafka-python 3.0.12 reads its schemas with a deprecated importlib call
+@pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning")
+def test_sasl_plain_checks_the_password_against_the_users_credential(
+    authenticated: Cluster,
+) -> None:
+    """SASL PLAIN (RFC 4616), as Confluent Cloud's and most managed Kafka's clients use
+    it: the user's password, checked as HTTP Basic checks it, with the same ACLs."""
+    from confluent_kafka import KafkaException, Producer  # noqa: PLC0415
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+    from kafka import KafkaConsumer  # noqa: PLC0415
+
+    status, answer = as_admin(
+        "POST", authenticated.urls[1] + "/v1/users", {"name": "carol", "password": "carol-pw-1"}
+    )
+    assert status == 201, answer
+    status, answer = as_admin(
+        "POST", authenticated.urls[1] + "/v1/topics", {"name": "plain-t", "partitions": 1}
+    )
+    assert status == 201, answer
+    for operation, kind, name in (("ALL", "TOPIC", "plain-t"), ("READ", "GROUP", "pg")):
+        status, answer = as_admin(
+            "POST",
+            authenticated.urls[1] + "/v1/acls",
+            {"principal": "User:carol", "operation": operation, "resource_type": kind,
+             "resource_name": name},
+        )  # fmt: skip
+        assert status == 201, answer
+    time.sleep(1)  # the user and ACLs reach the broker
+    producer = Producer(
+        {**_scram(authenticated, "carol", "carol-pw-1", "PLAIN"), "message.timeout.ms": 10_000}
+    )
+    delivered: list[Any] = []
+    producer.produce(
+        "plain-t", b"by-plain", partition=0, on_delivery=lambda e, m: delivered.append(e)
+    )
+    assert producer.flush(30) == 0 and delivered == [None]
+    consumer = KafkaConsumer(
+        "plain-t",
+        bootstrap_servers=authenticated.bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="carol",
+        sasl_plain_password="carol-pw-1",
+        group_id="pg",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=8_000,
+    )
+    values = [record.value for record in consumer]
+    consumer.close()
+    assert values == [b"by-plain"]
+    wrong = AdminClient(_scram(authenticated, "carol", "not-her-password", "PLAIN"))
+    with pytest.raises(KafkaException):
+        wrong.list_topics(timeout=5)
+    # a password change ends carol's open PLAIN connections
+    status, answer = as_admin(
+        "POST", authenticated.urls[1] + "/v1/users", {"name": "carol", "password": "carol-pw-2"}
+    )
+    assert status == 201, answer
+    time.sleep(1)
+    late: list[Any] = []
+    producer.produce("plain-t", b"late", partition=0, on_delivery=lambda e, m: late.append(e))
+    producer.flush(15)
+    assert late and late[0] is not None  # never written with the old password
+    address = authenticated.kafka_addresses[1]
+    for token in (
+        b"carol-pw-1",  # not RFC 4616
+        b"\0carol\0wrong",
+        b"\0nobody\0carol-pw-1",
+        b"mallory\0carol\0carol-pw-1",  # acting for another: refused
+        b"\0carol\0carol-pw-1\0extra",
+        b"\0ca:rol\0carol-pw-1",  # no user can have that name
+        b"\0\xff\xfe\0carol-pw-1",
+    ):
+        body, closed = _sasl_plain(address, token)
+        assert body["error_code"] == 58 and closed, token  # SASL_AUTHENTICATION_FAILED
+    body, closed = _sasl_plain(address, b"carol\0carol\0carol-pw-2")  # authzid = itself
+    assert body["error_code"] == 0 and not closed
+    body, closed = _sasl_plain(address, b"\0carol\0carol-pw-1")  # the old password
+    assert body["error_code"] == 58 and closed
+    body, closed = _sasl_plain(address, b"\0" * 4000)  # longer than any PLAIN message
+    assert body["error_code"] == 58 and closed
+    _healthy(authenticated)
