@@ -45,37 +45,31 @@ require_java() {  # Spark (the spark extra) runs on a JVM: Java 17 or newer
     command -v java >/dev/null 2>&1 || die "Java 17 or newer is required for the Spark tests (Debian: apt-get install openjdk-17-jre-headless)"
 }
 
-# kcat (librdkafka's command-line client) for the Kafka protocol tests: from the system's
-# packages when the machine has apt and may install (root or passwordless sudo); the tests
-# that need it say so and skip where it cannot be had.
-ensure_kcat() {
-    command -v kcat >/dev/null 2>&1 && return 0
+# apt_install NAME [APT ARGS...]: a system package for the tests, when the machine has apt
+# and may install (root or passwordless sudo); the tests that need it say so and skip where
+# it cannot be had.
+apt_install() {
+    local name="$1" sudo=""
+    shift
     command -v apt-get >/dev/null 2>&1 || return 0
-    local sudo=""
     if [ "$(id -u)" -ne 0 ]; then
         sudo -n true 2>/dev/null || return 0
         sudo="sudo -n"
     fi
-    echo "kraftlite: installing kcat (apt-get)" >&2
-    { $sudo apt-get install -y -q kcat || { $sudo apt-get update -q && $sudo apt-get install -y -q kcat; }; } \
-        >.venv/apt-kcat.log 2>&1 || echo "kraftlite: kcat not installed (see .venv/apt-kcat.log)" >&2
+    echo "kraftlite: installing $name (apt-get)" >&2
+    { $sudo apt-get install -y -q "$@" || { $sudo apt-get update -q && $sudo apt-get install -y -q "$@"; }; } \
+        >".venv/apt-$name.log" 2>&1 || echo "kraftlite: $name not installed (see .venv/apt-$name.log)" >&2
+}
+
+# kcat (librdkafka's command-line client) for the Kafka protocol tests.
+ensure_kcat() {
+    command -v kcat >/dev/null 2>&1 || apt_install kcat kcat
 }
 
 # Chromium for the console's browser tests (tests/browser, Playwright driving the system's
-# browser: no browser download): from the system's packages, as ensure_kcat; the tests skip
-# with a reason where /usr/bin/chromium cannot be had.
+# browser: no browser download).
 ensure_chromium() {
-    [ -x /usr/bin/chromium ] && return 0
-    command -v apt-get >/dev/null 2>&1 || return 0
-    local sudo=""
-    if [ "$(id -u)" -ne 0 ]; then
-        sudo -n true 2>/dev/null || return 0
-        sudo="sudo -n"
-    fi
-    echo "kraftlite: installing chromium (apt-get)" >&2
-    { $sudo apt-get install -y -q --no-install-recommends chromium ||
-        { $sudo apt-get update -q && $sudo apt-get install -y -q --no-install-recommends chromium; }; } \
-        >.venv/apt-chromium.log 2>&1 || echo "kraftlite: chromium not installed (see .venv/apt-chromium.log)" >&2
+    [ -x /usr/bin/chromium ] || apt_install chromium --no-install-recommends chromium
 }
 
 # promtool (Prometheus's rule checker) for tests/unit/test_alert_rules.py: only its binary, out

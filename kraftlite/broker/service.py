@@ -334,15 +334,14 @@ class BrokerService:
         answer = []
         for (topic, partition), c in sorted(committed.items()):
             found = ends.get((topic, partition))
-            hw = None if found is None else found.high_watermark
             answer.append(
                 {
                     "topic": topic,
                     "partition": partition,
                     "offset": c.offset,
                     "metadata": c.metadata,
-                    "high_watermark": hw,
-                    "lag": None if hw is None else max(hw - c.offset, 0),
+                    "high_watermark": None if found is None else found.high_watermark,
+                    "lag": _lag(found, c.offset),
                 }
             )
         return answer
@@ -361,8 +360,7 @@ class BrokerService:
             lags = []
             for group in shown:
                 for (topic, partition), c in sorted(committed[group].items()):
-                    found = ends.get((topic, partition))
-                    lag = None if found is None else max(found.high_watermark - c.offset, 0)
+                    lag = _lag(ends.get((topic, partition)), c.offset)
                     lags.append(metrics.GroupLag(group, topic, partition, c.offset, lag))
             self._lags = (asyncio.get_running_loop().time(), len(committed), lags)
             return len(committed), lags
@@ -408,6 +406,11 @@ class BrokerService:
         if version is not None and version.isdigit():
             await self.broker.wait_for_metadata(int(version), timeout_s=5.0)
         return status, answer
+
+
+def _lag(found: Offsets | None, committed: int) -> int | None:
+    """A group's lag on a partition: None where its leader did not answer."""
+    return None if found is None else max(found.high_watermark - committed, 0)
 
 
 def _records_in(data: bytes) -> int:

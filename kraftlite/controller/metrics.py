@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from kraftlite.metadata.image import MetadataImage
-from kraftlite.metadata.records import NO_LEADER
+from kraftlite.metadata.views import PartitionCounts, partition_counts
 
 if TYPE_CHECKING:
     from kraftlite.controller.quorum_controller import QuorumController
@@ -35,26 +34,6 @@ COMMIT_LATENCY = Histogram(
     buckets=_SECONDS,
     registry=REGISTRY,
 )
-
-
-class PartitionCounts(NamedTuple):
-    topics: int
-    partitions: int
-    offline: int  # no leader
-    under_replicated: int  # ISR smaller than the replication factor
-    reassigning: int
-
-
-def partition_counts(image: MetadataImage) -> PartitionCounts:
-    topics = partitions = offline = under = moving = 0
-    for topic in image.topics.values():
-        topics += 1
-        for registration in topic.partitions.values():
-            partitions += 1
-            offline += registration.leader == NO_LEADER
-            under += registration.under_replicated
-            moving += registration.reassigning
-    return PartitionCounts(topics, partitions, offline, under, moving)
 
 
 class ControllerCollector(Collector):

@@ -4,7 +4,7 @@ that brokers fetch to follow metadata. Pure.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from kraftlite.metadata.image import (
     BrokerRegistration,
@@ -13,6 +13,7 @@ from kraftlite.metadata.image import (
     TopicImage,
 )
 from kraftlite.metadata.records import (
+    NO_LEADER,
     AccessControlEntryRecord,
     UserScramCredentialRecord,
     record_from_json,
@@ -52,15 +53,35 @@ def topic_summary(topic: TopicImage) -> dict[str, Any]:
     }
 
 
+class PartitionCounts(NamedTuple):
+    topics: int
+    partitions: int
+    offline: int  # no leader
+    under_replicated: int  # ISR smaller than the replication factor
+    reassigning: int
+
+
+def partition_counts(image: MetadataImage) -> PartitionCounts:
+    """One walk over every partition (controllers' metrics, the console's health)."""
+    topics = partitions = offline = under = moving = 0
+    for topic in image.topics.values():
+        topics += 1
+        for registration in topic.partitions.values():
+            partitions += 1
+            offline += registration.leader == NO_LEADER
+            under += registration.under_replicated
+            moving += registration.reassigning
+    return PartitionCounts(topics, partitions, offline, under, moving)
+
+
 def partition_health(image: MetadataImage) -> dict[str, int]:
     """Under-replicated (PartitionRegistration.under_replicated) and offline (no leader)
     partitions of the whole cluster, from metadata."""
-    under = offline = 0
-    for topic in image.topics.values():
-        for p in topic.partitions.values():
-            under += p.under_replicated
-            offline += p.leader < 0
-    return {"under_replicated_partitions": under, "offline_partitions": offline}
+    counts = partition_counts(image)
+    return {
+        "under_replicated_partitions": counts.under_replicated,
+        "offline_partitions": counts.offline,
+    }
 
 
 def broker_view(broker: BrokerRegistration) -> dict[str, Any]:

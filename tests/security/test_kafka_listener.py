@@ -225,13 +225,34 @@ def _scram(cluster: Cluster, user: str, password: str, mechanism: str) -> dict[s
     }
 
 
+def _password_changes_end_logins(
+    cluster: Cluster, producer: Any, user: str, mechanism: str, topic: str
+) -> None:
+    """A wrong password is refused; setting `user`'s password to "changed-pw-2" ends its
+    open connections, so `producer`, logged in with the old one, writes nothing more."""
+    from confluent_kafka import KafkaException  # noqa: PLC0415
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+    wrong = AdminClient(_scram(cluster, user, "not-the-password", mechanism))
+    with pytest.raises(KafkaException):
+        wrong.list_topics(timeout=5)
+    status, answer = as_admin(
+        "POST", cluster.urls[1] + "/v1/users", {"name": user, "password": "changed-pw-2"}
+    )
+    assert status == 201, answer
+    time.sleep(1)
+    late: list[Any] = []
+    producer.produce(topic, b"late", partition=0, on_delivery=lambda e, m: late.append(e))
+    producer.flush(15)
+    assert late and late[0] is not None  # never written with the old password
+
+
 def test_with_auth_required_a_kafka_client_must_authenticate_with_scram(
     authenticated: Cluster,
 ) -> None:
     """Anonymous: ApiVersions only, then the connection closes. SCRAM-SHA-256/512 (the
     password never on the wire): the user's principal, with its ACLs."""
-    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: PLC0415
-    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+    from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: PLC0415
 
     address = authenticated.kafka_addresses[1]
     assert call(address, 18, 3, {})["error_code"] == 0
@@ -289,21 +310,8 @@ def test_with_auth_required_a_kafka_client_must_authenticate_with_scram(
     bob.produce("secured", b"x", partition=0, on_delivery=lambda e, m: denied.append(e))
     bob.flush(30)
     assert denied and denied[0] is not None and "AUTHORIZATION" in denied[0].name()
-    # a wrong password: refused
-    wrong = AdminClient(_scram(authenticated, "alice", "not-her-password", "SCRAM-SHA-256"))
-    with pytest.raises(KafkaException):
-        wrong.list_topics(timeout=5)
-    # a password change ends alice's open connections: her old password no longer works
-    status, answer = as_admin(
-        "POST", authenticated.urls[1] + "/v1/users", {"name": "alice", "password": "new-pw-2"}
-    )
-    assert status == 201, answer
-    time.sleep(1)
-    late: list[Any] = []
-    producer.produce("secured", b"late", partition=0, on_delivery=lambda e, m: late.append(e))
-    producer.flush(15)
-    assert late and late[0] is not None  # never written with the old password
-    fresh = Producer(_scram(authenticated, "alice", "new-pw-2", "SCRAM-SHA-256"))
+    _password_changes_end_logins(authenticated, producer, "alice", "SCRAM-SHA-256", "secured")
+    fresh = Producer(_scram(authenticated, "alice", "changed-pw-2", "SCRAM-SHA-256"))
     ok: list[Any] = []
     fresh.produce("secured", b"again", partition=0, on_delivery=lambda e, m: ok.append(e))
     assert fresh.flush(30) == 0 and ok == [None]
@@ -358,8 +366,7 @@ def test_sasl_plain_checks_the_password_against_the_users_credential(
 ) -> None:
     """SASL PLAIN (RFC 4616), as Confluent Cloud's and most managed Kafka's clients use
     it: the user's password, checked as HTTP Basic checks it, with the same ACLs."""
-    from confluent_kafka import KafkaException, Producer  # noqa: PLC0415
-    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+    from confluent_kafka import Producer  # noqa: PLC0415
     from kafka import KafkaConsumer  # noqa: PLC0415
 
     status, answer = as_admin(
@@ -401,19 +408,7 @@ def test_sasl_plain_checks_the_password_against_the_users_credential(
     values = [record.value for record in consumer]
     consumer.close()
     assert values == [b"by-plain"]
-    wrong = AdminClient(_scram(authenticated, "carol", "not-her-password", "PLAIN"))
-    with pytest.raises(KafkaException):
-        wrong.list_topics(timeout=5)
-    # a password change ends carol's open PLAIN connections
-    status, answer = as_admin(
-        "POST", authenticated.urls[1] + "/v1/users", {"name": "carol", "password": "carol-pw-2"}
-    )
-    assert status == 201, answer
-    time.sleep(1)
-    late: list[Any] = []
-    producer.produce("plain-t", b"late", partition=0, on_delivery=lambda e, m: late.append(e))
-    producer.flush(15)
-    assert late and late[0] is not None  # never written with the old password
+    _password_changes_end_logins(authenticated, producer, "carol", "PLAIN", "plain-t")
     address = authenticated.kafka_addresses[1]
     for token in (
         b"carol-pw-1",  # not RFC 4616
@@ -426,7 +421,7 @@ def test_sasl_plain_checks_the_password_against_the_users_credential(
     ):
         body, closed = _sasl_plain(address, token)
         assert body["error_code"] == 58 and closed, token  # SASL_AUTHENTICATION_FAILED
-    body, closed = _sasl_plain(address, b"carol\0carol\0carol-pw-2")  # authzid = itself
+    body, closed = _sasl_plain(address, b"carol\0carol\0changed-pw-2")  # authzid = itself
     assert body["error_code"] == 0 and not closed
     body, closed = _sasl_plain(address, b"\0carol\0carol-pw-1")  # the old password
     assert body["error_code"] == 58 and closed
