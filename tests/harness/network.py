@@ -86,6 +86,8 @@ class FaultProxy:
         self._routes: list[_Route] = []
         self._cuts: dict[Link, str] = {}  # link -> mode
         self._connections: set[_Connection] = set()
+        self._accepted: set[asyncio.StreamWriter] = set()  # client sides not yet closed
+        self._serving: set[asyncio.Task[None]] = set()
         self.accepted: dict[Link, int] = {}  # connections seen per link, for tests and docs
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -104,7 +106,7 @@ class FaultProxy:
         async def start() -> int:
             route = _Route(name, ("127.0.0.1", upstream_port))
             route.server = await asyncio.start_server(
-                lambda r, w: self._serve(route, r, w), "127.0.0.1", port
+                lambda r, w: self._accept(route, r, w), "127.0.0.1", port
             )
             route.port = route.server.sockets[0].getsockname()[1]
             self._routes.append(route)
@@ -149,18 +151,30 @@ class FaultProxy:
 
     def close(self) -> None:
         async def stop() -> None:
+            # Accept no more, but leave the servers open until the accepts in flight (tasks
+            # of asyncio's own) are done: one that finds its server closed leaks its socket
+            # (CPython 3.11), and a socket left to the garbage collector is a
+            # ResourceWarning, which fails the suite.
+            for route in self._routes:
+                if route.server is not None:
+                    for listening in route.server.sockets:
+                        self._loop.remove_reader(listening.fileno())
+            for connection in self._connections:
+                connection.abort()
+            for _ in range(5):  # each round cancels the serving tasks the last one started
+                others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                if not others:
+                    break
+                for task in self._serving:
+                    task.cancel()
+                await asyncio.wait(others, timeout=1)
             for route in self._routes:
                 if route.server is not None:
                     route.server.close()
-            for connection in self._connections:
-                connection.abort()
-            # connections being set up (an upstream connect in flight) end too, so that no
-            # socket is left for the garbage collector to find open (a ResourceWarning)
-            pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=2)
+            for writer in self._accepted:  # its task was cancelled before it first ran
+                writer.transport.abort()
+            for _ in range(3):  # an aborted transport closes its socket in a callback
+                await asyncio.sleep(0)
 
         with contextlib.suppress(Exception):
             self._call(stop())
@@ -178,20 +192,33 @@ class FaultProxy:
         pid = process_holding(inode, sources)
         return CLIENT if pid is None else sources[pid]
 
+    def _accept(
+        self, route: _Route, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        # known before the serving task first runs, so close() can always close it
+        self._accepted.add(writer)
+        task = asyncio.get_running_loop().create_task(self._serve(route, reader, writer))
+        self._serving.add(task)
+        task.add_done_callback(self._serving.discard)
+
     async def _serve(
         self, route: _Route, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         try:
-            link = (self._source(writer.get_extra_info("peername")[1], route.port), route.name)
-        except BaseException:  # never leave the accepted socket open (a ResourceWarning)
+            await self._serve_accepted(route, reader, writer)
+        finally:  # never leave the accepted socket open (a ResourceWarning)
+            self._accepted.discard(writer)
             writer.transport.abort()
-            raise
+
+    async def _serve_accepted(
+        self, route: _Route, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        link = (self._source(writer.get_extra_info("peername")[1], route.port), route.name)
         self.accepted[link] = self.accepted.get(link, 0) + 1
         connection = _Connection(link, [writer])
         mode = self._cuts.get(link)
         if mode == "reset":
-            writer.transport.abort()
-            return
+            return  # aborted by _serve
         self._connections.add(connection)
         try:
             if mode == "hang":

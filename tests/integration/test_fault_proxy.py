@@ -5,6 +5,7 @@ ones per the cut's mode, and forwards again after a heal.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import socketserver
@@ -97,3 +98,41 @@ def test_a_cut_of_one_link_leaves_the_others(proxy: tuple[FaultProxy, int]) -> N
     running.cut("me", "elsewhere")
     with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
         assert roundtrip(conn) == b"ping"
+
+
+def _sockets_on(port: int) -> set[int]:
+    """Inodes of this process's open sockets whose local end is 127.0.0.1:port."""
+    mine = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith("socket:["):
+                mine.add(int(target[len("socket:[") : -1]))
+    local = f":{port:04X}"
+    found = set()
+    with open("/proc/net/tcp") as lines:
+        next(lines)
+        for line in lines:
+            fields = line.split()
+            if fields[1].endswith(local) and int(fields[9]) in mine:
+                found.add(int(fields[9]))
+    return found
+
+
+def test_closing_while_connections_arrive_leaves_no_socket_open() -> None:
+    """Connections accepted as the proxy closes, some not yet served, are closed with it:
+    nothing is left for the garbage collector (a ResourceWarning that fails the suite)."""
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    running = FaultProxy(lambda: {os.getpid(): "me"})
+    port = running.add_route("echo", server.server_address[1])
+    clients = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(30)]
+    try:
+        running.close()
+        assert _sockets_on(port) == set()
+    finally:
+        for client in clients:
+            client.close()
+        server.shutdown()
+        server.server_close()
