@@ -41,6 +41,13 @@ from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import OFFSETS_TOPIC
 from kraftlite.groups.offsets import CommittedOffset
 from kraftlite.kafka import messages, records
+from kraftlite.kafka.fetch_sessions import (
+    FINAL_EPOCH,
+    NO_SESSION,
+    ConnectionFetchSession,
+    PartitionKey,
+    Position,
+)
 from kraftlite.kafka.messages import ApiKey, Request
 from kraftlite.kafka.wire import WireError
 from kraftlite.metadata.image import MetadataImage
@@ -253,6 +260,10 @@ def _api_keys() -> list[Body]:
     return keys
 
 
+def _new_session_id() -> int:
+    return secrets.randbits(31) or 1
+
+
 class Session:
     """One connection: who it is, and its requests handled one at a time."""
 
@@ -267,6 +278,7 @@ class Session:
         self._plain = False  # a PLAIN handshake was made: SaslAuthenticate carries the password
         self._user_version: int | None = None  # the SCRAM user's credentials version
         self._before_authentication = 0  # requests sent while it must still authenticate
+        self._fetch_session = ConnectionFetchSession(iter(_new_session_id, None))
         self._apis: dict[int, Callable[[Request], Awaitable[Body | None]]] = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.METADATA: self.metadata,
@@ -619,33 +631,42 @@ class Session:
     # -- Fetch, ListOffsets ------------------------------------------------------------------
 
     async def fetch(self, request: Request) -> Body:
-        """Kafka's Fetch, sessionless: session id 0 tells the client to send full requests
-        (KIP-227 lets a broker decline sessions). Stored batches are converted to Kafka's
-        format here, on a worker thread when the answer is large (rule 2)."""
+        """Kafka's Fetch, with a fetch session when the client asks for one
+        (fetch_sessions.py). Stored batches are converted to Kafka's format here, on a
+        worker thread when the answer is large (rule 2)."""
         body = request.body
         if body["replica_id"] >= 0:
             raise CloseConnection("followers replicate over the internal plane")
-        wanted: list[FetchWanted] = []
-        refused: dict[tuple[str, int], int] = {}
-        order: list[tuple[str, int]] = []
+        named: list[tuple[PartitionKey, Position]] = []
         for topic in body["topics"]:
-            name = topic["topic"]
             for part in topic["partitions"]:
-                key = (name, part["partition"])
-                order.append(key)
-                if not self._may_topic(Operation.READ, name):
-                    refused[key] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                elif (code := self._epoch_refusal(name, part)) is not None:
-                    refused[key] = code
-                else:
-                    wanted.append(
-                        FetchWanted(
-                            name,
-                            part["partition"],
-                            part["fetch_offset"],
-                            part["partition_max_bytes"],
-                        )
-                    )
+                position = Position(
+                    part["fetch_offset"], part["partition_max_bytes"], part["current_leader_epoch"]
+                )
+                named.append(((topic["topic"], part["partition"]), position))
+        forgotten = [
+            (topic["topic"], index)
+            for topic in body.get("forgotten_topics_data", [])
+            for index in topic["partitions"]
+        ]
+        try:
+            plan = self._fetch_session.plan(
+                body.get("session_id", NO_SESSION),
+                body.get("session_epoch", FINAL_EPOCH),
+                named,
+                forgotten,
+            )
+        except KraftliteError as exc:
+            return {"error_code": kafka_code(exc), "session_id": NO_SESSION, "responses": []}
+        wanted: list[FetchWanted] = []
+        refused: dict[PartitionKey, int] = {}
+        for (name, index), position in plan.partitions:
+            if not self._may_topic(Operation.READ, name):
+                refused[(name, index)] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif (code := self._epoch_refusal(name, index, position.leader_epoch)) is not None:
+                refused[(name, index)] = code
+            else:
+                wanted.append(FetchWanted(name, index, position.fetch_offset, position.max_bytes))
         try:
             results: list[Fetched | KraftliteError] = await self.service.fetch_many(
                 wanted, body["min_bytes"], body["max_bytes"], body["max_wait_ms"]
@@ -657,7 +678,7 @@ class Session:
             [r.data for r in found.values() if isinstance(r, Fetched) and r.data]
         )
         by_topic: dict[str, list[Body]] = {}
-        for key in order:
+        for key, position in plan.partitions:
             result = found.get(key)
             code = refused.get(key)
             if code is None and isinstance(result, KraftliteError):
@@ -669,6 +690,9 @@ class Session:
                     "high_watermark": -1,
                     "records": None,
                 }
+                news = ConnectionFetchSession.must_answer(
+                    plan, position, error=True, records=False, high_watermark=-1, log_start=-1
+                )
             else:
                 entry = {
                     "partition_index": key[1],
@@ -680,21 +704,31 @@ class Session:
                     "preferred_read_replica": -1,
                     "records": converted.get(id(result.data), b""),
                 }
-            by_topic.setdefault(key[0], []).append(entry)
+                news = ConnectionFetchSession.must_answer(
+                    plan,
+                    position,
+                    error=False,
+                    records=bool(result.data),
+                    high_watermark=result.high_watermark,
+                    log_start=result.log_start_offset,
+                )
+            if news:
+                by_topic.setdefault(key[0], []).append(entry)
+        ConnectionFetchSession.returned_records(
+            plan, [k for k, r in found.items() if isinstance(r, Fetched) and r.data]
+        )
         return {
             "error_code": NONE,
-            "session_id": 0,
+            "session_id": plan.session_id,
             "responses": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
         }
 
-    def _epoch_refusal(self, topic: str, part: Body) -> int | None:
+    def _epoch_refusal(self, topic: str, index: int, leader_epoch: int) -> int | None:
         """KIP-320 for Fetch: a stale or future `current_leader_epoch` is refused."""
-        if part["current_leader_epoch"] < 0:
+        if leader_epoch < 0:
             return None
         try:
-            _check_epoch(
-                self.service.leader(topic, part["partition"]), part["current_leader_epoch"]
-            )
+            _check_epoch(self.service.leader(topic, index), leader_epoch)
         except KraftliteError as exc:
             return kafka_code(exc)
         return None

@@ -31,3 +31,26 @@ def call(address: str, api_key: int, version: int, body: dict[str, Any]) -> dict
         sock.sendall(frame(messages.encode_request(api_key, version, 7, "test", body)))
         size = struct.unpack(">i", read_exactly(sock, 4))[0]
         return messages.decode_response(api_key, version, read_exactly(sock, size)).body
+
+
+class Connection:
+    """Several requests on one connection (state a broker keeps per connection, such as a
+    fetch session); a context manager."""
+
+    def __init__(self, address: str) -> None:
+        host, port = address.rsplit(":", 1)
+        self._sock = socket.create_connection((host, int(port)), timeout=30)
+        self._correlation = 0
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._sock.close()
+
+    def call(self, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        self._correlation += 1
+        request = messages.encode_request(api_key, version, self._correlation, "test", body)
+        self._sock.sendall(frame(request))
+        size = struct.unpack(">i", read_exactly(self._sock, 4))[0]
+        return messages.decode_response(api_key, version, read_exactly(self._sock, size)).body

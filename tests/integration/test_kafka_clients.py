@@ -6,6 +6,7 @@ their own connection.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import socket
@@ -669,3 +670,97 @@ def test_kip_848_consumers_share_partitions_by_server_side_assignment(cluster: C
     assert status == 200, listed
     assert sum(o["offset"] for o in listed["offsets"]) == 100
     assert all(o["lag"] == 0 for o in listed["offsets"])
+
+
+async def test_aiokafka_produces_consumes_in_a_group_and_runs_admin_calls(
+    cluster: Cluster,
+) -> None:
+    """aiokafka (asyncio, its own protocol code): admin, an idempotent producer, and a group
+    of two consumers that share the partitions; the same records and offsets over HTTP."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: PLC0415 - test-only
+    from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415
+    from aiokafka.admin import NewTopic as AioNewTopic  # noqa: PLC0415
+    from aiokafka.structs import TopicPartition as AioTopicPartition  # noqa: PLC0415
+
+    bootstrap = cluster.bootstrap.split(",")
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([AioNewTopic("aio", num_partitions=3, replication_factor=3)])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            status, described = http("GET", cluster.urls[2] + "/v1/topics/aio")
+            if status == 200 and all(
+                p["high_watermark"] is not None for p in described["partitions"]
+            ):
+                break
+            await asyncio.sleep(0.05)
+        consumers = [
+            AIOKafkaConsumer(
+                "aio",
+                bootstrap_servers=bootstrap,
+                group_id="g-aio",
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+            )
+            for _ in range(2)
+        ]
+        for consumer in consumers:
+            await consumer.start()
+        try:
+            deadline = time.monotonic() + 60  # both members hold partitions, all three held
+            while time.monotonic() < deadline:
+                held = [c.assignment() for c in consumers]
+                if all(held) and set().union(*held) == {
+                    AioTopicPartition("aio", p) for p in range(3)
+                }:
+                    break
+                await asyncio.gather(*(c.getmany(timeout_ms=100) for c in consumers))
+            assert all(held) and not held[0] & held[1], held
+            producer = AIOKafkaProducer(
+                bootstrap_servers=bootstrap, enable_idempotence=True, acks="all"
+            )
+            await producer.start()
+            try:
+                sending = [
+                    await producer.send(
+                        "aio", key=b"k%d" % i, value=b"v%d" % i, headers=[("h", b"1")]
+                    )
+                    for i in range(60)
+                ]
+                sent = await asyncio.gather(*sending)
+            finally:
+                await producer.stop()
+            got: list[Any] = []
+            deadline = time.monotonic() + 30
+            while len(got) < 60 and time.monotonic() < deadline:
+                for batches in await asyncio.gather(
+                    *(c.getmany(timeout_ms=200) for c in consumers)
+                ):
+                    for batch in batches.values():
+                        got.extend(batch)
+            for consumer in consumers:
+                await consumer.commit()
+        finally:
+            for consumer in consumers:
+                await consumer.stop()
+        assert sorted((r.partition, r.offset, r.value) for r in got) == sorted(
+            (m.partition, m.offset, b"v%d" % i) for i, m in enumerate(sent)
+        )
+        assert all(list(r.headers) == [("h", b"1")] for r in got)
+        over_http = {
+            (p, r["offset"]): r["value"] for p in range(3) for r in http_records(cluster, "aio", p)
+        }
+        assert {(r.partition, r.offset): r.value.decode() for r in got} == over_http
+        status, listed = http("GET", cluster.urls[3] + "/v1/groups/g-aio/offsets")
+        assert status == 200, listed
+        assert sum(o["offset"] for o in listed["offsets"]) == 60
+        await admin.delete_topics(["aio"])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if http("GET", cluster.urls[1] + "/v1/topics/aio")[0] == 404:
+                break
+            await asyncio.sleep(0.05)
+        assert http("GET", cluster.urls[1] + "/v1/topics/aio")[0] == 404
+    finally:
+        await admin.close()

@@ -1,0 +1,175 @@
+"""Kafka clients' fetch sessions (kraftlite/kafka/fetch_sessions.py): KIP-227's request
+metadata, incremental updates, and which partitions an answer carries."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from kraftlite.broker.service import MAX_FETCH_PARTITIONS
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.kafka.fetch_sessions import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    NO_SESSION,
+    ConnectionFetchSession,
+    PartitionKey,
+    Plan,
+    Position,
+)
+
+A, B, C = ("t", 0), ("t", 1), ("u", 0)
+
+
+def named(*keys: PartitionKey, offset: int = 0) -> list[tuple[PartitionKey, Position]]:
+    return [(key, Position(offset, 1000)) for key in keys]
+
+
+def connection() -> ConnectionFetchSession:
+    return ConnectionFetchSession(itertools.count(101))
+
+
+def keys(plan: Plan) -> list[PartitionKey]:
+    return [key for key, _ in plan.partitions]
+
+
+def test_no_session_asked_none_given() -> None:
+    conn = connection()
+    plan = conn.plan(NO_SESSION, FINAL_EPOCH, named(A, B), [])
+    assert plan.session is None and plan.session_id == NO_SESSION and not plan.incremental
+    assert keys(plan) == [A, B]
+    assert conn.session is None
+
+
+def test_a_full_fetch_at_epoch_zero_opens_a_session_and_the_next_epochs_follow() -> None:
+    conn = connection()
+    first = conn.plan(NO_SESSION, INITIAL_EPOCH, named(A, B), [])
+    assert first.session_id == 101 and not first.incremental
+    second = conn.plan(101, 1, [], [])
+    assert second.incremental and keys(second) == [A, B]
+    third = conn.plan(101, 2, named(C), [])
+    assert keys(third) == [A, B, C]
+
+
+@pytest.mark.parametrize(
+    ("session_id", "epoch", "code"),
+    [
+        (999, 1, ErrorCode.FETCH_SESSION_ID_NOT_FOUND),  # another connection's, or made up
+        (101, 2, ErrorCode.INVALID_FETCH_SESSION_EPOCH),  # a future epoch
+        (101, 7, ErrorCode.INVALID_FETCH_SESSION_EPOCH),
+    ],
+)
+def test_an_incremental_fetch_must_name_this_connections_session_and_its_next_epoch(
+    session_id: int, epoch: int, code: ErrorCode
+) -> None:
+    conn = connection()
+    conn.plan(NO_SESSION, INITIAL_EPOCH, named(A), [])
+    with pytest.raises(KraftliteError) as refused:
+        conn.plan(session_id, epoch, named(B), [])
+    assert refused.value.code == code
+    # refused whole: nothing was added and the epoch did not move
+    assert keys(conn.plan(101, 1, [], [])) == [A]
+
+
+def test_a_replayed_epoch_is_refused() -> None:
+    conn = connection()
+    conn.plan(NO_SESSION, INITIAL_EPOCH, named(A), [])
+    conn.plan(101, 1, [], [])
+    with pytest.raises(KraftliteError) as refused:
+        conn.plan(101, 1, [], [])
+    assert refused.value.code == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+
+
+def test_without_a_session_every_incremental_fetch_is_not_found() -> None:
+    with pytest.raises(KraftliteError) as refused:
+        connection().plan(101, 1, named(A), [])
+    assert refused.value.code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+
+def test_closing_and_reopening() -> None:
+    conn = connection()
+    conn.plan(NO_SESSION, INITIAL_EPOCH, named(A), [])
+    reopened = conn.plan(101, INITIAL_EPOCH, named(B), [])  # (id, 0): close, open another
+    assert reopened.session_id == 102 and keys(reopened) == [B]
+    with pytest.raises(KraftliteError):
+        conn.plan(101, 1, [], [])
+    closed = conn.plan(102, FINAL_EPOCH, named(C), [])  # (id, -1): close, no session
+    assert closed.session is None and keys(closed) == [C]
+    assert conn.session is None
+
+
+def test_named_partitions_update_and_forgotten_ones_leave() -> None:
+    conn = connection()
+    conn.plan(NO_SESSION, INITIAL_EPOCH, named(A, B), [])
+    plan = conn.plan(101, 1, [(A, Position(50, 2000, leader_epoch=3))], [B])
+    assert keys(plan) == [A]
+    position = dict(plan.partitions)[A]
+    assert (position.fetch_offset, position.max_bytes, position.leader_epoch) == (50, 2000, 3)
+
+
+def test_partitions_that_returned_records_go_to_the_end() -> None:
+    conn = connection()
+    plan = conn.plan(NO_SESSION, INITIAL_EPOCH, named(A, B, C), [])
+    ConnectionFetchSession.returned_records(plan, [A])
+    assert keys(conn.plan(101, 1, [], [])) == [B, C, A]
+
+
+def test_an_incremental_answer_carries_only_news() -> None:
+    conn = connection()
+    full = conn.plan(NO_SESSION, INITIAL_EPOCH, named(A), [])
+    position = dict(full.partitions)[A]
+
+    def answer(
+        plan: Plan,
+        *,
+        error: bool = False,
+        records: bool = False,
+        high_watermark: int = 10,
+        log_start: int = 0,
+    ) -> bool:
+        return ConnectionFetchSession.must_answer(
+            plan,
+            position,
+            error=error,
+            records=records,
+            high_watermark=high_watermark,
+            log_start=log_start,
+        )
+
+    assert answer(full)  # a full answer carries everything
+    plan = conn.plan(101, 1, [], [])
+    assert not answer(plan)  # nothing new
+    assert answer(plan, records=True)
+    assert answer(plan, high_watermark=11)
+    assert not answer(plan, high_watermark=11)  # told already
+    assert answer(plan, log_start=5)
+    assert answer(plan, error=True, high_watermark=-1, log_start=-1)
+    assert answer(plan, high_watermark=11, log_start=5)  # back from the error: told again
+
+
+def test_a_session_is_bounded() -> None:
+    conn = connection()
+    many = named(*[("t", i) for i in range(MAX_FETCH_PARTITIONS + 1)])
+    too_big = conn.plan(NO_SESSION, INITIAL_EPOCH, many, [])
+    assert too_big.session is None and len(too_big.partitions) == len(many)
+    conn.plan(NO_SESSION, INITIAL_EPOCH, many[:-1], [])
+    with pytest.raises(KraftliteError) as refused:
+        conn.plan(101, 1, many[-1:], [])
+    assert refused.value.code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    assert conn.session is None
+
+
+def test_a_partition_named_twice_gets_no_session() -> None:
+    conn = connection()
+    plan = conn.plan(NO_SESSION, INITIAL_EPOCH, named(A, A), [])
+    assert plan.session is None and keys(plan) == [A, A]  # fetch_many refuses it whole
+
+
+def test_the_epoch_wraps_to_one() -> None:
+    conn = connection()
+    conn.plan(NO_SESSION, INITIAL_EPOCH, named(A), [])
+    assert conn.session is not None
+    conn.session.next_epoch = 2**31 - 1
+    conn.plan(101, 2**31 - 1, [], [])
+    assert conn.session.next_epoch == 1
