@@ -176,6 +176,12 @@ async def _produce_error(index: int, code: int, message: str | None = None) -> B
     return {"index": index, "error_code": code, "base_offset": -1, "error_message": message}
 
 
+# What Metadata tells any client of a broker anyway, and where its HTTP API is (which the
+# HTTP edge's broker list tells any authenticated client): asked for alone, these need no
+# DESCRIBE_CONFIGS on the cluster, so that a reader can find the HTTP side (Spark's resolve.py).
+PUBLIC_BROKER_CONFIGS: Final = frozenset({"broker.id", "broker.rack", "kraftlite.http.url"})
+
+
 class Handlers:
     """The APIs of one broker's Kafka listener; `session` makes one per connection."""
 
@@ -1244,7 +1250,7 @@ class Session:
             keys = resource["configuration_keys"]
             result: Body = {"resource_type": kind, "resource_name": name, "configs": []}
             try:
-                configs = self._configs_of(kind, name)
+                configs = self._configs_of(kind, name, keys)
             except KraftliteError as exc:
                 results.append(
                     {**result, "error_code": kafka_code(exc), "error_message": _message(exc)}
@@ -1264,7 +1270,9 @@ class Session:
             results.append({**result, "error_code": NONE})
         return {"results": results}
 
-    def _configs_of(self, kind: int, name: str) -> list[tuple[str, str | None, bool, int]]:
+    def _configs_of(
+        self, kind: int, name: str, keys: list[str] | None
+    ) -> list[tuple[str, str | None, bool, int]]:
         image = self.image
         if kind == RESOURCE_TOPIC:
             if not self._may_topic(Operation.DESCRIBE_CONFIGS, name):
@@ -1282,7 +1290,10 @@ class Session:
                 for key, (default, _) in sorted(TOPIC_CONFIGS.items())
             ]
         if kind == RESOURCE_BROKER:
-            if not self._may(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
+            public = keys is not None and set(keys) <= PUBLIC_BROKER_CONFIGS
+            if not public and not self._may(
+                Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME
+            ):
                 raise KraftliteError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "not authorized")
             broker = image.brokers.get(int(name)) if name.isdigit() else None
             if broker is None:

@@ -370,6 +370,7 @@ class Security:
 
     credentials: Credentials
     tls: bool
+    mechanism: str | None = None  # the SASL mechanism a Kafka job names (resolve.py rule 4)
 
 
 def security_of(options: Mapping[str, str]) -> Security:
@@ -455,7 +456,7 @@ def security_of(options: Mapping[str, str]) -> Security:
         credentials = Credentials(user, password, token, ca_file, cert, key_file)
     except ValueError as exc:
         raise OptionError(f"{AUTH}*: {exc}") from None
-    return Security(credentials, tls)
+    return Security(credentials, tls, mechanism if jaas is not None else None)
 
 
 def _pem_store(

@@ -12,20 +12,24 @@ Rules:
    broker list gives this broker's node id; DescribeConfigs v1 for that broker, whose
    `kraftlite.http.url` is its HTTP URL. A listener whose advertised address is not the one
    dialed (a proxy, a NAT) is asked for each broker it lists until one answers.
-4. The Kafka exchange is plaintext and anonymous (the Kafka listener has neither TLS nor,
-   yet, SASL): it learns only a URL. With TLS wanted that URL must be https://, whose
-   certificate is then checked as any other's, so a forged answer cannot downgrade the
-   connection. A cluster that requires authentication answers anonymous Kafka clients
-   nothing: name its brokers by their HTTP addresses.
+4. The Kafka exchange uses the job's security: TLS when it is wanted (the listener's
+   certificate checked as any https:// one's), and with a user and password a SASL login
+   first, with the job's `kafka.sasl.mechanism` (SCRAM-SHA-256 when none is named). A
+   SCRAM login also checks the server's signature, so only the cluster can answer. With TLS
+   wanted the URL learnt must be https://. A token cannot log in to a Kafka listener (no
+   OAUTHBEARER): name such a cluster's brokers by their HTTP addresses.
 5. Entries that resolve to nothing are left out with a warning, as a Kafka client skips a
    bootstrap server that is down; none resolving is an error that gives each entry's reason.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import secrets
 import socket
+import ssl
 import struct
 import urllib.error
 import urllib.request
@@ -36,6 +40,9 @@ from kraftlite.client.credentials import Credentials
 from kraftlite.kafka import messages
 from kraftlite.kafka.messages import ApiKey
 from kraftlite.kafka.wire import WireError
+from kraftlite.security.scram import DEFAULT_MECHANISM
+from kraftlite.security.scram_client import ScramClient
+from kraftlite.security.scram_exchange import ScramError
 from kraftlite.spark.cluster import LOG
 from kraftlite.spark.options import OptionError, Security, split_host_port
 
@@ -45,6 +52,7 @@ HTTP_URL_CONFIG = "kraftlite.http.url"
 BROKER_RESOURCE = 4  # Kafka's ConfigResource.Type.BROKER
 METADATA_VERSION = 12
 DESCRIBE_CONFIGS_VERSION = 1
+SASL_AUTHENTICATE_VERSION = 1
 MAX_FRAME = 16 << 20  # an answer to these three requests is a few hundred bytes
 MAX_READYZ = 64 << 10
 _SIZE = struct.Struct(">i")
@@ -84,8 +92,8 @@ def resolve_address(entry: str, security: Security, timeout_s: float) -> str:
         return url
     host, port = split_host_port(entry)
     try:
-        found = kafka_http_url(host, port, timeout_s)
-    except (OSError, WireError, ResolveError) as exc:
+        found = kafka_http_url(host, port, timeout_s, security)
+    except (OSError, WireError, ResolveError, ScramError) as exc:
         as_kafka = _reason(exc)
     else:
         if security.tls and not found.startswith("https://"):
@@ -139,13 +147,20 @@ def readyz_verdict(raw: bytes) -> str | None:
 # ---------------------------------------------------------------------- the Kafka exchange
 
 
-def kafka_http_url(host: str, port: int, timeout_s: float) -> str:
-    """Rule 3: the HTTP URL a kraftlite broker's Kafka listener at host:port names."""
-    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+def kafka_http_url(host: str, port: int, timeout_s: float, security: Security) -> str:
+    """Rules 3-4: the HTTP URL a kraftlite broker's Kafka listener at host:port names."""
+    with contextlib.ExitStack() as stack:
+        sock = stack.enter_context(socket.create_connection((host, port), timeout=timeout_s))
+        if security.tls:
+            context = security.credentials.ssl_context() or ssl.create_default_context()
+            sock = stack.enter_context(context.wrap_socket(sock, server_hostname=host))
         connection = _KafkaConnection(sock)
         versions = connection.call(ApiKey.API_VERSIONS, 0, {})
         if versions["error_code"]:
             raise ResolveError(f"ApiVersions answered error {versions['error_code']}")
+        credentials = security.credentials
+        if credentials.user is not None and credentials.password is not None:
+            login(connection, credentials.user, credentials.password, security)
         missing = missing_apis(versions["api_keys"])
         if missing:
             raise ResolveError(
@@ -163,6 +178,33 @@ def kafka_http_url(host: str, port: int, timeout_s: float) -> str:
             if url is not None:
                 return url
         raise ResolveError(why)
+
+
+def login(connection: _KafkaConnection, user: str, password: str, security: Security) -> None:
+    """Rule 4: SaslHandshake, then SaslAuthenticate rounds; raises unless logged in."""
+    mechanism = security.mechanism or DEFAULT_MECHANISM
+    shake = connection.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+    if shake["error_code"]:
+        offered = ", ".join(shake["mechanisms"] or [])
+        raise ResolveError(f"its Kafka listener takes SASL {offered}, not {mechanism}")
+    if mechanism == "PLAIN":
+        _authenticate(connection, b"\0" + user.encode() + b"\0" + password.encode())
+        return
+    client = ScramClient(user, password, mechanism, nonce=secrets.token_urlsafe(24))
+    server_first = _authenticate(connection, client.first())
+    client.verify(_authenticate(connection, client.final(server_first)))
+
+
+def _authenticate(connection: _KafkaConnection, token: bytes) -> bytes:
+    answer = connection.call(
+        ApiKey.SASL_AUTHENTICATE, SASL_AUTHENTICATE_VERSION, {"auth_bytes": token}
+    )
+    if answer["error_code"]:
+        raise ResolveError(
+            f"SASL_AUTHENTICATION_FAILED ({answer['error_code']}) logging in to its Kafka "
+            "listener: check the user, the password and kafka.sasl.mechanism"
+        )
+    return bytes(answer["auth_bytes"])
 
 
 def missing_apis(api_keys: Iterable[Mapping[str, Any]]) -> str | None:
@@ -250,8 +292,8 @@ class _KafkaConnection:
             if not chunk:
                 raise ResolveError(
                     f"the connection was closed on {api_key.name} (a kraftlite cluster that "
-                    "requires authentication answers anonymous Kafka clients nothing: give "
-                    "its brokers' HTTP URLs)"
+                    "requires authentication answers only Kafka clients that log in: give a "
+                    "user and password, or its brokers' HTTP URLs)"
                 )
             data += chunk
         return bytes(data)

@@ -428,3 +428,46 @@ def test_sasl_plain_checks_the_password_against_the_users_credential(
     body, closed = _sasl_plain(address, b"\0" * 4000)  # longer than any PLAIN message
     assert body["error_code"] == 58 and closed
     _healthy(authenticated)
+
+
+def test_a_logged_in_reader_learns_where_the_http_side_is_and_no_more(
+    authenticated: Cluster,
+) -> None:
+    """A broker's HTTP URL, id and rack (what Metadata and the HTTP broker list tell any
+    authenticated client) need no DESCRIBE_CONFIGS on the cluster; its other configs do.
+    kraftlite's own Kafka login (the Spark source's resolve.py) checks the server too."""
+    from confluent_kafka.admin import AdminClient, ConfigResource  # noqa: PLC0415
+
+    from kraftlite.client import Credentials  # noqa: PLC0415
+    from kraftlite.spark.options import Security  # noqa: PLC0415
+    from kraftlite.spark.resolve import ResolveError, kafka_http_url  # noqa: PLC0415
+
+    status, answer = as_admin(
+        "POST", authenticated.urls[1] + "/v1/users", {"name": "carol", "password": "carol-pw"}
+    )
+    assert status == 201, answer
+    host, port = authenticated.kafka_addresses[1].rsplit(":", 1)
+    carol = Security(Credentials("carol", "carol-pw"), tls=False, mechanism="SCRAM-SHA-256")
+    deadline = time.monotonic() + 20
+    while True:  # the user reaches the broker with its metadata
+        try:
+            found = kafka_http_url(host, int(port), 10, carol)
+            break
+        except ResolveError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    assert found.rstrip("/") == authenticated.urls[1].rstrip("/")
+    for wrong in [
+        Security(Credentials("carol", "guess"), tls=False, mechanism="SCRAM-SHA-256"),
+        Security(Credentials("carol", "carol-pw"), tls=False, mechanism="SCRAM-SHA-512"),
+        Security(Credentials("carol", "guess"), tls=False, mechanism="PLAIN"),
+    ]:
+        with pytest.raises(ResolveError, match="SASL_AUTHENTICATION_FAILED"):
+            kafka_http_url(host, int(port), 10, wrong)
+    plain = Security(Credentials("carol", "carol-pw"), tls=False, mechanism="PLAIN")
+    assert kafka_http_url(host, int(port), 10, plain) == found
+    admin = AdminClient(_scram(authenticated, "carol", "carol-pw", "SCRAM-SHA-256"))
+    every_config = ConfigResource(ConfigResource.Type.BROKER, "1")
+    with pytest.raises(Exception, match="CLUSTER_AUTHORIZATION_FAILED"):
+        admin.describe_configs([every_config])[every_config].result(30)

@@ -27,6 +27,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             "auth.bootstrap.user": "admin",
             "auth.bootstrap.password": "spark-admin-pw",
         },
+        kafka=True,
     )
     running.start()
     try:
@@ -135,3 +136,41 @@ def test_a_kafka_job_s_sasl_login_is_a_kraftlite_user(spark: Any, secured: Clust
     wrong = kafka_job("SCRAM-SHA-256", "scram.ScramLoginModule", password="guess")
     with pytest.raises(Exception, match="SASL_AUTHENTICATION_FAILED"):
         spark.read.format("kraftlite").options(**wrong, subscribe="sasl-in").load().count()
+
+
+def test_a_kafka_job_naming_kafka_listeners_logs_in_to_them(spark: Any, secured: Cluster) -> None:
+    """The Kafka addresses are resolved to HTTP URLs over Kafka's protocol, after a SCRAM
+    login: an anonymous client would be answered nothing on this cluster."""
+    bootstrap = list(secured.urls.values())
+    with SyncAdmin(bootstrap, credentials=ADMIN) as admin:
+        admin.create_topic("kafka-named", partitions=2)
+        admin.create_user("kafkajob", "kafkajob-pw")  # SCRAM-SHA-256, the default
+        admin.create_acl(
+            principal="User:kafkajob",
+            operation="READ",
+            resource_type="TOPIC",
+            resource_name="kafka-named",
+        )
+    with SyncProducer(bootstrap, credentials=ADMIN) as producer:
+        for i in range(10):
+            producer.send("kafka-named", f"k{i}".encode())
+        producer.flush()
+
+    def kafka_job(password: str, mechanism: str = "SCRAM-SHA-256") -> dict[str, str]:
+        return {
+            "kafka.bootstrap.servers": ",".join(secured.kafka_addresses.values()),
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": mechanism,
+            "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
+            f'required username="kafkajob" password="{password}";',
+            "subscribe": "kafka-named",
+        }
+
+    rows = spark.read.format("kraftlite").options(**kafka_job("kafkajob-pw")).load()
+    assert sorted(bytes(r.value).decode() for r in rows.collect()) == sorted(
+        f"k{i}" for i in range(10)
+    )
+    for refused in [kafka_job("guess"), kafka_job("kafkajob-pw", mechanism="SCRAM-SHA-512")]:
+        with pytest.raises(Exception, match="SASL_AUTHENTICATION_FAILED") as failed:
+            spark.read.format("kraftlite").options(**refused).load().count()
+        assert "guess" not in str(failed.value)
