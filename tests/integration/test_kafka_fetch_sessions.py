@@ -201,7 +201,7 @@ def test_kafka_python_reads_every_record_once_through_a_session(cluster: Cluster
                 for batch in consumer.poll(timeout_ms=200).values():
                     got += [(r.partition, r.value) for r in batch]
         # the client was granted a session by the broker (its handler holds the id)
-        handlers = consumer._fetcher._session_handlers  # noqa: SLF001 - proof it was used
+        handlers = consumer._fetcher._session_handlers
         assert any(h.next_metadata.session_id != 0 for h in handlers.values())
     finally:
         consumer.close()

@@ -160,3 +160,26 @@ def test_kafka_clients_use_tls_and_a_client_certificate_is_their_principal(
     anonymous = AdminClient(tls)
     with pytest.raises(KafkaException):
         anonymous.list_topics(timeout=5)
+
+
+def test_a_kafka_listener_resolves_to_the_https_side_over_tls_only(
+    cluster: Cluster, ca: trustme.CA, tmp_path: Path
+) -> None:
+    """The Spark source's Kafka exchange (resolve.py) runs over TLS with the job's CA and
+    client certificate, and trusts no other certificate."""
+    from kraftlite.client import Credentials  # noqa: PLC0415
+    from kraftlite.spark.options import Security  # noqa: PLC0415
+    from kraftlite.spark.resolve import kafka_http_url  # noqa: PLC0415
+
+    host, port = cluster.kafka_addresses[1].rsplit(":", 1)
+    ops = Credentials(
+        ca_file=str(cluster.root / "ca.pem"),
+        cert_file=str(cluster.root / "ops.pem"),
+        key_file=str(cluster.root / "ops.key"),
+    )
+    found = kafka_http_url(host, int(port), 10, Security(ops, tls=True))
+    assert found.startswith("https://") and found.rstrip("/") == cluster.urls[1].rstrip("/")
+    trustme.CA().cert_pem.write_to_path(str(tmp_path / "other-ca.pem"))
+    stranger = Credentials(ca_file=str(tmp_path / "other-ca.pem"))
+    with pytest.raises(ssl.SSLCertVerificationError):
+        kafka_http_url(host, int(port), 10, Security(stranger, tls=True))
