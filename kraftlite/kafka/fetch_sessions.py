@@ -7,26 +7,29 @@ carries only the partitions with news. Pure decisions; `handlers.Session.fetch` 
 Rules:
 1. A session belongs to the connection that opened it and ends with it. A connection holds
    at most one; an id it did not open is FETCH_SESSION_ID_NOT_FOUND there, so session ids
-   need no secrecy and the sessions a broker keeps are bounded by its connections.
+   need no secrecy.
 2. The request's (session id, epoch), as KIP-227 has them:
-   - (0, -1): a full fetch and no session (also every Fetch before v7);
-   - (0, 0): a full fetch that opens a session;
-   - (id, 0): closes session `id` and opens another;
-   - (id, -1): closes session `id`; a full fetch and no session;
-   - (id, epoch > 0): an incremental fetch, which must name this connection's session and
-     its next epoch, else it is refused whole (FETCH_SESSION_ID_NOT_FOUND /
+   - epoch -1: a full fetch and no session (also every Fetch before v7);
+   - epoch 0: a full fetch that opens a session;
+   - epoch > 0: an incremental fetch, which must name this connection's session and its
+     next epoch, else it is refused whole (FETCH_SESSION_ID_NOT_FOUND /
      INVALID_FETCH_SESSION_EPOCH) and the client starts over with a full fetch.
-   A session never holds more than MAX_FETCH_PARTITIONS partitions. A full fetch naming
-   more, or one partition twice, is answered without one (session id 0: the client goes on
-   with full fetches); an incremental one that would grow past it closes the session
-   (FETCH_SESSION_ID_NOT_FOUND).
-3. An incremental fetch adds or updates the partitions it names and drops the forgotten
-   ones, then reads every partition of the session in the session's order; a partition
-   that returned records moves to the end, so that under `max_bytes` the ones after it get
-   their turn.
-4. A full answer carries every partition. An incremental one carries a partition only with
+   A full fetch ends the connection's session, if any (a client sends one only to leave
+   its session, or to replace it).
+3. Sessions are bounded: at most MAX_FETCH_PARTITIONS partitions each, and a broker-wide
+   `SessionBudget` of partitions over all connections (Kafka bounds its session cache the
+   same way). A full fetch that would not fit, or that names a topic no topic name can be
+   (over MAX_TOPIC_NAME characters) or a partition twice, is answered without a session
+   (session id 0: the client goes on with full fetches, which the protocol allows); an
+   incremental one that would not fit closes its session (FETCH_SESSION_ID_NOT_FOUND).
+4. An incremental fetch adds or updates the partitions it names, then drops the forgotten
+   ones (as Kafka's FetchSession.update), then reads every partition of the session in the
+   session's order; a partition that returned records moves to the end, so that under
+   `max_bytes` the ones after it get their turn. A session left with no partition is
+   closed, and that fetch answered without one.
+5. A full answer carries every partition. An incremental one carries a partition only with
    news: records, an error, or a high watermark or log start other than the one the client
-   was last told.
+   was last told (the last stable offset is the high watermark: no transactions).
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ NO_SESSION = 0  # a session id: none
 INITIAL_EPOCH = 0  # a session epoch: open a session
 FINAL_EPOCH = -1  # a session epoch: no session
 _MAX_EPOCH = 2**31 - 1
+MAX_SESSION_PARTITIONS = 100_000  # rule 3: over all of a listener's sessions
+MAX_TOPIC_NAME = 249  # Kafka's longest topic name (and kraftlite's)
 
 
 @dataclass(slots=True)
@@ -75,12 +80,44 @@ class Plan:
         return NO_SESSION if self.session is None else self.session.session_id
 
 
+class SessionBudget:
+    """Rule 3's broker-wide bound: partitions held by every session of this listener."""
+
+    def __init__(self, limit: int = MAX_SESSION_PARTITIONS) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self, count: int) -> bool:
+        if self.used + count > self.limit:
+            return False
+        self.used += count
+        return True
+
+    def give_back(self, count: int) -> None:
+        self.used -= count
+
+
 class ConnectionFetchSession:
     """The fetch session of one connection (rule 1); `new_id` gives non-zero int32 ids."""
 
-    def __init__(self, new_id: Iterable[int]) -> None:
+    def __init__(self, new_id: Iterable[int], budget: SessionBudget) -> None:
         self._ids = iter(new_id)
+        self._budget = budget
         self.session: FetchSession | None = None
+        self._held = 0  # partitions taken from the budget
+
+    def close(self) -> None:
+        """The session ends (the connection closed, or rules 2-4 end it)."""
+        self.session = None
+        self._budget.give_back(self._held)
+        self._held = 0
+
+    def _hold(self, count: int) -> bool:
+        """Resize what this session holds of the budget to `count`, if it fits."""
+        if count > MAX_FETCH_PARTITIONS or not self._budget.take(count - self._held):
+            return False
+        self._held = count
+        return True
 
     def plan(
         self,
@@ -89,13 +126,16 @@ class ConnectionFetchSession:
         named: list[tuple[PartitionKey, Position]],
         forgotten: list[PartitionKey],
     ) -> Plan:
-        """Rules 2 and 3 for one Fetch that names `named` and forgets `forgotten`."""
+        """Rules 2-4 for one Fetch that names `named` and forgets `forgotten`."""
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
-            if session_id != NO_SESSION or epoch == INITIAL_EPOCH:
-                self.session = None  # closed: by its id, or replaced by the new one
+            self.close()
             full = dict(named)
-            if epoch == FINAL_EPOCH or len(full) != len(named) or len(full) > MAX_FETCH_PARTITIONS:
-                # (a partition named twice is the fetch's error: BrokerService.fetch_many)
+            if (
+                epoch == FINAL_EPOCH
+                or len(full) != len(named)  # (a partition named twice: fetch_many refuses)
+                or any(len(topic) > MAX_TOPIC_NAME for topic, _ in full)
+                or not self._hold(len(full))
+            ):
                 return Plan(named, None, incremental=False)
             self.session = FetchSession(next(self._ids), partitions=full)
             return Plan(named, self.session, incremental=False)
@@ -110,9 +150,16 @@ class ConnectionFetchSession:
                 ErrorCode.INVALID_FETCH_SESSION_EPOCH,
                 f"fetch session epoch {epoch} is not {session.next_epoch}",
             )
+        added = {key for key, _ in named if key not in session.partitions}
+        if any(len(topic) > MAX_TOPIC_NAME for topic, _ in added) or not self._hold(
+            len(session.partitions) + len(added)
+        ):
+            self.close()
+            raise KraftliteError(
+                ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                "the fetch session cannot hold more partitions: start a new one",
+            )
         session.next_epoch = 1 if epoch == _MAX_EPOCH else epoch + 1
-        for key in forgotten:
-            session.partitions.pop(key, None)
         for key, position in named:
             known = session.partitions.get(key)
             if known is None:
@@ -121,12 +168,12 @@ class ConnectionFetchSession:
                 known.fetch_offset = position.fetch_offset
                 known.max_bytes = position.max_bytes
                 known.leader_epoch = position.leader_epoch
-        if len(session.partitions) > MAX_FETCH_PARTITIONS:
-            self.session = None
-            raise KraftliteError(
-                ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-                f"a fetch session holds at most {MAX_FETCH_PARTITIONS} partitions",
-            )
+        for key in forgotten:
+            session.partitions.pop(key, None)
+        self._hold(len(session.partitions))  # shrinking always fits
+        if not session.partitions:
+            self.close()
+            return Plan([], None, incremental=False)
         return Plan(list(session.partitions.items()), session, incremental=True)
 
     @staticmethod

@@ -47,6 +47,7 @@ from kraftlite.kafka.fetch_sessions import (
     ConnectionFetchSession,
     PartitionKey,
     Position,
+    SessionBudget,
 )
 from kraftlite.kafka.messages import ApiKey, Request
 from kraftlite.kafka.wire import WireError
@@ -190,6 +191,7 @@ class Handlers:
         self.authenticator = authenticator
         self.converting = asyncio.Semaphore(1)  # record conversions off the loop, one at a time
         self.quotas = QuotaTracker()
+        self.fetch_session_budget = SessionBudget()
 
     def session(self, host: str, certificate_principal: str | None = None) -> Session:
         """A connection's session: a verified TLS client certificate's subject is its
@@ -284,7 +286,9 @@ class Session:
         self._plain = False  # a PLAIN handshake was made: SaslAuthenticate carries the password
         self._user_version: int | None = None  # the SCRAM user's credentials version
         self._before_authentication = 0  # requests sent while it must still authenticate
-        self._fetch_session = ConnectionFetchSession(iter(_new_session_id, None))
+        self._fetch_session = ConnectionFetchSession(
+            iter(_new_session_id, None), handlers.fetch_session_budget
+        )
         self._apis: dict[int, Callable[[Request], Awaitable[Body | None]]] = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.METADATA: self.metadata,
@@ -314,6 +318,10 @@ class Session:
             ApiKey.CONSUMER_GROUP_HEARTBEAT: self.consumer_group_heartbeat,
         }
         assert self._apis.keys() == SERVED
+
+    def close(self) -> None:
+        """The connection is gone: what it held ends with it."""
+        self._fetch_session.close()
 
     def refusal(self, api_key: int, api_version: int) -> str | None:
         """Why a request is refused from its header alone, before its body is decoded, or

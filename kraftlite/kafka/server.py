@@ -131,11 +131,23 @@ class KafkaServer:
     async def _serve(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str
     ) -> None:
-        idle_s = self.limits.idle_ms / 1000
-        read_s = self.limits.read_timeout_ms / 1000
         session = self.handlers.session(
             host, certificate_principal(writer.get_extra_info("ssl_object"))
         )
+        try:
+            await self._serve_session(reader, writer, host, session)
+        finally:
+            session.close()
+
+    async def _serve_session(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        host: str,
+        session: Session,
+    ) -> None:
+        idle_s = self.limits.idle_ms / 1000
+        read_s = self.limits.read_timeout_ms / 1000
         while True:
             try:
                 head = await asyncio.wait_for(reader.readexactly(4), idle_s)

@@ -561,7 +561,7 @@ def test_offset_for_leader_epoch_tells_where_an_epoch_ends(cluster: Cluster) -> 
     }
     ask["topics"][0]["partitions"][0]["current_leader_epoch"] = epoch + 1
     answer = call(cluster.kafka_addresses[leader], 23, 4, ask)
-    assert answer["topics"][0]["partitions"][0]["error_code"] == 76  # UNKNOWN_LEADER_EPOCH
+    assert answer["topics"][0]["partitions"][0]["error_code"] == 75  # UNKNOWN_LEADER_EPOCH
 
 
 KCAT = shutil.which("kcat")

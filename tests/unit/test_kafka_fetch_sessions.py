@@ -17,6 +17,7 @@ from kraftlite.kafka.fetch_sessions import (
     PartitionKey,
     Plan,
     Position,
+    SessionBudget,
 )
 
 A, B, C = ("t", 0), ("t", 1), ("u", 0)
@@ -26,8 +27,8 @@ def named(*keys: PartitionKey, offset: int = 0) -> list[tuple[PartitionKey, Posi
     return [(key, Position(offset, 1000)) for key in keys]
 
 
-def connection() -> ConnectionFetchSession:
-    return ConnectionFetchSession(itertools.count(101))
+def connection(budget: SessionBudget | None = None) -> ConnectionFetchSession:
+    return ConnectionFetchSession(itertools.count(101), budget or SessionBudget())
 
 
 def keys(plan: Plan) -> list[PartitionKey]:
@@ -106,6 +107,54 @@ def test_named_partitions_update_and_forgotten_ones_leave() -> None:
     assert keys(plan) == [A]
     position = dict(plan.partitions)[A]
     assert (position.fetch_offset, position.max_bytes, position.leader_epoch) == (50, 2000, 3)
+    # named and forgotten at once: forgotten wins, as in Kafka's FetchSession.update
+    assert keys(conn.plan(101, 2, named(C), [C])) == [A]
+
+
+def test_a_session_left_empty_is_closed() -> None:
+    budget = SessionBudget()
+    conn = connection(budget)
+    conn.plan(NO_SESSION, INITIAL_EPOCH, named(A, B), [])
+    plan = conn.plan(101, 1, [], [A, B])
+    assert plan.session is None and plan.partitions == [] and conn.session is None
+    assert budget.used == 0
+
+
+def test_a_full_fetch_ends_the_connections_session_whatever_id_it_names() -> None:
+    budget = SessionBudget()
+    conn = connection(budget)
+    conn.plan(NO_SESSION, INITIAL_EPOCH, named(A, B), [])
+    assert budget.used == 2
+    conn.plan(NO_SESSION, FINAL_EPOCH, named(A), [])  # (0, -1): no session any more
+    assert conn.session is None and budget.used == 0
+    conn.plan(NO_SESSION, INITIAL_EPOCH, named(A), [])
+    conn.plan(777, INITIAL_EPOCH, named(B, C), [])  # another id: still one session
+    assert conn.session is not None and budget.used == 2
+
+
+def test_the_budget_is_shared_and_given_back() -> None:
+    budget = SessionBudget(limit=3)
+    first, second = connection(budget), connection(budget)
+    assert first.plan(NO_SESSION, INITIAL_EPOCH, named(A, B), []).session is not None
+    declined = second.plan(NO_SESSION, INITIAL_EPOCH, named(A, B), [])
+    assert declined.session is None and keys(declined) == [A, B]  # answered, sessionless
+    assert second.plan(NO_SESSION, INITIAL_EPOCH, named(C), []).session is not None
+    assert budget.used == 3
+    with pytest.raises(KraftliteError) as refused:  # growing past it closes the session
+        first.plan(101, 1, named(C), [])
+    assert refused.value.code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    assert first.session is None and budget.used == 1
+    second.close()  # the connection is gone
+    assert budget.used == 0
+
+
+def test_a_name_no_topic_can_have_gets_no_session() -> None:
+    conn = connection()
+    long_name = ("x" * 250, 0)
+    assert conn.plan(NO_SESSION, INITIAL_EPOCH, named(long_name), []).session is None
+    conn.plan(NO_SESSION, INITIAL_EPOCH, named(A), [])
+    with pytest.raises(KraftliteError):
+        conn.plan(101, 1, named(long_name), [])
 
 
 def test_partitions_that_returned_records_go_to_the_end() -> None:

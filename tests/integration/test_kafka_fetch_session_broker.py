@@ -208,3 +208,71 @@ def test_kafka_python_reads_every_record_once_through_a_session(cluster: Cluster
     assert sorted(got) == sorted(expected)  # every record, none twice
     for p in range(6):  # and in order within a partition
         assert [v for q, v in got if q == p] == [v for q, v in expected if q == p]
+
+
+def _fetch_small(
+    session_id: int, epoch: int, partitions: dict[str, dict[int, int]]
+) -> dict[str, Any]:
+    request = _fetch(session_id, epoch, partitions)
+    request["max_bytes"] = 1  # one batch per answer: the first partition with data gets it
+    return request
+
+
+def test_partitions_that_returned_records_go_to_the_back_of_the_session(
+    cluster: Cluster,
+) -> None:
+    _topic(cluster, "rot", partitions=2)
+    for p in range(2):
+        for i in range(3):  # three batches each
+            _produce(cluster, "rot", p, [f"p{p}-{i}"])
+    with Connection(cluster.kafka_addresses[1]) as kafka:
+        answer = kafka.call(FETCH, FETCH_V, _fetch_small(0, 0, {"rot": {0: 0, 1: 0}}))
+        session, offsets = answer["session_id"], {0: 0, 1: 0}
+        served: list[int] = []
+        for epoch in range(1, 6):
+            with_records = [k[1] for k, v in _answered(answer).items() if _values(v)]
+            assert len(with_records) == 1, _answered(answer)
+            served += with_records
+            offsets[with_records[0]] += 1
+            moved = {with_records[0]: offsets[with_records[0]]}
+            answer = kafka.call(FETCH, FETCH_V, _fetch_small(session, epoch, {"rot": moved}))
+        assert served == [0, 1, 0, 1, 0]  # in turn, not partition 0 until it is drained
+
+
+def test_a_partition_in_error_is_answered_until_it_recovers(cluster: Cluster) -> None:
+    _topic(cluster, "present", partitions=1)
+    with Connection(cluster.kafka_addresses[1]) as kafka:
+        wanted = {"present": {0: 0}, "later": {0: 0}}
+        answer = kafka.call(FETCH, FETCH_V, _fetch(0, 0, wanted))
+        session = answer["session_id"]
+        assert session != 0
+        assert _answered(answer)[("later", 0)]["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        again = _answered(kafka.call(FETCH, FETCH_V, _fetch(session, 1, {})))
+        assert list(again) == [("later", 0)] and again[("later", 0)]["error_code"] == 3
+        _topic(cluster, "later", partitions=1)
+        _produce(cluster, "later", 0, ["finally"])
+        recovered = _answered(kafka.call(FETCH, FETCH_V, _fetch(session, 2, {})))
+        assert recovered[("later", 0)]["error_code"] == 0
+        assert _values(recovered[("later", 0)]) == [b"finally"]
+        assert recovered[("later", 0)]["high_watermark"] == 1
+        # a future leader epoch is refused, then answered again once corrected (KIP-320)
+        future = _fetch(session, 3, {"present": {0: 0}})
+        future["topics"][0]["partitions"][0]["current_leader_epoch"] = 1_000
+        fenced = _answered(kafka.call(FETCH, FETCH_V, future))
+        assert fenced[("present", 0)]["error_code"] == 75  # UNKNOWN_LEADER_EPOCH (Kafka's number)
+        fixed = _answered(kafka.call(FETCH, FETCH_V, _fetch(session, 4, {"present": {0: 0}})))
+        assert fixed[("present", 0)]["error_code"] == 0
+        assert fixed[("present", 0)]["high_watermark"] == 0
+
+
+def test_sessions_at_fetch_v7(cluster: Cluster) -> None:
+    """v7 is the first version with sessions, and not yet flexible (compact) encoding."""
+    _topic(cluster, "v7", partitions=2)
+    with Connection(cluster.kafka_addresses[1]) as kafka:
+        opened = kafka.call(FETCH, 7, _fetch(0, 0, {"v7": {0: 0, 1: 0}}))
+        session = opened["session_id"]
+        assert session != 0 and len(_answered(opened)) == 2
+        assert _answered(kafka.call(FETCH, 7, _fetch(session, 1, {}))) == {}
+        _produce(cluster, "v7", 0, ["seven"])
+        news = _answered(kafka.call(FETCH, 7, _fetch(session, 2, {})))
+        assert list(news) == [("v7", 0)] and _values(news[("v7", 0)]) == [b"seven"]
