@@ -10,6 +10,10 @@ from this process, --runs times:
   Kafka produce         confluent-kafka (librdkafka 2.16) Producer, acks=all, 100 B values,
                         batches as the client forms them (its defaults: linger.ms 5,
                         batch.size 1 MB), idempotence off and on
+  Kafka raw produce     pre-encoded Kafka batches of 1,000 records x 100 B, acks=all, 8
+                        Produce requests in flight (one per connection), straight to each
+                        partition's leader: the HTTP binary path's load over the Kafka
+                        edge, so the two edges compare with no client cost on either
   HTTP binary consume   binary fetches of everything produced, from each leader
   Kafka consume         confluent-kafka Consumer (its defaults) assigned every partition
                         from offset 0, consume(10000) until it has read everything; with
@@ -31,10 +35,12 @@ Run: python scripts/bench_kafka.py [--runs 3] [--seconds 5] [--records 600000]
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import shutil
 import signal
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -45,7 +51,7 @@ import aiohttp
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kraftlite import eventloop
-from kraftlite.kafka import records
+from kraftlite.kafka import messages, records
 from kraftlite.protocol import batch as fmt
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -90,6 +96,48 @@ def kafka_produce(bootstrap: str, topic: str, seconds: float, idempotent: bool) 
     if failed:
         raise SystemExit(f"{failed} Kafka deliveries failed")
     return sent / elapsed
+
+
+async def kafka_raw_produce(leaders: dict[int, str], topic: str, seconds: float) -> float:
+    """Records/s acknowledged (acks=all) for pre-encoded Kafka batches, 8 requests in flight
+    as bench.py's HTTP binary produce: one connection per loop, to the partition's leader."""
+    now = int(time.time() * 1000)
+    batch = records.encode_batch(
+        [records.KafkaRecord(i, now, None, b"x" * SIZE, ()) for i in range(BATCH_RECORDS)]
+    )
+    streams: dict[tuple[int, int], tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
+
+    async def step(i: int) -> int:
+        partition = i % PARTITIONS  # as bench.py's: each loop turns over the partitions
+        key = (i % 8, partition)  # a loop's connection to that partition's leader
+        if key not in streams:
+            host, port = kafka_bootstrap(leaders[partition]).split(",")[0].rsplit(":", 1)
+            streams[key] = await asyncio.open_connection(host, int(port))
+        reader, writer = streams[key]
+        body = {
+            "transactional_id": None,
+            "acks": -1,
+            "timeout_ms": 30_000,
+            "topic_data": [
+                {"name": topic, "partition_data": [{"index": partition, "records": batch}]}
+            ],
+        }
+        request = messages.encode_request(messages.ApiKey.PRODUCE, 9, i, "bench", body)
+        writer.write(struct.pack(">i", len(request)) + request)
+        size = struct.unpack(">i", await reader.readexactly(4))[0]
+        answer = messages.decode_response(
+            messages.ApiKey.PRODUCE, 9, await reader.readexactly(size)
+        )
+        code = answer.body["responses"][0]["partition_responses"][0]["error_code"]
+        if code:
+            raise SystemExit(f"Kafka produce failed: error {code}")
+        return BATCH_RECORDS
+
+    try:
+        return await bench.run_for(seconds, 8, step)
+    finally:
+        for _, writer in streams.values():
+            writer.close()
 
 
 def client_ceiling(records_: int) -> float:
@@ -183,6 +231,11 @@ def one_run(bootstrap: str, args: argparse.Namespace) -> dict[str, float]:
     http_produce, http_consume, _ = eventloop.run(http_side(bootstrap, args.seconds, 8))
     kafka = kafka_bootstrap(bootstrap)
     figures = {"http_binary_produce": http_produce, "http_binary_consume": http_consume}
+    raw_topic = "kafka-bench-raw"
+    raw_leaders = bench.fresh_topic(bootstrap, raw_topic, PARTITIONS, 3)
+    figures["kafka_raw_produce"] = eventloop.run(
+        kafka_raw_produce(raw_leaders, raw_topic, args.seconds)
+    )
     for idempotent in (False, True):
         name = "kafka_produce_idempotent" if idempotent else "kafka_produce"
         topic = f"kafka-bench-{int(idempotent)}"
@@ -243,6 +296,8 @@ def main() -> None:
         f"goal: Kafka produce >= HTTP binary produce: {ratio:.2f}x "
         f"({'met' if ratio >= 1 else 'not met'})"
     )
+    raw = median["kafka_raw_produce"] / median["http_binary_produce"]
+    print(f"the edges alone (pre-encoded batches on both): Kafka {raw:.2f}x HTTP binary")
     for key in ("kafka_consume_1_partition", "kafka_consume", "kafka_consume_short_backoff"):
         consume = median[key]
         print(

@@ -78,7 +78,6 @@ CONTROLLER = web.AppKey("controller", QuorumController)
 METADATA = web.AppKey("metadata", MetadataServer)
 HTTP = web.AppKey("http", aiohttp.ClientSession)
 CONNECTOR: web.AppKey[Callable[[], aiohttp.BaseConnector]] = web.AppKey("connector")
-MAX_ITERATIONS = 100_000
 MAX_PASSWORD_CHARS = 256
 
 
@@ -609,10 +608,10 @@ async def create_user(request: web.Request) -> web.StreamResponse:
             ErrorCode.INVALID_REQUEST, f"mechanism must be one of {', '.join(scram.MECHANISMS)}"
         )
     iterations = int_field(body, "iterations", scram.MIN_ITERATIONS)
-    if not scram.MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+    if not scram.MIN_ITERATIONS <= iterations <= scram.MAX_ITERATIONS:
         raise KraftliteError(
             ErrorCode.INVALID_REQUEST,
-            f"iterations must be in [{scram.MIN_ITERATIONS}, {MAX_ITERATIONS}]",
+            f"iterations must be in [{scram.MIN_ITERATIONS}, {scram.MAX_ITERATIONS}]",
         )
     credential = await asyncio.to_thread(
         scram.make_credential, name, password, str(mechanism), secrets.token_bytes(32), iterations

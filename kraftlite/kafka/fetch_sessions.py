@@ -18,10 +18,12 @@ Rules:
    its session, or to replace it).
 3. Sessions are bounded: at most MAX_FETCH_PARTITIONS partitions each, and a broker-wide
    `SessionBudget` of partitions over all connections (Kafka bounds its session cache the
-   same way). A full fetch that would not fit, or that names a topic no topic name can be
-   (over MAX_TOPIC_NAME characters) or a partition twice, is answered without a session
-   (session id 0: the client goes on with full fetches, which the protocol allows); an
-   incremental one that would not fit closes its session (FETCH_SESSION_ID_NOT_FOUND).
+   same way). Only partitions that exist and that the client may read are held (`admit`),
+   so a client with no rights cannot spend the budget on made-up names. A full fetch that
+   would not fit, names a partition twice or one not admitted is answered without a
+   session (session id 0: the client goes on with full fetches, which the protocol
+   allows); an incremental one that would is refused and its session closed
+   (FETCH_SESSION_ID_NOT_FOUND: the client starts over).
 4. An incremental fetch adds or updates the partitions it names, then drops the forgotten
    ones (as Kafka's FetchSession.update), then reads every partition of the session in the
    session's order; a partition that returned records moves to the end, so that under
@@ -34,7 +36,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kraftlite.broker.service import MAX_FETCH_PARTITIONS
@@ -46,7 +48,6 @@ INITIAL_EPOCH = 0  # a session epoch: open a session
 FINAL_EPOCH = -1  # a session epoch: no session
 _MAX_EPOCH = 2**31 - 1
 MAX_SESSION_PARTITIONS = 100_000  # rule 3: over all of a listener's sessions
-MAX_TOPIC_NAME = 249  # Kafka's longest topic name (and kraftlite's)
 
 
 @dataclass(slots=True)
@@ -125,15 +126,18 @@ class ConnectionFetchSession:
         epoch: int,
         named: list[tuple[PartitionKey, Position]],
         forgotten: list[PartitionKey],
+        admit: Callable[[PartitionKey], bool],
     ) -> Plan:
-        """Rules 2-4 for one Fetch that names `named` and forgets `forgotten`."""
+        """Rules 2-4 for one Fetch that names `named` and forgets `forgotten`; `admit` says
+        whether a partition may be held (rule 3)."""
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             self.close()
             full = dict(named)
             if (
                 epoch == FINAL_EPOCH
                 or len(full) != len(named)  # (a partition named twice: fetch_many refuses)
-                or any(len(topic) > MAX_TOPIC_NAME for topic, _ in full)
+                or len(full) > MAX_FETCH_PARTITIONS
+                or not all(map(admit, full))
                 or not self._hold(len(full))
             ):
                 return Plan(named, None, incremental=False)
@@ -151,8 +155,8 @@ class ConnectionFetchSession:
                 f"fetch session epoch {epoch} is not {session.next_epoch}",
             )
         added = {key for key, _ in named if key not in session.partitions}
-        if any(len(topic) > MAX_TOPIC_NAME for topic, _ in added) or not self._hold(
-            len(session.partitions) + len(added)
+        if len(added) > MAX_FETCH_PARTITIONS or not (
+            all(map(admit, added)) and self._hold(len(session.partitions) + len(added))
         ):
             self.close()
             raise KraftliteError(

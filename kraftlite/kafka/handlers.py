@@ -669,6 +669,7 @@ class Session:
                 body.get("session_epoch", FINAL_EPOCH),
                 named,
                 forgotten,
+                self._may_hold,
             )
         except KraftliteError as exc:
             return {"error_code": kafka_code(exc), "session_id": NO_SESSION, "responses": []}
@@ -736,6 +737,16 @@ class Session:
             "session_id": plan.session_id,
             "responses": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
         }
+
+    def _may_hold(self, key: PartitionKey) -> bool:
+        """A fetch session holds only partitions that exist and this client may read
+        (fetch_sessions.py rule 3); asking is not a refusal to audit."""
+        topic = self.image.topic(key[0])
+        return (
+            topic is not None
+            and key[1] in topic.partitions
+            and self._may_topic(Operation.READ, key[0], listing=True)
+        )
 
     def _epoch_refusal(self, topic: str, index: int, leader_epoch: int) -> int | None:
         """KIP-320 for Fetch: a stale or future `current_leader_epoch` is refused."""
@@ -1303,7 +1314,8 @@ class Session:
                 Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME
             ):
                 raise KraftliteError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "not authorized")
-            broker = image.brokers.get(int(name)) if name.isdigit() else None
+            numeric = name.isascii() and name.isdigit() and len(name) <= 10
+            broker = image.brokers.get(int(name)) if numeric else None
             if broker is None:
                 raise KraftliteError(ErrorCode.INVALID_REQUEST, f"no broker {name!r}")
             dynamic = image.broker_configs.get(broker.broker_id, {})

@@ -23,6 +23,7 @@ from kraftlite.metadata.records import UserScramCredentialRecord
 MECHANISMS: Final = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 DEFAULT_MECHANISM: Final = "SCRAM-SHA-256"
 MIN_ITERATIONS: Final = 4096
+MAX_ITERATIONS: Final = 100_000  # what a user may be created with (and a client will compute)
 MAX_PASSWORD_BYTES: Final = 1024
 
 

@@ -4,7 +4,9 @@ those of scram_exchange.py, the server's side.
 
 Rules:
 1. The server must extend our nonce, and show a salt and an iteration count between
-   MIN_ITERATIONS and MAX_ITERATIONS: a hostile server cannot make us spend unbounded CPU.
+   MIN_ITERATIONS and MAX_ITERATIONS (what a kraftlite user can be created with): a hostile
+   server cannot make us spend unbounded CPU. Its first message is parsed strictly (r, s, i
+   in that order, each once; the mandatory-extension attribute m is refused, RFC 5802).
 2. The exchange succeeds only once the server's signature checks: a server that does not
    know the credential cannot pass for the cluster.
 3. Anything else is `ScramError`, and says why without the password.
@@ -18,10 +20,8 @@ import binascii
 import hashlib
 import hmac
 
-from kraftlite.security.scram import MECHANISMS, MIN_ITERATIONS
-from kraftlite.security.scram_exchange import ScramError
-
-MAX_ITERATIONS = 1_000_000  # rule 1: about half a second of PBKDF2 at most
+from kraftlite.security.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
+from kraftlite.security.scram_exchange import ScramError, attributes
 
 
 def _escape(name: str) -> str:
@@ -45,8 +45,10 @@ class ScramClient:
     def final(self, server_first: bytes) -> bytes:
         """Message 2 in, message 3 out (rule 1)."""
         text = _text(server_first)
-        attributes = dict(part.partition("=")[::2] for part in text.split(","))
-        nonce, salt, count = attributes.get("r", ""), attributes.get("s", ""), attributes.get("i")
+        found = attributes(text, "rsi")
+        if "m" in found:
+            raise ScramError("the server asks for an extension we do not know")
+        nonce, salt, count = found["r"], found["s"], found["i"]
         if not nonce.startswith(self._nonce) or len(nonce) == len(self._nonce):
             raise ScramError("the server did not extend our nonce")
         try:

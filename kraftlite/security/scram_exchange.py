@@ -40,7 +40,7 @@ class ScramError(ValueError):
     """The exchange failed (rule 3); the message says why, for the server's log only."""
 
 
-def _attributes(message: str, order: str) -> dict[str, str]:
+def attributes(message: str, order: str) -> dict[str, str]:
     """The attributes, which must start with those named in `order`, in that order, and
     appear once each."""
     found: dict[str, str] = {}
@@ -105,9 +105,9 @@ class ScramExchange:
         ):
             raise ScramError("no channel binding is served (gs2 header 'n' or 'y')")
         self._gs2_header = f"{gs2},{authzid},"
-        attributes = _attributes(bare, "nr")
-        user, nonce = _unescape(attributes.get("n", "")), attributes.get("r", "")
-        if not user or not nonce or "m" in attributes:
+        found = attributes(bare, "nr")
+        user, nonce = _unescape(found.get("n", "")), found.get("r", "")
+        if not user or not nonce or "m" in found:
             raise ScramError("client-first needs a user and a nonce")
         if authzid and _unescape(authzid[2:]) != user:
             raise ScramError("acting for another user is not served")
@@ -129,9 +129,9 @@ class ScramExchange:
         without_proof, sep, proof_part = text.rpartition(",p=")
         if not sep:
             raise ScramError("client-final has no proof")
-        attributes = _attributes(without_proof, "cr")
+        found = attributes(without_proof, "cr")
         binding = base64.b64encode(self._gs2_header.encode()).decode()
-        if attributes["c"] != binding or attributes["r"] != self._nonce:
+        if found["c"] != binding or found["r"] != self._nonce:
             raise ScramError("channel binding or nonce does not match")
         try:
             proof = base64.b64decode(proof_part, validate=True)

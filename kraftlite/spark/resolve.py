@@ -14,10 +14,14 @@ Rules:
    dialed (a proxy, a NAT) is asked for each broker it lists until one answers.
 4. The Kafka exchange uses the job's security: TLS when it is wanted (the listener's
    certificate checked as any https:// one's), and with a user and password a SASL login
-   first, with the job's `kafka.sasl.mechanism` (SCRAM-SHA-256 when none is named). A
-   SCRAM login also checks the server's signature, so only the cluster can answer. With TLS
-   wanted the URL learnt must be https://. A token cannot log in to a Kafka listener (no
-   OAUTHBEARER): name such a cluster's brokers by their HTTP addresses.
+   first, with the job's `kafka.sasl.mechanism` (SCRAM-SHA-256 when none is named; never
+   PLAIN unless named). Only TLS authenticates the cluster: without it the answers (the
+   login's included) can be forged on the way, as can the HTTP side's, and a password then
+   travels as HTTP Basic to whatever URL was learnt, so a password over http:// is warned
+   about. With TLS wanted the URL learnt must be https://. A token cannot log in to a Kafka
+   listener (no OAUTHBEARER): name such a cluster's brokers by their HTTP addresses.
+   The exchange is bounded: one deadline for all of it, answers of at most MAX_FRAME bytes,
+   at most MAX_CANDIDATES brokers asked, and a server's text quoted at most 100 characters.
 5. Entries that resolve to nothing are left out with a warning, as a Kafka client skips a
    bootstrap server that is down; none resolving is an error that gives each entry's reason.
 """
@@ -37,6 +41,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kraftlite.client.credentials import Credentials
+from kraftlite.clock import SystemClock
 from kraftlite.kafka import messages
 from kraftlite.kafka.messages import ApiKey
 from kraftlite.kafka.wire import WireError
@@ -53,9 +58,11 @@ BROKER_RESOURCE = 4  # Kafka's ConfigResource.Type.BROKER
 METADATA_VERSION = 12
 DESCRIBE_CONFIGS_VERSION = 1
 SASL_AUTHENTICATE_VERSION = 1
-MAX_FRAME = 16 << 20  # an answer to these three requests is a few hundred bytes
+MAX_FRAME = 1 << 20  # an answer to these requests is a few hundred bytes
+MAX_CANDIDATES = 16  # brokers a Metadata answer lists that are asked for their HTTP URL
 MAX_READYZ = 64 << 10
 _SIZE = struct.Struct(">i")
+_CLOCK = SystemClock()
 
 
 class ResolveError(Exception):
@@ -81,6 +88,11 @@ def resolve(
         raise OptionError(f"no bootstrap entry leads to a kraftlite broker ({reasons})")
     for entry, why in failures.items():
         LOG.warning("bootstrap entry %s left out: %s", entry, why)
+    if security.credentials.password is not None and any(u.startswith("http://") for u in urls):
+        LOG.warning(
+            "the password goes to the brokers as HTTP Basic over plain http://: anyone on the "
+            "path can read it (use TLS: kafka.security.protocol SASL_SSL, https:// URLs)"
+        )
     return tuple(dict.fromkeys(urls))
 
 
@@ -103,6 +115,11 @@ def resolve_address(entry: str, security: Security, timeout_s: float) -> str:
             )
         return found.rstrip("/")
     raise ResolveError(f"not a kraftlite HTTP address ({as_http}); as a Kafka listener: {as_kafka}")
+
+
+def _quote(text: str) -> str:
+    """A server's text in an error: at most 100 characters, quoted."""
+    return repr(text[:100])
 
 
 def _reason(exc: BaseException) -> str:
@@ -149,12 +166,14 @@ def readyz_verdict(raw: bytes) -> str | None:
 
 def kafka_http_url(host: str, port: int, timeout_s: float, security: Security) -> str:
     """Rules 3-4: the HTTP URL a kraftlite broker's Kafka listener at host:port names."""
+    deadline = _CLOCK.monotonic_ms() / 1000 + timeout_s
     with contextlib.ExitStack() as stack:
         sock = stack.enter_context(socket.create_connection((host, port), timeout=timeout_s))
         if security.tls:
             context = security.credentials.ssl_context() or ssl.create_default_context()
+            sock.settimeout(max(deadline - _CLOCK.monotonic_ms() / 1000, 0.001))
             sock = stack.enter_context(context.wrap_socket(sock, server_hostname=host))
-        connection = _KafkaConnection(sock)
+        connection = _KafkaConnection(sock, deadline)
         versions = connection.call(ApiKey.API_VERSIONS, 0, {})
         if versions["error_code"]:
             raise ResolveError(f"ApiVersions answered error {versions['error_code']}")
@@ -170,7 +189,7 @@ def kafka_http_url(host: str, port: int, timeout_s: float, security: Security) -
         brokers = connection.call(ApiKey.METADATA, METADATA_VERSION, {"topics": []})["brokers"]
         peer = sock.getpeername()[0]
         why = "its Metadata answer lists no broker"
-        for node_id in candidates(brokers, host, port, peer):
+        for node_id in candidates(brokers, host, port, peer)[:MAX_CANDIDATES]:
             answer = connection.call(
                 ApiKey.DESCRIBE_CONFIGS, DESCRIBE_CONFIGS_VERSION, describe_configs(node_id)
             )
@@ -186,9 +205,13 @@ def login(connection: _KafkaConnection, user: str, password: str, security: Secu
     shake = connection.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
     if shake["error_code"]:
         offered = ", ".join(shake["mechanisms"] or [])
-        raise ResolveError(f"its Kafka listener takes SASL {offered}, not {mechanism}")
+        raise ResolveError(f"its Kafka listener takes SASL {_quote(offered)}, not {mechanism}")
+    try:
+        secret = password.encode()
+    except UnicodeEncodeError:
+        raise ResolveError("the password is not valid Unicode text") from None
     if mechanism == "PLAIN":
-        _authenticate(connection, b"\0" + user.encode() + b"\0" + password.encode())
+        _authenticate(connection, b"\0" + user.encode("utf-8", "replace") + b"\0" + secret)
         return
     client = ScramClient(user, password, mechanism, nonce=secrets.token_urlsafe(24))
     server_first = _authenticate(connection, client.first())
@@ -256,21 +279,22 @@ def http_url_of(answer: Mapping[str, Any]) -> tuple[str | None, str]:
     result = results[0]
     if result["error_code"]:
         message = result.get("error_message") or ""
-        return None, f"DescribeConfigs answered error {result['error_code']} {message}".strip()
+        return None, f"DescribeConfigs answered error {result['error_code']} {_quote(message)}"
     for config in result["configs"]:
         if config["name"] == HTTP_URL_CONFIG and config["value"]:
             value = str(config["value"])
             if value.startswith(("http://", "https://")):
                 return value, ""
-            return None, f"its {HTTP_URL_CONFIG} is not an http(s) URL: {value!r}"
+            return None, f"its {HTTP_URL_CONFIG} is not an http(s) URL: {_quote(value)}"
     return None, f"it answers Kafka's protocol but names no {HTTP_URL_CONFIG}: not kraftlite"
 
 
 class _KafkaConnection:
     """Requests one at a time, each frame a 4-byte big-endian size and the message."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
         self.sock = sock
+        self.deadline = deadline  # for the whole exchange, not each read
         self.correlation_id = 0
 
     def call(self, api_key: ApiKey, version: int, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -288,7 +312,14 @@ class _KafkaConnection:
     def _read(self, count: int, api_key: ApiKey) -> bytes:
         data = bytearray()
         while len(data) < count:
-            chunk = self.sock.recv(count - len(data))
+            remaining = self.deadline - _CLOCK.monotonic_ms() / 1000
+            if remaining <= 0:
+                raise ResolveError(f"no answer to {api_key.name} in time")
+            self.sock.settimeout(remaining)
+            try:
+                chunk = self.sock.recv(count - len(data))
+            except TimeoutError:
+                raise ResolveError(f"no answer to {api_key.name} in time") from None
             if not chunk:
                 raise ResolveError(
                     f"the connection was closed on {api_key.name} (a kraftlite cluster that "

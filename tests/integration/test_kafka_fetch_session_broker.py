@@ -239,28 +239,33 @@ def test_partitions_that_returned_records_go_to_the_back_of_the_session(
         assert served == [0, 1, 0, 1, 0]  # in turn, not partition 0 until it is drained
 
 
-def test_a_partition_in_error_is_answered_until_it_recovers(cluster: Cluster) -> None:
+def test_only_partitions_that_exist_are_held_and_errors_are_answered_until_they_clear(
+    cluster: Cluster,
+) -> None:
     _topic(cluster, "present", partitions=1)
     with Connection(cluster.kafka_addresses[1]) as kafka:
+        # a partition of no topic is answered, but no session holds it
         wanted = {"present": {0: 0}, "later": {0: 0}}
         answer = kafka.call(FETCH, FETCH_V, _fetch(0, 0, wanted))
-        session = answer["session_id"]
-        assert session != 0
+        assert answer["session_id"] == 0
         assert _answered(answer)[("later", 0)]["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
-        again = _answered(kafka.call(FETCH, FETCH_V, _fetch(session, 1, {})))
-        assert list(again) == [("later", 0)] and again[("later", 0)]["error_code"] == 3
+        session = kafka.call(FETCH, FETCH_V, _fetch(0, 0, {"present": {0: 0}}))["session_id"]
+        assert session != 0
+        added = kafka.call(FETCH, FETCH_V, _fetch(session, 1, {"later": {0: 0}}))
+        assert added["error_code"] == FETCH_SESSION_ID_NOT_FOUND  # the client starts over
         _topic(cluster, "later", partitions=1)
         _produce(cluster, "later", 0, ["finally"])
-        recovered = _answered(kafka.call(FETCH, FETCH_V, _fetch(session, 2, {})))
-        assert recovered[("later", 0)]["error_code"] == 0
-        assert _values(recovered[("later", 0)]) == [b"finally"]
-        assert recovered[("later", 0)]["high_watermark"] == 1
-        # a future leader epoch is refused, then answered again once corrected (KIP-320)
-        future = _fetch(session, 3, {"present": {0: 0}})
+        again = kafka.call(FETCH, FETCH_V, _fetch(0, 0, wanted))
+        session = again["session_id"]
+        assert session != 0 and _values(_answered(again)[("later", 0)]) == [b"finally"]
+        # a future leader epoch is refused on every fetch, then answered once corrected
+        future = _fetch(session, 1, {"present": {0: 0}, "later": {0: 1}})
         future["topics"][0]["partitions"][0]["current_leader_epoch"] = 1_000
         fenced = _answered(kafka.call(FETCH, FETCH_V, future))
-        assert fenced[("present", 0)]["error_code"] == 75  # UNKNOWN_LEADER_EPOCH (Kafka's number)
-        fixed = _answered(kafka.call(FETCH, FETCH_V, _fetch(session, 4, {"present": {0: 0}})))
+        assert fenced[("present", 0)]["error_code"] == 75  # UNKNOWN_LEADER_EPOCH
+        still = _answered(kafka.call(FETCH, FETCH_V, _fetch(session, 2, {})))
+        assert list(still) == [("present", 0)] and still[("present", 0)]["error_code"] == 75
+        fixed = _answered(kafka.call(FETCH, FETCH_V, _fetch(session, 3, {"present": {0: 0}})))
         assert fixed[("present", 0)]["error_code"] == 0
         assert fixed[("present", 0)]["high_watermark"] == 0
 

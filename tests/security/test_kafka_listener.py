@@ -471,3 +471,21 @@ def test_a_logged_in_reader_learns_where_the_http_side_is_and_no_more(
     every_config = ConfigResource(ConfigResource.Type.BROKER, "1")
     with pytest.raises(Exception, match="CLUSTER_AUTHORIZATION_FAILED"):
         admin.describe_configs([every_config])[every_config].result(30)
+
+
+def test_describe_configs_of_a_broker_named_oddly_answers_an_error(cluster: Cluster) -> None:
+    """ "²" is a digit to str.isdigit and no number to int: answered, never a crash."""
+    for name in ["²", "1" * 5000, "-1", ""]:
+        request = {
+            "resources": [
+                {
+                    "resource_type": 4,
+                    "resource_name": name,
+                    "configuration_keys": ["kraftlite.http.url"],
+                }
+            ],
+            "include_synonyms": False,
+        }
+        answer = call(cluster.kafka_addresses[1], 32, 1, request)
+        assert answer["results"][0]["error_code"] == 42, name  # INVALID_REQUEST
+    _healthy(cluster)

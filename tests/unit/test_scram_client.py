@@ -65,6 +65,10 @@ def test_verify_before_the_exchange_fails() -> None:
         b"r=clinonceX,s=,i=4096",
         b"r=clinonceX,s=c2FsdA==",
         b"r=clinonceX,s=c2FsdA==,i=many",
+        b"m=ext,r=clinonceX,s=c2FsdA==,i=4096",  # a mandatory extension we do not know
+        b"r=clinonceX,s=c2FsdA==,i=4096,m=ext",
+        b"r=clinonceX,r=clinonceY,s=c2FsdA==,i=4096",  # an attribute twice
+        b"s=c2FsdA==,r=clinonceX,i=4096",  # out of order
         b"\xff\xfe",
     ],
 )

@@ -350,8 +350,10 @@ def test_the_kafka_requests_encode_and_the_answers_decode_with_kraftlite_s_codec
     failed = answer({"error_code": 42, "error_message": "not this broker", "configs": []})
     assert resolve.http_url_of(failed) == (
         None,
-        "DescribeConfigs answered error 42 not this broker",
+        "DescribeConfigs answered error 42 'not this broker'",
     )
+    long = answer({"error_code": 42, "error_message": "x" * 5000, "configs": []})
+    assert len(resolve.http_url_of(long)[1]) < 150  # a server's text is quoted, bounded
     assert (
         "not an http(s) URL"
         in resolve.http_url_of(
