@@ -349,6 +349,25 @@ class Cluster:
         """Kafka clients' bootstrap.servers: every broker's Kafka listener."""
         return ",".join(self.kafka_addresses.values())
 
+    def create_topic(
+        self, name: str, partitions: int = 1, replication_factor: int | None = None
+    ) -> dict[int, int]:
+        """Create `name` (over HTTP, through broker 1) and wait until every partition is
+        led as broker 1 sees it; partition -> leader."""
+        body: dict[str, Any] = {"name": name, "partitions": partitions}
+        if replication_factor is not None:
+            body["replication_factor"] = replication_factor
+        status, answer = http_retry("POST", self.urls[1] + "/v1/topics", body)
+        assert status == 201, answer
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            status, described = http("GET", self.urls[1] + f"/v1/topics/{name}")
+            parts = described.get("partitions", []) if status == 200 else []
+            if parts and all(p["high_watermark"] is not None for p in parts):
+                return {p["partition"]: p["leader"] for p in parts}
+            time.sleep(0.05)
+        raise AssertionError(f"{name} has no leaders")
+
     def __post_init__(self) -> None:
         if self.faults:
             self.network = FaultProxy(self.pids)

@@ -12,7 +12,7 @@ import pytest
 
 from kraftlite.kafka import records
 from tests.harness.kafka_wire import Connection
-from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
+from tests.harness.processes import FAST_SESSIONS, Cluster, http
 
 pytestmark = [
     pytest.mark.integration,
@@ -41,17 +41,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def _topic(cluster: Cluster, name: str, partitions: int) -> None:
-    status, answer = http_retry(
-        "POST", cluster.urls[1] + "/v1/topics", {"name": name, "partitions": partitions}
-    )
-    assert status == 201, answer
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        status, described = http("GET", cluster.urls[1] + f"/v1/topics/{name}")
-        if status == 200 and all(p["high_watermark"] is not None for p in described["partitions"]):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{name} has no leader")
+    cluster.create_topic(name, partitions)
 
 
 def _produce(cluster: Cluster, topic: str, partition: int, values: list[str]) -> None:

@@ -74,17 +74,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 def create_topic(cluster: Cluster, name: str, partitions: int = 3) -> dict[int, int]:
     """The topic, every partition led; partition -> leader."""
-    status, answer = http_retry(
-        "POST", cluster.urls[1] + "/v1/topics", {"name": name, "partitions": partitions}
-    )
-    assert status == 201, answer
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        status, described = http("GET", cluster.urls[1] + f"/v1/topics/{name}")
-        if status == 200 and all(p["high_watermark"] is not None for p in described["partitions"]):
-            return {p["partition"]: p["leader"] for p in described["partitions"]}
-        time.sleep(0.05)
-    raise AssertionError(f"{name} has no leaders")
+    return cluster.create_topic(name, partitions)
 
 
 def kafka_produce(cluster: Cluster, topic: str, count: int) -> None:

@@ -17,7 +17,7 @@ from kraftlite.kafka import messages, records
 from kraftlite.kafka.wire import Writer
 from tests.harness.auth import as_admin, auth_cluster
 from tests.harness.kafka_wire import call, frame, read_exactly
-from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
+from tests.harness.processes import FAST_SESSIONS, Cluster, http
 
 pytestmark = [pytest.mark.security, pytest.mark.timeout(300)]
 
@@ -52,17 +52,7 @@ def _healthy(cluster: Cluster) -> None:
 
 
 def _topic(cluster: Cluster, name: str) -> None:
-    status, answer = http_retry(
-        "POST", cluster.urls[1] + "/v1/topics", {"name": name, "partitions": 1}
-    )
-    assert status == 201, answer
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        status, described = http("GET", cluster.urls[1] + f"/v1/topics/{name}")
-        if status == 200 and described["partitions"][0]["high_watermark"] is not None:
-            return
-        time.sleep(0.05)
-    raise AssertionError("no leader")
+    cluster.create_topic(name)
 
 
 def test_a_request_with_more_items_than_allowed_closes_its_connection(cluster: Cluster) -> None:
