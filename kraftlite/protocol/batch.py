@@ -212,9 +212,7 @@ def encode_batch(
     idempotent producer gives its `producer_id` (>= 0), epoch and the partition's next
     `base_sequence`: the batch is then format v2, whose header carries them.
     """
-    producer = (producer_id, producer_epoch, base_sequence) if producer_id >= 0 else None
-    if producer is not None and not (0 <= producer_epoch < 2**15 and 0 <= base_sequence < 2**31):
-        raise ValueError("producer epoch must be in [0, 32767] and sequence in [0, 2**31)")
+    producer = _producer(producer_id, producer_epoch, base_sequence)
     count = len(values)
     if count == 0:
         raise ValueError("a batch holds at least one record")
@@ -235,6 +233,37 @@ def encode_batch(
         attributes |= ATTR_HAS_HEADERS
         parts += _headers_section(headers)
 
+    return _assemble(
+        parts,
+        attributes,
+        count,
+        (timestamp_array[0], max(timestamp_array)),
+        base_offset,
+        leader_epoch,
+        producer,
+    )
+
+
+def _producer(producer_id: int, epoch: int, base_sequence: int) -> tuple[int, int, int] | None:
+    """An idempotent producer's header fields (format v2), checked; None for no producer."""
+    if producer_id < 0:
+        return None
+    if not (0 <= epoch < 2**15 and 0 <= base_sequence < 2**31):
+        raise ValueError("producer epoch must be in [0, 32767] and sequence in [0, 2**31)")
+    return (producer_id, epoch, base_sequence)
+
+
+def _assemble(  # noqa: PLR0917 - a header's fields, and the body's parts
+    parts: Sequence[bytes | memoryview],
+    attributes: int,
+    count: int,
+    timestamps: tuple[int, int],
+    base_offset: int,
+    leader_epoch: int,
+    producer: tuple[int, int, int] | None,
+) -> bytes:
+    """The batch: its header (lengths, `timestamps` = first and max, the body's CRC) and
+    the body's parts, refused over MAX_BATCH_BYTES."""
     body_length = sum(map(len, parts))
     batch_length = (HEADER_SIZE if producer is None else HEADER_V2_SIZE) + body_length
     if batch_length > MAX_BATCH_BYTES:
@@ -248,8 +277,8 @@ def encode_batch(
         attributes,
         leader_epoch,
         count,
-        timestamp_array[0],
-        max(timestamp_array),
+        timestamps[0],
+        timestamps[1],
         body_crc,
         producer,
     )
@@ -347,9 +376,7 @@ def encode_columns(
     into arrays, as the Kafka edge does): the bytes `encode_batch` writes for the same
     records without headers, and the same `ValueError`s, with no per-record object.
     tests/unit/test_kafka_records_fast.py checks the two agree byte for byte."""
-    producer = (producer_id, producer_epoch, base_sequence) if producer_id >= 0 else None
-    if producer is not None and not (0 <= producer_epoch < 2**15 and 0 <= base_sequence < 2**31):
-        raise ValueError("producer epoch must be in [0, 32767] and sequence in [0, 2**31)")
+    producer = _producer(producer_id, producer_epoch, base_sequence)
     count = len(values.lengths)
     if count == 0:
         raise ValueError("a batch holds at least one record")
@@ -362,25 +389,8 @@ def encode_columns(
     parts += _column_parts(keys, count)
     parts += _column_parts(values, count)
 
-    body_length = sum(map(len, parts))
-    batch_length = (HEADER_SIZE if producer is None else HEADER_V2_SIZE) + body_length
-    if batch_length > MAX_BATCH_BYTES:
-        raise ValueError(f"batch of {batch_length} bytes exceeds {MAX_BATCH_BYTES}")
-    body_crc = 0
-    for part in parts:
-        body_crc = crc32c(part, body_crc)
-    header = _pack_header(
-        base_offset,
-        batch_length,
-        0,
-        leader_epoch,
-        count,
-        int(timestamps[0]),
-        int(timestamps.max()),
-        body_crc,
-        producer,
-    )
-    return b"".join([header, *parts])
+    first_and_max = (int(timestamps[0]), int(timestamps.max()))
+    return _assemble(parts, 0, count, first_and_max, base_offset, leader_epoch, producer)
 
 
 def _column_parts(column: BinaryColumn, count: int) -> list[bytes | memoryview]:
