@@ -30,7 +30,7 @@ IDLE = ("select (selectors", "_worker (concurrent", "Condition.wait", "Event.wai
 # frames every busy sample of the event loop passes through: not worth a row
 ROOTS = (
     "<frozen runpy>", "click/", "asyncio/runners.py", "base_events.py", "asyncio/events.py",
-    "kraftlite/__main__.py", "kraftlite/cli.py", "kraftlite/eventloop.py", "threading.py",
+    "kraftlite/__main__.py", "kraftlite/cli/", "kraftlite/eventloop.py", "threading.py",
 )  # fmt: skip
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from kraftlite import commands
+from kraftlite.cli import moves
 from kraftlite.errors import ErrorCode, KraftliteError
 from tests.harness.observe import wait_until
 from tests.harness.processes import Cluster
@@ -270,8 +270,8 @@ class _Reassignments:
 def test_waiting_follows_the_moves_and_gives_up_at_the_timeout(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(commands, "POLL_INTERVAL_S", 0.01)
-    wait: Any = commands._await_moves  # takes any object with list_reassignments
+    monkeypatch.setattr(moves, "POLL_INTERVAL_S", 0.01)
+    wait: Any = moves.await_moves  # takes any object with list_reassignments
     both = [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 1}]
     other = [{"topic": "other", "partition": 0}]  # someone else's move: not waited for
     retriable = KraftliteError(ErrorCode.NOT_CONTROLLER)

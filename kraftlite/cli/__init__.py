@@ -1,0 +1,74 @@
+"""The `kraftlite` command: the root group (`main`, the entry point) and its sub-commands, one
+module per noun, in the shape of the contract's "Processes and the command line".
+
+- nodes: the processes, `controller`, `broker` and `dev`
+- config, log: `config check` and `log dump`, offline tools
+- topics, records (`produce`, `consume`), groups, cluster, brokers, reassignments, leaders,
+  quorum, users, acls, quotas, tokens (`token`): the admin and data tools, built on the client
+- common, moves: what those share (connection options, output, exit codes; data moves)
+"""
+
+from __future__ import annotations
+
+import click
+
+from kraftlite import __version__
+from kraftlite.cli import (
+    acls,
+    brokers,
+    cluster,
+    config,
+    groups,
+    leaders,
+    log,
+    nodes,
+    quorum,
+    quotas,
+    reassignments,
+    records,
+    tokens,
+    topics,
+    users,
+)
+from kraftlite.logs import configure_logging
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="kraftlite")
+@click.option(
+    "--log-format",
+    type=click.Choice(["auto", "json", "console"]),
+    default="auto",
+    help="Log lines on stderr: JSON, readable, or JSON unless stderr is a terminal.",
+)
+@click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info"
+)
+def main(log_format: str, log_level: str) -> None:
+    """kraftlite: a Kafka-style replicated commit log with a Raft controller quorum."""
+    configure_logging(role="cli", node_id=None, log_format=log_format, level=log_level)
+
+
+for _command in (
+    nodes.controller,
+    nodes.broker,
+    nodes.dev,
+    config.config,
+    log.log,
+    topics.topics,
+    records.produce,
+    records.consume,
+    cluster.cluster,
+    brokers.brokers,
+    reassignments.reassignments,
+    leaders.leaders,
+    quorum.quorum,
+    groups.groups,
+    users.users,
+    acls.acls,
+    quotas.quotas,
+    tokens.token,
+):
+    main.add_command(_command)
+
+__all__ = ["main"]

@@ -1,0 +1,148 @@
+"""`kraftlite topics`: create, list, describe, alter and delete topics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.table import Table
+
+from kraftlite.cli.common import (
+    Connection,
+    api_errors,
+    bootstrap_option,
+    output_option,
+    parse_configs,
+    print_json,
+    show,
+)
+from kraftlite.cli.moves import await_moves, moved, show_moves, wait_options
+
+
+@click.group()
+def topics() -> None:
+    """Create, list, describe and delete topics."""
+
+
+@topics.command("create")
+@click.argument("name")
+@click.option("--partitions", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--replication-factor", type=click.IntRange(1), default=None)
+@click.option("--config", "configs", multiple=True, help="KEY=VALUE, repeatable.")
+@bootstrap_option
+@output_option
+@api_errors
+def topics_create(  # noqa: PLR0917 - click passes every option positionally
+    name: str,
+    partitions: int,
+    replication_factor: int | None,
+    configs: tuple[str, ...],
+    bootstrap: Connection,
+    output: str,
+) -> None:
+    parsed = parse_configs(configs)
+    with bootstrap.admin() as admin:
+        created = admin.create_topic(name, partitions, replication_factor, parsed)
+    show(created, output, _topic_table)
+
+
+@topics.command("list")
+@bootstrap_option
+@output_option
+@api_errors
+def topics_list(bootstrap: Connection, output: str) -> None:
+    with bootstrap.admin() as admin:
+        listed = admin.list_topics()
+    show(listed, output, _topics_table)
+
+
+@topics.command("describe")
+@click.argument("name")
+@bootstrap_option
+@output_option
+@api_errors
+def topics_describe(name: str, bootstrap: Connection, output: str) -> None:
+    with bootstrap.admin() as admin:
+        show(admin.describe_topic(name), output, _topic_table)
+
+
+@topics.command("delete")
+@click.argument("name")
+@bootstrap_option
+@api_errors
+def topics_delete(name: str, bootstrap: Connection) -> None:
+    with bootstrap.admin() as admin:
+        admin.delete_topic(name)
+    click.echo(f"deleted {name}", err=True)
+
+
+@topics.command("alter")
+@click.argument("name")
+@click.option(
+    "--replication-factor",
+    type=click.IntRange(1),
+    help="Reassign every partition to this many replicas.",
+)
+@click.option("--partitions", type=click.IntRange(1), help="Grow the topic to this many.")
+@click.option("--config", "configs", multiple=True, help="KEY=VALUE, repeatable.")
+@wait_options
+@bootstrap_option
+@output_option
+@api_errors
+def topics_alter(  # noqa: PLR0917 - click passes every option positionally
+    name: str,
+    replication_factor: int | None,
+    partitions: int | None,
+    configs: tuple[str, ...],
+    wait: bool,
+    timeout_s: float,
+    bootstrap: Connection,
+    output: str,
+) -> None:
+    """Change a topic's configs, partition count or replication factor (by moving
+    replicas; --wait follows the moves)."""
+    if replication_factor is None and partitions is None and not configs:
+        raise click.UsageError("give --replication-factor, --partitions or --config")
+    parsed = parse_configs(configs)
+    moves: list[dict[str, Any]] = []
+    with bootstrap.admin() as admin:
+        if parsed:
+            admin.alter_configs(name, parsed)
+        if partitions is not None:
+            admin.create_partitions(name, partitions)
+        if replication_factor is not None:
+            moves = admin.alter_replication_factor(name, replication_factor)
+        if output == "json":
+            print_json({**admin.describe_topic(name), "moves": moves})
+        elif replication_factor is not None:
+            show_moves(moves, output, f"{name}: moves started")
+        if wait and moves:
+            await_moves(admin, moved(moves), timeout_s)
+        if output != "json":
+            show(admin.describe_topic(name), output, _topic_table)
+
+
+def _topics_table(listed: list[dict[str, Any]]) -> Table:
+    table = Table("topic", "partitions", "replication factor")
+    for topic in listed:
+        table.add_row(topic["name"], str(topic["partitions"]), str(topic["replication_factor"]))
+    return table
+
+
+def _topic_table(topic: dict[str, Any]) -> Table:
+    configs = ", ".join(f"{k}={v}" for k, v in topic["configs"].items()) or "defaults"
+    table = Table(
+        "partition", "leader", "epoch", "replicas", "isr", "log start", "high watermark",
+        title=f"{topic['name']} ({configs})",
+    )  # fmt: skip
+    for p in topic["partitions"]:
+        table.add_row(
+            str(p["partition"]),
+            str(p["leader"]),
+            str(p["leader_epoch"]),
+            ",".join(map(str, p["replicas"])),
+            ",".join(map(str, p["isr"])),
+            str(p.get("log_start_offset", "")),
+            str(p.get("high_watermark", "")),
+        )
+    return table
