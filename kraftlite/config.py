@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kraftlite.protocol.urls import node_url_problem
+from kraftlite.security import scram
 from kraftlite.security.cluster_auth import MIN_SECRET_LENGTH
 
 _C = TypeVar("_C", bound="_Config")
@@ -92,6 +93,17 @@ def _principals(value: Any) -> str | None:
     return None
 
 
+# What a Kafka client may log in with (sasl.enabled.mechanisms): SCRAM, and PLAIN (a password
+# sent as it is, so over TLS only, or turned off by leaving it out)
+SASL_MECHANISMS = (*sorted(scram.MECHANISMS), "PLAIN")
+
+
+def _sasl_mechanisms(value: Any) -> str | None:
+    if not value or any(v not in SASL_MECHANISMS for v in value):
+        return "must list one or more of " + ", ".join(SASL_MECHANISMS)
+    return None
+
+
 def _host_names(value: Any) -> str | None:
     if any(not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252})", v) for v in value):
         return "must list host names (letters, digits, dots and dashes)"
@@ -115,14 +127,64 @@ def _log_level(value: Any) -> str | None:
     return None if value in levels else f"must be one of {', '.join(sorted(levels))}"
 
 
+# One address's connections to one listener. Kafka's default is unlimited; this one is
+# above what a whole local cluster opens from 127.0.0.1 (`kraftlite dev`, the tests: every
+# node on one address): a broker reaches another's HTTP listener through two connection
+# pools of at most 64 and 512 connections (node.py), a controller through one of 100, so a
+# broker of 3 controllers + 3 brokers sees at most 2 * 576 + 3 * 100 = 1,452 from them,
+# which leaves 548 for the host's own clients; and one address still gets at most a fifth
+# of `max.connections`.
+DEFAULT_MAX_CONNECTIONS_PER_IP = 2_000
+# A broker's request bytes held at once (`queued.max.request.bytes`, BrokerConfig)
+DEFAULT_QUEUED_MAX_REQUEST_BYTES = 256 << 20
+
+
 @dataclass(frozen=True, slots=True)
 class ListenerLimits:
-    """An HTTP listener's bounds (kraftlite/api/listener.py enforces them)."""
+    """A listener's bounds (kraftlite/api/listener.py and kraftlite/kafka/server.py
+    enforce them)."""
 
     max_connections: int = 10_000
-    max_connections_per_ip: int = 2**31 - 1  # Kafka's default: no per-address limit
+    max_connections_per_ip: int = DEFAULT_MAX_CONNECTIONS_PER_IP
+    # (address, count) pairs that replace the per-address cap (Kafka's
+    # max.connections.per.ip.overrides)
+    max_connections_per_ip_overrides: tuple[tuple[str, int], ...] = ()
     idle_ms: int = 60_000
     read_timeout_ms: int = 30_000
+    # the Kafka listener: a connection that must authenticate and has not by then is closed
+    authentication_timeout_ms: int = 10_000
+
+    def connections_allowed(self, ip: str) -> int:
+        """How many connections `ip` may hold: its override, else the per-address cap."""
+        for address, count in self.max_connections_per_ip_overrides:
+            if address == ip:
+                return count
+        return self.max_connections_per_ip
+
+
+def _ip_text(host: str) -> str | None:
+    """An IP address in the form a listener sees a peer's (IPv6 compressed), or None."""
+    try:
+        return str(ipaddress.ip_address(host.strip("[]")))
+    except ValueError:
+        return None
+
+
+def _per_ip_overrides(value: Any) -> str | None:
+    for entry in value:
+        host, sep, count = entry.rpartition(":")
+        if not sep or _ip_text(host) is None or not count.isdigit():
+            return "must list ADDRESS:COUNT entries (IP addresses: host names are not resolved)"
+    return None
+
+
+def _overrides(entries: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
+    """`max.connections.per.ip.overrides` (checked) as (address, count) pairs."""
+    pairs = []
+    for entry in entries:
+        host, _, count = entry.rpartition(":")
+        pairs.append((_ip_text(host) or host, int(count)))
+    return tuple(pairs)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,7 +196,14 @@ class _Config:
     cluster_secret: str | None = _key("cluster.secret", _secret, default=None)
     # The HTTP listener's bounds (kraftlite/api/listener.py)
     max_connections: int = _key("max.connections", positive_option, default=10_000)
-    max_connections_per_ip: int = _key("max.connections.per.ip", positive_option, default=2**31 - 1)
+    max_connections_per_ip: int = _key(
+        "max.connections.per.ip", positive_option, default=DEFAULT_MAX_CONNECTIONS_PER_IP
+    )
+    # "ADDRESS:COUNT,..." (or a list): per-address caps replacing the one above, Kafka's
+    # format; 0 refuses an address. IP addresses only: a peer is known by its address.
+    max_connections_per_ip_overrides: tuple[str, ...] = _key(
+        "max.connections.per.ip.overrides", _per_ip_overrides, default=()
+    )
     connections_max_idle_ms: int = _key("connections.max.idle.ms", positive_option, default=60_000)
     request_read_timeout_ms: int = _key("request.read.timeout.ms", positive_option, default=30_000)
     # Clients (kraftlite/api/auth.py): unset means required unless `listen` is loopback
@@ -174,6 +243,7 @@ class _Config:
         return ListenerLimits(
             max_connections=self.max_connections,
             max_connections_per_ip=self.max_connections_per_ip,
+            max_connections_per_ip_overrides=_overrides(self.max_connections_per_ip_overrides),
             idle_ms=self.connections_max_idle_ms,
             read_timeout_ms=self.request_read_timeout_ms,
         )
@@ -326,6 +396,24 @@ class BrokerConfig(StorageSettings):
     socket_request_max_bytes: int = _key(
         "socket.request.max.bytes", positive_option, default=100 << 20
     )
+    # Request bytes the broker holds at once, both listeners together, taken before a body
+    # is read (security/request_budget.py). Kafka's name; its default is unbounded. 256 MiB:
+    # three brokers on a 24 GiB host hold at most 768 MiB of requests between them, and a
+    # request of `socket.request.max.bytes` (100 MiB) still fits the three quarters big
+    # requests may fill; keep it at least 4/3 of socket.request.max.bytes.
+    queued_max_request_bytes: int = _key(
+        "queued.max.request.bytes", positive_option, default=DEFAULT_QUEUED_MAX_REQUEST_BYTES
+    )
+    # A Kafka connection that must authenticate (auth.required) and has not completed SASL
+    # within this is closed, whatever it sends meanwhile (Kafka has no such key).
+    kafka_authentication_timeout_ms: int = _key(
+        "kafka.authentication.timeout.ms", positive_option, default=10_000
+    )
+    # The SASL mechanisms the Kafka listener offers (Kafka's name): leave PLAIN out to refuse
+    # passwords sent as they are
+    sasl_enabled_mechanisms: tuple[str, ...] = _key(
+        "sasl.enabled.mechanisms", _sasl_mechanisms, default=SASL_MECHANISMS
+    )
     json_request_max_bytes: int = _key("json.request.max.bytes", positive_option, default=8 << 20)
     fetch_max_bytes: int = _key("fetch.max.bytes", positive_option, default=55 << 20)
     timestamp_after_max_ms: int = _key(
@@ -358,6 +446,13 @@ class BrokerConfig(StorageSettings):
         "group.initial.rebalance.delay.ms", _non_negative, default=3_000
     )
     offset_metadata_max_bytes: int = _key("offset.metadata.max.bytes", _non_negative, default=4096)
+
+    def listener_limits(self) -> ListenerLimits:
+        # _Config's, plus the Kafka listener's authentication deadline (slots: no bare super)
+        return dataclasses.replace(
+            _Config.listener_limits(self),
+            authentication_timeout_ms=self.kafka_authentication_timeout_ms,
+        )
 
     @property
     def url(self) -> str:

@@ -16,24 +16,27 @@ import structlog
 
 from kraftlite import observability
 from kraftlite.api import tls
-from kraftlite.api.app_keys import SERVICE
-from kraftlite.api.auth import Authenticator, AuthSettings
 from kraftlite.api.broker_app import make_broker_app
 from kraftlite.api.controller_app import make_controller_app
 from kraftlite.api.internal_auth import ClusterAuth
-from kraftlite.api.listener import BoundedSite, runner_for
+from kraftlite.api.listener import REQUEST_BUDGET, BoundedSite, runner_for
 from kraftlite.broker.broker import Broker, BrokerSettings, RequestLimits
 from kraftlite.broker.replica_manager import ReplicationSettings
-from kraftlite.clock import SystemClock
+from kraftlite.clock import Clock, SystemClock
 from kraftlite.config import BrokerConfig, ControllerConfig
 from kraftlite.controller.quorum_controller import ControllerSettings, QuorumController
-from kraftlite.groups.coordinator import GroupSettings
+from kraftlite.groups.coordinator import GroupCoordinator, GroupSettings
 from kraftlite.kafka.handlers import Handlers
 from kraftlite.kafka.server import KafkaServer
 from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.records import UserScramCredentialRecord
 from kraftlite.raft.pysyncobj_log import RaftMetadataLog, RaftSettings
 from kraftlite.security import scram
+from kraftlite.security.authenticator import Authenticator, AuthSettings
+from kraftlite.security.cluster_auth import derive_key
+from kraftlite.security.gate import Gate
+from kraftlite.security.request_budget import RequestBudget
+from kraftlite.service import BrokerService
 from kraftlite.storage.log import LogStorage, StorageConfig
 
 log = structlog.get_logger(__name__)
@@ -62,7 +65,10 @@ async def _wait_for_signal() -> None:
 
 
 def _authenticator(
-    config: BrokerConfig | ControllerConfig, secret: str, image: Callable[[], MetadataImage]
+    config: BrokerConfig | ControllerConfig,
+    secret: str,
+    image: Callable[[], MetadataImage],
+    clock: Clock,
 ) -> Authenticator:
     own_url = config.url if isinstance(config, BrokerConfig) else f"//{config.listen}"
     settings = AuthSettings(
@@ -80,7 +86,7 @@ def _authenticator(
     )
     if not settings.required:
         log.warning("client_authentication_off", listen=config.listen)
-    return Authenticator(settings, secret, image, SystemClock())
+    return Authenticator(settings, secret, image, clock)
 
 
 def _node_sessions_connector(
@@ -104,6 +110,7 @@ async def run_controller(
     config: ControllerConfig, password: str, secret: str, bootstrap_password: str | None = None
 ) -> None:
     loop = asyncio.get_running_loop()
+    clock = SystemClock()  # the node's one clock
     voters = config.voters()
     peers = tuple(address for address in voters if address != config.raft)
     raft_log = RaftMetadataLog(
@@ -135,17 +142,17 @@ async def run_controller(
             bootstrap_credential=_bootstrap_credential(config, bootstrap_password),
         ),
         raft_log,
-        SystemClock(),
+        clock,
     )
     observability.node_info("controller", config.node_id)
-    auth = ClusterAuth(secret, f"controller-{config.node_id}", SystemClock())
+    auth = ClusterAuth(secret, f"controller-{config.node_id}", clock)
     limits = config.listener_limits()
-    authenticator = _authenticator(config, secret, lambda: controller.image)
+    gate = Gate(_authenticator(config, secret, lambda: controller.image, clock), clock)
     runner = runner_for(
         make_controller_app(
             controller,
             auth,
-            authenticator,
+            gate,
             limits,
             connector=lambda: _node_sessions_connector(config, 100),
         ),
@@ -167,6 +174,7 @@ async def run_controller(
 
 
 async def run_broker(config: BrokerConfig, secret: str) -> None:
+    clock = SystemClock()  # the node's one clock
     storage = LogStorage(
         StorageConfig(
             path=config.log_dir,
@@ -177,7 +185,7 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
     )
     storage.start_flusher()
     host, port = config.listen.rsplit(":", 1)
-    auth = ClusterAuth(secret, f"broker-{config.broker_id}", SystemClock())
+    auth = ClusterAuth(secret, f"broker-{config.broker_id}", clock)
     signed = (auth.client_middleware(),)  # every call a broker makes is to another node
     async with (
         aiohttp.ClientSession(
@@ -212,29 +220,40 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
             ),
             storage,
             session,
-            SystemClock(),
+            clock,
             forward_session=forwarding,
         )
         observability.node_info("broker", config.broker_id)
         limits = config.listener_limits()
-        authenticator = _authenticator(config, secret, lambda: broker.replicas.image)
-        app = make_broker_app(
-            broker,
-            auth,
-            authenticator,
-            GroupSettings(
-                offsets_partitions=config.offsets_topic_partitions,
-                heartbeat_interval_ms=config.group_heartbeat_interval_ms,
-                min_session_timeout_ms=config.group_min_session_timeout_ms,
-                max_session_timeout_ms=config.group_max_session_timeout_ms,
-                max_size=config.group_max_size,
-                offset_metadata_max_bytes=config.offset_metadata_max_bytes,
-                classic_min_session_timeout_ms=config.classic_min_session_timeout_ms,
-                classic_max_session_timeout_ms=config.classic_max_session_timeout_ms,
-                initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-            ),
-            limits,
+        # one front door (security/gate.py): the same gate, service and group coordinator
+        # behind both edges
+        gate = Gate(
+            _authenticator(config, secret, lambda: broker.replicas.image, clock),
+            clock,
+            ready=broker.starting,
         )
+        service = BrokerService(
+            broker,
+            GroupCoordinator(
+                broker,
+                GroupSettings(
+                    offsets_partitions=config.offsets_topic_partitions,
+                    heartbeat_interval_ms=config.group_heartbeat_interval_ms,
+                    min_session_timeout_ms=config.group_min_session_timeout_ms,
+                    max_session_timeout_ms=config.group_max_session_timeout_ms,
+                    max_size=config.group_max_size,
+                    offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+                    classic_min_session_timeout_ms=config.classic_min_session_timeout_ms,
+                    classic_max_session_timeout_ms=config.classic_max_session_timeout_ms,
+                    initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                ),
+            ),
+            derive_key(secret, "producer ids"),
+        )
+        app = make_broker_app(service, auth, gate, limits)
+        # one budget of request bytes for both listeners (queued.max.request.bytes)
+        budget = RequestBudget(config.queued_max_request_bytes)
+        app[REQUEST_BUDGET] = budget
         runner = runner_for(app, limits, SHUTDOWN_GRACE_S)
         kafka: KafkaServer | None = None
         await runner.setup()
@@ -242,9 +261,10 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
             await BoundedSite(runner, host, int(port), limits, tls.server_context(config)).start()
             if config.kafka_listen is not None:
                 kafka = KafkaServer(
-                    Handlers(app[SERVICE], authenticator),
+                    Handlers(service, gate, config.sasl_enabled_mechanisms),
                     limits,
                     config.socket_request_max_bytes,
+                    budget,
                 )
                 kafka_host, kafka_port = config.kafka_listen.rsplit(":", 1)
                 await kafka.start(

@@ -22,7 +22,7 @@ from this process, --runs times:
   client ceiling        librdkafka produce() calls/s into its queue with no broker: the
                         load generator's own limit
   conversion            in this process: µs per record to convert stored batches to Kafka's
-                        format and back (kraftlite/kafka/records.py), the Kafka edge's own
+                        format and back (kraftlite/protocol/kafka/records.py), the Kafka edge's own
                         cost per record (docs/adr/0002)
 
 Goals (issue 16): the Kafka produce path at least as fast as the HTTP binary path, and a
@@ -51,8 +51,8 @@ import aiohttp
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kraftlite import eventloop
-from kraftlite.kafka import messages, records
 from kraftlite.protocol import batch as fmt
+from kraftlite.protocol.kafka import messages, records
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench  # scripts/bench.py: the cluster, the HTTP load

@@ -6,6 +6,9 @@ side (issue 12's benchmark; goal: batched produce within 15 % of plain).
 Each cluster: 3 controllers + 3 brokers (tests/harness), one topic of 3 partitions, RF 3.
   produce   --producers concurrent binary batches of --batch x --size bytes, acks=all,
             straight to each partition's leader
+  kafka     the same load over the Kafka listener: pre-encoded Kafka batches, one
+            connection per producer to the partition's leader (SASL PLAIN over TLS as the
+            same user on the secure cluster), so both edges' gate costs show (issue 24)
   latency   one record per request, acks=all, JSON through the topic endpoint: p50 / p99
   consume   binary fetches of everything produced, from each leader
 The secure user authenticates with HTTP Basic on the first request (the broker remembers a
@@ -25,11 +28,17 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import trustme
 
 from kraftlite.protocol import batch as fmt
+
+try:
+    from kraftlite.protocol.kafka import messages, records
+except ImportError:  # a tree from before issue 24 (for before/after figures)
+    from kraftlite.kafka import messages, records  # type: ignore[no-redef]
 from tests.harness.processes import TLS_CONTEXT, Cluster, http
 
 BATCH = "application/vnd.kraftlite.batch"
@@ -42,7 +51,7 @@ def _basic(user: str, password: str) -> dict[str, str]:
 
 
 def start_plain(root: Path) -> Cluster:
-    cluster = Cluster(root / "plain")
+    cluster = Cluster(root / "plain", kafka=True)
     cluster.start()
     return cluster
 
@@ -66,6 +75,7 @@ def start_secure(root: Path, ca: trustme.CA) -> tuple[Cluster, ssl.SSLContext]:
     cluster = Cluster(
         root / "secure",
         scheme="https",
+        kafka=True,
         broker_config=settings,
         controller_config={
             **settings,
@@ -111,14 +121,18 @@ def prepare(cluster: Cluster, topic: str, headers: dict[str, str], user: str | N
             assert status == 201, answer
 
 
-def leaders(cluster: Cluster, topic: str, headers: dict[str, str]) -> dict[int, str]:
+def leaders(cluster: Cluster, topic: str, headers: dict[str, str]) -> dict[int, int]:
+    """partition -> the broker id that leads it."""
     deadline = time.monotonic() + 30
     while True:
         status, described = http("GET", cluster.urls[1] + f"/v1/topics/{topic}", headers=headers)
         status_c, view = http("GET", cluster.urls[1] + "/v1/cluster", headers=headers)
         if status == 200 and status_c == 200:
-            urls = {b["id"]: b["url"] for b in view["brokers"]}
-            found = {p["partition"]: urls.get(p["leader"]) for p in described["partitions"]}
+            ids = {b["id"] for b in view["brokers"]}
+            found = {
+                p["partition"]: p["leader"] if p["leader"] in ids else None
+                for p in described["partitions"]
+            }
             if all(found.values()) and all(
                 p["high_watermark"] is not None for p in described["partitions"]
             ):
@@ -126,6 +140,73 @@ def leaders(cluster: Cluster, topic: str, headers: dict[str, str]) -> dict[int, 
         if time.monotonic() > deadline:
             raise SystemExit(f"no leaders for {topic}: {described}")
         time.sleep(0.2)
+
+
+async def kafka_produce(
+    cluster: Cluster,
+    topic: str,
+    leader_ids: dict[int, int],
+    login: tuple[str, str] | None,
+    context: ssl.SSLContext | None,
+    args: argparse.Namespace,
+) -> float:
+    """Records/s acknowledged for pre-encoded Kafka batches (acks=all), one connection per
+    producer, each turning over the partitions as `produce` does."""
+    now_ms = int(time.time() * 1000)
+    batch = records.encode_batch(
+        [records.KafkaRecord(i, now_ms, None, b"x" * args.size, ()) for i in range(args.batch)]
+    )
+    sent = 0
+    deadline = time.monotonic() + args.seconds
+
+    async def call(
+        stream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        api_key: int,
+        version: int,
+        body: dict[str, Any],
+    ) -> dict[str, Any]:
+        reader, writer = stream
+        request = messages.encode_request(api_key, version, 1, "bench", body)
+        writer.write(len(request).to_bytes(4, "big") + request)
+        size = int.from_bytes(await reader.readexactly(4), "big")
+        return messages.decode_response(api_key, version, await reader.readexactly(size)).body
+
+    async def worker(worker_id: int) -> None:
+        nonlocal sent
+        streams: dict[int, tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
+        i = worker_id
+        try:
+            while time.monotonic() < deadline:
+                partition = i % len(leader_ids)
+                i += args.producers
+                leader = leader_ids[partition]
+                if leader not in streams:
+                    host, port = cluster.kafka_addresses[leader].rsplit(":", 1)
+                    streams[leader] = await asyncio.open_connection(host, int(port), ssl=context)
+                    if login is not None:
+                        await call(streams[leader], 17, 1, {"mechanism": "PLAIN"})
+                        token = f"\0{login[0]}\0{login[1]}".encode()
+                        answer = await call(streams[leader], 36, 2, {"auth_bytes": token})
+                        assert answer["error_code"] == 0, answer
+                body = {
+                    "transactional_id": None,
+                    "acks": -1,
+                    "timeout_ms": 30_000,
+                    "topic_data": [
+                        {"name": topic, "partition_data": [{"index": partition, "records": batch}]}
+                    ],
+                }
+                answer = await call(streams[leader], 0, 9, body)
+                code = answer["responses"][0]["partition_responses"][0]["error_code"]
+                assert code == 0, answer
+                sent += args.batch
+        finally:
+            for _, writer in streams.values():
+                writer.close()
+
+    started = time.monotonic()
+    await asyncio.gather(*(worker(w) for w in range(args.producers)))
+    return sent / (time.monotonic() - started)
 
 
 async def produce(
@@ -214,16 +295,25 @@ async def one_run(
     cluster: Cluster,
     topic: str,
     headers: dict[str, str],
+    login: tuple[str, str] | None,
     context: ssl.SSLContext | None,
     args: argparse.Namespace,
 ) -> dict[str, float]:
-    leader_urls = leaders(cluster, topic, headers)
+    leader_ids = leaders(cluster, topic, headers)
+    leader_urls = {p: cluster.urls[b] for p, b in leader_ids.items()}
     connector = aiohttp.TCPConnector(limit=64, ssl=context if context is not None else True)
     async with aiohttp.ClientSession(connector=connector) as session:
         produced = await produce(session, topic, leader_urls, headers, args)
+        kafka = await kafka_produce(cluster, topic, leader_ids, login, context, args)
         p50, p99 = await latency(session, cluster.urls[2], topic, headers, args.latency_records)
         consumed = await consume(session, topic, leader_urls, headers)
-    return {"produce": produced, "latency_p50_ms": p50, "latency_p99_ms": p99, "consume": consumed}
+    return {
+        "produce": produced,
+        "kafka_produce": kafka,
+        "latency_p50_ms": p50,
+        "latency_p99_ms": p99,
+        "consume": consumed,
+    }
 
 
 def main() -> None:
@@ -244,11 +334,11 @@ def main() -> None:
         prepare(plain, "bench", {}, None)
         prepare(secure, "bench", _basic(*ADMIN), USER[0])
         for run in range(args.runs):
-            for name, cluster, headers, ctx in (
-                ("plain", plain, {}, None),
-                ("secure", secure, _basic(*USER), context),
+            for name, cluster, headers, login, ctx in (
+                ("plain", plain, {}, None, None),
+                ("secure", secure, _basic(*USER), USER, context),
             ):
-                figures = asyncio.run(one_run(cluster, "bench", headers, ctx, args))
+                figures = asyncio.run(one_run(cluster, "bench", headers, login, ctx, args))
                 results[name].append(figures)
                 print(
                     f"run {run + 1} {name}: "

@@ -1,10 +1,10 @@
 """The broker app's shared objects, typed (aiohttp AppKeys): the broker, and the
-protocol-neutral service every handler calls (broker/service.py)."""
+protocol-neutral service every handler calls (service.py)."""
 
 from aiohttp import web
 
 from kraftlite.broker.broker import Broker
-from kraftlite.broker.service import BrokerService
+from kraftlite.service import BrokerService
 
 BROKER = web.AppKey("broker", Broker)
 SERVICE = web.AppKey("service", BrokerService)

@@ -1,5 +1,6 @@
 """Clients on the HTTP edges: who they are (authentication) and what they may do
-(authorization), plus the audit and access logs.
+(authorization), plus the audit and access logs: the HTTP side of the node's one gate
+(security/gate.py, security/authenticator.py), which the Kafka listener shares.
 
 Rules:
 1. A client proves who it is with `Authorization: Basic` (a SCRAM user's password, checked
@@ -16,44 +17,30 @@ Rules:
 4. Every admin write, ACL and user change, refused authorization and failed
    authentication is written to the audit log (logger `kraftlite.audit`); every request to
    the access log when `access.log.enabled`.
-5. Password checks cost a PBKDF2 (4096+ rounds): they run off the event loop, a few at a
-   time, and a good check is remembered (keyed by a keyed hash of the credentials) until
-   the user's credentials change.
+5. Password checks are the authenticator's (security/authenticator.py rule 4).
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import collections
-import hashlib
-import hmac
-import secrets
-import ssl
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import orjson
 import structlog
 from aiohttp import web
-from cryptography import x509
 
-from kraftlite.api.internal_auth import Caller, caller, set_caller
-from kraftlite.clock import Clock
+from kraftlite.api.internal_auth import caller, set_caller
 from kraftlite.errors import ErrorCode, KraftliteError
-from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.topics import is_internal_topic
-from kraftlite.security import acls, scram, tokens
 from kraftlite.security.acls import Action, Operation, ResourceType
-from kraftlite.security.cluster_auth import derive_key
+from kraftlite.security.authenticator import Authenticator, unauthenticated
+from kraftlite.security.gate import Gate
+from kraftlite.security.principal import Caller, certificate_principal
 
 audit = structlog.get_logger("kraftlite.audit")
 access = structlog.get_logger("kraftlite.access")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-_CACHE_SIZE = 10_000
-_PASSWORD_CHECKS = 2  # PBKDF2s in flight at once; more wait
-_MAX_WAITING_CHECKS = 64  # past this many waiting, answer 429 at once
 _DENIED_CODE = {
     ResourceType.TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
     ResourceType.GROUP: ErrorCode.GROUP_AUTHORIZATION_FAILED,
@@ -61,139 +48,31 @@ _DENIED_CODE = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class AuthSettings:
-    required: bool = False  # auth.required
-    super_users: frozenset[str] = frozenset()  # super.users
-    token_lifetime_ms: int = 3_600_000  # auth.token.lifetime.ms
-    access_log: bool = False  # access.log.enabled
-    # Host names the node answers to without authentication (api/browsers.py rule 2): its
-    # own URL's host and http.allowed.hosts
-    host_names: frozenset[str] = frozenset()
+async def _request_principal(
+    authenticator: Authenticator, request: web.Request
+) -> tuple[str, str] | None:
+    """(principal, how it logged in) from the client's credentials; None for none."""
+    header = request.headers.get("Authorization")
+    if header is not None:
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() == "basic":
+            return await _basic(authenticator, value.strip(), caller(request).host), "basic"
+        if scheme.lower() == "bearer":
+            return authenticator.bearer(value.strip()), "bearer"
+        raise unauthenticated("unsupported Authorization scheme (Basic or Bearer)")
+    found = _certificate_principal(request)
+    return None if found is None else (found, "certificate")
 
 
-class Authenticator:
-    """Rule 1 and 5 for one node; `image` is the node's latest metadata."""
-
-    def __init__(
-        self,
-        settings: AuthSettings,
-        secret: str,
-        image: Callable[[], MetadataImage],
-        clock: Clock,
-    ) -> None:
-        self.settings = settings
-        self.token_key = derive_key(secret, "tokens")
-        self._image = image
-        self._clock = clock
-        self._pepper = secrets.token_bytes(32)  # keys the cache: no password hash in memory
-        self._good: collections.OrderedDict[bytes, tuple[str, int]] = collections.OrderedDict()
-        self._checks = asyncio.Semaphore(_PASSWORD_CHECKS)
-        self._waiting = 0
-        self._decoy = scram.make_credential(
-            "decoy", secrets.token_hex(16), scram.DEFAULT_MECHANISM, secrets.token_bytes(32)
-        )
-
-    @property
-    def image(self) -> MetadataImage:
-        return self._image()
-
-    async def principal(self, request: web.Request) -> tuple[str, str] | None:
-        """(principal, how it logged in) from the client's credentials; None for none."""
-        header = request.headers.get("Authorization")
-        if header is not None:
-            scheme, _, value = header.partition(" ")
-            if scheme.lower() == "basic":
-                return await self._basic(value.strip()), "basic"
-            if scheme.lower() == "bearer":
-                return self._bearer(value.strip()), "bearer"
-            raise _unauthenticated("unsupported Authorization scheme (Basic or Bearer)")
-        found = _certificate_principal(request)
-        return None if found is None else (found, "certificate")
-
-    async def _basic(self, value: str) -> str:
-        try:
-            user, sep, password = base64.b64decode(value, validate=True).decode().partition(":")
-        except (ValueError, UnicodeDecodeError):  # binascii.Error is a ValueError
-            raise _unauthenticated("malformed Basic credentials") from None
-        if not sep:
-            raise _unauthenticated("malformed Basic credentials")
-        principal, _ = await self.check_password(user, password)
-        return principal
-
-    async def check_password(self, user: str, password: str) -> tuple[str, int]:
-        """(principal, credential version) of a SCRAM user who gave their password (HTTP
-        Basic, Kafka's SASL PLAIN), checked against the stored credential off the event loop;
-        or SASL_AUTHENTICATION_FAILED, at the same cost for an unknown user. The version is
-        the one the password was checked against, whatever changed while it was: a caller
-        that keeps a login compares it with the metadata's to end it when it changes."""
-        image = self.image
-        version = image.user_versions.get(user)
-        credentials = image.users.get(user)
-        key = hmac.new(self._pepper, f"{user}\0{password}".encode(), hashlib.sha256).digest()
-        if credentials and version is not None and self._good.get(key) == (user, version):
-            self._good.move_to_end(key)
-            return f"User:{user}", version
-        if self._waiting >= _MAX_WAITING_CHECKS:  # a flood of guesses: fail fast
-            raise KraftliteError(
-                ErrorCode.THROTTLING_QUOTA_EXCEEDED, "too many password checks in progress"
-            )
-        # an unknown user costs the same PBKDF2 as a wrong password: no user enumeration
-        credential = (
-            (credentials.get(scram.DEFAULT_MECHANISM) or next(iter(credentials.values())))
-            if credentials
-            else self._decoy
-        )
-        self._waiting += 1
-        try:
-            async with self._checks:
-                ok = await asyncio.to_thread(scram.check_password, credential, password)
-        finally:
-            self._waiting -= 1
-        if not ok or not credentials or version is None:
-            raise _unauthenticated("unknown user or wrong password", user=user)
-        self._good[key] = (user, version)
-        while len(self._good) > _CACHE_SIZE:
-            self._good.popitem(last=False)
-        return f"User:{user}", version
-
-    def _bearer(self, value: str) -> str:
-        claims = tokens.verify(self.token_key, value, self._clock.now_ms())
-        if (
-            claims is None
-            or self.image.user_versions.get(claims.user) != (claims.credential_version)
-            or claims.user not in self.image.users
-        ):
-            raise _unauthenticated("invalid or expired token")
-        return f"User:{claims.user}"
-
-    def issue_token(self, user: str) -> tuple[str, int]:
-        """A token for `user` (a SCRAM user): (token, expires at, unix ms)."""
-        now = self._clock.now_ms()
-        expires = now + self.settings.token_lifetime_ms
-        version = self.image.user_versions[user]
-        claims = tokens.TokenClaims(user, version, now, expires, secrets.token_hex(8))
-        return tokens.issue(self.token_key, claims), expires
-
-    def allowed(self, who: Caller, action: Action) -> bool:
-        """Rules 2 and 3."""
-        if who.is_cluster or not self.settings.required:
-            return True
-        return acls.authorize(
-            self.image.acls.values(), self.settings.super_users, who.principal, who.host, action
-        )
-
-    def checker(self, who: Caller) -> Callable[[Action], bool]:
-        """`allowed` for many actions of one caller."""
-        if who.is_cluster or not self.settings.required:
-            return lambda _: True
-        return acls.CallerAcls(
-            self.image.acls.values(), self.settings.super_users, who.principal, who.host
-        ).allows
-
-
-def _unauthenticated(message: str, **fields: str) -> KraftliteError:
-    return KraftliteError(ErrorCode.SASL_AUTHENTICATION_FAILED, message, **fields)
+async def _basic(authenticator: Authenticator, value: str, host: str) -> str:
+    try:
+        user, sep, password = base64.b64decode(value, validate=True).decode().partition(":")
+    except (ValueError, UnicodeDecodeError):  # binascii.Error is a ValueError
+        raise unauthenticated("malformed Basic credentials") from None
+    if not sep:
+        raise unauthenticated("malformed Basic credentials")
+    principal, _ = await authenticator.check_password(user, password, host)
+    return principal
 
 
 def _certificate_principal(request: web.Request) -> str | None:
@@ -203,18 +82,8 @@ def _certificate_principal(request: web.Request) -> str | None:
     )
 
 
-def certificate_principal(ssl_object: object) -> str | None:
-    """A verified TLS client certificate's subject, RFC 4514 (Kafka's DEFAULT mapping);
-    None without TLS or without a certificate. Both edges use it."""
-    if not isinstance(ssl_object, ssl.SSLObject):
-        return None
-    der = ssl_object.getpeercert(binary_form=True)
-    if not der:
-        return None
-    return "User:" + x509.load_der_x509_certificate(der).subject.rfc4514_string()
-
-
 AUTH = web.AppKey("auth", Authenticator)
+GATE = web.AppKey("gate", Gate)
 
 
 @web.middleware
@@ -227,7 +96,7 @@ async def authenticate_middleware(request: web.Request, handler: Handler) -> web
     try:
         if who.node is None and not _public(request):  # a client calling us directly
             try:
-                found = await authenticator.principal(request)
+                found = await _request_principal(authenticator, request)
             except KraftliteError as exc:
                 audit.warning(
                     "authentication_failed",
@@ -238,7 +107,7 @@ async def authenticate_middleware(request: web.Request, handler: Handler) -> web
                 )
                 raise
             if found is None and authenticator.settings.required:
-                raise _unauthenticated(
+                raise unauthenticated(
                     "authentication required (Basic, Bearer or a client certificate)"
                 )
             if found is not None:
@@ -280,19 +149,11 @@ def _public(request: web.Request) -> bool:
 
 def authorize(request: web.Request, *actions: Action) -> None:
     """403 with the resource type's error code unless every action is allowed (rule 2)."""
-    authenticator = request.app[AUTH]
+    gate = request.app[GATE]
     who = caller(request)
     for action in actions:
-        if not authenticator.allowed(who, action):
-            audit.warning(
-                "authorization_denied",
-                principal=who.principal,
-                host=who.host,
-                operation=action.operation.value,
-                resource_type=action.resource_type.value,
-                resource_name=action.resource_name,
-                path=request.path,
-            )
+        if not gate.allowed(who, action):
+            gate.audit_refused(who, [action], edge="http", path=request.path)
             raise KraftliteError(
                 _DENIED_CODE[action.resource_type],
                 f"{who.principal} may not {action.operation.value} "
@@ -337,7 +198,7 @@ async def issue_token(request: web.Request) -> web.Response:
     user = who.principal.removeprefix("User:")
     if who.login != "basic" or user not in authenticator.image.users:
         # not to a token's holder: a token must not renew itself past its expiry
-        raise _unauthenticated("tokens are issued to SCRAM users who log in with Basic")
+        raise unauthenticated("tokens are issued to SCRAM users who log in with Basic")
     token, expires_at = authenticator.issue_token(user)
     audit_change(request, "token_issued", user=user, expires_at=expires_at)
     return web.Response(

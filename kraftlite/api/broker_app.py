@@ -24,12 +24,7 @@ from kraftlite import observability
 from kraftlite.api import console_api
 from kraftlite.api import group_handlers as groups
 from kraftlite.api.app_keys import BROKER, SERVICE
-from kraftlite.api.auth import (
-    AUTH,
-    Authenticator,
-    brokers_only,
-    issue_token,
-)
+from kraftlite.api.auth import AUTH, GATE, brokers_only, issue_token
 from kraftlite.api.errors import (
     PROBLEM_JSON,
     int_param,
@@ -40,28 +35,33 @@ from kraftlite.api.errors import (
 from kraftlite.api.internal_auth import (
     CLUSTER_AUTH,
     ClusterAuth,
+    caller,
     forwarded_for,
 )
 from kraftlite.api.listener import READ_TIMEOUT_MS
 from kraftlite.api.openapi import OPENAPI
 from kraftlite.api.permissions import boundary_middlewares
 from kraftlite.api.relay import relay
-from kraftlite.api.throttle import THROTTLE, Throttle
 from kraftlite.api.topic_pages import client_visible, topics_answer
 from kraftlite.broker import metrics
 from kraftlite.broker.broker import Broker
+from kraftlite.broker.offsets import offsets_answer
 from kraftlite.broker.partition import Acks, Partition
-from kraftlite.broker.service import BrokerService, Produced
-from kraftlite.clock import SystemClock
 from kraftlite.config import ListenerLimits
 from kraftlite.console import add_console
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
-from kraftlite.groups.coordinator import GroupCoordinator, GroupSettings
 from kraftlite.metadata.views import topic_view
 from kraftlite.protocol import batch as batch_format
-from kraftlite.protocol import framing, json_records
+from kraftlite.protocol import framing, json_records, names
 from kraftlite.protocol.headers import BATCH_TYPE, METADATA_VERSION
-from kraftlite.protocol.internal import MessageError, ReplicaFetchRequest
+from kraftlite.protocol.internal import (
+    GroupListResponse,
+    MessageError,
+    OffsetsRequest,
+    ReplicaFetchRequest,
+)
+from kraftlite.security.gate import Gate
+from kraftlite.service import BrokerService, Produced
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
@@ -197,8 +197,22 @@ async def describe_topic(request: web.Request) -> web.Response:
 
 
 async def internal_offsets(request: web.Request) -> web.Response:
-    local = request.app[SERVICE].local_offsets(request.query.get("topic", ""))
-    return json_response({"partitions": {str(k): v._asdict() for k, v in local.items()}})
+    """`GET /v1/internal/offsets` (nodes): an OffsetsRequest answered with an
+    OffsetsResponse (broker/offsets.py rule 2)."""
+    try:
+        wanted = OffsetsRequest.from_params(request.query)
+    except MessageError as exc:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+    local = request.app[SERVICE].local_offsets(wanted.topic)
+    return json_response(offsets_answer(wanted.topic, local).to_json())
+
+
+async def internal_groups(request: web.Request) -> web.Response:
+    """`GET /v1/internal/groups` (nodes): the groups this broker coordinates, a
+    GroupListResponse, for another broker's `GET /v1/groups` (service.all_groups). Nodes
+    have this route of their own so the public listing's contract is the clients' alone."""
+    groups = request.app[SERVICE].coordinator.local_groups()
+    return json_response(GroupListResponse(tuple(groups)).to_json())
 
 
 async def admin_passthrough(request: web.Request) -> web.Response:
@@ -290,7 +304,9 @@ async def produce_to_partition(request: web.Request) -> web.StreamResponse:
             ErrorCode.UNSUPPORTED_MEDIA_TYPE,
             f"Content-Type must be application/json or {BATCH_TYPE}",
         )
-    produced = await service.produce(target, batch, acks, timeout_s)
+    produced = await service.produce(
+        target, batch, acks, timeout_s, principal=caller(request).principal
+    )
     return json_response(
         {"offsets": _entries(index, produced, count)}, status=202 if acks is Acks.NONE else 200
     )
@@ -427,7 +443,10 @@ async def _produce_somewhere(
             obey_no_forward=False,
         )
         return _relayed_offsets(answer, count)
-    return _entries(index, await service.produce(partition, group.batch, acks, timeout_s), count)
+    produced = await service.produce(
+        partition, group.batch, acks, timeout_s, principal=caller(request).principal
+    )
+    return _entries(index, produced, count)
 
 
 def _relayed_offsets(answer: web.Response, count: int) -> list[dict[str, Any]]:
@@ -447,8 +466,12 @@ def _relayed_offsets(answer: web.Response, count: int) -> list[dict[str, Any]]:
 
 async def new_producer_id(request: web.Request) -> web.Response:
     """An idempotent producer's id (Kafka's InitProducerId): its binary batches carry it
-    with a sequence number (format v2), and the leader writes each batch once."""
-    producer_id = request.app[SERVICE].new_producer_id()
+    with a sequence number (format v2), and the leader writes each batch once. Only for a
+    caller with IDEMPOTENT_WRITE on the cluster or WRITE on some topic (the gate's rule 6),
+    and bound to it (security/producer_ids.py)."""
+    who = caller(request)
+    request.app[GATE].check_init_producer(who, edge="http", request=request.path)
+    producer_id = request.app[SERVICE].new_producer_id(who.principal)
     return json_response({"producer_id": producer_id, "producer_epoch": 0}, status=201)
 
 
@@ -593,7 +616,7 @@ async def replica_stream(request: web.Request) -> web.WebSocketResponse:
                 )
                 break
             try:
-                _check_caught_up(broker)
+                request.app[GATE].check_ready()
                 answer = await _fetch_answer(broker, wanted)
             except KraftliteError as exc:
                 await ws.send_str(problem_body(exc).decode())
@@ -627,20 +650,10 @@ async def _close_replica_streams(app: web.Application) -> None:
 
 @web.middleware
 async def caught_up(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """A broker answers API calls only once its metadata reaches its own registration: a
-    broker that just (re)started would otherwise call every topic unknown.
-    """
+    """The gate's rule 4 (security/gate.py) for API calls."""
     if request.path.startswith("/v1/") and request.path != "/v1/openapi.json":
-        _check_caught_up(request.app[BROKER])
+        request.app[GATE].check_ready()
     return await handler(request)
-
-
-def _check_caught_up(broker: Broker) -> None:
-    if broker.broker_epoch < 0 or broker.replicas.image.version < broker.broker_epoch:
-        raise KraftliteError(
-            ErrorCode.BROKER_NOT_AVAILABLE,
-            f"broker {broker.broker_id} is starting: its metadata is not current yet",
-        )
 
 
 @web.middleware
@@ -648,19 +661,20 @@ async def metadata_at_least(request: web.Request, handler: Handler) -> web.Strea
     """A request forwarded by a broker that knows metadata up to version V is handled once
     this broker knows V too (bounded), so a topic created a moment ago is not unknown here.
     """
-    version = request.headers.get(METADATA_VERSION)
-    if version is not None and version.isdigit():
-        await request.app[BROKER].wait_for_metadata(int(version), timeout_s=5.0)
+    version = names.decimal(request.headers.get(METADATA_VERSION, ""))
+    if version is not None:
+        await request.app[BROKER].wait_for_metadata(version, timeout_s=5.0)
     return await handler(request)
 
 
 def make_broker_app(
-    broker: Broker,
+    service: BrokerService,
     auth: ClusterAuth,
-    authenticator: Authenticator,
-    group_settings: GroupSettings | None = None,
+    gate: Gate,
     limits: ListenerLimits | None = None,
 ) -> web.Application:
+    """The HTTP edge of a broker over the node's service and gate (built in node.py)."""
+    broker = service.broker
     app = web.Application(
         middlewares=boundary_middlewares(
             before_authorization=(caught_up,), after=(metadata_at_least,)
@@ -669,11 +683,11 @@ def make_broker_app(
     )
     app[BROKER] = broker
     app[CLUSTER_AUTH] = auth
-    app[AUTH] = authenticator
+    app[AUTH] = gate.authenticator
+    app[GATE] = gate
     app[READ_TIMEOUT_MS] = (limits or ListenerLimits()).read_timeout_ms
-    app[THROTTLE] = Throttle(SystemClock())
     app[JSON_PARSE] = asyncio.Semaphore(1)
-    app[SERVICE] = BrokerService(broker, GroupCoordinator(broker, group_settings))
+    app[SERVICE] = service
     app[REPLICA_STREAMS] = set()
     app[METRICS] = metrics.broker_collectors()
     app.cleanup_ctx.append(observability.watch_event_loop)
@@ -731,6 +745,7 @@ def make_broker_app(
     r.add_post("/v1/internal/replica-fetch", replica_fetch)
     r.add_get("/v1/internal/replica-stream", replica_stream)
     r.add_get("/v1/internal/offsets", internal_offsets)
+    r.add_get("/v1/internal/groups", internal_groups)
     app[console_api.RATES] = console_api.new_rate_window()
     r.add_get("/v1/cluster/stats", console_api.cluster_stats)
     r.add_get("/v1/topics/{topic}/partitions", console_api.topic_partitions)

@@ -15,9 +15,12 @@ from kraftlite.api.auth import brokers_only
 from kraftlite.api.errors import json_response
 from kraftlite.api.topic_pages import client_visible, partitions_answer, stats_topics
 from kraftlite.broker import stats
-from kraftlite.broker.rates import RateWindow
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.protocol.internal import BrokerStatsRequest, MessageError
 
-RATES: Final = web.AppKey("console_rates", RateWindow[stats.RateKey])
+# The app's console figures: its rate window and the fan-outs clients share (stats.py
+# rule 6). The key keeps its first name: broker_app.py sets it with `new_rate_window()`.
+RATES: Final = web.AppKey("console_rates", stats.StatsWindow)
 
 
 # ---------------------------------------------------------------------------- stats
@@ -25,7 +28,8 @@ RATES: Final = web.AppKey("console_rates", RateWindow[stats.RateKey])
 
 async def cluster_stats(request: web.Request) -> web.Response:
     """`GET /v1/cluster/stats[?topics=a,b]` (DESCRIBE CLUSTER): every broker's figures,
-    and those of the named topics the caller may DESCRIBE (others are left out)."""
+    and those of the named topics the caller may DESCRIBE (others are left out); requests
+    close in time share one fan-out (broker/stats.py rule 6)."""
     visible = client_visible(request)
     topics = [name for name in stats_topics(request) if visible(name)]
     broker = request.app[BROKER]
@@ -33,12 +37,17 @@ async def cluster_stats(request: web.Request) -> web.Response:
 
 
 async def internal_stats(request: web.Request) -> web.Response:
-    """`GET /v1/internal/stats` (nodes): this broker's figures (broker/stats.py rule 1)."""
+    """`GET /v1/internal/stats` (nodes): this broker's figures (broker/stats.py rule 1), a
+    BrokerStatsRequest answered with a BrokerStatsResponse."""
+    try:
+        wanted = BrokerStatsRequest.from_params(request.query)
+    except MessageError as exc:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, str(exc)) from None
     broker = request.app[BROKER]
-    answer = stats.local_stats(
-        broker, stats_topics(request), request.app[RATES], broker.clock.now_ms()
+    answer = await stats.local_stats(
+        broker, wanted.topics, request.app[RATES].rates, broker.clock.now_ms()
     )
-    return json_response(answer)
+    return json_response(answer.to_json())
 
 
 async def topic_partitions(request: web.Request) -> web.Response:
@@ -56,8 +65,9 @@ async def topic_partitions(request: web.Request) -> web.Response:
     return json_response(answer)
 
 
-def new_rate_window() -> RateWindow[stats.RateKey]:
-    return RateWindow(window_ms=10_000, sample_interval_ms=1_000, min_span_ms=1_000)
+def new_rate_window() -> stats.StatsWindow:
+    """The value of RATES for a new broker app (the name broker_app.py calls it by)."""
+    return stats.new_stats_window()
 
 
 __all__ = ["RATES", "cluster_stats", "internal_stats", "new_rate_window", "topic_partitions"]

@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 from kraftlite import observability
 from kraftlite.api.auth import (
     AUTH,
-    Authenticator,
+    GATE,
     audit_change,
     brokers_only,
     issue_token,
@@ -40,14 +40,12 @@ from kraftlite.api.internal_auth import (
 )
 from kraftlite.api.listener import READ_TIMEOUT_MS
 from kraftlite.api.permissions import boundary_middlewares
-from kraftlite.api.throttle import THROTTLE, Throttle
 from kraftlite.api.topic_pages import (
     client_visible,
     partitions_answer,
     stats_topics,
     topics_answer,
 )
-from kraftlite.clock import SystemClock
 from kraftlite.config import ListenerLimits
 from kraftlite.console import add_console
 from kraftlite.controller import access, decisions, elastic, reassignments
@@ -73,6 +71,7 @@ from kraftlite.protocol.internal import (
 )
 from kraftlite.protocol.urls import node_url_problem, port_address_problem
 from kraftlite.security import acls, scram
+from kraftlite.security.gate import Gate
 
 CONTROLLER = web.AppKey("controller", QuorumController)
 METADATA = web.AppKey("metadata", MetadataServer)
@@ -786,7 +785,7 @@ async def _http_client(app: web.Application) -> AsyncIterator[None]:
 def make_controller_app(
     controller: QuorumController,
     auth: ClusterAuth,
-    authenticator: Authenticator,
+    gate: Gate,
     limits: ListenerLimits | None = None,
     connector: Callable[[], aiohttp.BaseConnector] = aiohttp.TCPConnector,
 ) -> web.Application:
@@ -794,9 +793,9 @@ def make_controller_app(
         middlewares=boundary_middlewares(),
         client_max_size=1 << 20,
     )
-    app[AUTH] = authenticator
+    app[AUTH] = gate.authenticator
+    app[GATE] = gate
     app[READ_TIMEOUT_MS] = (limits or ListenerLimits()).read_timeout_ms
-    app[THROTTLE] = Throttle(SystemClock())
     app[CONNECTOR] = connector
     app[CONTROLLER] = controller
     app[METADATA] = MetadataServer(controller.log)

@@ -13,13 +13,11 @@ from aiohttp import web
 from kraftlite.api.app_keys import SERVICE
 from kraftlite.api.auth import describe_topic_action, may
 from kraftlite.api.errors import json_response, read_json_object
-from kraftlite.api.internal_auth import caller
 from kraftlite.api.relay import relay
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.offsets import CommittedOffset, check_count
 from kraftlite.metadata.topics import validate_topic_name
 from kraftlite.protocol import names
-from kraftlite.protocol.headers import FORWARDED
 
 _MAX_GROUP_NAME = 249
 _MAX_MEMBER_ID = 64  # chosen by the client (a UUID), so a retried join is the same member
@@ -172,8 +170,6 @@ async def describe(request: web.Request) -> web.Response:
 
 
 async def list_groups(request: web.Request) -> web.Response:
-    """Every broker's coordinated groups (asked of each live broker)."""
-    service = request.app[SERVICE]
-    if request.headers.get(FORWARDED) and caller(request).is_cluster:  # a broker's fan-out
-        return json_response({"groups": service.coordinator.local_groups()})
-    return json_response({"groups": await service.all_groups()})
+    """Every broker's coordinated groups (asked of each live broker: service.all_groups;
+    the brokers answer each other at `GET /v1/internal/groups`, not here)."""
+    return json_response({"groups": await request.app[SERVICE].all_groups()})

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 
 from aiohttp import ClientHandlerType, ClientRequest, ClientResponse, web
 
@@ -27,22 +26,10 @@ from kraftlite.observability import passed_on
 from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION
 from kraftlite.security import cluster_auth
 from kraftlite.security.cluster_auth import CLIENT_HOST_HEADER, HEADER, PRINCIPAL_HEADER
+from kraftlite.security.principal import ANONYMOUS, CLUSTER, Caller
 
-ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal for an unauthenticated client
 _NODE_ONLY_HEADERS = (FORWARDED, METADATA_VERSION, PRINCIPAL_HEADER, CLIENT_HOST_HEADER)
 _MAX_PRINCIPAL = 256
-
-
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """Who a request acts for, and from which address (the client's, also when a node
-    passed its request on). `node` is the signing node's name when a node sent it."""
-
-    principal: str
-    host: str
-    is_cluster: bool = False
-    node: str | None = None
-    login: str | None = None  # how a client proved it: basic, bearer, certificate
 
 
 def steering(headers: Mapping[str, str]) -> str:
@@ -54,9 +41,6 @@ def steering(headers: Mapping[str, str]) -> str:
 def acting_for(principal: str, host: str) -> str:
     """What the MAC covers of the client a node acts for (empty: the node itself)."""
     return f"{principal}\n{host}" if principal else ""
-
-
-CLUSTER = "cluster"  # the principal of a node acting for itself
 
 
 class ClusterAuth:

@@ -18,6 +18,14 @@ Rules:
    type: so no page a user visits can create or delete topics, or produce, through the
    user's browser on a cluster it can reach (the console is served from the node's own
    origin and sends JSON).
+5. On a broker, a body's bytes are taken from the broker's request budget
+   (`queued.max.request.bytes`, security/request_budget.py, shared with the Kafka
+   listener) BEFORE it is read: its Content-Length, or the app's body limit when it is
+   chunked. A request without a body takes nothing (a node's signed GETs, long-polls and
+   streams hold no budget while they last). Waiting for room counts against the same
+   `request.read.timeout.ms` (then REQUEST_TIMED_OUT); a body that could never fit is
+   RECORD_LIST_TOO_LARGE at once. The bytes are given back when the request's task ends:
+   its answer has been sent, or it failed.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from kraftlite.config import ListenerLimits
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import framing
 from kraftlite.protocol.headers import BATCH_TYPE
+from kraftlite.security.request_budget import Lease, RequestBudget
 
 log = structlog.get_logger(__name__)
 
@@ -47,10 +56,8 @@ class _Counts:
         self.refused = 0
 
     def admit(self, ip: str) -> bool:
-        if (
-            self.total >= self.limits.max_connections
-            or self.per_ip[ip] >= self.limits.max_connections_per_ip
-        ):
+        allowed = self.limits.connections_allowed(ip)  # max.connections.per.ip, or its override
+        if self.total >= self.limits.max_connections or self.per_ip[ip] >= allowed:
             self.refused += 1
             return False
         self.total += 1
@@ -154,19 +161,48 @@ BODY_TYPES = frozenset({"application/json", BATCH_TYPE, framing.CONTENT_TYPE})
 
 
 READ_TIMEOUT_MS = web.AppKey("read_timeout_ms", int)
+# Rule 5: the broker's budget of request bytes (node.py sets it; unset, bodies are bounded
+# one by one only, as on controllers, whose bodies are at most 1 MiB)
+REQUEST_BUDGET = web.AppKey("request_budget", RequestBudget)
+_LEASE = web.RequestKey("kraftlite.request_budget_lease", Lease)
 
 
 async def read_body(request: web.Request) -> bytes:
-    """Rule 3: the whole body, within the app's timeout and size limit (aiohttp keeps it:
-    handlers that read it again get it at once)."""
+    """Rules 3 and 5: the whole body, within the app's timeout and size limit, its bytes
+    taken from the request budget first (aiohttp keeps the body: handlers that read it
+    again get it at once)."""
     timeout_ms = request.app.get(READ_TIMEOUT_MS, ListenerLimits().read_timeout_ms)
+    budget = request.app.get(REQUEST_BUDGET)
     try:
         async with asyncio.timeout(timeout_ms / 1000):
+            if budget is not None and request.body_exists and _LEASE not in request:
+                await _take_budget(request, budget)
             return await request.read()
     except TimeoutError:
+        waited = "the request body" if _LEASE in request or budget is None else "room for it"
         raise KraftliteError(
-            ErrorCode.REQUEST_TIMED_OUT, f"the request body did not arrive within {timeout_ms} ms"
+            ErrorCode.REQUEST_TIMED_OUT, f"{waited} did not arrive within {timeout_ms} ms"
         ) from None
+
+
+async def _take_budget(request: web.Request, budget: RequestBudget) -> None:
+    """Rule 5: the body's bytes from the budget, given back when the request's task (one
+    per request, aiohttp's `_handle_request`) ends, however it ends."""
+    limit = request.client_max_size
+    declared = request.content_length
+    size = limit if declared is None else min(declared, limit)  # aiohttp stops at the limit
+    lease = await budget.acquire(size)
+    if lease is None:
+        raise KraftliteError(
+            ErrorCode.RECORD_LIST_TOO_LARGE,
+            f"a body of {size} bytes cannot fit this broker's queued.max.request.bytes",
+        )
+    request[_LEASE] = lease
+    task = asyncio.current_task()
+    if task is None:  # not on a task: cannot happen under aiohttp; never hold it forever
+        lease.release()
+        return
+    task.add_done_callback(lambda _: lease.release())
 
 
 @web.middleware

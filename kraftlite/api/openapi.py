@@ -134,6 +134,7 @@ _ACL_FIELDS: Final[Json] = {
             "CLUSTER_ACTION",
             "DESCRIBE_CONFIGS",
             "ALTER_CONFIGS",
+            "IDEMPOTENT_WRITE",
         ]
     ),
     "permission": _str(enum=["ALLOW", "DENY"], default="ALLOW"),
@@ -1449,7 +1450,10 @@ PATHS: Final[Json] = {
             {"201": _answer("the id, epoch 0", _ref("ProducerId"))},
             description="Any broker. A binary batch (format v2, docs/batch-format.md) that "
             "carries the id, its epoch and the partition's next sequence number is written "
-            "once however often it is sent; a gap answers OUT_OF_ORDER_SEQUENCE_NUMBER.",
+            "once however often it is sent; a gap answers OUT_OF_ORDER_SEQUENCE_NUMBER. "
+            "Needs IdempotentWrite on the cluster or Write on some topic (as Kafka's "
+            "InitProducerId); the id is random and bound to the caller: a batch that names "
+            "it for another principal answers UNKNOWN_PRODUCER_ID.",
         )
     },
     "/v1/tokens": {

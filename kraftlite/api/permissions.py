@@ -158,6 +158,7 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("POST", "/v1/internal/replica-fetch"): NODES,
     ("GET", "/v1/internal/replica-stream"): NODES,
     ("GET", "/v1/internal/offsets"): NODES,
+    ("GET", "/v1/internal/groups"): NODES,
     ("GET", "/v1/internal/stats"): NODES,
     # the web console (kraftlite/console): files and the node's kind, no data; the pages'
     # data comes from the API routes above, authorized as any client's calls

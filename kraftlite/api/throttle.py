@@ -1,7 +1,8 @@
-"""Client quotas on the HTTP edge (security/quotas.py): bytes produced and fetched, and
-handling time, per principal, on the broker a client called; over quota, the answer is
-held back and says for how long (`X-Kraftlite-Throttle-Time-Ms`, Kafka's throttle_time_ms).
-A request a node passed on is not counted again where it lands."""
+"""Client quotas on the HTTP edge: the node's one set of trackers (security/gate.py rule 3,
+shared with the Kafka listener) charged with each request's handling time and the record
+bytes it produced or fetched; over quota, the answer is held back and says for how long
+(`X-Kraftlite-Throttle-Time-Ms`, Kafka's throttle_time_ms). A request a node passed on is
+not counted again where it lands."""
 
 from __future__ import annotations
 
@@ -11,22 +12,12 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
 
-from kraftlite.api.auth import AUTH
+from kraftlite.api.auth import GATE
 from kraftlite.api.internal_auth import caller
-from kraftlite.clock import Clock
-from kraftlite.security.quotas import FETCH, PRODUCE, REQUEST, QuotaTracker
+from kraftlite.security.principal import Caller
 
 THROTTLE_HEADER = "X-Kraftlite-Throttle-Time-Ms"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-class Throttle:
-    def __init__(self, clock: Clock) -> None:
-        self.tracker = QuotaTracker()
-        self.clock = clock
-
-
-THROTTLE = web.AppKey("throttle", Throttle)
 
 
 def _records_route(request: web.Request) -> bool:
@@ -36,7 +27,7 @@ def _records_route(request: web.Request) -> bool:
 @web.middleware
 async def throttle_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     who = caller(request)
-    quotas = None if who.node is not None else request.app[AUTH].image.quotas.get(who.principal)
+    quotas = request.app[GATE].quotas_of(who)
     if not quotas:
         return await handler(request)
     started = time.perf_counter()
@@ -45,10 +36,10 @@ async def throttle_middleware(request: web.Request, handler: Handler) -> web.Str
     except asyncio.CancelledError:  # the client went away: nothing to hold back
         raise
     except BaseException:  # a request that failed cost time too, and is held back the same
-        delay_ms = await _account(request, who.principal, quotas, None, started)
+        delay_ms = await _account(request, who, quotas, None, started)
         await asyncio.sleep(delay_ms / 1000)
         raise
-    delay_ms = await _account(request, who.principal, quotas, response, started)
+    delay_ms = await _account(request, who, quotas, response, started)
     if delay_ms:
         response.headers[THROTTLE_HEADER] = str(delay_ms)
         await asyncio.sleep(delay_ms / 1000)
@@ -57,19 +48,20 @@ async def throttle_middleware(request: web.Request, handler: Handler) -> web.Str
 
 async def _account(
     request: web.Request,
-    principal: str,
+    who: Caller,
     quotas: Mapping[str, float],
     response: web.StreamResponse | None,
     started: float,
 ) -> int:
-    throttle = request.app[THROTTLE]
-    now = throttle.clock.now_ms()
-    elapsed = time.perf_counter() - started
-    delays = [throttle.tracker.record(quotas, principal, REQUEST, elapsed, now)]
+    produced = fetched = 0
     if _records_route(request) and request.method == "POST":
-        cost = len(await request.read())
-        delays.append(throttle.tracker.record(quotas, principal, PRODUCE, cost, now))
+        produced = len(await request.read())  # HTTP bodies are not compressed
     elif _records_route(request) and isinstance(response, web.Response):
-        cost = len(response.body) if isinstance(response.body, bytes) else 0
-        delays.append(throttle.tracker.record(quotas, principal, FETCH, cost, now))
-    return max(delays)
+        fetched = len(response.body) if isinstance(response.body, bytes) else 0
+    return request.app[GATE].throttle_ms(
+        who,
+        quotas,
+        handling_s=time.perf_counter() - started,
+        produced=produced,
+        fetched=fetched,
+    )

@@ -29,6 +29,7 @@ import structlog
 
 from kraftlite.broker.controller_client import ControllerClient
 from kraftlite.broker.lease import LeadershipLease
+from kraftlite.broker.log_store import LogStore
 from kraftlite.broker.replica_manager import ReplicaManager, ReplicationSettings
 from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -44,7 +45,6 @@ from kraftlite.protocol.internal import (
     MetadataFetchRequest,
     MetadataFetchResponse,
 )
-from kraftlite.storage.log import LogStorage
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
@@ -89,7 +89,7 @@ class Broker:
     def __init__(
         self,
         settings: BrokerSettings,
-        storage: LogStorage,
+        storage: LogStore,
         session: aiohttp.ClientSession,
         clock: Clock,
         forward_session: aiohttp.ClientSession | None = None,
@@ -136,6 +136,13 @@ class Broker:
             and not self.fenced
             and self.replicas.image.version >= self.broker_epoch
         )
+
+    def starting(self) -> str | None:
+        """Why this broker cannot answer clients yet (security/gate.py rule 4): its metadata
+        does not reach its own registration, so every topic would look unknown; or None."""
+        if self.broker_epoch < 0 or self.replicas.image.version < self.broker_epoch:
+            return f"broker {self.broker_id} is starting: its metadata is not current yet"
+        return None
 
     async def wait_for_metadata(self, version: int, timeout_s: float) -> bool:
         """Wait until this broker applied metadata `version`; False at the timeout."""

@@ -1,20 +1,34 @@
 """A partition's offsets (log start, high watermark) as its leader knows them, asked of the
 leader: read here when this broker leads the partition, else one `/v1/internal/offsets` call
-per (leader, topic), bounded in time. A partition whose leader is unknown or does not answer
-in time is left out of the answer rather than failing it: callers show it as unknown.
+per (leader, topic), bounded in time.
+
+Rules:
+1. A partition whose leader is unknown or does not answer in time is left out of the answer
+   rather than failing it: callers show it as unknown.
+2. The node call is typed both ways (protocol/internal.py's OffsetsRequest and
+   OffsetsResponse): an answer that is not one, or is about another topic, counts as no
+   answer (rule 1); only the partitions asked of that leader are taken from it.
+3. Work over many partitions on the event loop yields to it every CHUNK of them (`paced`):
+   a scrape or a console page naming 100,000 partitions must not hold every other request.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import TYPE_CHECKING, Final, NamedTuple, TypeVar
 
 import aiohttp
 import orjson
 import structlog
 
 from kraftlite.errors import KraftliteError
+from kraftlite.protocol.internal import (
+    MessageError,
+    OffsetsRequest,
+    OffsetsResponse,
+    PartitionOffsets,
+)
 
 if TYPE_CHECKING:
     from kraftlite.broker.broker import Broker
@@ -22,11 +36,22 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 TopicPartition = tuple[str, int]
 TIMEOUT_S = 2.0
+CHUNK: Final = 1_000  # items handled between two yields to the event loop (rule 3)
+T = TypeVar("T")
 
 
 class Offsets(NamedTuple):
     log_start_offset: int
     high_watermark: int
+
+
+async def paced(items: Sequence[T], size: int = CHUNK) -> AsyncIterator[Sequence[T]]:
+    """Rule 3: `items` in slices of `size`, yielding to the event loop between two slices.
+    The caller passes a snapshot (a list it made): what it iterates may change meanwhile."""
+    for start in range(0, len(items), size):
+        if start:
+            await asyncio.sleep(0)
+        yield items[start : start + size]
 
 
 async def leader_offsets(
@@ -35,15 +60,16 @@ async def leader_offsets(
     replicas = broker.replicas
     result: dict[TopicPartition, Offsets] = {}
     remote: dict[tuple[int, str], set[int]] = {}
-    for topic, index in partitions:
-        try:
-            local = replicas.leader_partition(topic, index)
-        except KraftliteError as exc:
-            leader = exc.details.get("leader_id")
-            if isinstance(leader, int) and leader >= 0:
-                remote.setdefault((leader, topic), set()).add(index)
-            continue
-        result[(topic, index)] = Offsets(local.log.log_start_offset, local.log.high_watermark)
+    async for chunk in paced(list(partitions)):
+        for topic, index in chunk:
+            try:
+                local = replicas.leader_partition(topic, index)
+            except KraftliteError as exc:
+                leader = exc.details.get("leader_id")
+                if isinstance(leader, int) and leader >= 0:
+                    remote.setdefault((leader, topic), set()).add(index)
+                continue
+            result[(topic, index)] = Offsets(local.log.log_start_offset, local.log.high_watermark)
 
     async def ask(leader: int, topic: str, indexes: set[int]) -> None:
         url = replicas.broker_url(leader)
@@ -52,26 +78,26 @@ async def leader_offsets(
         try:
             async with broker.session.get(
                 url + "/v1/internal/offsets",
-                params={"topic": topic},
+                params=OffsetsRequest(topic).to_params(),
                 timeout=aiohttp.ClientTimeout(total=TIMEOUT_S),
             ) as response:
                 if response.status != 200:
-                    return
-                answer = orjson.loads(await response.read())
-            for key, value in answer["partitions"].items():
-                if int(key) in indexes:
-                    result[(topic, int(key))] = Offsets(
-                        int(value["log_start_offset"]), int(value["high_watermark"])
+                    log.info(
+                        "offsets_not_learned", leader=leader, topic=topic, status=response.status
                     )
-        except (
-            aiohttp.ClientError,
-            TimeoutError,
-            ValueError,
-            KeyError,
-            TypeError,
-            AttributeError,
-        ) as exc:
+                    return
+                answer = OffsetsResponse.from_json(orjson.loads(await response.read()))
+        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError, MessageError) as exc:
             log.info("offsets_not_learned", leader=leader, topic=topic, error=repr(exc))
+            return
+        if answer.topic != topic:
+            log.info("offsets_not_learned", leader=leader, topic=topic, answered=answer.topic)
+            return
+        for found in answer.partitions:
+            if found.partition in indexes:
+                result[(topic, found.partition)] = Offsets(
+                    found.log_start_offset, found.high_watermark
+                )
 
     await asyncio.gather(*(ask(leader, t, ixs) for (leader, t), ixs in remote.items()))
     return result
@@ -91,3 +117,14 @@ def local_offsets(broker: Broker, topic: str) -> dict[int, Offsets]:
         if partition is not None and partition.serving_as_leader:
             result[index] = Offsets(partition.log.log_start_offset, partition.log.high_watermark)
     return result
+
+
+def offsets_answer(topic: str, local: dict[int, Offsets]) -> OffsetsResponse:
+    """`local_offsets` as the node call answers it (rule 2)."""
+    return OffsetsResponse(
+        topic,
+        tuple(
+            PartitionOffsets(index, o.log_start_offset, o.high_watermark)
+            for index, o in local.items()
+        ),
+    )

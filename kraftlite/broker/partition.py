@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from kraftlite.broker import replica_state as rs
+from kraftlite.broker.log_store import ReplicaLog
 from kraftlite.broker.notifier import Notifier
 from kraftlite.broker.producer_state import ProducerStates
 from kraftlite.clock import Clock
@@ -28,7 +29,7 @@ from kraftlite.metadata.image import PartitionRegistration
 from kraftlite.metadata.records import NO_LEADER
 from kraftlite.metadata.topics import effective_config
 from kraftlite.protocol import batch as batch_format
-from kraftlite.storage.log import AppendInfo, PartitionLog
+from kraftlite.storage.log import AppendInfo
 
 
 class Role(Enum):
@@ -84,7 +85,7 @@ class Partition:
         topic_id: str,
         topic: str,
         index: int,
-        log: PartitionLog,
+        log: ReplicaLog,
         clock: Clock,
         broker_id: int,
         *,

@@ -17,6 +17,9 @@ Rules (Kafka's, for idempotent producers):
 5. The state is rebuilt from the log's batch headers when a replica becomes leader
    (`rebuild`), so it survives failover: every acknowledged batch is in the new leader's
    log. Producers silent for `expiration_ms` are forgotten (Kafka's producer.id.expiration.ms).
+6. Error texts name no id, epoch or sequence: a producer's next sequence told to whoever
+   sent a batch would help them write under its id (issue 24; ids are also bound to their
+   principal, security/producer_ids.py).
 """
 
 from __future__ import annotations
@@ -72,19 +75,19 @@ class ProducerStates:
             if first != 0:
                 raise KraftliteError(
                     ErrorCode.UNKNOWN_PRODUCER_ID,
-                    f"producer {pid} has no state here and its batch starts at sequence {first}",
+                    "the producer has no state here and its batch does not start at sequence 0",
                 )
             return None
         if epoch < entry.epoch:
             raise KraftliteError(
                 ErrorCode.INVALID_PRODUCER_EPOCH,
-                f"producer {pid} epoch {epoch} is older than its current {entry.epoch}",
+                "a newer epoch of this producer exists: this one is fenced",
             )
         if epoch > entry.epoch:
             if first != 0:
                 raise KraftliteError(
                     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                    f"producer {pid}'s new epoch {epoch} must start at sequence 0, not {first}",
+                    "a producer's new epoch must start at sequence 0",
                 )
             return None
         last = header.last_sequence
@@ -97,11 +100,11 @@ class ProducerStates:
         if _ahead(first, expected) > 0:
             raise KraftliteError(
                 ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                f"producer {pid} sent sequence {first}; the next one is {expected}",
+                "the batch is ahead of the producer's next sequence: one before it is missing",
             )
         raise KraftliteError(
             ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
-            f"producer {pid} sent sequence {first} again; the next one is {expected}",
+            "the sequence was written before, too long ago to answer with its offsets",
         )
 
     def record(self, header: BatchHeader, first_offset: int, now_ms: int) -> None:

@@ -29,6 +29,7 @@ from kraftlite.broker import metrics
 from kraftlite.broker.controller_client import ControllerClient
 from kraftlite.broker.fetch_sessions import FetchSession, FetchSessions, SessionPartition
 from kraftlite.broker.follower_fetcher import FollowerFetcher, PartitionKey
+from kraftlite.broker.log_store import LogStore, ReplicaLog
 from kraftlite.broker.notifier import Notifier
 from kraftlite.broker.partition import IsrProposal, Partition, Role, Tell
 from kraftlite.clock import Clock
@@ -46,7 +47,6 @@ from kraftlite.protocol.internal import (
     ReplicaFetchResponse,
 )
 from kraftlite.security.quotas import QuotaTracker
-from kraftlite.storage.log import LogStorage, PartitionLog
 
 log = structlog.get_logger(__name__)
 ALTER_PARTITION_LINGER_S = 0.005  # ISR changes collected this long go in one request
@@ -74,7 +74,7 @@ class ReplicaManager:
     def __init__(
         self,
         settings: ReplicationSettings,
-        storage: LogStorage,
+        storage: LogStore,
         *,
         controllers: ControllerClient,
         session: aiohttp.ClientSession,
@@ -664,7 +664,7 @@ class ReplicaManager:
                 partition.changed()  # followers hear of the new log start
 
 
-def _checkpoint_all(logs: list[PartitionLog]) -> None:
+def _checkpoint_all(logs: list[ReplicaLog]) -> None:
     for partition_log in logs:
         with contextlib.suppress(KraftliteError):  # deleted meanwhile
             partition_log.checkpoint_high_watermark()

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Final, Literal
 
+import orjson
 from aiohttp import web
 
-from kraftlite.api.errors import json_response
 from kraftlite.errors import ErrorCode, KraftliteError
 
 Role = Literal["broker", "controller"]
@@ -109,7 +109,9 @@ async def static_file(request: web.Request) -> web.Response:
 
 async def node(request: web.Request) -> web.Response:
     """What kind of node serves the console: no more than `/readyz` already tells."""
-    return json_response({"role": request.app[ROLE]})
+    return web.Response(
+        body=orjson.dumps({"role": request.app[ROLE]}), content_type="application/json"
+    )
 
 
 async def _on_prepare(request: web.Request, response: web.StreamResponse) -> None:

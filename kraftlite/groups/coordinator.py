@@ -50,6 +50,7 @@ from kraftlite.groups.offsets import (
 )
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol.headers import METADATA_VERSION
+from kraftlite.protocol.internal import GroupListing
 from kraftlite.protocol.partitioner import partition_for_key
 
 if TYPE_CHECKING:
@@ -610,9 +611,11 @@ class GroupCoordinator:
                     result[name] = dict(offsets)
         return result
 
-    def local_groups(self) -> list[dict[str, Any]]:
-        """Groups this broker coordinates now (for GET /v1/groups)."""
-        result = []
+    def local_groups(self) -> list[GroupListing]:
+        """Groups this broker coordinates now, as `GET /v1/groups` lists them (each typed:
+        protocol/internal.py; another broker asks for them with `GET /v1/internal/groups`,
+        a GroupListResponse) and the Kafka edge's ListGroups answers them."""
+        result: list[GroupListing] = []
         for index in range(self.settings.offsets_partitions):
             try:
                 partition = self.broker.replicas.leader_partition(OFFSETS_TOPIC, index)

@@ -39,8 +39,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from kraftlite.broker.service import MAX_FETCH_PARTITIONS
 from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.service import MAX_FETCH_PARTITIONS
 
 PartitionKey = tuple[str, int]
 NO_SESSION = 0  # a session id: none

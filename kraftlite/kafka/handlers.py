@@ -1,4 +1,4 @@
-"""Kafka's APIs translated onto the broker service (broker/service.py): decode a request
+"""Kafka's APIs translated onto the broker service (service.py): decode a request
 (messages.py), call the service, encode the answer. No routing, no storage, no group
 logic here; what a request does is the same on both edges.
 
@@ -26,21 +26,18 @@ import hmac
 import secrets
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, Final, TypeVar
 
 import structlog
 
 from kraftlite import observability
-from kraftlite.api.auth import Authenticator
-from kraftlite.api.internal_auth import ANONYMOUS, Caller
 from kraftlite.broker.partition import Acks, Partition
-from kraftlite.broker.service import BrokerService, Fetched, FetchWanted
+from kraftlite.config import SASL_MECHANISMS
 from kraftlite.controller import access
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import OFFSETS_TOPIC
 from kraftlite.groups.offsets import CommittedOffset
-from kraftlite.kafka import messages, records
 from kraftlite.kafka.fetch_sessions import (
     FINAL_EPOCH,
     NO_SESSION,
@@ -49,20 +46,24 @@ from kraftlite.kafka.fetch_sessions import (
     Position,
     SessionBudget,
 )
-from kraftlite.kafka.messages import ApiKey, Request
-from kraftlite.kafka.wire import WireError
 from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.records import UserScramCredentialRecord
 from kraftlite.metadata.topics import TOPIC_CONFIGS, is_internal_topic, validate_topic_name
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import names
+from kraftlite.protocol.kafka import messages, records
+from kraftlite.protocol.kafka.messages import ApiKey, Request
+from kraftlite.protocol.kafka.wire import WireError
 from kraftlite.security import scram
 from kraftlite.security.acls import CLUSTER_NAME, Action, Operation, ResourceType
 from kraftlite.security.cluster_auth import CLIENT_HOST_HEADER, PRINCIPAL_HEADER
-from kraftlite.security.quotas import FETCH, PRODUCE, REQUEST, QuotaTracker
+from kraftlite.security.gate import AUDITED_NAMES, Gate
+from kraftlite.security.principal import ANONYMOUS, Caller
 from kraftlite.security.scram_exchange import ScramError, ScramExchange
+from kraftlite.service import BrokerService, Fetched, FetchWanted
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 audit = structlog.get_logger("kraftlite.audit")
 Body = dict[str, Any]
 NONE = 0  # Kafka's error code for success
@@ -77,7 +78,7 @@ MAX_SUBSCRIBED_TOPICS = 1000
 MAX_CLIENT_ID = 255
 UNSUPPORTED_SASL_MECHANISM = 33
 PLAIN = "PLAIN"  # RFC 4616, checked against the users' SCRAM credentials
-SASL_MECHANISMS = sorted({PLAIN, *scram.MECHANISMS})
+assert PLAIN in SASL_MECHANISMS  # config.py declares what the listener may offer
 # a PLAIN message's most: two user names, a password and the two NULs between them
 MAX_PLAIN_TOKEN = 2 * access.MAX_USER_NAME + scram.MAX_PASSWORD_BYTES + 2
 FAILED_AUTHENTICATION_DELAY_S = 0.1  # connection.failed.authentication.delay.ms
@@ -99,6 +100,9 @@ _ATTRIBUTES_LOW = 22  # the low byte of a v2 batch's attributes: bits 0-2 are co
 MAX_PROTOCOLS = 16  # assignors a member may offer (clients offer one to three)
 MAX_METADATA = 256 << 10  # subscription bytes a member may send (topics, owned partitions)
 MAX_REBALANCE_TIMEOUT_MS = 300_000  # bounds how long a JoinGroup may wait
+# a handler going through many items (topics a Metadata request names, partitions a Fetch
+# names) lets the event loop run others after this many (heartbeats and leases ride on it)
+_YIELD_EVERY = 1000
 
 
 # Kafka's request names ("Produce", "ApiVersions"), as its request metrics label them.
@@ -118,6 +122,10 @@ _ERROR_NAMES = {
 
 class CloseConnection(Exception):
     """The request must not be answered: close the connection (server.py)."""
+
+
+def _errors(body: Body) -> list[str]:
+    return observability.kafka_errors(body, _ERROR_NAMES)
 
 
 def _topic_name_ok(name: str) -> bool:
@@ -186,11 +194,18 @@ PUBLIC_BROKER_CONFIGS: Final = frozenset({"broker.id", "broker.rack", "kraftlite
 class Handlers:
     """The APIs of one broker's Kafka listener; `session` makes one per connection."""
 
-    def __init__(self, service: BrokerService, authenticator: Authenticator) -> None:
+    def __init__(
+        self,
+        service: BrokerService,
+        gate: Gate,
+        mechanisms: Iterable[str] = SASL_MECHANISMS,
+    ) -> None:
         self.service = service
-        self.authenticator = authenticator
+        # sasl.enabled.mechanisms: what SaslHandshake offers and takes
+        self.mechanisms = sorted(set(mechanisms) & set(SASL_MECHANISMS))
+        self.gate = gate  # the node's front door, shared with the HTTP edge
+        self.authenticator = gate.authenticator
         self.converting = asyncio.Semaphore(1)  # record conversions off the loop, one at a time
-        self.quotas = QuotaTracker()
         self.fetch_session_budget = SessionBudget()
 
     def session(self, host: str, certificate_principal: str | None = None) -> Session:
@@ -286,6 +301,12 @@ class Session:
         self._plain = False  # a PLAIN handshake was made: SaslAuthenticate carries the password
         self._user_version: int | None = None  # the SCRAM user's credentials version
         self._before_authentication = 0  # requests sent while it must still authenticate
+        # the request in hand's refused actions (audited once, gate.py rule 2) and the
+        # record bytes it produced, decompressed (the quota's charge, gate.py rule 3)
+        self._refused: list[Action] = []
+        self._refused_count = 0
+        self._produced = 0
+        self._items = 0  # items the request in hand named (`_went_through`)
         self._fetch_session = ConnectionFetchSession(
             iter(_new_session_id, None), handlers.fetch_session_budget
         )
@@ -340,27 +361,33 @@ class Session:
             return "this connection must authenticate first (SASL SCRAM or PLAIN)"
         return None
 
-    async def handle(self, request: Request) -> bytes | None:
-        refusal = self.refusal(request.api_key, request.api_version)
-        if refusal is not None and request.api_key != ApiKey.API_VERSIONS:
-            raise CloseConnection(refusal)
+    def count_unauthenticated(self) -> None:
+        """Count an answer against MAX_REQUESTS_BEFORE_AUTHENTICATION while this connection
+        must still authenticate: every request `handle` answers, and server.py's KIP-511
+        answer to an unserved ApiVersions. A stranger gets no answer beyond the cap."""
         if self.must_authenticate and not self.authenticated:
             self._before_authentication += 1
             if self._before_authentication > MAX_REQUESTS_BEFORE_AUTHENTICATION:
                 raise CloseConnection("too many requests without authenticating")
+
+    async def handle(self, request: Request) -> bytes | None:
+        refusal = self.refusal(request.api_key, request.api_version)
+        if refusal is not None and request.api_key != ApiKey.API_VERSIONS:
+            raise CloseConnection(refusal)
+        self.count_unauthenticated()
         if self.who.login in {"scram", "plain"} and (
             self.image.user_versions.get(self.who.principal.removeprefix("User:"))
             != self._user_version
         ):  # the user's password changed, or the user is gone: as HTTP's tokens, revoked
             raise CloseConnection("the user's credentials changed")
-        broker = self.service.broker
-        starting = broker.broker_epoch < 0 or broker.replicas.image.version < broker.broker_epoch
-        if starting and request.api_key != ApiKey.API_VERSIONS:
-            # its metadata is not current yet: every topic would look unknown (the HTTP
-            # edge's `caught_up`); the client tries another broker
-            raise CloseConnection("the broker is starting")
+        if request.api_key != ApiKey.API_VERSIONS:
+            try:  # gate.py rule 4: the client tries another broker
+                self.handlers.gate.check_ready()
+            except KraftliteError as exc:
+                raise CloseConnection(exc.message) from None
         started = time.perf_counter()
         name = _API_NAMES[ApiKey(request.api_key)]
+        self._refused, self._refused_count, self._produced, self._items = [], 0, 0, 0
         try:
             body = await self._apis[request.api_key](request)
         except CloseConnection:
@@ -370,21 +397,49 @@ class Session:
             elapsed = time.perf_counter() - started
             observability.record("kafka", name, elapsed, ["UNKNOWN_SERVER_ERROR"])
             raise
+        finally:
+            self.handlers.gate.audit_refused(
+                self.who, self._refused, count=self._refused_count, edge="kafka", api=name
+            )
         # its time to answer, as HTTP's, but not a quota's delay (the answer says that)
-        errors = [] if body is None else observability.kafka_errors(body, _ERROR_NAMES)
+        errors = [] if body is None else await self._off_loop(_errors, body)
         observability.record("kafka", name, time.perf_counter() - started, errors)
         return await self._answer(request, body, started)
 
+    async def _went_through(self, count: int = 1) -> None:
+        """A handler went through `count` more of the request's items: past every
+        `_YIELD_EVERY`, others get the event loop (heartbeats and leases ride on it), and
+        past the first, the answer is encoded off it (`_off_loop`)."""
+        before, self._items = self._items, self._items + count
+        if before // _YIELD_EVERY != self._items // _YIELD_EVERY:
+            await asyncio.sleep(0)
+
+    async def _off_loop(self, work: Callable[[Body], T], body: Body) -> T:
+        """`work(body)` inline for a request of few items, else on a worker thread, one at
+        a time: encoding the answer to a Metadata request for 150,000 topics takes a second
+        of CPU, which must not be the loop's."""
+        if self._items <= _YIELD_EVERY:
+            return work(body)
+        async with self.handlers.converting:
+            return await asyncio.to_thread(work, body)
+
+    def _encode(self, request: Request) -> Callable[[Body], bytes]:
+        def encode(body: Body) -> bytes:
+            return messages.encode_response(
+                request.api_key, request.api_version, request.correlation_id, body
+            )
+
+        return encode
+
     async def _answer(self, request: Request, body: Body | None, started: float) -> bytes | None:
         """The encoded answer, held back (and saying so) while the client is over quota."""
-        quotas = self.handlers.authenticator.image.quotas.get(self.who.principal)
+        quotas = self.handlers.gate.quotas_of(self.who)
         if body is None:
             if quotas:
                 await asyncio.sleep(self._throttle_ms(quotas, request, started, 0) / 1000)
             return None
-        answer = messages.encode_response(
-            request.api_key, request.api_version, request.correlation_id, body
-        )
+        encode = self._encode(request)
+        answer = await self._off_loop(encode, body)
         if not quotas:
             return answer
         delay_ms = self._throttle_ms(quotas, request, started, len(answer))
@@ -393,48 +448,37 @@ class Session:
         # over quota: say so (throttle_time_ms) and hold the answer back, as HTTP does
         body["throttle_time_ms"] = delay_ms
         await asyncio.sleep(delay_ms / 1000)
-        return messages.encode_response(
-            request.api_key, request.api_version, request.correlation_id, body
-        )
+        return await self._off_loop(encode, body)
 
     def _throttle_ms(
         self, quotas: Mapping[str, float], request: Request, started: float, answered: int
     ) -> int:
-        """The client's quotas (security/quotas.py), as the HTTP edge counts them: handling
-        time for every request, record bytes produced, and bytes fetched."""
-        tracker = self.handlers.quotas
-        principal, now = self.who.principal, self.service.broker.clock.now_ms()
-        delays = [tracker.record(quotas, principal, REQUEST, time.perf_counter() - started, now)]
-        if request.api_key == ApiKey.PRODUCE:
-            sent = sum(
-                len(p["records"] or b"")
-                for t in request.body["topic_data"]
-                for p in t["partition_data"]
-            )
-            delays.append(tracker.record(quotas, principal, PRODUCE, sent, now))
-        elif request.api_key == ApiKey.FETCH:
-            delays.append(tracker.record(quotas, principal, FETCH, answered, now))
-        return max(delays)
+        """The gate's quotas (gate.py rule 3), one set per broker with the HTTP edge's:
+        handling time for every request, record bytes produced as stored (decompressed),
+        and bytes fetched."""
+        return self.handlers.gate.throttle_ms(
+            self.who,
+            quotas,
+            handling_s=time.perf_counter() - started,
+            produced=self._produced,
+            fetched=answered if request.api_key == ApiKey.FETCH else 0,
+        )
 
     # -- authorization ---------------------------------------------------------------------
 
     def _may(
         self, operation: Operation, kind: ResourceType, name: str, *, listing: bool = False
     ) -> bool:
-        """Rule 4. A refusal is audited, as on the HTTP edge, unless it only filters a
-        listing (topics or groups the client may not see are left out silently)."""
-        if self.handlers.authenticator.allowed(self.who, Action(operation, kind, name)):
+        """Rule 4. A refusal is audited once per request, with a count (gate.py rule 2),
+        unless it only filters a listing (topics or groups the client may not see are
+        left out silently)."""
+        action = Action(operation, kind, name)
+        if self.handlers.gate.allowed(self.who, action):
             return True
         if not listing:
-            audit.warning(
-                "authorization_denied",
-                principal=self.who.principal,
-                host=self.who.host,
-                operation=operation.value,
-                resource_type=kind.value,
-                resource_name=name[:256],
-                edge="kafka",
-            )
+            self._refused_count += 1
+            if len(self._refused) < AUDITED_NAMES:
+                self._refused.append(action)
         return False
 
     def _may_topic(self, operation: Operation, topic: str, *, listing: bool = False) -> bool:
@@ -473,6 +517,7 @@ class Session:
         reachable = {b for b, r in image.brokers.items() if not r.fenced and r.kafka is not None}
         live = {b for b, r in image.brokers.items() if not r.fenced}
         topics = []
+        unnamed = None if request.api_version >= 12 else ""  # a null name from v12 on
         if wanted is None or (request.api_version == 0 and not wanted):
             asked: list[tuple[str, uuid.UUID | None]] = [
                 (t.name, None)
@@ -487,17 +532,22 @@ class Session:
                     found = image.topics.get(topic_id.hex)
                     if found is None:
                         topics.append(
-                            {"error_code": UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id}
+                            {"error_code": UNKNOWN_TOPIC_ID, "name": unnamed, "topic_id": topic_id}
                         )
                         continue
                     asked.append((found.name, topic_id))
                 else:
                     asked.append((entry["name"] or "", None))
-        for name, _ in asked:
+        for name, by_id in asked:
+            await self._went_through()
             topic = image.topic(name) if name else None
             if not self._may_topic(Operation.DESCRIBE, name):
                 code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                topics.append({"error_code": int(code), "name": name})
+                # asked by id: the id, never the name (Kafka's KafkaApis does the same)
+                refused: Body = {"error_code": int(code), "name": name}
+                if by_id is not None:
+                    refused.update(name=unnamed, topic_id=by_id)
+                topics.append(refused)
                 continue
             if topic is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -554,6 +604,7 @@ class Session:
             for part in topic["partition_data"]
         ]
         seen = collections.Counter((name, index) for name, index, _ in entries)
+        await self._went_through(len(entries))
         budget = [REQUEST_DECOMPRESSED_MAX_BYTES]  # shared by the request's partitions
         answers = await asyncio.gather(
             *(
@@ -593,8 +644,14 @@ class Session:
         try:
             partition = self.service.leader(topic, index)
             batch = await self._converted(partition, data, budget)
+            self._produced += len(batch)  # the quota's charge: what is stored (gate.py rule 3)
             produced = await self.service.produce(
-                partition, batch, acks, timeout_s, sent_size=max(records.batch_sizes(data or b""))
+                partition,
+                batch,
+                acks,
+                timeout_s,
+                principal=self.who.principal,
+                sent_size=max(records.batch_sizes(data or b"")),
             )
         except KraftliteError as exc:
             return await _produce_error(index, kafka_code(exc), _message(exc))
@@ -676,6 +733,7 @@ class Session:
         wanted: list[FetchWanted] = []
         refused: dict[PartitionKey, int] = {}
         for (name, index), position in plan.partitions:
+            await self._went_through()
             if not self._may_topic(Operation.READ, name):
                 refused[(name, index)] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             elif (code := self._epoch_refusal(name, index, position.leader_epoch)) is not None:
@@ -780,6 +838,7 @@ class Session:
             name = topic["name"]
             parts = []
             for part in topic.get("partitions", []):
+                await self._went_through()
                 index, timestamp = part["partition_index"], part["timestamp"]
                 entry: Body = {"partition_index": index, "timestamp": -1, "offset": -1}
                 if not self._may_topic(Operation.DESCRIBE, name):
@@ -1189,6 +1248,12 @@ class Session:
             if name is None:
                 answers.append({**answer, "error_code": UNKNOWN_TOPIC_ID})
                 continue
+            if topic_id is not None and not self._may_topic(
+                Operation.DESCRIBE, name, listing=True
+            ):  # by id, and not the caller's to see: as if no such topic (Kafka's answer)
+                self._may_topic(Operation.DELETE, name)  # audited as the refusal it is
+                answers.append({**answer, "name": None, "error_code": UNKNOWN_TOPIC_ID})
+                continue
             if n >= MAX_ADMIN_TOPICS:
                 answer.update(error_code=INVALID_REQUEST, error_message="too many topics at once")
             elif not self._may_topic(Operation.DELETE, name):
@@ -1314,8 +1379,8 @@ class Session:
                 Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME
             ):
                 raise KraftliteError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "not authorized")
-            numeric = name.isascii() and name.isdigit() and len(name) <= 10
-            broker = image.brokers.get(int(name)) if numeric else None
+            broker_id = names.decimal(name, 10)
+            broker = None if broker_id is None else image.brokers.get(broker_id)
             if broker is None:
                 raise KraftliteError(ErrorCode.INVALID_REQUEST, f"no broker {name!r}")
             dynamic = image.broker_configs.get(broker.broker_id, {})
@@ -1359,10 +1424,11 @@ class Session:
                 raise KraftliteError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "not authorized")
             validate_topic_name(name)
             return f"/v1/topics/{name}/configs"
-        if kind == RESOURCE_BROKER and name.isdigit():
+        broker_id = names.decimal(name, 10)
+        if kind == RESOURCE_BROKER and broker_id is not None:
             if not self._may(Operation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
                 raise KraftliteError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "not authorized")
-            return f"/v1/brokers/{int(name)}/configs"
+            return f"/v1/brokers/{broker_id}/configs"
         raise KraftliteError(ErrorCode.INVALID_REQUEST, f"resource type {kind} {name!r}")
 
     # -- OffsetForLeaderEpoch ------------------------------------------------------------------
@@ -1403,9 +1469,10 @@ class Session:
         if request.body["transactional_id"] is not None:
             return {"error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
         try:
-            producer_id = self.service.new_producer_id()
+            self.handlers.gate.check_init_producer(self.who, edge="kafka", request="InitProducerId")
         except KraftliteError as exc:
             return {"error_code": kafka_code(exc)}
+        producer_id = self.service.new_producer_id(self.who.principal)
         return {"error_code": NONE, "producer_id": producer_id, "producer_epoch": 0}
 
     # -- SASL (SCRAM, PLAIN) ----------------------------------------------------------------
@@ -1420,12 +1487,13 @@ class Session:
             or (self.authenticated and self.who.login != "certificate")
         ):
             raise CloseConnection("authenticated already")
+        offered = self.handlers.mechanisms
+        if mechanism not in offered:
+            self.close_after_answer = True  # as Kafka: the client cannot go on
+            return {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": offered}
         if mechanism == PLAIN:
             self._plain = True
-            return {"error_code": NONE, "mechanisms": SASL_MECHANISMS}
-        if mechanism not in scram.MECHANISMS:
-            self.close_after_answer = True  # as Kafka: the client cannot go on
-            return {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": SASL_MECHANISMS}
+            return {"error_code": NONE, "mechanisms": offered}
 
         def credential_of(user: str) -> UserScramCredentialRecord | None:
             return self.image.users.get(user, {}).get(mechanism)  # the image as it is now
@@ -1433,7 +1501,7 @@ class Session:
         self._scram = ScramExchange(
             mechanism, credential_of, secrets.token_urlsafe(24), self.handlers.fake_salt_key()
         )
-        return {"error_code": NONE, "mechanisms": SASL_MECHANISMS}
+        return {"error_code": NONE, "mechanisms": offered}
 
     async def sasl_authenticate(self, request: Request) -> Body:
         """The SCRAM exchange (security/scram_exchange.py): client-first, then
@@ -1474,7 +1542,9 @@ class Session:
         if authzid not in {"", user}:
             return await self._authentication_failed(user, PLAIN, "acting for another user")
         try:
-            principal, version = await self.handlers.authenticator.check_password(user, password)
+            principal, version = await self.handlers.authenticator.check_password(
+                user, password, self.who.host
+            )
         except KraftliteError as exc:
             if exc.code is not ErrorCode.SASL_AUTHENTICATION_FAILED:  # too many checks at once
                 raise CloseConnection(exc.message) from None  # no verdict: the client retries

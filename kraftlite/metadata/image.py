@@ -283,6 +283,9 @@ class MetadataDelta:
     # topic ids whose partition map this delta already copied: it is ours to change in place,
     # so a batch creating N partitions costs O(N), not O(N^2)
     _own_partition_maps: set[str] = field(init=False, default_factory=set)
+    # whether an ACL record was replayed: an image keeps its base's ACL mapping (the very
+    # object) until one is, so the authorizer's per-caller indexes outlive other changes
+    _acls_changed: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         self.controllers = dict(self.base.controllers)
@@ -416,9 +419,11 @@ class MetadataDelta:
                 if record.id in self.acls:
                     raise MetadataInvariantError(f"ACL id exists: {record}")
                 self.acls[record.id] = record
+                self._acls_changed = True
             case RemoveAccessControlEntryRecord():
                 if self.acls.pop(record.id, None) is None:
                     raise MetadataInvariantError(f"no such ACL: {record}")
+                self._acls_changed = True
             case ClientQuotaRecord():
                 quotas = dict(self.quotas.get(record.principal, {}))
                 if record.value is None:
@@ -458,7 +463,7 @@ class MetadataDelta:
             self.controllers,
             self.users,
             self.user_versions,
-            self.acls,
+            self.acls if self._acls_changed else self.base.acls,
             self.quotas,
             self.broker_configs,
             self.voters,

@@ -1,6 +1,8 @@
 """Typed, versioned messages of the internal plane: brokers to controllers (metadata fetch,
-AlterPartition) and brokers to brokers (replica fetch). Both ends build and read them here,
-as Kafka's message JSON schemas do for its RPCs, and as metadata/records.py does for records.
+AlterPartition) and brokers to brokers (replica fetch; and the read-only queries one broker
+asks the others for a client: leader offsets, console figures, coordinated groups). Both
+ends build and read them here, as Kafka's message JSON schemas do for its RPCs, and as
+metadata/records.py does for records.
 
 Rules:
 1. Every body is a JSON object with `"v": VERSION`. A reader refuses other versions with
@@ -10,16 +12,25 @@ Rules:
 3. Raw bytes (encoded record batches, stored log segments) are never re-encoded: the
    metadata answer splices the controller's stored batch bytes into its body, and replica
    fetch data travels as framed segments (framing.py).
+4. A GET's query is its request (`to_params` / `from_params`). A query of the broker queries
+   may leave `v` out: it then means 1, the version those routes had before they carried it
+   (tools and tests call them so); any other `v` is refused as in rule 1.
+5. An asker treats an answer that is not a valid message (MessageError, or not JSON) as a
+   node that did not answer: it leaves that node's part out, as it does on a timeout.
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 import orjson
+
+from kraftlite.protocol import names
 
 VERSION: Final = 1
 MAX_ITEMS: Final = 200_000  # partitions in one AlterPartition or replica fetch request
@@ -602,3 +613,310 @@ class ReplicaFetchResponse:
             _int(data, "session_id", 0),
             tuple(PartitionFetchAnswer.from_json(p) for p in _list(data, "partitions")),
         )
+
+
+# ---------------------------------------------------------------------------- broker queries
+# Read-only calls one broker makes to the others for a client's answer (rule 5: a bad answer
+# is a node that did not answer). Their bounds are the clients' own: 1-249 character topic
+# names of [a-zA-Z0-9._-] (metadata/topics.py, which this pure module may not import) and
+# group names as names.py takes them.
+
+MAX_TOPIC_NAME: Final = 249
+MAX_GROUP_NAME: Final = 249
+MAX_STATS_TOPICS: Final = 100  # topics one stats query names: a page of the console's list
+MAX_GROUPS: Final = MAX_ITEMS  # groups one broker's listing holds
+MAX_GROUP_STATE: Final = 32  # "PreparingRebalance" is the longest state there is
+GROUP_TYPES: Final = ("classic", "consumer")
+RATE_NAMES: Final = ("produce_bytes", "produce_records", "fetch_bytes", "fetch_records")
+_TOPIC_NAME: Final = re.compile(f"[a-zA-Z0-9._-]{{1,{MAX_TOPIC_NAME}}}")
+
+
+def _query_version(query: Mapping[str, str]) -> None:
+    """Rule 4: an absent `v` is version 1."""
+    version = query.get("v", "1")
+    if version != str(VERSION):
+        raise MessageError(f"message version {version!r} is not {VERSION}")
+
+
+def _topic_name(value: object, name: str) -> str:
+    if not isinstance(value, str) or _TOPIC_NAME.fullmatch(value) is None:
+        raise MessageError(f"{name} must be a topic name (1-{MAX_TOPIC_NAME} of [a-zA-Z0-9._-])")
+    return value
+
+
+def _partition_key(key: object) -> int:
+    """A partition index written as a JSON object's key: canonical decimal, in [0, 2^31)."""
+    if (
+        not isinstance(key, str)
+        or not 0 < len(key) <= 10
+        or not key.isascii()
+        or not key.isdigit()
+        or str(int(key)) != key
+        or int(key) >= 2**31
+    ):
+        raise MessageError(f"{key!r} is not a partition index")
+    return int(key)
+
+
+def _rate(data: Mapping[str, Any], name: str) -> float:
+    value = data.get(name)
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or not 0 <= value < 2**63
+    ):
+        raise MessageError(f"{name} must be a finite number of at least 0")
+    return float(value)
+
+
+# -- offsets
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsRequest:
+    """`GET /v1/internal/offsets?v=1&topic=T`: the log start and high watermark of each of
+    the topic's partitions the broker asked leads (broker/offsets.py)."""
+
+    topic: str
+
+    def to_params(self) -> dict[str, str]:
+        return {"v": str(VERSION), "topic": self.topic}
+
+    @classmethod
+    def from_params(cls, query: Mapping[str, str]) -> OffsetsRequest:
+        _query_version(query)
+        return cls(_topic_name(query.get("topic"), "topic"))
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    """One partition's offsets as its leader has them."""
+
+    partition: int
+    log_start_offset: int
+    high_watermark: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "log_start_offset": self.log_start_offset,
+            "high_watermark": self.high_watermark,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> PartitionOffsets:
+        if not isinstance(data, Mapping):
+            raise MessageError("a partition's offsets are a JSON object")
+        return cls(
+            _int(data, "partition", 0, 2**31 - 1),
+            _int(data, "log_start_offset", 0),
+            _int(data, "high_watermark", 0),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsResponse:
+    """The answer to an OffsetsRequest: the topic it was asked for (an asker drops an answer
+    about another), and the partitions the broker leads of it, each at most once (the
+    others are some other broker's to answer)."""
+
+    topic: str
+    partitions: tuple[PartitionOffsets, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "v": VERSION,
+            "topic": self.topic,
+            "partitions": [p.to_json() for p in self.partitions],
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> OffsetsResponse:
+        data = _check_version(data)
+        topic = _topic_name(data.get("topic"), "topic")
+        partitions = tuple(PartitionOffsets.from_json(p) for p in _list(data, "partitions"))
+        if len({p.partition for p in partitions}) != len(partitions):
+            raise MessageError("each partition at most once")
+        return cls(topic, partitions)
+
+
+# -- the console's figures (broker/stats.py)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerStatsRequest:
+    """`GET /v1/internal/stats?v=1[&topics=a,b]`: the broker's own figures, and those of the
+    named topics (0-MAX_STATS_TOPICS distinct names) as far as it leads them."""
+
+    topics: tuple[str, ...] = ()
+
+    def to_params(self) -> dict[str, str]:
+        params = {"v": str(VERSION)}
+        if self.topics:  # no names: no parameter (an empty one names no topic and is refused)
+            params["topics"] = ",".join(self.topics)
+        return params
+
+    @classmethod
+    def from_params(cls, query: Mapping[str, str]) -> BrokerStatsRequest:
+        _query_version(query)
+        raw = query.get("topics")
+        if raw is None:
+            return cls()
+        topics = raw.split(",", MAX_STATS_TOPICS)  # one more than allowed: too many
+        if len(topics) > MAX_STATS_TOPICS:
+            raise MessageError(f"topics names at most {MAX_STATS_TOPICS} topics")
+        if len(set(topics)) != len(topics):
+            raise MessageError("topics names each topic at most once")
+        return cls(tuple(_topic_name(t, "each of topics") for t in topics))
+
+
+@dataclass(frozen=True, slots=True)
+class StatsRates:
+    """Per-second produce and fetch figures (broker/rates.py), each finite and >= 0."""
+
+    produce_bytes: float
+    produce_records: float
+    fetch_bytes: float
+    fetch_records: float
+
+    def to_json(self) -> dict[str, float]:
+        return {name: getattr(self, name) for name in RATE_NAMES}
+
+    @classmethod
+    def from_json(cls, data: Any) -> StatsRates:
+        if not isinstance(data, Mapping):
+            raise MessageError("rates are a JSON object")
+        return cls(*(_rate(data, name) for name in RATE_NAMES))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicStats:
+    """A topic's figures on one broker: the size of each partition it leads (index, bytes),
+    in the order it lists them, and the topic's rates there (None while it has none yet)."""
+
+    topic: str
+    partitions: tuple[tuple[int, int], ...] = ()
+    rates: StatsRates | None = None
+
+    def to_json(self) -> dict[str, Any]:  # keyed by the topic in BrokerStatsResponse
+        return {
+            "partitions": {str(index): size for index, size in self.partitions},
+            "rates": None if self.rates is None else self.rates.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, topic: str, data: Any) -> TopicStats:
+        if not isinstance(data, Mapping):
+            raise MessageError("a topic's figures are a JSON object")
+        sizes = data.get("partitions", {})
+        if not isinstance(sizes, Mapping) or len(sizes) > MAX_ITEMS:
+            raise MessageError(f"partitions must map at most {MAX_ITEMS} partitions to sizes")
+        partitions = tuple(
+            (_partition_key(key), _int(sizes, key, 0)) for key in sizes
+        )  # a JSON object's keys are distinct: each partition at most once
+        rates = data.get("rates")
+        return cls(
+            _topic_name(topic, "topic"),
+            partitions,
+            None if rates is None else StatsRates.from_json(rates),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerStatsResponse:
+    """One broker's figures (broker/stats.py rule 1): the partitions it leads and holds,
+    the bytes of every replica it holds, its rates and the window they cover (None while
+    it has no rate yet), and the asked topics it knows, keyed by name in the body (at most
+    MAX_STATS_TOPICS, MAX_ITEMS partitions in all)."""
+
+    broker_id: int
+    leaders: int
+    replicas: int
+    disk_bytes: int
+    rates: StatsRates | None = None
+    rate_window_ms: int | None = None
+    topics: tuple[TopicStats, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "v": VERSION,
+            "broker_id": self.broker_id,
+            "leaders": self.leaders,
+            "replicas": self.replicas,
+            "disk_bytes": self.disk_bytes,
+            "rates": None if self.rates is None else self.rates.to_json(),
+            "rate_window_ms": self.rate_window_ms,
+            "topics": {t.topic: t.to_json() for t in self.topics},
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> BrokerStatsResponse:
+        data = _check_version(data)
+        found = data.get("topics", {})
+        if not isinstance(found, Mapping) or len(found) > MAX_STATS_TOPICS:
+            raise MessageError(f"topics must map at most {MAX_STATS_TOPICS} topics")
+        topics = tuple(TopicStats.from_json(name, figures) for name, figures in found.items())
+        if sum(len(t.partitions) for t in topics) > MAX_ITEMS:
+            raise MessageError(f"at most {MAX_ITEMS} partitions in all")
+        rates, window = data.get("rates"), data.get("rate_window_ms")
+        return cls(
+            _int(data, "broker_id", 0, 2**31 - 1),
+            _int(data, "leaders", 0),
+            _int(data, "replicas", 0),
+            _int(data, "disk_bytes", 0),
+            None if rates is None else StatsRates.from_json(rates),
+            None if window is None else _int(data, "rate_window_ms", 0),
+            topics,
+        )
+
+
+# -- coordinated groups
+
+
+class GroupListing(TypedDict):
+    """One group a broker coordinates, as `GET /v1/groups` lists it to clients (a dict, in
+    this key order, so that answer and the Kafka edge's ListGroups read it unchanged)."""
+
+    group: str
+    state: str  # the group's state, as its kind names it (group.py, classic.py)
+    members: int
+    type: str  # one of GROUP_TYPES
+
+
+def _group_listing(data: Any) -> GroupListing:
+    if not isinstance(data, Mapping):
+        raise MessageError("a group is a JSON object")
+    group, state, kind = data.get("group"), data.get("state"), data.get("type")
+    if not isinstance(group, str) or not names.is_name(group, MAX_GROUP_NAME):
+        raise MessageError(f"group must be a name of 1-{MAX_GROUP_NAME} characters")
+    if not isinstance(state, str) or not names.is_name(state, MAX_GROUP_STATE):
+        raise MessageError(f"state must be a name of 1-{MAX_GROUP_STATE} characters")
+    if not isinstance(kind, str) or kind not in GROUP_TYPES:
+        raise MessageError(f"type must be one of {', '.join(GROUP_TYPES)}")
+    return {
+        "group": group,
+        "state": state,
+        "members": _int(data, "members", 0, 2**31 - 1),
+        "type": kind,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListResponse:
+    """`GET /v1/internal/groups`: the groups the broker asked coordinates now, each at most
+    once (a group has one coordinator), at most MAX_GROUPS; no query. Another broker's
+    `GET /v1/groups` gathers these from every live broker (service.py)."""
+
+    groups: tuple[GroupListing, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"v": VERSION, "groups": list(self.groups)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> GroupListResponse:
+        data = _check_version(data)
+        groups = tuple(_group_listing(g) for g in _list(data, "groups", MAX_GROUPS))
+        if len({g["group"] for g in groups}) != len(groups):
+            raise MessageError("each group at most once")
+        return cls(groups)

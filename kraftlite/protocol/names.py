@@ -29,3 +29,12 @@ def is_name(value: object, max_length: int, excluded: str = "") -> bool:
         and _NAME.fullmatch(value) is not None
         and not any(c in excluded for c in value)
     )
+
+
+def decimal(text: str, max_digits: int = 18) -> int | None:
+    """`text` as a non-negative integer written in ASCII digits, or None. `str.isdigit` is
+    not enough: it takes "²" and other digits `int()` refuses (issue 24: a broker named
+    "²" closed the connection)."""
+    if not text or len(text) > max_digits or not text.isascii() or not text.isdigit():
+        return None
+    return int(text)

@@ -11,6 +11,9 @@ Rules:
    ALTER_CONFIGS implies DESCRIBE_CONFIGS (Kafka's implied operations); a DENY implies
    nothing beyond itself (but DENY ALL denies all).
 4. Filters (list, delete) match ACLs field by field; a field left out matches anything.
+5. "May the caller do O on some resource of type T" (Kafka's authorizeByResourceType, which
+   InitProducerId asks of WRITE on topics): yes if some ALLOW that grants O is not taken
+   back by a DENY of the name it grants (`CallerAcls.allows_some`).
 
 Pure.
 """
@@ -44,6 +47,7 @@ class Operation(Enum):
     CLUSTER_ACTION = "CLUSTER_ACTION"
     DESCRIBE_CONFIGS = "DESCRIBE_CONFIGS"
     ALTER_CONFIGS = "ALTER_CONFIGS"
+    IDEMPOTENT_WRITE = "IDEMPOTENT_WRITE"  # on the cluster: may have producer ids
 
 
 class PatternType(Enum):
@@ -157,6 +161,27 @@ class CallerAcls:
             *self._prefixed.get(kind, ()),
         ]
         return authorize(candidates, self.super_users, self.principal, self.host, action)
+
+    def allows_some(self, operation: Operation, kind: ResourceType) -> bool:
+        """Rule 5: whether some resource of `kind` allows `operation`. Each ALLOW that
+        could grant it is tried on the name it names (a literal name, `*`, or a prefix as a
+        name of its own), so a DENY that covers that name takes it back. A little stricter
+        than Kafka's authorizeByResourceType: a literal DENY of a prefix's own name also
+        takes back that prefix's ALLOW."""
+        if self.principal in self.super_users:
+            return True
+        granting = {operation, Operation.ALL}
+        for acl in (
+            *(a for (t, _), found in self._literal.items() if t == kind.value for a in found),
+            *self._prefixed.get(kind.value, ()),
+        ):
+            if acl.permission_type != Permission.ALLOW.value:
+                continue
+            if Operation(acl.operation) not in granting:
+                continue
+            if self.allows(Action(operation, kind, acl.resource_name)):
+                return True
+        return False
 
 
 # -------------------------------------------------------------------------------- requests

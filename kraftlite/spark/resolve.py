@@ -8,7 +8,7 @@ Rules:
 2. A bare host:port is asked first as a kraftlite HTTP address: GET /readyz (https:// when
    TLS is wanted) answering with a broker id, 200 or 503 (a broker still starting is one).
 3. Otherwise it is taken as a Kafka listener and asked over Kafka's protocol with kraftlite's
-   own codec (kraftlite/kafka/messages.py): ApiVersions; Metadata v12 for no topic, whose
+   own codec (kraftlite/protocol/kafka/messages.py): ApiVersions; Metadata v12 for no topic, whose
    broker list gives this broker's node id; DescribeConfigs v1 for that broker, whose
    `kraftlite.http.url` is its HTTP URL. A listener whose advertised address is not the one
    dialed (a proxy, a NAT) is asked for each broker it lists until one answers.
@@ -42,9 +42,9 @@ from typing import Any
 
 from kraftlite.client.credentials import Credentials
 from kraftlite.clock import SystemClock
-from kraftlite.kafka import messages
-from kraftlite.kafka.messages import ApiKey
-from kraftlite.kafka.wire import WireError
+from kraftlite.protocol.kafka import messages
+from kraftlite.protocol.kafka.messages import ApiKey
+from kraftlite.protocol.kafka.wire import WireError
 from kraftlite.security.scram import DEFAULT_MECHANISM
 from kraftlite.security.scram_client import ScramClient
 from kraftlite.security.scram_exchange import ScramError

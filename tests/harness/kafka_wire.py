@@ -6,7 +6,7 @@ import socket
 import struct
 from typing import Any
 
-from kraftlite.kafka import messages
+from kraftlite.protocol.kafka import messages
 
 
 def frame(payload: bytes) -> bytes:

@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kraftlite.kafka import records
+from kraftlite.protocol.kafka import records
 from tests.harness.kafka_wire import call, frame, read_exactly
 from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kraftlite.kafka import records
+from kraftlite.protocol.kafka import records
 from tests.harness.kafka_wire import Connection
 from tests.harness.processes import FAST_SESSIONS, Cluster, http
 

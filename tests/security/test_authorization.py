@@ -589,9 +589,10 @@ def _authenticates(url: str, headers: dict[str, str]) -> bool:
     return http("GET", url + "/v1/topics", headers=headers)[0] != 401
 
 
-def test_producer_ids_are_for_authenticated_clients_and_each_is_new(cluster: Cluster) -> None:
+def test_producer_ids_are_for_writers_and_each_is_new(cluster: Cluster) -> None:
     """POST /v1/producer-ids (an idempotent producer's InitProducerId): no id for a
-    stranger; an authenticated client gets a new one each time, on any broker."""
+    stranger, nor for a user that may write nowhere (issue 24, as Kafka's KIP-679); a
+    writer gets a new one each time, on any broker."""
     refused(http("POST", cluster.urls[1] + "/v1/producer-ids"), 401, "SASL_AUTHENTICATION_FAILED")
     status, _ = as_admin(
         "POST", cluster.urls[1] + "/v1/users", {"name": "dave", "password": "pw-d"}
@@ -599,6 +600,26 @@ def test_producer_ids_are_for_authenticated_clients_and_each_is_new(cluster: Clu
     assert status == 201
     for url in cluster.urls.values():  # the new user has reached every broker
         wait_for_metadata(cluster, lambda url=url: _authenticates(url, basic("dave", "pw-d")))
+    refused(
+        http("POST", cluster.urls[1] + "/v1/producer-ids", headers=basic("dave", "pw-d")),
+        403,
+        "CLUSTER_AUTHORIZATION_FAILED",
+    )
+    add_acl(
+        cluster,
+        principal="User:dave",
+        operation="WRITE",
+        resource_type="TOPIC",
+        resource_name="dave-",
+        pattern_type="PREFIXED",
+    )
+    for url in cluster.urls.values():
+        wait_for_metadata(
+            cluster,
+            lambda url=url: (
+                http("POST", url + "/v1/producer-ids", headers=basic("dave", "pw-d"))[0] == 201
+            ),
+        )
     given = set()
     for url in cluster.urls.values():
         for _ in range(2):

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from kraftlite.kafka import messages, records
-from kraftlite.kafka.wire import Writer
+from kraftlite.protocol.kafka import messages, records
+from kraftlite.protocol.kafka.wire import Writer
 from tests.harness.auth import as_admin, auth_cluster
 from tests.harness.kafka_wire import call, frame, read_exactly
 from tests.harness.processes import FAST_SESSIONS, Cluster, http

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from kraftlite.client import Credentials
-from kraftlite.kafka import messages
-from kraftlite.kafka.messages import ApiKey
+from kraftlite.protocol.kafka import messages
+from kraftlite.protocol.kafka.messages import ApiKey
 from kraftlite.security.scram_exchange import ScramError
 from kraftlite.spark.options import Security
 from kraftlite.spark.resolve import MAX_FRAME, ResolveError, kafka_http_url

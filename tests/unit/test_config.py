@@ -42,6 +42,14 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
         BrokerConfig.load(path, {"broker.id": -3})
 
 
+def test_plain_can_be_turned_off(tmp_path: Path) -> None:
+    path = tmp_path / "b.toml"
+    path.write_text('"broker.id" = 1\ncontrollers = ["http://a:1"]\n"log.dir" = "/d"\n')
+    assert "PLAIN" in BrokerConfig.load(path).sasl_enabled_mechanisms
+    path.write_text(path.read_text() + '"sasl.enabled.mechanisms" = ["SCRAM-SHA-512"]\n')
+    assert BrokerConfig.load(path).sasl_enabled_mechanisms == ("SCRAM-SHA-512",)
+
+
 def test_advertised_url_defaults_to_the_listen_address(tmp_path: Path) -> None:
     path = tmp_path / "b.toml"
     path.write_text('"broker.id" = 1\ncontrollers = ["http://a:1"]\n"log.dir" = "/d"\n')
@@ -65,6 +73,11 @@ def test_advertised_url_defaults_to_the_listen_address(tmp_path: Path) -> None:
         ('"broker.id" = 1\n[logging]\nlevel = "loud"', "logging.level = 'loud' must be one of"),
         ('"broker.id" = 1', "missing required key 'log.dir'"),
         ("broker.id = = 1", "not valid TOML"),
+        (
+            '"broker.id" = 1\n"sasl.enabled.mechanisms" = ["GSSAPI"]',
+            "must list one or more of SCRAM-SHA-256, SCRAM-SHA-512, PLAIN",
+        ),
+        ('"broker.id" = 1\n"sasl.enabled.mechanisms" = []', "must list one or more of"),
     ],
 )
 def test_bad_files_give_one_line_naming_key_and_file(tmp_path: Path, body, message) -> None:

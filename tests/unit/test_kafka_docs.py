@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from kraftlite.kafka.handlers import _api_keys
-from kraftlite.kafka.messages import ApiKey
+from kraftlite.protocol.kafka.messages import ApiKey
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "kafka.md"
 ROW = re.compile(r"^\| ([A-Z_]+) \((\d+)\) \| (\d+)-(\d+) \|", re.MULTILINE)

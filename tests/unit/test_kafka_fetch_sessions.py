@@ -7,7 +7,6 @@ import itertools
 
 import pytest
 
-from kraftlite.broker.service import MAX_FETCH_PARTITIONS
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.kafka.fetch_sessions import (
     FINAL_EPOCH,
@@ -19,6 +18,7 @@ from kraftlite.kafka.fetch_sessions import (
     Position,
     SessionBudget,
 )
+from kraftlite.service import MAX_FETCH_PARTITIONS
 
 A, B, C = ("t", 0), ("t", 1), ("u", 0)
 

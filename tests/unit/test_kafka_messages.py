@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftlite.kafka import messages
-from kraftlite.kafka.messages import (
+from kraftlite.protocol.kafka import messages
+from kraftlite.protocol.kafka.messages import (
     API_VERSIONS,
     APIS,
     ApiKey,
@@ -27,7 +27,7 @@ from kraftlite.kafka.messages import (
     encode_request,
     encode_response,
 )
-from kraftlite.kafka.wire import EncodeError, Reader, WireError, Writer
+from kraftlite.protocol.kafka.wire import EncodeError, Reader, WireError, Writer
 
 SERVED = [
     (key, version) for key, (low, high) in API_VERSIONS.items() for version in range(low, high + 1)

@@ -17,9 +17,10 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftlite.kafka import records
-from kraftlite.kafka.messages import ApiKey, decode_request
-from kraftlite.kafka.records import (
+from kraftlite.protocol import batch as kraftlite_batch
+from kraftlite.protocol.kafka import records
+from kraftlite.protocol.kafka.messages import ApiKey, decode_request
+from kraftlite.protocol.kafka.records import (
     Compression,
     CorruptRecordsError,
     KafkaRecord,
@@ -28,8 +29,7 @@ from kraftlite.kafka.records import (
     kafka_to_kraftlite,
     kraftlite_to_kafka,
 )
-from kraftlite.kafka.wire import WireError, encode_varint, encode_varlong
-from kraftlite.protocol import batch as kraftlite_batch
+from kraftlite.protocol.kafka.wire import WireError, encode_varint, encode_varlong
 
 with warnings.catch_warnings():  # kafka-python's legacy importlib.resources use (see
     warnings.filterwarnings(  # test_partitioner.py); pytest turns warnings into errors

@@ -1,4 +1,4 @@
-"""The packed Kafka parser and converter (kraftlite/kafka/records.py, rule 6) held to the
+"""The packed Kafka parser and converter (kraftlite/protocol/kafka/records.py, rule 6) held to the
 reference parser: for any input, the same decoded batches, the same kraftlite bytes, and
 the same error (type and message) at the same stage.
 
@@ -23,9 +23,9 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftlite.kafka import records
-from kraftlite.kafka.records import Compression, CorruptRecordsError, KafkaRecord
 from kraftlite.protocol import batch as kraftlite_batch
+from kraftlite.protocol.kafka import records
+from kraftlite.protocol.kafka.records import Compression, CorruptRecordsError, KafkaRecord
 
 PACKED = 1  # every batch the packed path can read takes it
 REFERENCE = 2**62  # no batch does

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftlite.kafka.wire import (
+from kraftlite.protocol.kafka.wire import (
     EncodeError,
     Reader,
     WireError,

@@ -8,7 +8,6 @@ from typing import Any
 
 from aiohttp import web
 
-from kraftlite.api.auth import Authenticator, AuthSettings
 from kraftlite.api.broker_app import make_broker_app
 from kraftlite.api.controller_app import make_controller_app
 from kraftlite.api.internal_auth import ClusterAuth
@@ -16,6 +15,8 @@ from kraftlite.api.permissions import NODES, PERMISSIONS
 from kraftlite.broker.broker import RequestLimits
 from kraftlite.clock import SystemClock
 from kraftlite.metadata.image import MetadataImage
+from kraftlite.security.authenticator import Authenticator, AuthSettings
+from kraftlite.security.gate import Gate
 
 SECRET = "a-cluster-secret-of-some-length"
 
@@ -31,12 +32,13 @@ def _routes(app: web.Application) -> set[tuple[str, str]]:
 def _apps() -> tuple[web.Application, web.Application]:
     clock = SystemClock()
     auth = ClusterAuth(SECRET, "test", clock)
-    authenticator = Authenticator(AuthSettings(), SECRET, lambda: MetadataImage.EMPTY, clock)
+    gate = Gate(Authenticator(AuthSettings(), SECRET, lambda: MetadataImage.EMPTY, clock), clock)
     broker: Any = SimpleNamespace(settings=SimpleNamespace(limits=RequestLimits()))
+    service: Any = SimpleNamespace(broker=broker)
     controller: Any = SimpleNamespace(log=None)
     return (
-        make_broker_app(broker, auth, authenticator),
-        make_controller_app(controller, auth, authenticator),
+        make_broker_app(service, auth, gate),
+        make_controller_app(controller, auth, gate),
     )
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from kraftlite.client.credentials import Credentials
-from kraftlite.kafka import messages
-from kraftlite.kafka.messages import ApiKey
+from kraftlite.protocol.kafka import messages
+from kraftlite.protocol.kafka.messages import ApiKey
 from kraftlite.spark import resolve
 from kraftlite.spark.arrow import default_columns
 from kraftlite.spark.options import (

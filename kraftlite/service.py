@@ -12,8 +12,9 @@ Rules:
    naming the leader (id and URL); a group it does not coordinate raises NOT_COORDINATOR.
    The HTTP edge relays such a request to the leader (one hop, api/relay.py); the Kafka
    edge answers the error and the client refreshes its metadata, as Kafka's brokers do.
-2. Authorization stays at the edges (they know the principal); the service trusts that a
-   call it gets is allowed.
+2. Authorization is the gate's (security/gate.py), which each edge asks before it calls
+   here; the service trusts that a call it gets is allowed. It knows a caller's principal
+   only where data is bound to one: a producer id (security/producer_ids.py).
 3. Clients never write internal topics: the brokers write their own (a forged commit would
    bypass the coordinator's checks).
 4. Offsets another broker knows (high watermarks, log starts) are asked with one
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -41,15 +43,18 @@ from kraftlite.broker.partition import Acks, Partition
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.assignor import TopicPartition
 from kraftlite.groups.coordinator import GroupCoordinator
+from kraftlite.groups.offsets import CommittedOffset
 from kraftlite.metadata.topics import INTERNAL_TOPICS
 from kraftlite.protocol import batch as batch_format
-from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION
+from kraftlite.protocol import names
+from kraftlite.protocol.headers import METADATA_VERSION
+from kraftlite.protocol.internal import GroupListing, GroupListResponse, MessageError
 from kraftlite.protocol.partitioner import partition_for_key
+from kraftlite.security import producer_ids
 
 log = structlog.get_logger(__name__)
 MAX_WAIT_MS = 30_000  # the longest a fetch long-polls, whatever it asks
 MAX_FETCH_PARTITIONS = 10_000  # partitions one Kafka Fetch may name
-PRODUCER_IDS_PER_EPOCH = 2**24  # producer ids one broker registration may give out
 _GROUPS_TIMEOUT_S = 5.0
 # Lag is exported for at most this many groups per coordinator (their names are labels:
 # clients choose them), and a scrape within LAGS_FRESH_S of the last gets its answer.
@@ -81,12 +86,18 @@ class Fetched:
 
 
 class BrokerService:
-    def __init__(self, broker: Broker, coordinator: GroupCoordinator) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        coordinator: GroupCoordinator,
+        producer_id_key: bytes,
+        nonces: Callable[[], int] = lambda: secrets.randbits(producer_ids.NONCE_BITS),
+    ) -> None:
         self.broker = broker
         self.coordinator = coordinator
         self._sticky = itertools.count()
-        self._producer_ids = itertools.count()
-        self._producer_ids_epoch = -1
+        self._producer_id_key = producer_id_key
+        self._nonces = nonces
         # The last group lags a scrape computed (loop time, groups coordinated, lags), and
         # the lock that makes concurrent scrapes share one computation.
         self._lags: tuple[float, int, list[metrics.GroupLag]] | None = None
@@ -115,23 +126,12 @@ class BrokerService:
 
     # -- produce ---------------------------------------------------------------------------
 
-    def new_producer_id(self) -> int:
-        """A producer id no other producer of the cluster has (Kafka's InitProducerId for an
-        idempotent producer; epoch 0): this broker's epoch times 2**24, plus a counter. A
-        broker epoch is the metadata version the broker registered at, so no two brokers,
-        nor two runs of one, share one; the counter starts over at each registration."""
-        epoch = self.broker.broker_epoch
-        if epoch < 0:
-            raise KraftliteError(ErrorCode.BROKER_NOT_AVAILABLE, "the broker is not registered")
-        if epoch != self._producer_ids_epoch:
-            self._producer_ids, self._producer_ids_epoch = itertools.count(), epoch
-        serial = next(self._producer_ids)
-        if serial >= PRODUCER_IDS_PER_EPOCH or epoch >= 2**63 // PRODUCER_IDS_PER_EPOCH:
-            raise KraftliteError(
-                ErrorCode.BROKER_NOT_AVAILABLE,
-                "this broker gave out every producer id of its registration: ask another",
-            )
-        return epoch * PRODUCER_IDS_PER_EPOCH + serial
+    def new_producer_id(self, principal: str) -> int:
+        """A new producer id for `principal` (Kafka's InitProducerId for an idempotent
+        producer; epoch 0): random, and bound to the principal (security/producer_ids.py),
+        so only its batches may name it. The caller has asked the gate whether it may have
+        one."""
+        return producer_ids.mint(self._producer_id_key, principal, self._nonces())
 
     @staticmethod
     def refuse_internal(topic: str) -> None:
@@ -191,14 +191,21 @@ class BrokerService:
         acks: Acks,
         timeout_s: float,
         *,
+        principal: str,
         sent_size: int | None = None,
     ) -> Produced:
-        """Check and append one batch as the partition's leader. With acks=0 the batch is
-        still appended before this returns (bad input is still refused), but not waited on.
-        `sent_size`: the largest batch's size as the client sent it (see `check_batch`).
+        """Check and append one batch as the partition's leader, for `principal`. With
+        acks=0 the batch is still appended before this returns (bad input is still
+        refused), but not waited on. `sent_size`: the largest batch's size as the client
+        sent it (see `check_batch`). A batch naming a producer id that was not given to
+        `principal` is UNKNOWN_PRODUCER_ID (producer_ids.py rule 2).
         """
         self.refuse_internal(partition.topic)
         header = self.check_batch(partition, batch, sent_size=sent_size)
+        if header.producer_id >= 0 and not producer_ids.belongs_to(
+            self._producer_id_key, header.producer_id, principal
+        ):
+            raise KraftliteError(ErrorCode.UNKNOWN_PRODUCER_ID, "unknown producer id")
         metrics.record_produce(partition, header.record_count, len(batch))
         if acks is Acks.NONE:
             await partition.produce(batch, Acks.LEADER, timeout_s)
@@ -349,25 +356,28 @@ class BrokerService:
     async def group_lags(self) -> tuple[int, list[metrics.GroupLag]]:
         """(groups coordinated here, the lag of each partition of the first MAX_LAG_GROUPS
         of them by name), for /metrics: one round of offset requests to the leaders,
-        whatever the number of groups; scrapes at the same moment share it."""
+        whatever the number of groups; scrapes at the same moment share it. Neither holds
+        the event loop for long: the leaders' offsets are looked up a chunk at a time
+        (offsets.py rule 3), and many rows are made on a thread (`_lag_rows`)."""
         async with self._lags_lock:
             now = asyncio.get_running_loop().time()
             if self._lags is not None and now - self._lags[0] < LAGS_FRESH_S:
                 return self._lags[1], self._lags[2]
             committed = self.coordinator.coordinated_offsets()
-            shown = sorted(committed)[:MAX_LAG_GROUPS]
-            ends = await self.offsets({tp for group in shown for tp in committed[group]})
-            lags = []
-            for group in shown:
-                for (topic, partition), c in sorted(committed[group].items()):
-                    lag = _lag(ends.get((topic, partition)), c.offset)
-                    lags.append(metrics.GroupLag(group, topic, partition, c.offset, lag))
+            shown = {group: committed[group] for group in sorted(committed)[:MAX_LAG_GROUPS]}
+            ends = await self.offsets({tp for offsets in shown.values() for tp in offsets})
+            if sum(len(offsets) for offsets in shown.values()) > _LAG_ROWS_ON_LOOP:
+                lags = await asyncio.to_thread(_lag_rows, shown, ends)
+            else:
+                lags = _lag_rows(shown, ends)
             self._lags = (asyncio.get_running_loop().time(), len(committed), lags)
             return len(committed), lags
 
-    async def all_groups(self) -> list[dict[str, Any]]:
-        """Every live broker's coordinated groups: this one's, and each other's asked with
-        a node call (a broker's own fan-out answers only its local groups)."""
+    async def all_groups(self) -> list[GroupListing]:
+        """Every live broker's coordinated groups, by name: this one's, and each other's
+        asked with one node call (`GET /v1/internal/groups`, answered with a
+        GroupListResponse: protocol/internal.py). A broker that does not answer in time,
+        or answers anything else, adds no groups (as rule 4's leaders add no offsets)."""
         broker = self.broker
         urls = [
             b.url
@@ -375,16 +385,20 @@ class BrokerService:
             if not b.fenced and b.broker_id != broker.broker_id
         ]
 
-        async def ask(url: str) -> list[dict[str, Any]]:
+        async def ask(url: str) -> tuple[GroupListing, ...]:
             try:
                 async with broker.session.get(
-                    url + "/v1/groups",
-                    headers={FORWARDED: "1"},
+                    url + "/v1/internal/groups",
                     timeout=aiohttp.ClientTimeout(total=_GROUPS_TIMEOUT_S),
                 ) as response:
-                    return list(orjson.loads(await response.read())["groups"])
-            except (aiohttp.ClientError, TimeoutError, KeyError, TypeError, ValueError):
-                return []
+                    if response.status != 200:
+                        log.info("groups_not_learned", url=url, status=response.status)
+                        return ()
+                    body = await response.read()
+                return GroupListResponse.from_json(orjson.loads(body)).groups
+            except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError, MessageError) as exc:
+                log.info("groups_not_learned", url=url, error=repr(exc))
+                return ()
 
         groups = self.coordinator.local_groups()
         for part in await asyncio.gather(*(ask(u) for u in urls)):
@@ -402,15 +416,34 @@ class BrokerService:
         status, answer, answered = await self.broker.controllers.call_with_headers(
             method, path, body, headers=headers
         )
-        version = answered.get(METADATA_VERSION)
-        if version is not None and version.isdigit():
-            await self.broker.wait_for_metadata(int(version), timeout_s=5.0)
+        version = names.decimal(answered.get(METADATA_VERSION, ""))
+        if version is not None:
+            await self.broker.wait_for_metadata(version, timeout_s=5.0)
         return status, answer
 
 
 def _lag(found: Offsets | None, committed: int) -> int | None:
     """A group's lag on a partition: None where its leader did not answer."""
     return None if found is None else max(found.high_watermark - committed, 0)
+
+
+# Lag rows a scrape makes on the event loop; more are made on a thread (`group_lags`).
+_LAG_ROWS_ON_LOOP = 10_000
+
+
+def _lag_rows(
+    shown: dict[str, dict[TopicPartition, CommittedOffset]],
+    ends: dict[TopicPartition, Offsets],
+) -> list[metrics.GroupLag]:
+    """Each shown group's partitions with their lag, by group then partition. Pure, and its
+    arguments are this scrape's own (coordinated_offsets copies the offsets; `ends` is the
+    answer of this scrape's offset requests), so a thread may make them."""
+    lags = []
+    for group, offsets in shown.items():
+        for (topic, partition), c in sorted(offsets.items()):
+            lag = _lag(ends.get((topic, partition)), c.offset)
+            lags.append(metrics.GroupLag(group, topic, partition, c.offset, lag))
+    return lags
 
 
 def _records_in(data: bytes) -> int:

@@ -101,7 +101,7 @@ from functools import cache
 from typing import Any, Final, NamedTuple
 from uuid import UUID
 
-from kraftlite.kafka.wire import EncodeError, Reader, WireError, Writer
+from kraftlite.protocol.kafka.wire import EncodeError, Reader, WireError, Writer
 
 _LATEST: Final = 0x7FFF
 UNSUPPORTED_VERSION: Final = 35  # Kafka's error code, carried by the KIP-511 answer
@@ -394,9 +394,8 @@ class StructCodec:
         return out
 
     def _decode_tagged(self, reader: Reader, out: dict[str, Any]) -> None:
-        count = reader.unsigned_varint()
-        if count > reader.remaining // 2:
-            raise WireError(f"{count} tagged fields cannot fit in {reader.remaining} bytes")
+        # every field, known or skipped, is an item of the request's budget (wire rule 2)
+        count = reader.tagged_field_count()
         for _ in range(count):
             tag, size = reader.tagged_field_header()
             entry = self.tagged.get(tag)
@@ -1345,7 +1344,8 @@ def is_flexible(api_key: int, api_version: int) -> bool:
     return entry.request.flexible.has(api_version)
 
 
-MAX_REQUEST_ITEMS: Final = 200_000  # array items one request may hold (structs, ids, names)
+# items one request may hold: array items (structs, ids, names) and tagged fields
+MAX_REQUEST_ITEMS: Final = 200_000
 
 
 def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
@@ -1361,8 +1361,9 @@ def decode_request(
     """Decode one request frame (without its 4-byte size prefix).
 
     Raises `UnsupportedVersion` for a key or version not served (checked right after the
-    header's fixed part, so even a body we cannot parse gets its correlation id back), and
-    `WireError` for anything malformed.
+    header's fixed part, so even a body we cannot parse gets its correlation id back),
+    `ItemBudgetExceeded` once the request holds more than `max_items` items (array items
+    and tagged fields, header and body alike), and `WireError` for anything malformed.
     """
     reader = Reader(frame, budget=[max_items])
     api_key = reader.int16()
@@ -1380,11 +1381,9 @@ def decode_request(
 
 
 def _skip_tagged(reader: Reader) -> None:
-    """A header's tagged fields: none are defined that a broker reads, so skip them all."""
-    count = reader.unsigned_varint()
-    if count > reader.remaining // 2:
-        raise WireError(f"{count} tagged fields cannot fit in {reader.remaining} bytes")
-    for _ in range(count):
+    """A header's tagged fields: none are defined that a broker reads, so skip them all
+    (each still an item of the request's budget, wire rule 2)."""
+    for _ in range(reader.tagged_field_count()):
         _, size = reader.tagged_field_header()
         reader.skip(size)
 

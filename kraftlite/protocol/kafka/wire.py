@@ -10,7 +10,13 @@ module keeps:
 2. Hostile lengths never make us allocate: a length or an array count is checked against
    the bytes that are left before anything is built from it. An array of `n` items whose
    smallest possible encoding is `k` bytes needs at least `n * k` bytes, so a count of
-   2**31 in a 100-byte frame fails at once instead of building a huge list.
+   2**31 in a 100-byte frame fails at once instead of building a huge list. A count that
+   fits the bytes can still be a million small items, so a `Reader` may also carry an item
+   `budget` (shared with the readers of nested fields) that every array item AND every
+   tagged field (KIP-482, known or unknown) is charged against before anything is read;
+   over it, `ItemBudgetExceeded` (a `WireError`). A tagged field is as cheap on the wire as
+   an array item (two bytes: tag and size) and costs as much to skip, so a 512 KiB frame
+   of ~131k empty tagged fields is refused as soon as their count is read.
 3. Lengths: classic strings carry an int16 length, classic bytes and arrays an int32; the
    "compact" forms of flexible versions (KIP-482) carry an unsigned varint of length + 1.
    Null is -1 (classic) or 0 (compact). A negative length other than -1, or null where the
@@ -51,6 +57,11 @@ _BIG_ENDIAN: Final = sys.byteorder == "big"
 
 class WireError(ValueError):
     """The bytes are not valid for the protocol: truncated, over-long, or inconsistent."""
+
+
+class ItemBudgetExceeded(WireError):
+    """The input holds more items (array items, tagged fields) than the reader's budget
+    allows (rule 2): the caller may retry with a larger budget elsewhere (a worker thread)."""
 
 
 class EncodeError(ValueError):
@@ -109,8 +120,9 @@ class Reader:
         self._view = view
         self._end = len(view)
         self.pos = pos
-        # Array items this read may still build, shared with nested readers (rule 2): a
-        # count that fits the bytes left can still be millions of small structs.
+        # Items (array items, tagged fields) this read may still build or skip, shared
+        # with nested readers (rule 2): a count that fits the bytes left can still be
+        # millions of small structs.
         self.budget = budget
 
     @property
@@ -275,15 +287,17 @@ class Reader:
 
     # ------------------------------------------------------------------------- arrays
 
-    def _checked_count(self, count: int, min_item_size: int) -> int:
+    def _checked_count(self, count: int, min_item_size: int, what: str = "array") -> int:
         if count > (self._end - self.pos) // max(min_item_size, 1):
             raise WireError(
-                f"array of {count} items cannot fit in the {self._end - self.pos} bytes left"
+                f"{what} of {count} items cannot fit in the {self._end - self.pos} bytes left"
             )
         if self.budget is not None:
             self.budget[0] -= count
             if self.budget[0] < 0:
-                raise WireError("the request holds more array items than a request may")
+                raise ItemBudgetExceeded(
+                    "the request holds more items (array items, tagged fields) than allowed"
+                )
         return count
 
     def array_length(self, min_item_size: int, nullable: bool = False) -> int:
@@ -343,12 +357,18 @@ class Reader:
             raise WireError(f"tagged field {tag} of {size} bytes is truncated")
         return tag, size
 
+    def tagged_field_count(self) -> int:
+        """The count that opens a tagged-field section (KIP-482): checked against the
+        bytes left (a field is at least a tag and a size, two bytes) and charged to the
+        item budget, every field one item (rule 2), before any field is read."""
+        return self._checked_count(self.unsigned_varint(), 2, "tagged-field section")
+
     def tagged_fields(self) -> dict[int, bytes]:
         """A whole tagged-field section (KIP-482) as raw bytes per tag.
 
         `messages` decodes the tags it knows itself; this is for headers and tests.
         """
-        count = self._checked_count(self.unsigned_varint(), 2)
+        count = self.tagged_field_count()
         fields: dict[int, bytes] = {}
         for _ in range(count):
             tag, size = self.tagged_field_header()

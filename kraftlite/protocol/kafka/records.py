@@ -81,8 +81,8 @@ import numpy as np
 import numpy.typing as npt
 from crc32c import crc32c
 
-from kraftlite.kafka.wire import WireError, encode_varint, encode_varlong
 from kraftlite.protocol import batch as kraftlite_batch
+from kraftlite.protocol.kafka.wire import WireError, encode_varint, encode_varlong
 
 MAGIC: Final = 2
 HEADER = struct.Struct(">qiibIhiqqqhii")

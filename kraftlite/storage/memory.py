@@ -1,0 +1,419 @@
+"""Partition logs in memory: the twin of storage/log.py (LMDB) for in-process tests.
+
+It keeps the port `kraftlite.broker.log_store.ReplicaLog` / `LogStore` with the LMDB
+adapter's behaviour, down to its errors and their details: dense offsets, stamped leader
+epochs and their cache, whole-batch truncation and retention bounded by the high watermark,
+offsets by time, deleted partitions that refuse everything. tests/contract runs one suite
+of scenarios over both adapters, so the twin cannot drift.
+
+Durability is modelled, not performed: every committed change stays (as an LMDB
+transaction would), and `restarted` gives the storage a new process would find. Appends
+and high watermark moves are not written at once; a high watermark is as its partition's
+meta record was last written (`checkpoint_high_watermark`, truncation, retention, reset),
+with storage/log.py's bookkeeping of what it already checkpointed, and a clean close
+checkpoints every log first.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.protocol import batch as batch_format
+from kraftlite.storage.log import UNDEFINED_EPOCH, UNDEFINED_OFFSET, AppendInfo, StorageConfig
+
+MEMORY_PATH: Final = Path(":memory:")  # the path a memory storage's config names
+_MAX_EPOCH: Final = 2**31 - 1
+_MAX_NAME_BYTES: Final = 400
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """A batch as stored: its bytes (stamped) and their header."""
+
+    header: batch_format.BatchHeader
+    data: bytes
+
+    @property
+    def base_offset(self) -> int:
+        return self.header.base_offset
+
+    @property
+    def next_offset(self) -> int:
+        return self.header.next_offset
+
+
+class MemoryPartitionLog:
+    """One partition's log: a list of stored batches. Every operation holds the
+    partition's lock (reads too: they may come from worker threads)."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+        batches: list[_Stored] | None = None,
+        epochs: list[tuple[int, int]] | None = None,
+        written_end: int = 0,
+    ) -> None:
+        self.name = name
+        self.closed = False
+        self._lock = threading.Lock()
+        self._batches: list[_Stored] = list(batches or [])
+        self._epochs: list[tuple[int, int]] = list(epochs or [])
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = self._batches[-1].next_offset if self._batches else log_start_offset
+        self.size_bytes = sum(stored.header.batch_length for stored in self._batches)
+        self.high_watermark = min(max(high_watermark, log_start_offset), self.log_end_offset)
+        # The meta record as last written (high watermark, log end): what a restart finds,
+        # and what the LMDB log believes it checkpointed when it opened.
+        self._written = (high_watermark, written_end)
+        self._checkpointed = self._written
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def mutating(self) -> threading.Lock:
+        """The lock every operation on this partition holds."""
+        return self._lock
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise KraftliteError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.name} was deleted")
+
+    def _out_of_range(self, offset: int) -> KraftliteError:
+        return KraftliteError(
+            ErrorCode.OFFSET_OUT_OF_RANGE,
+            f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]",
+            log_start_offset=self.log_start_offset,
+            high_watermark=self.high_watermark,
+        )
+
+    def _holding(self, offset: int) -> int:
+        """The index of the last batch starting at or before `offset` (-1: none)."""
+        return bisect.bisect_right(self._batches, offset, key=lambda s: s.base_offset) - 1
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._epochs[-1][0] if self._epochs else UNDEFINED_EPOCH
+
+    def epochs(self) -> list[tuple[int, int]]:
+        """The leader-epoch cache: (leader_epoch, start_offset), oldest first."""
+        with self._lock:
+            return list(self._epochs)
+
+    # -- appends ------------------------------------------------------------------------
+
+    def append(self, batch: bytes | bytearray | memoryview, leader_epoch: int) -> AppendInfo:
+        """Leader path: validate, assign the log end offset, stamp `leader_epoch`."""
+        try:
+            batch_format.validate(batch)
+        except batch_format.CorruptBatchError as exc:
+            raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
+        with self._lock:
+            self._check_open()
+            if not 0 <= leader_epoch <= _MAX_EPOCH:
+                raise KraftliteError(
+                    ErrorCode.INVALID_REQUEST, f"leader epoch {leader_epoch} out of range"
+                )
+            if leader_epoch < self.latest_epoch:
+                raise KraftliteError(
+                    ErrorCode.FENCED_LEADER_EPOCH,
+                    f"append with leader epoch {leader_epoch} below {self.latest_epoch}",
+                )
+            stamped = bytes(batch_format.stamp(batch, self.log_end_offset, leader_epoch))
+            return self._persist([_Stored(batch_format.read_header(stamped), stamped)])
+
+    def append_replicated(self, data: bytes | bytearray | memoryview) -> AppendInfo | None:
+        """Follower path: batches exactly as the leader stamped them, the first at the log
+        end offset."""
+        try:
+            entries = [
+                _Stored(header, bytes(view)) for header, view in batch_format.checked_batches(data)
+            ]
+        except batch_format.CorruptBatchError as exc:
+            raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
+        if not entries:
+            return None
+        with self._lock:
+            self._check_open()
+            return self._persist(entries)
+
+    def _persist(self, entries: list[_Stored]) -> AppendInfo:
+        """Check every entry, then take them all (all or nothing)."""
+        expected = self.log_end_offset
+        epochs = list(self._epochs)
+        size = self.size_bytes
+        for stored in entries:
+            header = stored.header
+            if header.leader_epoch < 0:
+                raise KraftliteError(
+                    ErrorCode.CORRUPT_MESSAGE,
+                    f"batch at offset {header.base_offset} has no leader epoch (not stamped)",
+                )
+            if header.base_offset != expected:
+                raise KraftliteError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"batch at offset {header.base_offset} does not follow log end offset "
+                    f"{expected}",
+                )
+            if epochs and header.leader_epoch < epochs[-1][0]:
+                raise KraftliteError(
+                    ErrorCode.FENCED_LEADER_EPOCH,
+                    f"batch epoch {header.leader_epoch} below the log's {epochs[-1][0]}",
+                )
+            if not epochs or header.leader_epoch > epochs[-1][0]:
+                epochs.append((header.leader_epoch, header.base_offset))
+            expected = header.next_offset
+            size += header.batch_length
+        self._batches = [*self._batches, *entries]
+        self._epochs = epochs
+        self.log_end_offset = expected
+        self.size_bytes = size
+        first = entries[0].base_offset
+        return AppendInfo(
+            first_offset=first,
+            last_offset=expected - 1,
+            record_count=expected - first,
+            max_timestamp=max(stored.header.max_timestamp for stored in entries),
+            log_end_offset=expected,
+        )
+
+    # -- reads --------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
+        """The stored batches from the one holding `offset`: at least one if any, then whole
+        batches within `max_bytes`, none ending above `max_offset`."""
+        with self._lock:
+            self._check_open()
+            end = self.log_end_offset
+            limit = end if max_offset is None else min(max_offset, end)
+            if offset < self.log_start_offset or offset > end:
+                raise self._out_of_range(offset)
+            if offset >= limit:
+                return b""
+            first = self._holding(offset)
+            if first < 0 or self._batches[first].next_offset <= offset:
+                raise self._out_of_range(offset)
+            parts: list[bytes] = []
+            total = 0
+            for stored in self._batches[first:]:
+                length = stored.header.batch_length
+                if stored.next_offset > limit or (parts and total + length > max_bytes):
+                    break
+                parts.append(stored.data)
+                total += length
+            return b"".join(parts)
+
+    def offset_for_time(
+        self, timestamp: int, max_offset: int | None = None
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record stamped at or after `timestamp`, or None
+        if there is none below `max_offset`."""
+        with self._lock:
+            self._check_open()
+            batches = self._batches
+        found = None
+        for stored in batches:
+            header = stored.header
+            if header.max_timestamp >= timestamp:
+                stamps = np.frombuffer(
+                    stored.data, "<i8", header.record_count, batch_format.body_start(stored.data)
+                )
+                position = int(np.argmax(stamps >= timestamp))
+                found = (header.base_offset + position, int(stamps[position]))
+                break
+        if found is None or (max_offset is not None and found[0] >= max_offset):
+            return None
+        return found
+
+    def producer_headers(self) -> list[batch_format.BatchHeader]:
+        """The headers of every stored idempotent-producer (v2) batch, first to last."""
+        with self._lock:
+            self._check_open()
+            return [s.header for s in self._batches if s.header.magic == batch_format.MAGIC_V2]
+
+    def end_offset_for(self, leader_epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for a follower asking where `leader_epoch` ends (KIP-101/279)."""
+        with self._lock:
+            self._check_open()
+            epochs, log_end_offset = list(self._epochs), self.log_end_offset
+        if leader_epoch == UNDEFINED_EPOCH or not epochs:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        if leader_epoch == epochs[-1][0]:
+            return leader_epoch, log_end_offset
+        higher = next(((e, s) for e, s in epochs if e > leader_epoch), None)
+        if higher is None:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        floor = [e for e, _ in epochs if e <= leader_epoch]
+        return (floor[-1] if floor else leader_epoch), higher[1]
+
+    # -- high watermark -----------------------------------------------------------------
+
+    def set_high_watermark(self, offset: int) -> None:
+        with self._lock:
+            self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+
+    def checkpoint_high_watermark(self) -> None:
+        with self._lock:
+            checkpoint = (self.high_watermark, self.log_end_offset)
+            if self.closed or checkpoint == self._checkpointed:
+                return
+            self._written = (max(self.high_watermark, self.log_start_offset), self.log_end_offset)
+            self._checkpointed = checkpoint
+
+    # -- truncation and retention -------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch holding an offset >= `offset`; below the log start the log is
+        emptied and restarts at `offset`."""
+        with self._lock:
+            self._check_open()
+            if offset >= self.log_end_offset:
+                return
+            if offset <= self.log_start_offset:
+                self._reset_locked(offset)
+                return
+            cut = self._holding(offset)
+            new_end = self._batches[cut].base_offset
+            freed = sum(stored.header.batch_length for stored in self._batches[cut:])
+            self._batches = self._batches[:cut]
+            self._epochs = [(e, s) for e, s in self._epochs if s < new_end]
+            self.high_watermark = max(min(self.high_watermark, new_end), self.log_start_offset)
+            self._written = (self.high_watermark, new_end)
+            self.log_end_offset = new_end
+            self.size_bytes -= freed
+            self._checkpointed = (self.high_watermark, new_end)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        with self._lock:
+            self._check_open()
+            self._reset_locked(offset)
+
+    def _reset_locked(self, offset: int) -> None:
+        self._batches = []
+        self._epochs = []
+        self.log_start_offset = self.log_end_offset = self.high_watermark = offset
+        self._written = self._checkpointed = (offset, offset)
+        self.size_bytes = 0
+
+    def delete_before(self, offset: int) -> int:
+        """Delete the whole batches that end at or below `offset`, bounded by the high
+        watermark; the records deleted."""
+        return self.apply_retention(0, -1, -1, max_offset=offset, before_offset=offset)
+
+    def apply_retention(
+        self,
+        now_ms: int,
+        retention_ms: int,
+        retention_bytes: int,
+        max_offset: int | None = None,
+        before_offset: int | None = None,
+    ) -> int:
+        """Delete whole batches from the head while they are older than `retention_ms`, or
+        the log is larger than `retention_bytes` without them, or they end at or below
+        `before_offset` (-1 / None: off); never one ending above `max_offset` (default: the
+        high watermark). The records deleted."""
+        with self._lock:
+            self._check_open()
+            hw = self.high_watermark
+            limit = hw if max_offset is None else min(max_offset, hw)
+            before = -1 if before_offset is None else before_offset
+            size = self.size_bytes
+            removed = 0
+            for stored in self._batches:
+                header = stored.header
+                expired = retention_ms >= 0 and now_ms - header.max_timestamp > retention_ms
+                oversized = retention_bytes >= 0 and size - header.batch_length >= retention_bytes
+                below = header.next_offset <= before
+                if header.next_offset > limit or not (expired or oversized or below):
+                    break
+                size -= header.batch_length
+                removed += 1
+            if not removed:
+                return 0
+            new_start = self._batches[removed - 1].next_offset
+            deleted = new_start - self.log_start_offset
+            self._batches = self._batches[removed:]
+            self._epochs = self._epochs_from_start(new_start)
+            self.log_start_offset = new_start
+            self.size_bytes = size
+            self.high_watermark = max(hw, new_start)
+            # written with the new log start, as storage/log.py does, which leaves what it
+            # checkpointed as it was
+            self._written = (self.high_watermark, self.log_end_offset)
+            return deleted
+
+    def _epochs_from_start(self, start_offset: int) -> list[tuple[int, int]]:
+        """The epoch cache once the log starts at `start_offset` (Kafka's
+        truncateFromStart): the last epoch starting at or before it now starts at it."""
+        before = [(e, s) for e, s in self._epochs if s <= start_offset]
+        after = [(e, s) for e, s in self._epochs if s > start_offset]
+        return ([(before[-1][0], start_offset)] if before else []) + after
+
+    # -- restarts -----------------------------------------------------------------------
+
+    def _reopened(self, *, crashed: bool) -> MemoryPartitionLog:
+        """This log as a new process opens it (after a clean close checkpointed it, unless
+        `crashed`); this object is closed."""
+        if not crashed:
+            self.checkpoint_high_watermark()
+        with self._lock:
+            self.closed = True
+            high_watermark, written_end = self._written
+            return MemoryPartitionLog(
+                self.name,
+                log_start_offset=self.log_start_offset,
+                high_watermark=high_watermark,
+                batches=self._batches,
+                epochs=self._epochs,
+                written_end=written_end,
+            )
+
+
+class MemoryLogStorage:
+    """All partition logs of one broker, in memory (the twin of `LogStorage`)."""
+
+    def __init__(self, config: StorageConfig | None = None) -> None:
+        self.config = config or StorageConfig(path=MEMORY_PATH)
+        self._partitions: dict[str, MemoryPartitionLog] = {}
+        self._lock = threading.Lock()
+
+    def open_partition(self, name: str) -> MemoryPartitionLog:
+        """The log of partition `name`, created empty if it does not exist."""
+        if not name or "\x00" in name or len(name.encode()) > _MAX_NAME_BYTES:
+            raise ValueError(f"invalid partition log name {name!r}")
+        with self._lock:
+            log = self._partitions.get(name)
+            if log is None:
+                log = self._partitions[name] = MemoryPartitionLog(name)
+            return log
+
+    def partition_names(self) -> list[str]:
+        with self._lock:
+            return list(self._partitions)
+
+    def delete_partition(self, name: str) -> None:
+        """Delete a partition's data; its log object refuses everything from now on."""
+        with self._lock:
+            log = self._partitions.pop(name, None)
+        if log is not None:
+            with log.mutating():
+                log.closed = True
+
+    def restarted(self, *, crashed: bool = False) -> MemoryLogStorage:
+        """The storage a new process finds once this one stopped: every committed change,
+        and the high watermarks as last written (a clean close checkpoints them first; a
+        crash does not). Every log of this storage is closed."""
+        fresh = MemoryLogStorage(self.config)
+        with self._lock:
+            for name, log in self._partitions.items():
+                fresh._partitions[name] = log._reopened(crashed=crashed)
+            self._partitions = {}
+        return fresh
