@@ -1,0 +1,305 @@
+"""One broker in-process: the broker service, the group coordinator, the front door and the
+Kafka edge's handlers, with no controllers, no sockets and no threads beyond asyncio's.
+
+What is real: `Broker` with its `ReplicaManager` and `Partition`s (built, never started: no
+registration, heartbeats, metadata long-poll or background rounds), `GroupCoordinator`,
+`BrokerService`, `Gate` with its `Authenticator`, and Kafka's `Handlers`, wired as
+node.py's `run_broker` wires them.
+
+What is a twin: partition storage (kraftlite/storage/memory.py, held to the LMDB adapter's
+contract by tests/contract), time (clock.ManualClock: it moves when a test moves it), and
+the controllers. Metadata is fed by replaying records (`apply`) through the broker's own
+MetadataFollower and acted on as `Broker._act_on_metadata` acts on it (replicas.apply_image
+with the local changes), and every application is also an answered heartbeat for the
+leadership lease (`heartbeat`), so broker 1 leads its partitions with ISR [1].
+
+Network: the broker's aiohttp session is real but refuses every request (a client
+middleware raising `NetworkCallError`), so code that would call a controller or another
+broker fails the test at once instead of connecting somewhere.
+
+    async with InProcessBroker() as node:
+        node.create_topic("orders", partitions=2)
+        kafka = node.connect()
+        answer = await kafka.call(ApiKey.METADATA, 12, {"topics": None})
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import aiohttp
+import orjson
+
+from kraftlite.broker.broker import Broker, BrokerSettings
+from kraftlite.broker.partition import Partition
+from kraftlite.clock import ManualClock
+from kraftlite.groups.coordinator import OFFSETS_TOPIC, GroupCoordinator, GroupSettings
+from kraftlite.kafka.handlers import Handlers, Session
+from kraftlite.metadata import records as r
+from kraftlite.metadata.image import MetadataImage
+from kraftlite.protocol.kafka import messages
+from kraftlite.protocol.kafka import records as kafka_records
+from kraftlite.security.authenticator import Authenticator, AuthSettings
+from kraftlite.security.cluster_auth import derive_key
+from kraftlite.security.gate import Gate
+from kraftlite.service import BrokerService
+from kraftlite.storage.memory import MemoryLogStorage
+
+BROKER_ID: Final = 1
+SECRET: Final = "in-process-cluster-secret-of-some-length"
+CLUSTER_ID: Final = "in-process-cluster"
+BROKER_URL: Final = "http://broker-1.invalid:9100"
+KAFKA_ADDRESS: Final = "broker-1.invalid:9092"
+CONTROLLER_URL: Final = "http://controller.invalid:9000"
+SESSION_TIMEOUT_MS: Final = 9_000
+PRODUCER_ID_KEY: Final = derive_key(SECRET, "producer ids")  # as node.py derives it
+
+
+class NetworkCallError(AssertionError):
+    """Code under test tried to reach another node: an in-process broker has none."""
+
+
+async def _refuse(request: aiohttp.ClientRequest, handler: Any) -> aiohttp.ClientResponse:
+    raise NetworkCallError(f"in-process broker: no network ({request.method} {request.url})")
+
+
+def topic_id_for(name: str) -> str:
+    """A topic's id, the same in every run (a controller would draw a random one)."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"kraftlite-inprocess:{name}").hex
+
+
+class InProcessBroker:
+    """Broker 1 of a one-broker cluster, in this process; an async context manager."""
+
+    def __init__(
+        self,
+        *,
+        auth: AuthSettings | None = None,
+        offsets_partitions: int = 3,
+        groups: GroupSettings | None = None,
+    ) -> None:
+        self.clock = ManualClock()
+        self.storage = MemoryLogStorage()
+        self.auth_settings = auth or AuthSettings()
+        # Kafka's defaults but no initial rebalance delay: the ManualClock would never pass it
+        self.group_settings = groups or GroupSettings(
+            offsets_partitions=offsets_partitions, initial_rebalance_delay_ms=0
+        )
+        self._session: aiohttp.ClientSession | None = None
+        self._connections: list[Session] = []
+
+    async def __aenter__(self) -> InProcessBroker:
+        self._session = aiohttp.ClientSession(middlewares=(_refuse,))
+        self.broker = Broker(
+            BrokerSettings(
+                broker_id=BROKER_ID,
+                url=BROKER_URL,
+                controllers=(CONTROLLER_URL,),
+                kafka=KAFKA_ADDRESS,
+            ),
+            self.storage,
+            self._session,
+            self.clock,
+        )
+        # node.py's run_broker, piece by piece
+        self.gate = Gate(
+            Authenticator(
+                self.auth_settings, SECRET, lambda: self.broker.replicas.image, self.clock
+            ),
+            self.clock,
+            ready=self.broker.starting,
+        )
+        self.coordinator = GroupCoordinator(self.broker, self.group_settings)
+        self.service = BrokerService(self.broker, self.coordinator, PRODUCER_ID_KEY)
+        self.handlers = Handlers(self.service, self.gate)
+        self._register()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for connection in self._connections:
+            connection.close()
+        for shard in self.coordinator._shards.values():  # stops classic groups' tickers
+            shard.close()
+        if self._session is not None:
+            await self._session.close()
+
+    def _register(self) -> None:
+        """What registration and the first metadata do: broker 1 registered at the next
+        version (its broker epoch, which the registration answer would carry), unfenced,
+        and the offsets topic created (GroupCoordinator.ensure_offsets_topic would ask the
+        controllers for it)."""
+        self.broker.broker_epoch = self.image.version + 1
+        self.broker.cluster_id = CLUSTER_ID
+        self.apply(
+            r.RegisterBrokerRecord(
+                broker_id=BROKER_ID,
+                incarnation_id=self.broker.incarnation_id,
+                broker_epoch=self.broker.broker_epoch,
+                url=BROKER_URL,
+                kafka=KAFKA_ADDRESS,
+            )
+        )
+        self.apply(
+            r.UnfenceBrokerRecord(broker_id=BROKER_ID, broker_epoch=self.broker.broker_epoch)
+        )
+        self.broker.fenced = False  # the next heartbeat answer would say so
+        self.create_topic(
+            OFFSETS_TOPIC,
+            self.group_settings.offsets_partitions,
+            configs={"retention.ms": "-1", "min.insync.replicas": "1"},
+        )
+
+    # -- metadata ------------------------------------------------------------------------
+
+    @property
+    def image(self) -> MetadataImage:
+        """The metadata broker 1 acts on."""
+        return self.broker.replicas.image
+
+    def apply(self, *records: r.MetadataRecord) -> MetadataImage:
+        """Commit `records` as one batch and have the broker act on it, as it acts on a
+        controller's answer (Broker._follow, then _act_on_metadata without what needs a
+        controller: the unfencing heartbeat and learning voters)."""
+        follower = self.broker.metadata
+        batch = r.RecordBatch(follower.image.version, records, uuid.uuid4().hex)
+        follower.apply([orjson.loads(r.encode_batch(batch))], None)  # as the answer holds it
+        changes = follower.changes_since(self.broker.replicas.image, BROKER_ID)
+        self.broker.replicas.apply_image(follower.image, changes, follower.config_topics())
+        follower.acted()
+        self.broker.lease.applied(follower.image.version)
+        self.heartbeat()
+        return self.image
+
+    def heartbeat(self) -> None:
+        """An answered heartbeat, sent now: renews the leadership lease (broker/lease.py)
+        for a session from now on the ManualClock."""
+        self.broker.lease.answered(
+            self.clock.monotonic_ms(), self.image.version, SESSION_TIMEOUT_MS
+        )
+
+    def register_broker(self, broker_id: int) -> None:
+        """Another live broker (its partitions are led there: this one answers
+        NOT_LEADER_OR_FOLLOWER for them)."""
+        epoch = self.image.version + 1
+        self.apply(
+            r.RegisterBrokerRecord(
+                broker_id=broker_id,
+                incarnation_id=f"incarnation-{broker_id}",
+                broker_epoch=epoch,
+                url=f"http://broker-{broker_id}.invalid:9100",
+                kafka=f"broker-{broker_id}.invalid:9092",
+            ),
+        )
+        self.apply(r.UnfenceBrokerRecord(broker_id=broker_id, broker_epoch=epoch))
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        *,
+        leader: int = BROKER_ID,
+        configs: Mapping[str, str] | None = None,
+    ) -> str:
+        """A topic of `partitions` partitions, each with the one replica `leader` (ISR
+        [leader]); its topic id."""
+        topic_id = topic_id_for(name)
+        self.apply(
+            r.TopicRecord(name=name, topic_id=topic_id),
+            *(
+                r.ConfigRecord(topic_id=topic_id, name=key, value=value)
+                for key, value in (configs or {}).items()
+            ),
+            *(
+                r.PartitionRecord(
+                    topic_id=topic_id, partition=i, replicas=(leader,), isr=(leader,), leader=leader
+                )
+                for i in range(partitions)
+            ),
+        )
+        return topic_id
+
+    def partition(self, topic: str, index: int = 0) -> Partition:
+        """Broker 1's replica of the partition (whatever its role)."""
+        return self.broker.replicas.partitions[(topic_id_for(topic), index)]
+
+    # -- the Kafka edge ------------------------------------------------------------------
+
+    def connect(
+        self, *, host: str = "10.0.0.7", certificate_principal: str | None = None
+    ) -> KafkaConnection:
+        """A Kafka client's connection (one handlers.Session, as server.py makes one per
+        socket); with `certificate_principal`, as if its TLS client certificate said so."""
+        session = self.handlers.session(host, certificate_principal)
+        self._connections.append(session)
+        return KafkaConnection(session)
+
+
+class KafkaConnection:
+    """Requests encoded as a Kafka client encodes them, decoded as the server decodes them,
+    handled by the connection's Session; answers decoded as a client decodes them."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._correlation = 0
+
+    async def send(
+        self, api_key: int, version: int, body: Mapping[str, Any], client_id: str = "test"
+    ) -> dict[str, Any] | None:
+        """The decoded answer, or None for a request that is not answered (acks=0).
+        Raises what `Session.handle` raises (handlers.CloseConnection)."""
+        self._correlation += 1
+        frame = messages.encode_request(api_key, version, self._correlation, client_id, body)
+        answer = await self.session.handle(messages.decode_request(frame))
+        if answer is None:
+            return None
+        response = messages.decode_response(api_key, version, answer)
+        assert response.correlation_id == self._correlation
+        return response.body
+
+    async def call(
+        self, api_key: int, version: int, body: Mapping[str, Any], client_id: str = "test"
+    ) -> dict[str, Any]:
+        """`send` for a request that must be answered."""
+        answer = await self.send(api_key, version, body, client_id)
+        assert answer is not None, f"api {api_key} v{version} was not answered"
+        return answer
+
+    async def authenticate_plain(self, user: str, password: str) -> dict[str, Any]:
+        """SaslHandshake v1 (PLAIN), then SaslAuthenticate v2 with RFC 4616's message; the
+        SaslAuthenticate answer."""
+        handshake = await self.call(messages.ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+        assert handshake["error_code"] == 0, handshake
+        token = b"\0" + user.encode() + b"\0" + password.encode()
+        return await self.call(messages.ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+
+
+def kafka_batch(
+    values: Sequence[bytes],
+    *,
+    timestamp: int,
+    keys: Sequence[bytes | None] | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """One Kafka record batch (magic 2, uncompressed), as a producer sends it."""
+    return kafka_records.encode_batch(
+        [
+            kafka_records.KafkaRecord(i, timestamp, None if keys is None else keys[i], value)
+            for i, value in enumerate(values)
+        ],
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+    )
+
+
+def kafka_records_of(data: bytes | None) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every record of a Fetch answer's record batches."""
+    return [
+        (batch.base_offset + record.offset_delta, record.key, record.value)
+        for batch in kafka_records.decode_batches(data or b"")
+        for record in batch.records
+    ]

@@ -1,0 +1,223 @@
+"""The group coordinator (kraftlite/groups/coordinator.py) in-process: members join, commit
+offsets into `__consumer_offsets` partitions this broker leads (acks=all, ISR [1]) and fetch
+them back, directly and through the Kafka edge (KIP-848's ConsumerGroupHeartbeat and the
+classic JoinGroup/SyncGroup), over the memory log (tests/harness/inprocess.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kraftlite.broker.partition import Acks
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.groups.coordinator import OFFSETS_TOPIC, parse_offset_record
+from kraftlite.groups.offsets import CommittedOffset
+from kraftlite.metadata.records import NO_LEADER, PartitionChangeRecord
+from kraftlite.protocol import batch as fmt
+from kraftlite.protocol.kafka.messages import ApiKey
+from tests.harness.inprocess import BROKER_ID, InProcessBroker, KafkaConnection, topic_id_for
+
+
+async def write(node: InProcessBroker, topic: str, partition: int, count: int) -> None:
+    """`count` records in the partition (a commit may not pass its high watermark)."""
+    now = node.clock.now_ms()
+    records = fmt.encode_batch([b"r"] * count, timestamps=[now] * count)
+    leader = node.service.leader(topic, partition)
+    await node.service.produce(leader, records, Acks.ALL, 1.0, principal="User:writer")
+
+
+def commit_records(node: InProcessBroker, group: str) -> list[tuple[Any, ...]]:
+    """The commit records of the group's offsets partition, parsed, in log order."""
+    index = node.coordinator.offsets_partition(group)
+    log = node.partition(OFFSETS_TOPIC, index).log
+    return [
+        parsed
+        for b in fmt.decode_stream(log.read(log.log_start_offset, 1 << 20))
+        for record in b.records()
+        if (parsed := parse_offset_record(record.key, record.value)) is not None
+    ]
+
+
+async def test_a_member_joins_commits_and_fetches_its_offsets_back(node: InProcessBroker) -> None:
+    await write(node, "orders", 0, 5)
+    coordinator = node.coordinator
+    joined = coordinator.join("g", "member-1", "client-1", ["orders"], None)
+    assert joined["assignment"] == [{"topic": "orders", "partitions": [0, 1]}]
+    epoch = joined["member_epoch"]
+    await coordinator.commit("g", "member-1", epoch, [(("orders", 0), CommittedOffset(3, "m"))])
+    assert coordinator.committed("g") == {("orders", 0): CommittedOffset(3, "m")}
+    # the commit is a record in the group's partition of __consumer_offsets (rule 2)
+    assert commit_records(node, "g") == [("g", ("orders", 0), CommittedOffset(3, "m"))]
+
+
+async def test_refused_commits_write_nothing(node: InProcessBroker) -> None:
+    await write(node, "orders", 0, 5)
+    coordinator = node.coordinator
+    epoch = coordinator.join("g", "member-1", "c", ["orders"], None)["member_epoch"]
+    for member, member_epoch, offset, code in (
+        ("member-1", epoch, 6, ErrorCode.OFFSET_OUT_OF_RANGE),  # past the high watermark
+        ("stranger", epoch, 1, ErrorCode.UNKNOWN_MEMBER_ID),
+        ("member-1", epoch + 1, 1, ErrorCode.FENCED_MEMBER_EPOCH),  # from the future
+        (None, None, 1, ErrorCode.UNKNOWN_MEMBER_ID),  # no member: only for an empty group
+    ):
+        wanted = [(("orders", 0), CommittedOffset(offset, ""))]
+        with pytest.raises(KraftliteError) as info:
+            await coordinator.commit("g", member, member_epoch, wanted)
+        assert info.value.code is code, (member, member_epoch, offset)
+    assert coordinator.committed("g") == {}
+    assert commit_records(node, "g") == []
+
+
+async def test_a_new_leader_epoch_replays_the_offsets_from_the_log(node: InProcessBroker) -> None:
+    await write(node, "orders", 1, 4)
+    coordinator = node.coordinator
+    epoch = coordinator.join("g", "member-1", "c", ["orders"], None)["member_epoch"]
+    await coordinator.commit("g", "member-1", epoch, [(("orders", 1), CommittedOffset(4, "x"))])
+    assert [m["member_id"] for m in coordinator.describe("g")["members"]] == ["member-1"]
+    # leadership of the group's offsets partition lost and won back: a new leader epoch
+    topic_id, index = topic_id_for(OFFSETS_TOPIC), coordinator.offsets_partition("g")
+    node.apply(PartitionChangeRecord(topic_id=topic_id, partition=index, leader=NO_LEADER))
+    with pytest.raises(KraftliteError) as info:
+        coordinator.committed("g")
+    assert info.value.code is ErrorCode.NOT_COORDINATOR
+    node.apply(PartitionChangeRecord(topic_id=topic_id, partition=index, leader=BROKER_ID))
+    assert node.partition(OFFSETS_TOPIC, index).leader_epoch == 2
+    # membership was soft state (members join again); the offsets come back from the log
+    assert coordinator.describe("g")["members"] == []
+    assert coordinator.committed("g") == {("orders", 1): CommittedOffset(4, "x")}
+
+
+# -- through the Kafka edge ----------------------------------------------------------------------
+
+
+async def offset_fetch(kafka: KafkaConnection, group: str, version: int = 9) -> dict[str, Any]:
+    answer = await kafka.call(
+        ApiKey.OFFSET_FETCH,
+        version,
+        {"groups": [{"group_id": group, "topics": None}], "require_stable": False},
+    )
+    (group_answer,) = answer["groups"]
+    return dict(group_answer)
+
+
+async def offset_commit(
+    kafka: KafkaConnection, group: str, member: str, epoch: int, offset: int, version: int = 9
+) -> int:
+    """OffsetCommit of orders-0; its error code."""
+    answer = await kafka.call(
+        ApiKey.OFFSET_COMMIT,
+        version,
+        {
+            "group_id": group,
+            "generation_id_or_member_epoch": epoch,
+            "member_id": member,
+            "group_instance_id": None,
+            "topics": [
+                {
+                    "name": "orders",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": offset,
+                            "committed_metadata": f"by {member}",
+                        }
+                    ],
+                }
+            ],
+        },
+    )
+    (topic,) = answer["topics"]
+    (partition,) = topic["partitions"]
+    return int(partition["error_code"])
+
+
+async def test_a_kip848_member_commits_and_fetches_over_kafka(node: InProcessBroker) -> None:
+    await write(node, "orders", 0, 3)
+    kafka = node.connect()
+    found = await kafka.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+    (coordinator,) = found["coordinators"]
+    assert (coordinator["error_code"], coordinator["node_id"], coordinator["port"]) == (
+        0,
+        BROKER_ID,
+        9092,
+    )
+    joined = await kafka.call(
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        1,
+        {
+            "group_id": "g",
+            "member_id": "member-1",
+            "member_epoch": 0,
+            "rebalance_timeout_ms": 30_000,
+            "subscribed_topic_names": ["orders"],
+            "topic_partitions": [],
+        },
+    )
+    assert joined["error_code"] == 0, joined
+    epoch = joined["member_epoch"]
+    assert epoch > 0
+    assert [
+        (t["topic_id"].hex, t["partitions"]) for t in joined["assignment"]["topic_partitions"]
+    ] == [(topic_id_for("orders"), [0, 1])]
+    assert await offset_commit(kafka, "g", "member-1", epoch, 2) == 0
+    fetched = await offset_fetch(kafka, "g")
+    assert fetched["error_code"] == 0
+    assert [
+        (t["name"], p["partition_index"], p["committed_offset"], p["metadata"])
+        for t in fetched["topics"]
+        for p in t["partitions"]
+    ] == [("orders", 0, 2, "by member-1")]
+    # an epoch the member was never given is fenced, and changes nothing
+    assert await offset_commit(kafka, "g", "member-1", epoch + 1, 3) == int(
+        ErrorCode.FENCED_MEMBER_EPOCH
+    )
+    assert node.coordinator.committed("g") == {("orders", 0): CommittedOffset(2, "by member-1")}
+
+
+async def test_a_classic_member_commits_and_fetches_over_kafka(node: InProcessBroker) -> None:
+    await write(node, "orders", 0, 3)
+    kafka = node.connect()
+    joined = await kafka.call(
+        ApiKey.JOIN_GROUP,
+        5,
+        {
+            "group_id": "classic",
+            "session_timeout_ms": 10_000,
+            "rebalance_timeout_ms": 10_000,
+            "member_id": "",
+            "group_instance_id": None,
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b"subscription"}],
+        },
+    )
+    assert joined["error_code"] == 0, joined
+    member, generation = joined["member_id"], joined["generation_id"]
+    assert (joined["leader"], generation, joined["protocol_name"]) == (member, 1, "range")
+    assert [(m["member_id"], m["metadata"]) for m in joined["members"]] == [
+        (member, b"subscription")
+    ]
+    synced = await kafka.call(
+        ApiKey.SYNC_GROUP,
+        3,
+        {
+            "group_id": "classic",
+            "generation_id": generation,
+            "member_id": member,
+            "group_instance_id": None,
+            "assignments": [{"member_id": member, "assignment": b"orders-0"}],
+        },
+    )
+    assert (synced["error_code"], synced["assignment"]) == (0, b"orders-0")
+    assert await offset_commit(kafka, "classic", member, generation, 1, version=8) == 0
+    stale = await offset_commit(kafka, "classic", member, generation - 1, 2, version=8)
+    assert stale == int(ErrorCode.ILLEGAL_GENERATION)
+    fetched = await offset_fetch(kafka, "classic", version=8)
+    assert [
+        (p["partition_index"], p["committed_offset"])
+        for t in fetched["topics"]
+        for p in t["partitions"]
+    ] == [(0, 1)]
+    assert commit_records(node, "classic") == [
+        ("classic", ("orders", 0), CommittedOffset(1, f"by {member}"))
+    ]

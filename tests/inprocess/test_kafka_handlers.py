@@ -1,0 +1,355 @@
+"""The Kafka edge (kraftlite/kafka/handlers.py) in-process: requests encoded as a client
+encodes them, decoded as the listener decodes them, handled by a connection's `Session`
+over the real service, gate and coordinator of one in-process broker
+(tests/harness/inprocess.py); answers decoded as a client decodes them. No sockets: what
+server.py adds (framing, limits, TLS) is tested against real listeners in tests/security."""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections.abc import AsyncIterator, Iterator, MutableMapping
+from typing import Any
+
+import pytest
+import structlog
+
+from kraftlite.errors import ErrorCode
+from kraftlite.kafka import handlers
+from kraftlite.kafka.handlers import SERVED, CloseConnection
+from kraftlite.metadata.records import (
+    AccessControlEntryRecord,
+    ClientQuotaRecord,
+    UserScramCredentialRecord,
+)
+from kraftlite.protocol import batch as fmt
+from kraftlite.protocol.kafka.messages import ApiKey
+from kraftlite.security import producer_ids, scram
+from kraftlite.security.authenticator import AuthSettings
+from kraftlite.security.principal import ANONYMOUS, Caller
+from kraftlite.security.quotas import PRODUCE
+from tests.harness.inprocess import (
+    BROKER_ID,
+    PRODUCER_ID_KEY,
+    InProcessBroker,
+    KafkaConnection,
+    kafka_batch,
+    kafka_records_of,
+    topic_id_for,
+)
+
+ALICE = "User:alice"
+_acl_ids = itertools.count()
+
+
+def allow(principal: str, operation: str, topic: str) -> AccessControlEntryRecord:
+    return AccessControlEntryRecord(
+        id=f"acl-{next(_acl_ids)}",
+        resource_type="TOPIC",
+        resource_name=topic,
+        pattern_type="LITERAL",
+        principal=principal,
+        host="*",
+        operation=operation,
+        permission_type="ALLOW",
+    )
+
+
+def credential(user: str, password: str) -> UserScramCredentialRecord:
+    return scram.make_credential(user, password, scram.DEFAULT_MECHANISM, secrets.token_bytes(16))
+
+
+@pytest.fixture
+async def secured() -> AsyncIterator[InProcessBroker]:
+    """A broker whose clients must authenticate, with topics orders, secret and hidden."""
+    async with InProcessBroker(auth=AuthSettings(required=True)) as broker:
+        for name in ("orders", "secret", "hidden"):
+            broker.create_topic(name)
+        yield broker
+
+
+@pytest.fixture
+def audit() -> Iterator[list[MutableMapping[str, Any]]]:
+    with structlog.testing.capture_logs() as captured:
+        yield captured
+
+
+def denials(audit: list[MutableMapping[str, Any]]) -> list[MutableMapping[str, Any]]:
+    return [line for line in audit if line["event"] == "authorization_denied"]
+
+
+async def produce(
+    kafka: KafkaConnection, topic: str, partition: int, records: bytes, acks: int = -1
+) -> dict[str, Any] | None:
+    """Produce v9; the partition's answer (None when not answered: acks=0)."""
+    answer = await kafka.send(
+        ApiKey.PRODUCE,
+        9,
+        {
+            "transactional_id": None,
+            "acks": acks,
+            "timeout_ms": 1000,
+            "topic_data": [
+                {"name": topic, "partition_data": [{"index": partition, "records": records}]}
+            ],
+        },
+    )
+    if answer is None:
+        return None
+    (topic_answer,) = answer["responses"]
+    (partition_answer,) = topic_answer["partition_responses"]
+    return {**partition_answer, "throttle_time_ms": answer["throttle_time_ms"]}
+
+
+async def fetch(kafka: KafkaConnection, topic: str, partition: int, offset: int) -> dict[str, Any]:
+    """Fetch v12, sessionless, not waiting; the partition's answer."""
+    answer = await kafka.call(
+        ApiKey.FETCH,
+        12,
+        {
+            "max_wait_ms": 0,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": topic,
+                    "partitions": [
+                        {
+                            "partition": partition,
+                            "fetch_offset": offset,
+                            "partition_max_bytes": 1 << 20,
+                        }
+                    ],
+                }
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        },
+    )
+    assert answer["error_code"] == 0
+    (topic_answer,) = answer["responses"]
+    (partition_answer,) = topic_answer["partitions"]
+    return dict(partition_answer)
+
+
+async def metadata(kafka: KafkaConnection, *topics: str) -> dict[str, Any]:
+    """Metadata v12 for `topics` by name, or every topic the client may describe."""
+    wanted = [{"name": t} for t in topics] if topics else None
+    return await kafka.call(ApiKey.METADATA, 12, {"topics": wanted})
+
+
+# -- ApiVersions, Metadata -----------------------------------------------------------------------
+
+
+async def test_api_versions_lists_what_the_listener_serves(node: InProcessBroker) -> None:
+    answer = await node.connect().call(
+        ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}
+    )
+    assert answer["error_code"] == 0
+    served = {k["api_key"]: (k["min_version"], k["max_version"]) for k in answer["api_keys"]}
+    assert served.keys() == {int(key) for key in SERVED}
+    assert served[ApiKey.PRODUCE] == (3, 9)
+    assert served[ApiKey.LIST_OFFSETS] == (1, 6)  # v7's MAX_TIMESTAMP is not served
+    assert served[ApiKey.SASL_HANDSHAKE] == (1, 1)
+
+
+async def test_metadata_names_the_brokers_and_the_topics_leaders(node: InProcessBroker) -> None:
+    answer = await metadata(node.connect())
+    assert answer["brokers"] == [
+        {"node_id": BROKER_ID, "host": "broker-1.invalid", "port": 9092, "rack": None}
+    ]
+    assert (answer["cluster_id"], answer["controller_id"]) == ("in-process-cluster", BROKER_ID)
+    (orders,) = answer["topics"]  # never __consumer_offsets
+    assert (orders["name"], orders["error_code"], orders["topic_id"].hex) == (
+        "orders",
+        0,
+        topic_id_for("orders"),
+    )
+    assert [
+        (p["partition_index"], p["leader_id"], p["isr_nodes"]) for p in orders["partitions"]
+    ] == [
+        (0, BROKER_ID, [BROKER_ID]),
+        (1, BROKER_ID, [BROKER_ID]),
+    ]
+    (unknown,) = (await metadata(node.connect(), "nope"))["topics"]
+    assert unknown["error_code"] == int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+async def test_metadata_refuses_topics_not_described_with_one_audit_line(
+    secured: InProcessBroker, audit: list[MutableMapping[str, Any]]
+) -> None:
+    secured.apply(allow(ALICE, "DESCRIBE", "orders"))
+    kafka = secured.connect(certificate_principal=ALICE)
+    answer = await metadata(kafka, "orders", "secret", "hidden")
+    codes = {t["name"]: t["error_code"] for t in answer["topics"]}
+    refused = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    assert codes == {"orders": 0, "secret": refused, "hidden": refused}
+    (line,) = denials(audit)  # one line for the request, not one per topic
+    assert (line["principal"], line["operation"], line["edge"], line["api"]) == (
+        ALICE,
+        "DESCRIBE",
+        "kafka",
+        "Metadata",
+    )
+    assert (line["count"], line["names"]) == (2, ["secret", "hidden"])
+    # listing every topic leaves out the ones it may not see, silently
+    assert [t["name"] for t in (await metadata(kafka))["topics"]] == ["orders"]
+    assert len(denials(audit)) == 1
+
+
+# -- Produce, Fetch ------------------------------------------------------------------------------
+
+
+async def test_produce_then_fetch_round_trip(node: InProcessBroker) -> None:
+    kafka = node.connect()
+    now = node.clock.now_ms()
+    first = await produce(
+        kafka, "orders", 0, kafka_batch([b"a", b"b"], keys=[b"k", None], timestamp=now)
+    )
+    assert first is not None
+    assert (first["error_code"], first["base_offset"], first["log_start_offset"]) == (0, 0, 0)
+    second = await produce(kafka, "orders", 0, kafka_batch([b"c"], timestamp=now + 1))
+    assert second is not None and second["base_offset"] == 2
+    # acks=0: no answer, but appended before the next request is read
+    assert await produce(kafka, "orders", 0, kafka_batch([b"d"], timestamp=now), acks=0) is None
+
+    fetched = await fetch(node.connect(), "orders", 0, 0)
+    assert (fetched["error_code"], fetched["high_watermark"], fetched["log_start_offset"]) == (
+        0,
+        4,
+        0,
+    )
+    assert kafka_records_of(fetched["records"]) == [
+        (0, b"k", b"a"),
+        (1, None, b"b"),
+        (2, None, b"c"),
+        (3, None, b"d"),
+    ]
+    # the same records on the service's side (and the HTTP edge's): one log, one format
+    stored = await node.service.fetch("orders", 0, 2, 1 << 20, max_wait_ms=0)
+    assert [(r.offset, r.value) for b in fmt.decode_stream(stored.data) for r in b.records()] == [
+        (2, b"c"),
+        (3, b"d"),
+    ]
+    assert (await fetch(kafka, "orders", 1, 0))["records"] in (None, b"")
+
+
+async def test_produce_errors_are_per_partition(node: InProcessBroker) -> None:
+    kafka = node.connect()
+    records = kafka_batch([b"x"], timestamp=node.clock.now_ms())
+    for topic, partition, code in (
+        ("nope", 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        ("orders", 5, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        ("__consumer_offsets", 0, ErrorCode.TOPIC_AUTHORIZATION_FAILED),  # the brokers' own
+    ):
+        answer = await produce(kafka, topic, partition, records)
+        assert answer is not None and answer["error_code"] == int(code), (topic, answer)
+    # acks=0 that fails closes the connection, so the client refreshes its metadata
+    with pytest.raises(CloseConnection):
+        await produce(kafka, "nope", 0, records, acks=0)
+    assert node.partition("orders", 0).log.log_end_offset == 0
+
+
+# -- producer ids --------------------------------------------------------------------------------
+
+
+async def test_init_producer_id_needs_write_somewhere_when_auth_is_required(
+    secured: InProcessBroker, audit: list[MutableMapping[str, Any]]
+) -> None:
+    alice = secured.connect(certificate_principal=ALICE)
+    init = {"transactional_id": None, "transaction_timeout_ms": 60_000}
+    refused = await alice.call(ApiKey.INIT_PRODUCER_ID, 4, init)
+    assert refused["error_code"] == int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    (line,) = denials(audit)
+    assert (line["operation"], line["resource_type"]) == ("IDEMPOTENT_WRITE", "CLUSTER")
+
+    secured.apply(allow(ALICE, "WRITE", "orders"), allow("User:bob", "WRITE", "orders"))
+    granted = await alice.call(ApiKey.INIT_PRODUCER_ID, 4, init)
+    assert (granted["error_code"], granted["producer_epoch"]) == (0, 0)
+    producer_id = granted["producer_id"]
+    assert producer_ids.belongs_to(PRODUCER_ID_KEY, producer_id, ALICE)
+    idempotent = kafka_batch(
+        [b"once"],
+        timestamp=secured.clock.now_ms(),
+        producer_id=producer_id,
+        producer_epoch=0,
+        base_sequence=0,
+    )
+    answer = await produce(alice, "orders", 0, idempotent)
+    assert answer is not None and (answer["error_code"], answer["base_offset"]) == (0, 0)
+    # Bob may write the topic, but not under Alice's producer id
+    bob = secured.connect(certificate_principal="User:bob")
+    stolen = await produce(bob, "orders", 0, idempotent)
+    assert stolen is not None and stolen["error_code"] == int(ErrorCode.UNKNOWN_PRODUCER_ID)
+    assert secured.partition("orders").log.log_end_offset == 1
+
+
+# -- quotas --------------------------------------------------------------------------------------
+
+
+async def test_one_quota_across_a_kafka_produce_and_a_direct_gate_charge(
+    node: InProcessBroker,
+) -> None:
+    rate = 1_000_000.0  # bytes a second, and the burst a bucket holds (quotas.py rule 1)
+    node.apply(ClientQuotaRecord(principal=ANONYMOUS, key=PRODUCE, value=rate))
+    kafka = node.connect(host="10.0.0.9")
+    caller = Caller(ANONYMOUS, "10.0.0.9")
+    quotas = node.gate.quotas_of(caller)
+    assert quotas == {PRODUCE: rate}
+    records = kafka_batch([b"x" * 100], timestamp=node.clock.now_ms())
+
+    # another edge (HTTP) spends the whole burst: the Kafka produce is throttled
+    assert node.gate.throttle_ms(caller, quotas, handling_s=0, produced=int(rate)) == 0
+    throttled = await produce(kafka, "orders", 0, records)
+    assert throttled is not None and throttled["error_code"] == 0
+    assert throttled["throttle_time_ms"] > 0
+
+    # and what Kafka produced is owed by the other edge too, until the clock pays it back
+    node.clock.advance(2_000)
+    answered = await produce(kafka, "orders", 0, records)
+    assert answered is not None and answered["throttle_time_ms"] == 0
+    assert node.gate.throttle_ms(caller, quotas, handling_s=0, produced=int(rate)) > 0
+
+
+# -- authentication ------------------------------------------------------------------------------
+
+
+async def test_a_connection_must_authenticate_first(
+    secured: InProcessBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(handlers, "FAILED_AUTHENTICATION_DELAY_S", 0)
+    secured.apply(credential("alice", "alice-secret"), allow(ALICE, "DESCRIBE", "orders"))
+    stranger = secured.connect()
+    versions = {"client_software_name": "t", "client_software_version": "1"}
+    assert (await stranger.call(ApiKey.API_VERSIONS, 3, versions))["error_code"] == 0
+    with pytest.raises(CloseConnection, match="must authenticate first"):
+        await metadata(stranger)
+
+    guesser = secured.connect()
+    wrong = await guesser.authenticate_plain("alice", "guess")
+    assert wrong["error_code"] == int(ErrorCode.SASL_AUTHENTICATION_FAILED)
+    assert guesser.session.close_after_answer  # the server closes it after this answer
+
+    alice = secured.connect()
+    right = await alice.authenticate_plain("alice", "alice-secret")
+    assert right["error_code"] == 0
+    assert alice.session.who.principal == ALICE
+    assert [t["name"] for t in (await metadata(alice))["topics"]] == ["orders"]
+    # a new password ends the logins made with the old one
+    secured.apply(credential("alice", "new-secret"))
+    with pytest.raises(CloseConnection, match="credentials changed"):
+        await metadata(alice)
+
+
+async def test_a_broker_behind_its_own_registration_serves_nothing(node: InProcessBroker) -> None:
+    kafka = node.connect()
+    node.broker.broker_epoch = node.image.version + 1  # registered again, metadata not there yet
+    with pytest.raises(CloseConnection, match="starting"):
+        await metadata(kafka)
+    versions = {"client_software_name": "t", "client_software_version": "1"}
+    assert (await kafka.call(ApiKey.API_VERSIONS, 3, versions))["error_code"] == 0
+    node.apply(ClientQuotaRecord(principal="User:someone", key=PRODUCE, value=1.0))
+    assert [t["name"] for t in (await metadata(kafka))["topics"]] == ["orders"]

@@ -1,0 +1,174 @@
+"""The broker service (kraftlite/service.py) in-process: what a produce, a fetch and an
+offset lookup do on the leader, whatever edge they came in by, over the memory log and a
+ManualClock (tests/harness/inprocess.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+
+import pytest
+
+from kraftlite.broker.partition import Acks
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.groups.coordinator import OFFSETS_TOPIC
+from kraftlite.protocol import batch as fmt
+from tests.harness.inprocess import BROKER_ID, InProcessBroker, NetworkCallError
+
+ALICE = "User:alice"
+BOB = "User:bob"
+
+
+def batch(
+    node: InProcessBroker,
+    *values: bytes,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    now = node.clock.now_ms()
+    return fmt.encode_batch(
+        list(values),
+        timestamps=[now] * len(values),
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+    )
+
+
+def values(data: bytes) -> list[tuple[int, bytes | None]]:
+    return [(r.offset, r.value) for b in fmt.decode_stream(data) for r in b.records()]
+
+
+async def refused(call: Awaitable[object]) -> KraftliteError:
+    with pytest.raises(KraftliteError) as info:
+        await call
+    return info.value
+
+
+async def test_produce_then_fetch_round_trip(node: InProcessBroker) -> None:
+    service = node.service
+    partition = service.leader("orders", 1)
+    first = await service.produce(
+        partition, batch(node, b"a", b"b"), Acks.ALL, 1.0, principal=ALICE
+    )
+    second = await service.produce(partition, batch(node, b"c"), Acks.ALL, 1.0, principal=ALICE)
+    assert (first.first_offset, first.last_offset, second.first_offset) == (0, 1, 2)
+    fetched = await service.fetch("orders", 1, 0, 1 << 20, max_wait_ms=0)
+    assert values(fetched.data) == [(0, b"a"), (1, b"b"), (2, b"c")]
+    assert (fetched.high_watermark, fetched.log_start_offset) == (3, 0)
+    assert values((await service.fetch("orders", 1, 2, 1 << 20, 0)).data) == [(2, b"c")]
+    # partition 0 saw none of it, and the offsets lookups agree with the log
+    assert (await service.fetch("orders", 0, 0, 1 << 20, 0)).data == b""
+    assert service.list_offset("orders", 1, "earliest") == (0, None)
+    assert service.list_offset("orders", 1, "latest") == (3, None)
+    assert service.list_offset("orders", 1, node.clock.now_ms()) == (0, node.clock.now_ms())
+
+
+async def test_a_waiting_fetch_is_woken_by_the_produce(node: InProcessBroker) -> None:
+    service = node.service
+    waiting = asyncio.create_task(service.fetch("orders", 0, 0, 1 << 20, max_wait_ms=10_000))
+    await asyncio.sleep(0)
+    assert not waiting.done()  # caught up: it long-polls
+    partition = service.leader("orders", 0)
+    await service.produce(partition, batch(node, b"x"), Acks.LEADER, 1.0, principal=ALICE)
+    fetched = await asyncio.wait_for(waiting, 1.0)
+    assert values(fetched.data) == [(0, b"x")]
+
+
+async def test_acks(node: InProcessBroker) -> None:
+    service = node.service
+    partition = service.leader("orders", 0)
+    none = await service.produce(partition, batch(node, b"0"), Acks.NONE, 1.0, principal=ALICE)
+    assert (none.first_offset, none.last_offset) == (None, None)  # not waited on...
+    assert partition.log.log_end_offset == 1  # ...but appended before the answer
+    leader = await service.produce(partition, batch(node, b"1"), Acks.LEADER, 1.0, principal=ALICE)
+    assert (leader.first_offset, leader.last_offset) == (1, 1)
+    every = await service.produce(partition, batch(node, b"2"), Acks.ALL, 1.0, principal=ALICE)
+    assert (every.first_offset, partition.high_watermark()) == (2, 3)  # the ISR is [1]
+    # acks=all needs min.insync.replicas in the ISR; nothing is appended without them
+    node.create_topic("strict", configs={"min.insync.replicas": "2"})
+    strict = service.leader("strict", 0)
+    error = await refused(
+        service.produce(strict, batch(node, b"s"), Acks.ALL, 1.0, principal=ALICE)
+    )
+    assert error.code is ErrorCode.NOT_ENOUGH_REPLICAS
+    assert (error.details["isr"], error.details["appended"]) == ([BROKER_ID], False)
+    assert strict.log.log_end_offset == 0
+    await service.produce(strict, batch(node, b"s"), Acks.LEADER, 1.0, principal=ALICE)
+    assert strict.log.log_end_offset == 1
+
+
+async def test_a_producer_id_is_only_its_principals(node: InProcessBroker) -> None:
+    service = node.service
+    partition = service.leader("orders", 0)
+    alices = service.new_producer_id(ALICE)
+    idempotent = {"producer_id": alices, "producer_epoch": 0}
+    produced = await service.produce(
+        partition, batch(node, b"a", base_sequence=0, **idempotent), Acks.ALL, 1.0, principal=ALICE
+    )
+    assert produced.first_offset == 0
+    # Bob names Alice's id, or one never minted: both UNKNOWN_PRODUCER_ID, nothing appended
+    for principal, producer_id in ((BOB, alices), (ALICE, alices ^ 1)):
+        forged = batch(node, b"f", producer_id=producer_id, producer_epoch=0, base_sequence=1)
+        error = await refused(
+            service.produce(partition, forged, Acks.ALL, 1.0, principal=principal)
+        )
+        assert error.code is ErrorCode.UNKNOWN_PRODUCER_ID
+        assert error.message == "unknown producer id"  # nothing more (producer_ids.py rule 2)
+    assert partition.log.log_end_offset == 1
+    # Alice's retry of her batch is a duplicate: answered with its first offsets, not appended
+    retry = await service.produce(
+        partition, batch(node, b"a", base_sequence=0, **idempotent), Acks.ALL, 1.0, principal=ALICE
+    )
+    assert (retry.first_offset, partition.log.log_end_offset) == (0, 1)
+
+
+async def test_clients_never_write_internal_topics(node: InProcessBroker) -> None:
+    service = node.service
+    offsets = service.leader(OFFSETS_TOPIC, 0)  # led here: the coordinator writes it
+    error = await refused(
+        service.produce(offsets, batch(node, b"x"), Acks.ALL, 1.0, principal=ALICE)
+    )
+    assert error.code is ErrorCode.INVALID_REQUEST
+    assert OFFSETS_TOPIC in error.message
+    assert offsets.log.log_end_offset == 0
+
+
+async def test_a_partition_led_elsewhere_is_not_leader_naming_the_leader(
+    node: InProcessBroker,
+) -> None:
+    node.register_broker(2)
+    node.create_topic("remote", leader=2)
+    with pytest.raises(KraftliteError) as info:
+        node.service.leader("remote", 0)
+    assert info.value.code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert info.value.details["leader_id"] == 2
+    assert info.value.details["leader_url"] == "http://broker-2.invalid:9100"
+    for topic, index in (("nope", 0), ("orders", 2), ("orders", -1)):
+        with pytest.raises(KraftliteError) as info:
+            node.service.leader(topic, index)
+        assert info.value.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_a_lapsed_leadership_lease_serves_nothing_until_renewed(
+    node: InProcessBroker,
+) -> None:
+    service = node.service
+    partition = service.leader("orders", 0)
+    await service.produce(partition, batch(node, b"a"), Acks.ALL, 1.0, principal=ALICE)
+    node.clock.advance(9_000)  # a session without an answered heartbeat
+    late = service.produce(partition, batch(node, b"b"), Acks.ALL, 1.0, principal=ALICE)
+    error = await refused(late)
+    assert error.code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    with pytest.raises(KraftliteError):
+        service.leader("orders", 0)
+    node.heartbeat()
+    fetched = await service.fetch("orders", 0, 0, 1 << 20, 0)
+    assert values(fetched.data) == [(0, b"a")]
+
+
+async def test_nothing_reaches_for_another_node(node: InProcessBroker) -> None:
+    """The harness's promise: what would call the controllers fails at once, no socket."""
+    with pytest.raises(NetworkCallError, match=r"controller\.invalid"):
+        await node.service.admin("GET", "/v1/topics")
