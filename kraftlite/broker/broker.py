@@ -104,10 +104,10 @@ class Broker:
         # or acks=all produces must not queue replication or heartbeats behind it.
         self.forward_session = forward_session or session
         self.clock = clock
-        self.controllers = ControllerClient(settings.controllers, session)
+        self.controllers = ControllerClient(settings.controllers, session, clock)
         # Registration and heartbeats pick their controller apart from metadata long-polls
         # and AlterPartition: a long-poll's choice must not send heartbeats to a hung one.
-        self._session_controllers = ControllerClient(settings.controllers, session)
+        self._session_controllers = ControllerClient(settings.controllers, session, clock)
         self.lease = LeadershipLease()
         self.replicas = ReplicaManager(
             settings.replication or ReplicationSettings(settings.broker_id),

@@ -5,31 +5,45 @@ last answered, and on a connection error or NOT_CONTROLLER without a leader it m
 next URL. A controller that does not answer (hung, paused, cut off) is tried last by
 later calls for a few seconds, and `attempt_timeout_s` bounds how long one attempt waits on it, so a
 hung controller cannot hold heartbeats until the session runs out. Errors with an API
-code come back as KraftliteError.
+code come back as KraftliteError. The failover is a kraftlite.retry policy: rounds over the
+controllers until the call's deadline, a short pause between rounds, time on the Clock.
 """
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
 import aiohttp
 import orjson
 
+from kraftlite.clock import Clock, SystemClock
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
+from kraftlite.retry import Backoff, RetryPolicy, codes
 
-_RETRY_CODES = {ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT}
-SUSPECT_S = 5.0  # a controller that did not answer is tried last for this long
+SUSPECT_MS = 5_000  # a controller that did not answer is tried last for this long
+# Rounds over the controllers (each tries every one known when it starts) until the call's
+# deadline (`timeout_s`, set per call); 0.1 s between rounds. Only these answers move on to
+# the next controller: any other is the quorum's answer.
+FAILOVER = RetryPolicy(
+    codes(ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT),
+    timeout_s=15.0,
+    backoff=Backoff(0.1, 0.1),
+)
+MIN_ATTEMPT_S = 0.1  # the last attempt before the deadline still gets this long
 
 
 class ControllerClient:
-    def __init__(self, urls: tuple[str, ...], session: aiohttp.ClientSession) -> None:
+    def __init__(
+        self, urls: tuple[str, ...], session: aiohttp.ClientSession, clock: Clock | None = None
+    ) -> None:
         self._configured = urls
         self._learned: tuple[str, ...] = ()
         self._session = session
+        self._clock: Clock = clock or SystemClock()
         self._preferred: str | None = None
-        self._suspect_until: dict[str, float] = {}  # url -> loop time
+        self._suspect_until: dict[str, int] = {}  # url -> the clock's monotonic ms
 
     @property
     def urls(self) -> tuple[str, ...]:
@@ -48,12 +62,16 @@ class ControllerClient:
         current = urls.index(self._preferred) if self._preferred in urls else 0
         self._preferred = urls[(current + 1) % len(urls)]
 
-    def _order(self, urls: tuple[str, ...], now: float) -> list[str]:
+    def _order(self) -> list[str]:
         """Controllers to try, from the preferred one on; those that failed to answer in
-        the last SUSPECT_S seconds last."""
+        the last SUSPECT_MS last."""
+        urls, now = self.urls, self._clock.monotonic_ms()
         start = urls.index(self._preferred) if self._preferred in urls else 0
         rotated = [urls[(start + i) % len(urls)] for i in range(len(urls))]
-        return sorted(rotated, key=lambda u: self._suspect_until.get(u, 0.0) > now)
+        return sorted(rotated, key=lambda u: self._suspect_until.get(u, 0) > now)
+
+    def _suspect(self, url: str) -> None:
+        self._suspect_until[url] = self._clock.monotonic_ms() + SUSPECT_MS
 
     async def call(
         self,
@@ -94,59 +112,74 @@ class ControllerClient:
         raw: bool = False,
     ) -> tuple[int, Any, dict[str, str]]:
         """`call`, with the answer's headers; `headers` go with the request."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        last: KraftliteError | None = None
-        # each round tries every controller known when it starts (learned ones included)
-        order: list[str] = []
-        while loop.time() < deadline:
-            if not order:
-                order = self._order(self.urls, loop.time())
-            base = order.pop(0)
-            url = base + path
-            remaining = max(deadline - loop.time(), 0.1)
+        policy = dataclasses.replace(FAILOVER, timeout_s=timeout_s)
+        async for attempt in policy.run_async(self._clock, self._order):
+            assert attempt.remaining_s is not None  # (the policy has a deadline)
+            limit_s = max(attempt.remaining_s, MIN_ATTEMPT_S)
             if attempt_timeout_s is not None:
-                remaining = min(remaining, attempt_timeout_s)
-            try:
-                async with self._session.request(
+                limit_s = min(limit_s, attempt_timeout_s)
+            with attempt:
+                return await self._attempt(
+                    attempt.target,
                     method,
-                    url,
-                    data=None if body is None else orjson.dumps(body),
+                    path,
+                    body,
                     params=params,
-                    headers={"Content-Type": "application/json", **(headers or {})},
-                    timeout=aiohttp.ClientTimeout(total=remaining),
-                ) as response:
-                    body_bytes = await response.read()
-                    status = response.status
-                    answer_headers = dict(response.headers)
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                last = KraftliteError(ErrorCode.NOT_CONTROLLER, f"{url}: {exc!r}")
-                self._suspect_until[base] = loop.time() + SUSPECT_S
-            else:
-                if raw and status < 400:
-                    self._suspect_until.pop(base, None)
-                    self._preferred = base
-                    return status, body_bytes, answer_headers
-                try:
-                    payload = orjson.loads(body_bytes) if body_bytes else None
-                except orjson.JSONDecodeError:
-                    payload = body_bytes[:200].decode("utf-8", "replace")
-                if status < 400:
-                    self._suspect_until.pop(base, None)
-                    self._preferred = base
-                    return status, payload, answer_headers
-                if not isinstance(payload, dict) or "error_code" not in payload:
-                    # not a controller's answer (something else listens there now): as if
-                    # it did not answer
-                    last = KraftliteError(ErrorCode.NOT_CONTROLLER, f"{url}: HTTP {status}")
-                    self._suspect_until[base] = loop.time() + SUSPECT_S
-                else:
-                    self._suspect_until.pop(base, None)
-                    error = error_from_problem(status, payload)
-                    if error.code not in _RETRY_CODES:
-                        self._preferred = base
-                        raise error
-                    last = error
-            if not order:  # a round without an answer: a pause before the next
-                await asyncio.sleep(0.1)
-        raise last or KraftliteError(ErrorCode.NOT_CONTROLLER, "no controller answered")
+                    headers=headers,
+                    raw=raw,
+                    timeout_s=limit_s,
+                )
+        raise AssertionError("unreachable: the attempts end in a return or an error")
+
+    async def _attempt(
+        self,
+        base: str,
+        method: str,
+        path: str,
+        body: Any,
+        *,
+        params: dict[str, str] | None,
+        headers: dict[str, str] | None,
+        raw: bool,
+        timeout_s: float,
+    ) -> tuple[int, Any, dict[str, str]]:
+        """One controller's answer. One that does not answer, or answers as no controller
+        would, is suspect and raises NOT_CONTROLLER (the next one is tried)."""
+        url = base + path
+        try:
+            async with self._session.request(
+                method,
+                url,
+                data=None if body is None else orjson.dumps(body),
+                params=params,
+                headers={"Content-Type": "application/json", **(headers or {})},
+                timeout=aiohttp.ClientTimeout(total=timeout_s),
+            ) as response:
+                body_bytes = await response.read()
+                status = response.status
+                answer_headers = dict(response.headers)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            self._suspect(base)
+            raise KraftliteError(ErrorCode.NOT_CONTROLLER, f"{url}: {exc!r}") from exc
+        if raw and status < 400:
+            self._suspect_until.pop(base, None)
+            self._preferred = base
+            return status, body_bytes, answer_headers
+        try:
+            payload = orjson.loads(body_bytes) if body_bytes else None
+        except orjson.JSONDecodeError:
+            payload = body_bytes[:200].decode("utf-8", "replace")
+        if status < 400:
+            self._suspect_until.pop(base, None)
+            self._preferred = base
+            return status, payload, answer_headers
+        if not isinstance(payload, dict) or "error_code" not in payload:
+            # not a controller's answer (something else listens there now): as if it did
+            # not answer
+            self._suspect(base)
+            raise KraftliteError(ErrorCode.NOT_CONTROLLER, f"{url}: HTTP {status}")
+        self._suspect_until.pop(base, None)
+        error = error_from_problem(status, payload)
+        if not FAILOVER.retry_on(error):
+            self._preferred = base  # the quorum's answer: this controller speaks for it
+        raise error

@@ -31,13 +31,24 @@ from aiohttp import ClientError
 
 from kraftlite.client.credentials import Credentials
 from kraftlite.client.transport import NO_FORWARD, Transport
+from kraftlite.clock import Clock, SystemClock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol.headers import BATCH_TYPE
+from kraftlite.retry import Backoff, RetryPolicy, retriable
 
 log = structlog.get_logger(__name__)
 TopicPartition = tuple[str, int]
 SESSION_SAFETY = 0.8  # stop consuming after this share of the session without contact
+
+
+def _leader_retriable(exc: BaseException) -> bool:
+    """A retriable answer, or a leader that did not answer (down or moving)."""
+    return retriable(exc) or isinstance(exc, OSError | TimeoutError | ClientError)
+
+
+# Reads from a partition's leader (offsets, fetches): 10 tries over about 5.5 s.
+LEADER_CALL_RETRY = RetryPolicy(_leader_retriable, max_attempts=10, backoff=Backoff(0.05, 1.0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +76,7 @@ class Consumer:
         max_bytes_per_partition: int = 1 << 20,
         transport: Transport | None = None,
         credentials: Credentials | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if auto_offset_reset not in {"earliest", "latest"}:
             raise ValueError("auto_offset_reset must be earliest or latest")
@@ -75,7 +87,10 @@ class Consumer:
         self.session_timeout_ms = session_timeout_ms
         self.client_id = client_id
         self.max_bytes = max_bytes_per_partition
-        self._transport = transport or Transport(bootstrap, credentials=credentials)
+        self._clock: Clock = clock or SystemClock()
+        self._transport = transport or Transport(
+            bootstrap, credentials=credentials, clock=self._clock
+        )
         self._positions: dict[TopicPartition, int | None] = {}
         self._topics: list[str] = []
         self.member_id: str | None = None
@@ -135,7 +150,7 @@ class Consumer:
         }
         if self.session_timeout_ms is not None:
             body["session_timeout_ms"] = self.session_timeout_ms
-        started = asyncio.get_running_loop().time()
+        started = self._now_s()
         answer = await self._transport.call("POST", f"/v1/groups/{self.group_id}/members", body)
         self.member_id = answer["member_id"]
         self.member_epoch = 0
@@ -143,12 +158,16 @@ class Consumer:
         self._last_contact = started
         await self._apply(answer)
 
+    def _now_s(self) -> float:
+        """Monotonic seconds on the consumer's clock (contact and auto-commit times)."""
+        return self._clock.monotonic_ms() / 1000
+
     def _session_lapsed(self) -> bool:
         """Rule: a member that has not reached its coordinator for most of its session
         stops consuming on its own: the coordinator may already have expired it and handed
         its partitions on (the client-side half of "never two owners").
         """
-        elapsed = asyncio.get_running_loop().time() - self._last_contact
+        elapsed = self._now_s() - self._last_contact
         return self.member_id is not None and elapsed > self._session_s * SESSION_SAFETY
 
     def _release_all(self, why: str) -> None:
@@ -162,7 +181,6 @@ class Consumer:
         return assigned != set(self._positions)
 
     async def _membership_loop(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self._heartbeat_interval_s)
             try:
@@ -170,7 +188,7 @@ class Consumer:
                     self._release_all("no contact with the coordinator for the session")
                     await self._join()
                     continue
-                sent = loop.time()
+                sent = self._now_s()
                 answer = await self._transport.call(
                     "POST",
                     f"/v1/groups/{self.group_id}/members/{self.member_id}/heartbeat",
@@ -203,7 +221,7 @@ class Consumer:
         answer, self._pending_answer = self._pending_answer, None
         if answer is not None:
             await self._apply(answer)
-        now = asyncio.get_running_loop().time()
+        now = self._now_s()
         if self.enable_auto_commit and now - self._last_auto_commit >= self.auto_commit_interval_s:
             self._last_auto_commit = now
             with contextlib.suppress(KraftliteError, OSError, TimeoutError, ClientError):
@@ -322,21 +340,19 @@ class Consumer:
     async def _leader_call(
         self, topic: str, index: int, path: str, params: dict[str, str], headers: dict[str, str]
     ) -> Any:
-        for attempt in range(10):
+        """A GET on the partition's leader, through leadership changes. Looking the leader
+        up is outside the attempt: its errors surface at once (it has retries of its own)."""
+        async for attempt in LEADER_CALL_RETRY.run_async(self._clock):
             url = await self._transport.leader_url(topic, index)
-            try:
-                return await self._transport.request(
-                    url, "GET", path, params=params, headers={**NO_FORWARD, **headers}
-                )
-            except KraftliteError as exc:
-                if not exc.retriable or attempt == 9:
+            with attempt:
+                try:
+                    return await self._transport.request(
+                        url, "GET", path, params=params, headers={**NO_FORWARD, **headers}
+                    )
+                except (OSError, TimeoutError, ClientError):
+                    self._transport.invalidate(topic)  # who leads now?
                     raise
-            except (OSError, TimeoutError, ClientError):
-                self._transport.invalidate(topic)
-                if attempt == 9:
-                    raise
-            await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
-        raise AssertionError("unreachable")
+        raise AssertionError("unreachable: the attempts end in a return or an error")
 
     # -- fetching -------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ Rules (Kafka's producer, in small):
    partition per topic that moves on with each batch.
 2. A partition's records wait up to `linger_ms` or until `max_batch_bytes`, then go as one
    batch. One batch per partition is in flight at a time, so order holds across retries.
-3. Retriable errors (leader moved, timeouts, not enough replicas) are retried with backoff,
+3. Retriable errors (leader moved, timeouts, not enough replicas) are retried `retries`
+   times with backoff (`retry_backoff_ms` doubling, at most 2 s; kraftlite.retry),
    refreshing metadata on NOT_LEADER_OR_FOLLOWER; others fail the batch's futures.
 4. `send` returns a future of the record's (topic, partition, offset); `flush` waits for
    everything sent so far.
@@ -28,11 +29,12 @@ from aiohttp import ClientError
 
 from kraftlite.client.credentials import Credentials
 from kraftlite.client.transport import NO_FORWARD, Transport
-from kraftlite.clock import SystemClock
+from kraftlite.clock import Clock, SystemClock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol.headers import BATCH_TYPE
 from kraftlite.protocol.partitioner import partition_for_key
+from kraftlite.retry import Backoff, RetryPolicy, retriable
 
 _PER_RECORD_OVERHEAD = 24  # lengths and a timestamp in the columnar body
 # The leader refused the batch for its producer state, so it was not appended: a new
@@ -44,6 +46,20 @@ _PRODUCER_RESET = frozenset(
         ErrorCode.INVALID_PRODUCER_EPOCH,
     }
 )
+
+_NO_ANSWER = (OSError, TimeoutError, ClientError)  # the leader is down or moving
+
+
+def _produce_retriable(exc: BaseException) -> bool:
+    return retriable(exc) or isinstance(exc, _NO_ANSWER)
+
+
+def _unknown_fate(last: Exception) -> BaseException:
+    """The error a batch fails with after its last try: a leader that never answered is a
+    timeout (the batch may or may not be written, rule 5)."""
+    if isinstance(last, _NO_ANSWER):
+        return KraftliteError(ErrorCode.REQUEST_TIMED_OUT, repr(last))
+    return last
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +91,7 @@ class Producer:
         transport: Transport | None = None,
         credentials: Credentials | None = None,
         enable_idempotence: bool | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if acks not in {"all", "-1", "1", "0"}:
             raise ValueError("acks must be all, -1, 1 or 0")
@@ -91,9 +108,17 @@ class Producer:
         self.max_batch_bytes = max_batch_bytes
         self.retries = retries
         self.retry_backoff_s = retry_backoff_ms / 1000
+        self._retry = RetryPolicy(
+            _produce_retriable,
+            max_attempts=max(retries, 0) + 1,
+            backoff=Backoff(self.retry_backoff_s, 2.0),
+            exhausted=_unknown_fate,
+        )
         self.request_timeout_ms = request_timeout_ms
-        self._transport = transport or Transport(bootstrap, credentials=credentials)
-        self._clock = SystemClock()
+        self._clock: Clock = clock or SystemClock()
+        self._transport = transport or Transport(
+            bootstrap, credentials=credentials, clock=self._clock
+        )
         self._pending: dict[tuple[str, int], _Pending] = {}
         self._locks: dict[tuple[str, int], asyncio.Lock] = {}
         self._sticky: dict[str, int] = {}
@@ -254,28 +279,23 @@ class Producer:
     async def _attempts(self, topic: str, partition: int, body: bytes) -> list[int]:
         path = f"/v1/topics/{topic}/partitions/{partition}/records"
         params = {"acks": self.acks, "timeout_ms": str(self.request_timeout_ms)}
-        for attempt in itertools.count():
-            try:
-                url = await self._transport.leader_url(topic, partition)
-                answer = await self._transport.request(
-                    url,
-                    "POST",
-                    path,
-                    params=params,
-                    data=body,
-                    headers={"Content-Type": BATCH_TYPE, **NO_FORWARD},
-                )
-            except KraftliteError as exc:
-                if not exc.retriable or attempt >= self.retries:
+        async for attempt in self._retry.run_async(self._clock):
+            with attempt:
+                try:
+                    url = await self._transport.leader_url(topic, partition)
+                    answer = await self._transport.request(
+                        url,
+                        "POST",
+                        path,
+                        params=params,
+                        data=body,
+                        headers={"Content-Type": BATCH_TYPE, **NO_FORWARD},
+                    )
+                except _NO_ANSWER:
+                    self._transport.invalidate(topic)  # leader down: who leads now?
                     raise
-            except (OSError, TimeoutError, ClientError) as exc:  # leader down: who leads now?
-                self._transport.invalidate(topic)
-                if attempt >= self.retries:
-                    raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, repr(exc)) from exc
-            else:
                 return [-1 if o.get("offset") is None else o["offset"] for o in answer["offsets"]]
-            await asyncio.sleep(min(self.retry_backoff_s * 2**attempt, 2.0))
-        raise AssertionError("unreachable")
+        raise AssertionError("unreachable: the attempts end in a return or an error")
 
     async def flush(self) -> None:
         """Send everything queued now and wait until it is acknowledged (or failed)."""

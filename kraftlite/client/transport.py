@@ -8,11 +8,13 @@ Rules:
    names the new leader and marks the cached metadata stale (Kafka clients do the same on
    NOT_LEADER_OR_FOLLOWER).
 3. Errors are `KraftliteError`s carrying the API's error code and its retriable flag.
+4. Retries follow kraftlite.retry (one policy, time on the injected Clock): a call tries
+   each bootstrap URL once from the one that last answered; a topic's description is asked
+   again while its error is retriable; a partition without a leader is looked up again.
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,12 +22,36 @@ import aiohttp
 import orjson
 
 from kraftlite.client.credentials import NONE, Credentials
+from kraftlite.clock import Clock, SystemClock
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 from kraftlite.protocol import headers
 from kraftlite.protocol.headers import BATCH_TYPE
+from kraftlite.retry import NO_WAIT, Backoff, NotYet, RetryPolicy, not_yet, retriable
 
 NO_FORWARD = {headers.NO_FORWARD: "1"}
-METADATA_ATTEMPTS = 20  # about 10 s in all
+METADATA_ATTEMPTS = 20
+
+
+def _ask_another(exc: BaseException) -> bool:
+    """A bootstrap broker that did not answer, or is starting: the next one may."""
+    if isinstance(exc, KraftliteError):
+        return exc.code is ErrorCode.BROKER_NOT_AVAILABLE
+    return isinstance(exc, aiohttp.ClientConnectionError | TimeoutError)
+
+
+def _none_answered(last: Exception) -> KraftliteError:
+    return KraftliteError(ErrorCode.REQUEST_TIMED_OUT, f"no bootstrap broker answered: {last!r}")
+
+
+# One round over the bootstrap URLs, no wait: callers have retries of their own.
+BOOTSTRAP_RETRY = RetryPolicy(
+    _ask_another, max_attempts=1, backoff=NO_WAIT, exhausted=_none_answered
+)
+# A topic created a moment ago may not have reached every broker yet: 20 tries whose waits
+# add up to about 10 s (0.05 s doubling, at most 0.6 s).
+DESCRIBE_RETRY = RetryPolicy(retriable, max_attempts=METADATA_ATTEMPTS, backoff=Backoff(0.05, 0.6))
+# A partition whose leader is being elected: asked again, 20 tries over about 15 s.
+LEADER_RETRY = RetryPolicy(not_yet, max_attempts=20, backoff=Backoff(0.05, 1.0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +68,9 @@ class Transport:
         *,
         request_timeout_s: float = 30.0,
         credentials: Credentials | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        self.clock: Clock = clock or SystemClock()
         self.credentials = credentials or NONE
         self._auth_headers = self.credentials.headers()
         urls = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
@@ -80,24 +108,17 @@ class Transport:
         **params: str,
     ) -> Any:
         """JSON call on any broker (the next one when one does not answer)."""
-        last: Exception | None = None
-        for attempt in range(len(self.bootstrap)):
-            index = (self._preferred + attempt) % len(self.bootstrap)
-            try:
+        count = len(self.bootstrap)
+        order = [(self._preferred + i) % count for i in range(count)]
+        async for attempt in BOOTSTRAP_RETRY.run_async(self.clock, lambda: order):
+            with attempt:
+                index = attempt.target
                 result = await self.request(
                     self.bootstrap[index], method, path, body, params, timeout_s=timeout_s
                 )
-            except (aiohttp.ClientConnectionError, TimeoutError) as exc:
-                last = exc
-                continue
-            except KraftliteError as exc:
-                if exc.code is not ErrorCode.BROKER_NOT_AVAILABLE:  # starting: ask another
-                    raise
-                last = exc
-                continue
-            self._preferred = index
-            return result
-        raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, f"no bootstrap broker answered: {last!r}")
+                self._preferred = index
+                return result
+        raise AssertionError("unreachable: the attempts end in a return or an error")
 
     async def request(
         self,
@@ -166,25 +187,26 @@ class Transport:
         return self._partitions[topic]
 
     async def _describe(self, topic: str) -> Any:
-        for attempt in range(METADATA_ATTEMPTS):
-            try:  # a topic created a moment ago may not have reached every broker yet
+        async for attempt in DESCRIBE_RETRY.run_async(self.clock):
+            with attempt:
                 return await self.call("GET", f"/v1/topics/{topic}")
-            except KraftliteError as exc:
-                if not exc.retriable or attempt == METADATA_ATTEMPTS - 1:
-                    raise
-            await asyncio.sleep(0.05 * (attempt + 1))
-        raise AssertionError("unreachable")
+        raise AssertionError("unreachable: the attempts end in a return or an error")
 
     async def leader_url(self, topic: str, partition: int) -> str:
-        for attempt in range(20):
-            infos = await self.partitions(topic, refresh=attempt > 0)
-            if not 0 <= partition < len(infos):
-                raise KraftliteError(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    f"{topic} has {len(infos)} partitions, not {partition + 1}",
-                )
-            url = infos[partition].leader_url
-            if url is not None:
+        """The partition's leader; while it has none (an election), the metadata is asked
+        again. Any error of the lookup itself surfaces at once (it has its own retries)."""
+        async for attempt in LEADER_RETRY.run_async(self.clock):
+            with attempt:
+                infos = await self.partitions(topic, refresh=attempt.number > 0)
+                if not 0 <= partition < len(infos):
+                    raise KraftliteError(
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        f"{topic} has {len(infos)} partitions, not {partition + 1}",
+                    )
+                url = infos[partition].leader_url
+                if url is None:
+                    raise NotYet(
+                        ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} has no leader"
+                    )
                 return url
-            await asyncio.sleep(min(0.05 * 2**attempt, 1.0))  # electing a leader
-        raise KraftliteError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{partition} has no leader")
+        raise AssertionError("unreachable: the attempts end in a return or an error")

@@ -1,14 +1,15 @@
 """The Spark source's calls to a kraftlite cluster: blocking, stateless, stdlib HTTP (each
 executor task is a plain Python worker; an event loop per task buys nothing for sequential
 paging). Metadata from any broker; fetches straight from each partition's leader, following
-it when leadership moves (421 names the new one).
+it when leadership moves (421 names the new one). Every retry is a kraftlite.retry policy,
+its time read on the Cluster's Clock.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -17,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftlite.client.credentials import NONE, Credentials
+from kraftlite.clock import Clock, SystemClock
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 from kraftlite.protocol.headers import BATCH_TYPE, NO_FORWARD
+from kraftlite.retry import Backoff, NotYet, RetryPolicy, not_yet, retriable
 
 LOG = logging.getLogger("kraftlite.spark")
 
@@ -57,10 +60,14 @@ class Brokers:
 
 class Cluster:
     def __init__(
-        self, bootstrap: Brokers | tuple[str, ...], timeout_s: float | None = None
+        self,
+        bootstrap: Brokers | tuple[str, ...],
+        timeout_s: float | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if not bootstrap:
             raise ValueError("no broker URLs to start from")
+        self.clock: Clock = clock or SystemClock()
         self.bootstrap = bootstrap if isinstance(bootstrap, Brokers) else Brokers(bootstrap)
         self.timeout_s = self.bootstrap.timeout_ms / 1000 if timeout_s is None else timeout_s
         self._auth_headers = self.bootstrap.credentials.headers()
@@ -115,7 +122,6 @@ class Cluster:
         only for idempotent calls (an offset commit), since it may be sent more than once.
         `attempts` rounds over the brokers (default METADATA_ATTEMPTS), with backoff between.
         """
-        last: Exception | None = None
         post: dict[str, Any] = {}
         if body is not None:
             post = {
@@ -123,22 +129,14 @@ class Cluster:
                 "data": json.dumps(body).encode(),
                 "headers": {"Content-Type": "application/json"},
             }
-        for attempt in range(attempts or METADATA_ATTEMPTS):
-            if attempt:
-                time.sleep(min(0.1 * 2 ** (attempt - 1), 2.0))
-            for base in self.bootstrap:
-                try:
-                    answer = self._request(base + path, **post)[0]
-                    return json.loads(answer) if answer else None
-                except (urllib.error.URLError, OSError) as exc:
-                    last = exc
-                except KraftliteError as exc:
-                    if not exc.retriable:
-                        raise
-                    last = exc
-        if isinstance(last, KraftliteError):
-            raise last  # every broker kept saying so: that is the answer
-        raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, f"no broker answered: {last!r}")
+        policy = CALL_RETRY
+        if attempts:
+            policy = dataclasses.replace(CALL_RETRY, max_attempts=attempts)
+        for attempt in policy.run(self.clock, lambda: self.bootstrap.urls):
+            with attempt:
+                answer = self._request(attempt.target + path, **post)[0]
+                return json.loads(answer) if answer else None
+        raise AssertionError("unreachable: the attempts end in a return or an error")
 
     def topics(self) -> list[str]:
         return [t["name"] for t in self.call("/v1/topics")["topics"]]
@@ -149,20 +147,7 @@ class Cluster:
         empty; without `wait` it is left out of `partitions` instead (a stream asks again
         next time, a producer or reader looking for one leader tries again).
         """
-        unknown: list[int] = []
-        for attempt in range(METADATA_ATTEMPTS):
-            described = self.call(f"/v1/topics/{urllib.parse.quote(topic)}")
-            unknown = [
-                p["partition"] for p in described["partitions"] if p["high_watermark"] is None
-            ]
-            if not wait or not unknown:
-                break
-            time.sleep(min(0.1 * 2**attempt, 2.0))
-        else:
-            raise KraftliteError(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                f"{topic}: partitions {unknown} have no leader to give their offsets",
-            )
+        described = self._described(topic, wait=wait)
         urls = {b["id"]: b["url"] for b in self.call("/v1/cluster")["brokers"]}
         return TopicState(
             described["topic_id"],
@@ -178,6 +163,23 @@ class Cluster:
                 if p["high_watermark"] is not None
             ],
         )
+
+    def _described(self, topic: str, *, wait: bool) -> Any:
+        """The topic's description; with `wait`, asked again while some partition's offsets
+        are unknown (errors of the call itself surface at once: it has its own retries)."""
+        for attempt in OFFSETS_RETRY.run(self.clock):
+            with attempt:
+                described = self.call(f"/v1/topics/{urllib.parse.quote(topic)}")
+                unknown = [
+                    p["partition"] for p in described["partitions"] if p["high_watermark"] is None
+                ]
+                if wait and unknown:
+                    raise NotYet(
+                        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                        f"{topic}: partitions {unknown} have no leader to give their offsets",
+                    )
+                return described
+        raise AssertionError("unreachable: the attempts end in a return or an error")
 
     def partitions(self, topic: str, *, wait: bool = True) -> list[PartitionState]:
         return self.topic(topic, wait=wait).partitions
@@ -206,51 +208,67 @@ class Cluster:
         `skip_lost`. Records not yet below the high watermark (a new leader still learning
         it) are waited for, a few times, like any other retriable answer.
         """
-        offset, leader, attempts = start, None, 0
+        offset, leader = start, None
         while offset < end:
             try:
-                if leader is None:
-                    leader = self._leader(topic, partition)
-                body = self._fetch_page(leader, topic, partition, offset, max_bytes)
+                leader, body, next_offset = self._next_page(
+                    topic, partition, offset, end, leader=leader, max_bytes=max_bytes
+                )
             except KraftliteError as exc:
                 log_start = exc.details.get("log_start_offset")
                 out_of_range = exc.code is ErrorCode.OFFSET_OUT_OF_RANGE
-                if out_of_range and isinstance(log_start, int) and log_start > offset:
-                    if not skip_lost:
-                        raise DataLossError(
-                            f"{topic}-{partition}: offsets {offset}-{min(log_start, end) - 1}"
-                            " were deleted by retention before this read reached them (set "
-                            "failOnDataLoss=false to skip them)"
-                        ) from None
-                    LOG.warning(
-                        "%s-%s: offsets %s-%s were deleted by retention before this read "
-                        "reached them; skipping them (failOnDataLoss=false)",
-                        topic, partition, offset, min(log_start, end) - 1,
-                    )  # fmt: skip
-                    offset = log_start
-                    continue
-                if not exc.retriable or attempts >= FETCH_ATTEMPTS:
+                if not (out_of_range and isinstance(log_start, int) and log_start > offset):
                     raise
-                leader = exc.details.get("leader_url")  # 421 names the new leader
-            except (urllib.error.URLError, OSError):
-                if attempts >= FETCH_ATTEMPTS:
+                if not skip_lost:
+                    raise DataLossError(
+                        f"{topic}-{partition}: offsets {offset}-{min(log_start, end) - 1}"
+                        " were deleted by retention before this read reached them (set "
+                        "failOnDataLoss=false to skip them)"
+                    ) from None
+                LOG.warning(
+                    "%s-%s: offsets %s-%s were deleted by retention before this read "
+                    "reached them; skipping them (failOnDataLoss=false)",
+                    topic, partition, offset, min(log_start, end) - 1,
+                )  # fmt: skip
+                offset = log_start
+                continue
+            yield body, next_offset
+            offset = next_offset
+
+    def _next_page(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        end: int,
+        *,
+        leader: str | None,
+        max_bytes: int,
+    ) -> tuple[str, bytes, int]:
+        """(leader, page, next offset) for a page at `offset` that moves the read on, from
+        the leader (looked up when None, or as a 421 names it), tried FETCH_ATTEMPTS more
+        times on retriable errors, a leader that does not answer, or an empty page."""
+        for attempt in FETCH_RETRY.run(self.clock):
+            with attempt:
+                try:
+                    if leader is None:
+                        leader = self._leader(topic, partition)
+                    body = self._fetch_page(leader, topic, partition, offset, max_bytes)
+                except KraftliteError as exc:
+                    leader = exc.details.get("leader_url")  # 421 names the new leader
                     raise
-                leader = None
-            else:
+                except (urllib.error.URLError, OSError):
+                    leader = None
+                    raise
                 next_offset = _next_offset(body, offset)
-                if next_offset > offset:
-                    attempts = 0
-                    yield body, next_offset
-                    offset = next_offset
-                    continue
-                if attempts >= FETCH_ATTEMPTS:  # planned below the HW, but not there (yet)
-                    raise KraftliteError(
+                if next_offset <= offset:  # planned below the HW, but not there (yet)
+                    raise NotYet(
                         ErrorCode.OFFSET_OUT_OF_RANGE,
                         f"{topic}-{partition}: nothing at {offset} although the plan reads "
                         f"up to {end}",
                     )
-            attempts += 1
-            time.sleep(min(0.05 * 2**attempts, 2.0))
+                return leader, body, next_offset
+        raise AssertionError("unreachable: the attempts end in a return or an error")
 
     def produce(self, topic: str, partition: int, batch: bytes, timeout_ms: int = 30_000) -> int:
         """Append one encoded batch to a partition with acks=all, through leadership changes;
@@ -261,32 +279,67 @@ class Cluster:
         query = urllib.parse.urlencode({"acks": "all", "timeout_ms": timeout_ms})
         headers = {"Content-Type": BATCH_TYPE, NO_FORWARD: "1"}
         leader: str | None = None
-        for attempt in range(FETCH_ATTEMPTS + 1):
-            try:
-                if leader is None:
-                    leader = self._leader(topic, partition)
-                body, _ = self._request(
-                    f"{leader}{path}?{query}", headers, method="POST", data=batch
-                )
+        for attempt in PRODUCE_RETRY.run(self.clock):
+            with attempt:
+                try:
+                    if leader is None:
+                        leader = self._leader(topic, partition)
+                    body, _ = self._request(
+                        f"{leader}{path}?{query}", headers, method="POST", data=batch
+                    )
+                except KraftliteError as exc:
+                    leader = exc.details.get("leader_url")  # 421 names the new leader
+                    raise
+                except (urllib.error.URLError, OSError):
+                    leader = None
+                    raise
                 return int(json.loads(body)["offsets"][0]["offset"])
-            except KraftliteError as exc:
-                if not exc.retriable or attempt >= FETCH_ATTEMPTS:
-                    raise
-                leader = exc.details.get("leader_url")  # 421 names the new leader
-            except (urllib.error.URLError, OSError):
-                if attempt >= FETCH_ATTEMPTS:
-                    raise
-                leader = None
-            time.sleep(min(0.05 * 2**attempt, 2.0))
-        raise AssertionError("unreachable")
+        raise AssertionError("unreachable: the attempts end in a return or an error")
 
 
 class DataLossError(RuntimeError):
     """Planned records are gone (retention) and failOnDataLoss is on."""
 
 
-FETCH_ATTEMPTS = 8
-METADATA_ATTEMPTS = 6
+FETCH_ATTEMPTS = 8  # retries of one page or one produce, after its first try
+METADATA_ATTEMPTS = 6  # rounds over the brokers, and looks for unknown offsets
+
+
+def _unreachable(exc: BaseException) -> bool:
+    # URLError is an OSError; a connection refused or reset, a timeout: the broker is gone
+    return isinstance(exc, OSError)
+
+
+def _worth_another(exc: BaseException) -> bool:
+    return retriable(exc) or _unreachable(exc)
+
+
+def _none_answered(last: Exception) -> BaseException:
+    """Every broker kept giving a retriable answer: that is the answer. None answering at
+    all is a timeout."""
+    if isinstance(last, KraftliteError):
+        return last
+    return KraftliteError(ErrorCode.REQUEST_TIMED_OUT, f"no broker answered: {last!r}")
+
+
+# Metadata and offset calls: rounds over the bootstrap brokers, 0.1 s doubling between.
+CALL_RETRY = RetryPolicy(
+    _worth_another,
+    max_attempts=METADATA_ATTEMPTS,
+    backoff=Backoff(0.1, 2.0),
+    exhausted=_none_answered,
+)
+# A partition whose offsets are unknown (no leader, a leader just elected): asked again.
+OFFSETS_RETRY = RetryPolicy(not_yet, max_attempts=METADATA_ATTEMPTS, backoff=Backoff(0.1, 2.0))
+# A page of a read: an empty one (the leader's high watermark not there yet) is asked again.
+FETCH_RETRY = RetryPolicy(
+    lambda exc: not_yet(exc) or _worth_another(exc),
+    max_attempts=FETCH_ATTEMPTS + 1,
+    backoff=Backoff(0.1, 2.0),
+)
+PRODUCE_RETRY = RetryPolicy(
+    _worth_another, max_attempts=FETCH_ATTEMPTS + 1, backoff=Backoff(0.05, 2.0)
+)
 
 
 def _next_offset(body: bytes, offset: int) -> int:

@@ -290,7 +290,8 @@ class KraftliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         }
         path = f"/v1/groups/{urllib.parse.quote(self.group, safe='')}/offsets"
         try:
-            Cluster(self.settings.bootstrap, timeout_s=5).call(path, body, attempts=1)
+            cluster = Cluster(self.settings.bootstrap, timeout_s=5, clock=self.clock)
+            cluster.call(path, body, attempts=1)
         except (KraftliteError, OSError) as exc:
             self.group_retry_ms = now + GROUP_RETRY_MS
             LOG.warning("could not commit offsets to group %s: %s", self.group, exc)
