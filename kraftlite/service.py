@@ -12,12 +12,17 @@ Rules:
    naming the leader (id and URL); a group it does not coordinate raises NOT_COORDINATOR.
    The HTTP edge relays such a request to the leader (one hop, api/relay.py); the Kafka
    edge answers the error and the client refreshes its metadata, as Kafka's brokers do.
-2. Authorization is the gate's (security/gate.py), which each edge asks before it calls
+2. The edges get values, never a replica: `leader` answers a `Leadership` (the topic's
+   limits and this leader's epoch), and every call that acts on a partition names it by
+   topic and index and finds the leader itself, so a leader that moved in between is
+   NOT_LEADER_OR_FOLLOWER, never a write to a replica that no longer leads. KIP-320's
+   leader epoch checks live here, for both edges.
+3. Authorization is the gate's (security/gate.py), which each edge asks before it calls
    here; the service trusts that a call it gets is allowed. It knows a caller's principal
    only where data is bound to one: a producer id (security/producer_ids.py).
-3. Clients never write internal topics: the brokers write their own (a forged commit would
+4. Clients never write internal topics: the brokers write their own (a forged commit would
    bypass the coordinator's checks).
-4. Offsets another broker knows (high watermarks, log starts) are asked with one
+5. Offsets another broker knows (high watermarks, log starts) are asked with one
    `/v1/internal/offsets` call per (leader, topic), bounded in time; a leader that does not
    answer leaves its partitions out rather than failing the whole answer.
 """
@@ -78,8 +83,19 @@ class FetchWanted(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class Leadership:
+    """This broker leads a partition (rule 2): what an edge may know of it, as a value."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    max_message_bytes: int  # the topic's max.message.bytes
+
+
+@dataclass(frozen=True, slots=True)
 class Fetched:
-    partition: Partition
+    topic: str
+    partition: int
     data: bytes  # zero or more whole stored batches, the first holding `offset` or later
     high_watermark: int
     log_start_offset: int
@@ -105,12 +121,43 @@ class BrokerService:
 
     # -- partitions ------------------------------------------------------------------------
 
-    def leader(self, topic: str, index: int) -> Partition:
-        """This broker's leader replica of the partition, or NOT_LEADER_OR_FOLLOWER (with
-        `leader_id` and `leader_url`), UNKNOWN_TOPIC_OR_PARTITION, or the lease's error."""
+    def leader(self, topic: str, index: int) -> Leadership:
+        """Rule 2: that this broker leads the partition, and what an edge may know of it;
+        or NOT_LEADER_OR_FOLLOWER (with `leader_id` and `leader_url`: the HTTP edge relays
+        there), UNKNOWN_TOPIC_OR_PARTITION, or the lease's error."""
+        partition = self._leader(topic, index)
+        return Leadership(
+            topic, index, partition.leader_epoch, partition.config_int("max.message.bytes")
+        )
+
+    def _leader(self, topic: str, index: int) -> Partition:
         if index < 0:
             raise KraftliteError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "partition must be >= 0")
         return self.broker.replicas.leader_partition(topic, index)
+
+    def check_leader_epoch(self, topic: str, index: int, current_leader_epoch: int) -> None:
+        """KIP-320: a client that names the leader epoch it knows (>= 0) is told when it is
+        behind (FENCED_LEADER_EPOCH) or ahead (UNKNOWN_LEADER_EPOCH) of this leader's."""
+        leader_epoch = self._leader(topic, index).leader_epoch
+        if current_leader_epoch < 0 or current_leader_epoch == leader_epoch:
+            return
+        if current_leader_epoch < leader_epoch:
+            raise KraftliteError(
+                ErrorCode.FENCED_LEADER_EPOCH, "the client's leader epoch is stale"
+            )
+        raise KraftliteError(ErrorCode.UNKNOWN_LEADER_EPOCH, "this leader's epoch is behind")
+
+    def end_offset_for(
+        self, topic: str, index: int, leader_epoch: int, *, current_leader_epoch: int = -1
+    ) -> tuple[int, int]:
+        """Kafka's OffsetForLeaderEpoch for a client (KIP-320: a consumer checks for
+        truncation after the leader changed): (the epoch, where it ends), the end capped at
+        the high watermark, the most a client was ever given; (-1, -1) for an epoch older
+        than the log."""
+        self.check_leader_epoch(topic, index, current_leader_epoch)
+        log_ = self._leader(topic, index).log
+        epoch, end = log_.end_offset_for(leader_epoch)
+        return epoch, (min(end, log_.high_watermark) if end >= 0 else end)
 
     def partition_count(self, topic: str) -> int:
         return len(self.broker.replicas.topic(topic).partitions)
@@ -141,7 +188,7 @@ class BrokerService:
                 ErrorCode.INVALID_REQUEST, f"{topic} is internal: clients cannot write to it"
             )
 
-    def check_batch(
+    def _check_batch(
         self, partition: Partition, batch: bytes, *, sent_size: int | None = None
     ) -> batch_format.BatchHeader:
         """The topic's size limit and the broker's timestamp window (Kafka's
@@ -186,7 +233,8 @@ class BrokerService:
 
     async def produce(
         self,
-        partition: Partition,
+        topic: str,
+        index: int,
         batch: bytes,
         acks: Acks,
         timeout_s: float,
@@ -197,11 +245,12 @@ class BrokerService:
         """Check and append one batch as the partition's leader, for `principal`. With
         acks=0 the batch is still appended before this returns (bad input is still
         refused), but not waited on. `sent_size`: the largest batch's size as the client
-        sent it (see `check_batch`). A batch naming a producer id that was not given to
+        sent it (see `_check_batch`). A batch naming a producer id that was not given to
         `principal` is UNKNOWN_PRODUCER_ID (producer_ids.py rule 2).
         """
-        self.refuse_internal(partition.topic)
-        header = self.check_batch(partition, batch, sent_size=sent_size)
+        self.refuse_internal(topic)
+        partition = self._leader(topic, index)
+        header = self._check_batch(partition, batch, sent_size=sent_size)
         if header.producer_id >= 0 and not producer_ids.belongs_to(
             self._producer_id_key, header.producer_id, principal
         ):
@@ -274,7 +323,7 @@ class BrokerService:
             caught_up: list[Partition] = []
             for want in wanted:
                 try:
-                    partition = self.leader(want.topic, want.partition)
+                    partition = self._leader(want.topic, want.partition)
                     budget = min(want.max_bytes, max_bytes - total)
                     data = b""
                     if total == 0 or budget > 0:
@@ -287,25 +336,37 @@ class BrokerService:
                 total += len(data)
                 if not data and want.offset >= log_.high_watermark:
                     caught_up.append(partition)
-                results.append(Fetched(partition, data, log_.high_watermark, log_.log_start_offset))
+                results.append(
+                    Fetched(
+                        want.topic,
+                        want.partition,
+                        data,
+                        log_.high_watermark,
+                        log_.log_start_offset,
+                    )
+                )
             remaining = deadline - loop.time()
             enough = total >= min(min_bytes, max_bytes)
             if enough or failed or remaining <= 0 or not caught_up:
                 for result in results:
                     if isinstance(result, Fetched) and result.data:
                         metrics.record_fetch(
-                            result.partition,
+                            result.topic,
                             result.data,
                             _records_in(result.data) if count_records else 0,
                         )
                 return results
             await wait_any([p.hw_moved for p in caught_up], remaining)
 
-    def list_offset(self, topic: str, index: int, at: str | int) -> tuple[int, int | None]:
+    def list_offset(
+        self, topic: str, index: int, at: str | int, *, current_leader_epoch: int = -1
+    ) -> tuple[int, int | None]:
         """(offset, timestamp) for "earliest", "latest" or a time in unix ms: the first
         record at or after it (Kafka's ListOffsets), or the high watermark with no
-        timestamp when there is none yet (the next record will be there)."""
-        log_ = self.leader(topic, index).log
+        timestamp when there is none yet (the next record will be there). A client's
+        `current_leader_epoch` is checked first (KIP-320)."""
+        self.check_leader_epoch(topic, index, current_leader_epoch)
+        log_ = self._leader(topic, index).log
         if at == "earliest":
             return log_.log_start_offset, None
         if at == "latest":

@@ -46,7 +46,7 @@ from kraftlite.api.topic_pages import client_visible, topics_answer
 from kraftlite.broker import metrics
 from kraftlite.broker.broker import Broker
 from kraftlite.broker.offsets import offsets_answer
-from kraftlite.broker.partition import Acks, Partition
+from kraftlite.broker.partition import Acks
 from kraftlite.config import ListenerLimits
 from kraftlite.console import add_console
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
@@ -61,7 +61,7 @@ from kraftlite.protocol.internal import (
     ReplicaFetchRequest,
 )
 from kraftlite.security.gate import Gate
-from kraftlite.service import BrokerService, Produced
+from kraftlite.service import BrokerService, Leadership, Produced
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
@@ -99,8 +99,8 @@ def _timeout_s(request: web.Request) -> float:
 
 async def _leader_or_relay(
     request: web.Request, topic: str, index: int, body: bytes = b""
-) -> Partition | web.Response:
-    """This broker's leader replica, or the leader's answer to the request (relay.py)."""
+) -> Leadership | web.Response:
+    """This broker leads the partition, or the leader's answer to the request (relay.py)."""
     try:
         return request.app[SERVICE].leader(topic, index)
     except KraftliteError as exc:
@@ -305,7 +305,7 @@ async def produce_to_partition(request: web.Request) -> web.StreamResponse:
             f"Content-Type must be application/json or {BATCH_TYPE}",
         )
     produced = await service.produce(
-        target, batch, acks, timeout_s, principal=caller(request).principal
+        topic, index, batch, acks, timeout_s, principal=caller(request).principal
     )
     return json_response(
         {"offsets": _entries(index, produced, count)}, status=202 if acks is Acks.NONE else 200
@@ -427,7 +427,7 @@ async def _produce_somewhere(
     service = request.app[SERVICE]
     count = len(group.indexes)
     try:
-        partition = service.leader(topic, index)
+        service.leader(topic, index)  # or relayed: one hop, to the leader it names
     except KraftliteError as exc:
         if exc.code is not ErrorCode.NOT_LEADER_OR_FOLLOWER:
             raise
@@ -444,7 +444,7 @@ async def _produce_somewhere(
         )
         return _relayed_offsets(answer, count)
     produced = await service.produce(
-        partition, group.batch, acks, timeout_s, principal=caller(request).principal
+        topic, index, group.batch, acks, timeout_s, principal=caller(request).principal
     )
     return _entries(index, produced, count)
 
@@ -528,7 +528,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         if len(records) >= max_records:
             break
     next_offset = records[-1]["offset"] + 1 if records else offset
-    metrics.record_fetch(fetched.partition, b"", len(records))
+    metrics.record_fetch(topic, b"", len(records))
     return json_response(
         {
             "records": records,

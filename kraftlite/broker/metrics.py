@@ -79,10 +79,10 @@ def forget_topic(topic: str) -> None:
             counter.remove(topic)
 
 
-def record_fetch(partition: Partition, data: bytes, records: int = 0) -> None:
-    FETCHED_BYTES.labels(partition.topic).inc(len(data))
+def record_fetch(topic: str, data: bytes, records: int = 0) -> None:
+    FETCHED_BYTES.labels(topic).inc(len(data))
     if records:
-        FETCHED_RECORDS.labels(partition.topic).inc(records)
+        FETCHED_RECORDS.labels(topic).inc(records)
 
 
 # Above this many replicas a broker exports totals only, not the four per-partition families:

@@ -32,7 +32,7 @@ from typing import Any, Final, TypeVar
 import structlog
 
 from kraftlite import observability
-from kraftlite.broker.partition import Acks, Partition
+from kraftlite.broker.partition import Acks
 from kraftlite.config import SASL_MECHANISMS
 from kraftlite.controller import access
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -60,7 +60,7 @@ from kraftlite.security.cluster_auth import CLIENT_HOST_HEADER, PRINCIPAL_HEADER
 from kraftlite.security.gate import AUDITED_NAMES, Gate
 from kraftlite.security.principal import ANONYMOUS, Caller
 from kraftlite.security.scram_exchange import ScramError, ScramExchange
-from kraftlite.service import BrokerService, Fetched, FetchWanted
+from kraftlite.service import BrokerService, Fetched, FetchWanted, Leadership
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -152,16 +152,6 @@ def _config_changes(resource: Body, position: int) -> dict[str, str | None]:
             raise KraftliteError(ErrorCode.INVALID_REQUEST, "only SET and DELETE are served")
         changes[config["name"]] = config["value"] if operation == OP_SET else None
     return changes
-
-
-def _check_epoch(partition: Partition, current_leader_epoch: int) -> None:
-    """KIP-320: a client that names the leader epoch it knows is told when it is behind
-    (FENCED_LEADER_EPOCH) or ahead (UNKNOWN_LEADER_EPOCH) of this leader's."""
-    if current_leader_epoch < 0 or current_leader_epoch == partition.leader_epoch:
-        return
-    if current_leader_epoch < partition.leader_epoch:
-        raise KraftliteError(ErrorCode.FENCED_LEADER_EPOCH, "the client's leader epoch is stale")
-    raise KraftliteError(ErrorCode.UNKNOWN_LEADER_EPOCH, "this leader's epoch is behind")
 
 
 def kafka_code(exc: KraftliteError) -> int:
@@ -642,11 +632,12 @@ class Session:
         if not self._may_topic(Operation.WRITE, topic):
             return await _produce_error(index, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
         try:
-            partition = self.service.leader(topic, index)
-            batch = await self._converted(partition, data, budget)
+            leadership = self.service.leader(topic, index)
+            batch = await self._converted(leadership, data, budget)
             self._produced += len(batch)  # the quota's charge: what is stored (gate.py rule 3)
             produced = await self.service.produce(
-                partition,
+                topic,
+                index,
                 batch,
                 acks,
                 timeout_s,
@@ -668,7 +659,7 @@ class Session:
         }
 
     async def _converted(
-        self, partition: Partition, data: bytes | None, budget: list[int]
+        self, leadership: Leadership, data: bytes | None, budget: list[int]
     ) -> bytes:
         """A partition's Kafka batches as one kraftlite batch: decoded and converted inline
         when small and uncompressed, else on a worker thread, one at a time, so a large or
@@ -676,12 +667,12 @@ class Session:
         `max.message.bytes` is refused before decoding, as Kafka checks it."""
         if not data:
             raise records.CorruptRecordsError("no records")
-        limit = partition.config_int("max.message.bytes")
+        limit = leadership.max_message_bytes
         largest = max(records.batch_sizes(data))
         if largest > limit:  # per batch, as Kafka checks it (a request may carry several)
             raise KraftliteError(
                 ErrorCode.MESSAGE_TOO_LARGE,
-                f"a batch of {largest} bytes; max.message.bytes of {partition.topic} is {limit}",
+                f"a batch of {largest} bytes; max.message.bytes of {leadership.topic} is {limit}",
             )
 
         def convert() -> bytes:
@@ -811,7 +802,7 @@ class Session:
         if leader_epoch < 0:
             return None
         try:
-            _check_epoch(self.service.leader(topic, index), leader_epoch)
+            self.service.check_leader_epoch(topic, index, leader_epoch)
         except KraftliteError as exc:
             return kafka_code(exc)
         return None
@@ -847,9 +838,10 @@ class Session:
                     continue
                 at: str | int = {-1: "latest", -2: "earliest"}.get(timestamp, timestamp)
                 try:  # (-3, the largest timestamp, is INVALID_REQUEST: not served)
-                    partition = self.service.leader(name, index)
-                    _check_epoch(partition, part["current_leader_epoch"])
-                    offset, found = self.service.list_offset(name, index, at)
+                    leadership = self.service.leader(name, index)
+                    offset, found = self.service.list_offset(
+                        name, index, at, current_leader_epoch=part["current_leader_epoch"]
+                    )
                 except KraftliteError as exc:
                     entry["error_code"] = kafka_code(exc)
                     parts.append(entry)
@@ -860,7 +852,7 @@ class Session:
                     error_code=NONE,
                     offset=offset,
                     timestamp=-1 if found is None else found,
-                    leader_epoch=partition.leader_epoch,
+                    leader_epoch=leadership.leader_epoch,
                 )
                 parts.append(entry)
             topics.append({"name": name, "partitions": parts})
@@ -1447,14 +1439,15 @@ class Session:
                     parts.append({**entry, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)})
                     continue
                 try:
-                    partition = self.service.leader(name, part["partition"])
-                    _check_epoch(partition, part["current_leader_epoch"])
-                    epoch, end = partition.log.end_offset_for(part["leader_epoch"])
+                    epoch, end = self.service.end_offset_for(
+                        name,
+                        part["partition"],
+                        part["leader_epoch"],
+                        current_leader_epoch=part["current_leader_epoch"],
+                    )
                 except KraftliteError as exc:
                     parts.append({**entry, "error_code": kafka_code(exc)})
                     continue
-                if end >= 0:
-                    end = min(end, partition.log.high_watermark)
                 parts.append(
                     {**entry, "error_code": NONE, "leader_epoch": epoch, "end_offset": end}
                 )

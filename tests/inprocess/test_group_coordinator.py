@@ -23,8 +23,7 @@ async def write(node: InProcessBroker, topic: str, partition: int, count: int) -
     """`count` records in the partition (a commit may not pass its high watermark)."""
     now = node.clock.now_ms()
     records = fmt.encode_batch([b"r"] * count, timestamps=[now] * count)
-    leader = node.service.leader(topic, partition)
-    await node.service.produce(leader, records, Acks.ALL, 1.0, principal="User:writer")
+    await node.service.produce(topic, partition, records, Acks.ALL, 1.0, principal="User:writer")
 
 
 def commit_records(node: InProcessBroker, group: str) -> list[tuple[Any, ...]]:

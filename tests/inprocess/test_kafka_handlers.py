@@ -353,3 +353,18 @@ async def test_a_broker_behind_its_own_registration_serves_nothing(node: InProce
     assert (await kafka.call(ApiKey.API_VERSIONS, 3, versions))["error_code"] == 0
     node.apply(ClientQuotaRecord(principal="User:someone", key=PRODUCE, value=1.0))
     assert [t["name"] for t in (await metadata(kafka))["topics"]] == ["orders"]
+
+
+async def test_plain_turned_off_is_refused_and_not_offered(secured: InProcessBroker) -> None:
+    """sasl.enabled.mechanisms without PLAIN (issue 24: PLAIN could not be turned off): a
+    PLAIN handshake is UNSUPPORTED_SASL_MECHANISM naming what is offered, and the
+    connection closes after the answer; SCRAM is still offered."""
+    secured.handlers.mechanisms = ["SCRAM-SHA-512"]
+    client = secured.connect()
+    answer = await client.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+    assert answer["error_code"] == 33  # UNSUPPORTED_SASL_MECHANISM
+    assert answer["mechanisms"] == ["SCRAM-SHA-512"]
+    assert client.session.close_after_answer
+    scram = secured.connect()
+    offered = await scram.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-512"})
+    assert offered["error_code"] == 0 and offered["mechanisms"] == ["SCRAM-SHA-512"]

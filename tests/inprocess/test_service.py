@@ -12,8 +12,9 @@ import pytest
 from kraftlite.broker.partition import Acks
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import OFFSETS_TOPIC
+from kraftlite.metadata import records as r
 from kraftlite.protocol import batch as fmt
-from tests.harness.inprocess import BROKER_ID, InProcessBroker, NetworkCallError
+from tests.harness.inprocess import BROKER_ID, InProcessBroker, NetworkCallError, topic_id_for
 
 ALICE = "User:alice"
 BOB = "User:bob"
@@ -48,11 +49,11 @@ async def refused(call: Awaitable[object]) -> KraftliteError:
 
 async def test_produce_then_fetch_round_trip(node: InProcessBroker) -> None:
     service = node.service
-    partition = service.leader("orders", 1)
+    assert service.leader("orders", 1).leader_epoch == node.partition("orders", 1).leader_epoch
     first = await service.produce(
-        partition, batch(node, b"a", b"b"), Acks.ALL, 1.0, principal=ALICE
+        "orders", 1, batch(node, b"a", b"b"), Acks.ALL, 1.0, principal=ALICE
     )
-    second = await service.produce(partition, batch(node, b"c"), Acks.ALL, 1.0, principal=ALICE)
+    second = await service.produce("orders", 1, batch(node, b"c"), Acks.ALL, 1.0, principal=ALICE)
     assert (first.first_offset, first.last_offset, second.first_offset) == (0, 1, 2)
     fetched = await service.fetch("orders", 1, 0, 1 << 20, max_wait_ms=0)
     assert values(fetched.data) == [(0, b"a"), (1, b"b"), (2, b"c")]
@@ -70,65 +71,76 @@ async def test_a_waiting_fetch_is_woken_by_the_produce(node: InProcessBroker) ->
     waiting = asyncio.create_task(service.fetch("orders", 0, 0, 1 << 20, max_wait_ms=10_000))
     await asyncio.sleep(0)
     assert not waiting.done()  # caught up: it long-polls
-    partition = service.leader("orders", 0)
-    await service.produce(partition, batch(node, b"x"), Acks.LEADER, 1.0, principal=ALICE)
+    await service.produce("orders", 0, batch(node, b"x"), Acks.LEADER, 1.0, principal=ALICE)
     fetched = await asyncio.wait_for(waiting, 1.0)
     assert values(fetched.data) == [(0, b"x")]
 
 
 async def test_acks(node: InProcessBroker) -> None:
     service = node.service
-    partition = service.leader("orders", 0)
-    none = await service.produce(partition, batch(node, b"0"), Acks.NONE, 1.0, principal=ALICE)
+    partition = node.partition("orders", 0)
+    none = await service.produce("orders", 0, batch(node, b"0"), Acks.NONE, 1.0, principal=ALICE)
     assert (none.first_offset, none.last_offset) == (None, None)  # not waited on...
     assert partition.log.log_end_offset == 1  # ...but appended before the answer
-    leader = await service.produce(partition, batch(node, b"1"), Acks.LEADER, 1.0, principal=ALICE)
+    leader = await service.produce(
+        "orders", 0, batch(node, b"1"), Acks.LEADER, 1.0, principal=ALICE
+    )
     assert (leader.first_offset, leader.last_offset) == (1, 1)
-    every = await service.produce(partition, batch(node, b"2"), Acks.ALL, 1.0, principal=ALICE)
+    every = await service.produce("orders", 0, batch(node, b"2"), Acks.ALL, 1.0, principal=ALICE)
     assert (every.first_offset, partition.high_watermark()) == (2, 3)  # the ISR is [1]
     # acks=all needs min.insync.replicas in the ISR; nothing is appended without them
     node.create_topic("strict", configs={"min.insync.replicas": "2"})
-    strict = service.leader("strict", 0)
+    strict = node.partition("strict", 0)
     error = await refused(
-        service.produce(strict, batch(node, b"s"), Acks.ALL, 1.0, principal=ALICE)
+        service.produce("strict", 0, batch(node, b"s"), Acks.ALL, 1.0, principal=ALICE)
     )
     assert error.code is ErrorCode.NOT_ENOUGH_REPLICAS
     assert (error.details["isr"], error.details["appended"]) == ([BROKER_ID], False)
     assert strict.log.log_end_offset == 0
-    await service.produce(strict, batch(node, b"s"), Acks.LEADER, 1.0, principal=ALICE)
+    await service.produce("strict", 0, batch(node, b"s"), Acks.LEADER, 1.0, principal=ALICE)
     assert strict.log.log_end_offset == 1
 
 
 async def test_a_producer_id_is_only_its_principals(node: InProcessBroker) -> None:
     service = node.service
-    partition = service.leader("orders", 0)
+    partition = node.partition("orders", 0)
     alices = service.new_producer_id(ALICE)
     idempotent = {"producer_id": alices, "producer_epoch": 0}
     produced = await service.produce(
-        partition, batch(node, b"a", base_sequence=0, **idempotent), Acks.ALL, 1.0, principal=ALICE
+        "orders",
+        0,
+        batch(node, b"a", base_sequence=0, **idempotent),
+        Acks.ALL,
+        1.0,
+        principal=ALICE,
     )
     assert produced.first_offset == 0
     # Bob names Alice's id, or one never minted: both UNKNOWN_PRODUCER_ID, nothing appended
     for principal, producer_id in ((BOB, alices), (ALICE, alices ^ 1)):
         forged = batch(node, b"f", producer_id=producer_id, producer_epoch=0, base_sequence=1)
         error = await refused(
-            service.produce(partition, forged, Acks.ALL, 1.0, principal=principal)
+            service.produce("orders", 0, forged, Acks.ALL, 1.0, principal=principal)
         )
         assert error.code is ErrorCode.UNKNOWN_PRODUCER_ID
         assert error.message == "unknown producer id"  # nothing more (producer_ids.py rule 2)
     assert partition.log.log_end_offset == 1
     # Alice's retry of her batch is a duplicate: answered with its first offsets, not appended
     retry = await service.produce(
-        partition, batch(node, b"a", base_sequence=0, **idempotent), Acks.ALL, 1.0, principal=ALICE
+        "orders",
+        0,
+        batch(node, b"a", base_sequence=0, **idempotent),
+        Acks.ALL,
+        1.0,
+        principal=ALICE,
     )
     assert (retry.first_offset, partition.log.log_end_offset) == (0, 1)
 
 
 async def test_clients_never_write_internal_topics(node: InProcessBroker) -> None:
     service = node.service
-    offsets = service.leader(OFFSETS_TOPIC, 0)  # led here: the coordinator writes it
+    offsets = node.partition(OFFSETS_TOPIC, 0)  # led here: the coordinator writes it
     error = await refused(
-        service.produce(offsets, batch(node, b"x"), Acks.ALL, 1.0, principal=ALICE)
+        service.produce(OFFSETS_TOPIC, 0, batch(node, b"x"), Acks.ALL, 1.0, principal=ALICE)
     )
     assert error.code is ErrorCode.INVALID_REQUEST
     assert OFFSETS_TOPIC in error.message
@@ -155,10 +167,9 @@ async def test_a_lapsed_leadership_lease_serves_nothing_until_renewed(
     node: InProcessBroker,
 ) -> None:
     service = node.service
-    partition = service.leader("orders", 0)
-    await service.produce(partition, batch(node, b"a"), Acks.ALL, 1.0, principal=ALICE)
+    await service.produce("orders", 0, batch(node, b"a"), Acks.ALL, 1.0, principal=ALICE)
     node.clock.advance(9_000)  # a session without an answered heartbeat
-    late = service.produce(partition, batch(node, b"b"), Acks.ALL, 1.0, principal=ALICE)
+    late = service.produce("orders", 0, batch(node, b"b"), Acks.ALL, 1.0, principal=ALICE)
     error = await refused(late)
     assert error.code is ErrorCode.NOT_LEADER_OR_FOLLOWER
     with pytest.raises(KraftliteError):
@@ -172,3 +183,32 @@ async def test_nothing_reaches_for_another_node(node: InProcessBroker) -> None:
     """The harness's promise: what would call the controllers fails at once, no socket."""
     with pytest.raises(NetworkCallError, match=r"controller\.invalid"):
         await node.service.admin("GET", "/v1/topics")
+
+
+async def test_leader_epochs_are_checked_here_for_both_edges(node: InProcessBroker) -> None:
+    """KIP-320 in the service (rule 2): an edge gets a Leadership value, and a client's
+    stale or future leader epoch is refused by the service, not by each edge."""
+    service = node.service
+    topic_id = topic_id_for("orders")
+    node.apply(r.PartitionChangeRecord(topic_id=topic_id, partition=0, leader=-1))
+    node.apply(r.PartitionChangeRecord(topic_id=topic_id, partition=0, leader=BROKER_ID))
+    leadership = service.leader("orders", 0)
+    assert leadership.topic == "orders" and leadership.partition == 0
+    epoch = leadership.leader_epoch
+    assert epoch == 2  # offline, then led again: two leader changes
+    service.check_leader_epoch("orders", 0, epoch)
+    service.check_leader_epoch("orders", 0, -1)  # a client that names none
+    for asked, code in (
+        (epoch - 1, ErrorCode.FENCED_LEADER_EPOCH),
+        (epoch + 1, ErrorCode.UNKNOWN_LEADER_EPOCH),
+    ):
+        with pytest.raises(KraftliteError) as info:
+            service.check_leader_epoch("orders", 0, asked)
+        assert info.value.code is code
+        with pytest.raises(KraftliteError):
+            service.list_offset("orders", 0, "latest", current_leader_epoch=asked)
+        with pytest.raises(KraftliteError):
+            service.end_offset_for("orders", 0, epoch, current_leader_epoch=asked)
+    await service.produce("orders", 0, batch(node, b"a", b"b"), Acks.ALL, 1.0, principal=ALICE)
+    # the current epoch ends at the log's end, capped at the high watermark
+    assert service.end_offset_for("orders", 0, epoch, current_leader_epoch=epoch) == (epoch, 2)
