@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kraftlite.protocol import names
 from kraftlite.protocol.urls import node_url_problem
 from kraftlite.security import scram
 from kraftlite.security.cluster_auth import MIN_SECRET_LENGTH
@@ -173,7 +174,7 @@ def _ip_text(host: str) -> str | None:
 def _per_ip_overrides(value: Any) -> str | None:
     for entry in value:
         host, sep, count = entry.rpartition(":")
-        if not sep or _ip_text(host) is None or not count.isdigit():
+        if not sep or _ip_text(host) is None or names.decimal(count, 10) is None:
             return "must list ADDRESS:COUNT entries (IP addresses: host names are not resolved)"
     return None
 

@@ -25,7 +25,11 @@ Rules:
    streams hold no budget while they last). Waiting for room counts against the same
    `request.read.timeout.ms` (then REQUEST_TIMED_OUT); a body that could never fit is
    RECORD_LIST_TOO_LARGE at once. The bytes are given back when the request's task ends:
-   its answer has been sent, or it failed.
+   its answer has been sent, or it failed; or earlier, when a client over its quota is
+   made to wait for its answer (throttle.py: it holds no budget while it waits).
+6. A body is taken as it was sent: a `Content-Encoding` other than identity is
+   UNSUPPORTED_MEDIA_TYPE, and nothing is inflated (aiohttp's `auto_decompress` is off), so
+   the bytes the budget counted are the bytes held.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from kraftlite.config import ListenerLimits
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -152,6 +156,9 @@ def runner_for(app: web.Application, limits: ListenerLimits, shutdown_s: float) 
         access_log=None,
         shutdown_timeout=shutdown_s,
         keepalive_timeout=limits.idle_ms / 1000,
+        # rule 6: a body is what it says it is: aiohttp would otherwise inflate a gzip body
+        # (100 MiB from 90 KB) on the loop, past the budget that counted 90 KB
+        auto_decompress=False,
     )
 
 
@@ -173,6 +180,11 @@ async def read_body(request: web.Request) -> bytes:
     again get it at once)."""
     timeout_ms = request.app.get(READ_TIMEOUT_MS, ListenerLimits().read_timeout_ms)
     budget = request.app.get(REQUEST_BUDGET)
+    encoding = request.headers.get(hdrs.CONTENT_ENCODING, "identity").strip().lower()
+    if request.body_exists and encoding not in {"", "identity"}:  # rule 6
+        raise KraftliteError(
+            ErrorCode.UNSUPPORTED_MEDIA_TYPE, "request bodies are not taken compressed"
+        )
     try:
         async with asyncio.timeout(timeout_ms / 1000):
             if budget is not None and request.body_exists and _LEASE not in request:
@@ -183,6 +195,13 @@ async def read_body(request: web.Request) -> bytes:
         raise KraftliteError(
             ErrorCode.REQUEST_TIMED_OUT, f"{waited} did not arrive within {timeout_ms} ms"
         ) from None
+
+
+def give_back_budget(request: web.Request) -> None:
+    """Rule 5: the request's bytes back to the budget now (a throttled client's wait)."""
+    lease = request.get(_LEASE)
+    if lease is not None:
+        lease.release()
 
 
 async def _take_budget(request: web.Request, budget: RequestBudget) -> None:

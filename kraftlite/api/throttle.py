@@ -14,6 +14,7 @@ from aiohttp import web
 
 from kraftlite.api.auth import GATE
 from kraftlite.api.internal_auth import caller
+from kraftlite.api.listener import give_back_budget
 from kraftlite.security.principal import Caller
 
 THROTTLE_HEADER = "X-Kraftlite-Throttle-Time-Ms"
@@ -37,11 +38,14 @@ async def throttle_middleware(request: web.Request, handler: Handler) -> web.Str
         raise
     except BaseException:  # a request that failed cost time too, and is held back the same
         delay_ms = await _account(request, who, quotas, None, started)
-        await asyncio.sleep(delay_ms / 1000)
+        if delay_ms:
+            give_back_budget(request)  # a throttled client holds no request bytes
+            await asyncio.sleep(delay_ms / 1000)
         raise
     delay_ms = await _account(request, who, quotas, response, started)
     if delay_ms:
         response.headers[THROTTLE_HEADER] = str(delay_ms)
+        give_back_budget(request)
         await asyncio.sleep(delay_ms / 1000)
     return response
 

@@ -216,7 +216,7 @@ class KafkaServer:
         while True:
             try:
                 head = await asyncio.wait_for(reader.readexactly(4), idle_s)
-            except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
+            except (asyncio.IncompleteReadError, OSError):  # ssl.SSLError is an OSError too
                 return
             (size,) = _SIZE.unpack(head)
             stranger = _stranger(session)
@@ -240,7 +240,7 @@ class KafkaServer:
                             )
                             return
                         frame = await reader.readexactly(size)
-                except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
+                except (asyncio.IncompleteReadError, OSError):
                     if lease is None:
                         log.info(
                             "kafka_request_budget_exhausted",
@@ -249,6 +249,9 @@ class KafkaServer:
                             in_use=self.budget.in_use,
                         )
                     return
+                # a client over its quota waits for its answer without holding the budget:
+                # the request is handled by then (Kafka mutes the channel, not the buffer)
+                session.before_throttle = lease.release
                 if not await self._respond(frame, writer, host, session, read_s):
                     return
             finally:
@@ -310,6 +313,6 @@ class KafkaServer:
         writer.write(_SIZE.pack(len(answer)) + answer)
         try:
             await asyncio.wait_for(writer.drain(), read_s)
-        except (ConnectionError, TimeoutError):
+        except OSError:
             return False
         return not session.close_after_answer

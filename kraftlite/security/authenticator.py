@@ -137,7 +137,8 @@ class Authenticator:
         finally:
             self._waiting -= 1
         if not ok or not credentials or version is None:
-            self._charge_failure(host, credential.iterations)
+            if image.users:  # a node that knows no users yet (starting) blames no one
+                self._charge_failure(host, credential.iterations)
             raise unauthenticated("unknown user or wrong password", user=user)
         self._good[key] = (user, version)
         while len(self._good) > _CACHE_SIZE:

@@ -78,6 +78,7 @@ def test_advertised_url_defaults_to_the_listen_address(tmp_path: Path) -> None:
             "must list one or more of SCRAM-SHA-256, SCRAM-SHA-512, PLAIN",
         ),
         ('"broker.id" = 1\n"sasl.enabled.mechanisms" = []', "must list one or more of"),
+        ('"broker.id" = 1\n"max.connections.per.ip.overrides" = ["10.0.0.1:²"]', "ADDRESS:COUNT"),
     ],
 )
 def test_bad_files_give_one_line_naming_key_and_file(tmp_path: Path, body, message) -> None:

@@ -282,3 +282,18 @@ async def test_failed_logins_spend_their_address_budget(
     assert (await authenticator.check_password("strong", "right", "10.0.0.8"))[0] == ("User:strong")
     clock.advance(1000 * 2 * scram.MAX_ITERATIONS // FAILED_ITERATIONS_PER_S)
     assert (await authenticator.check_password("strong", "right", "10.0.0.9"))[0] == ("User:strong")
+
+
+async def test_a_node_that_knows_no_users_yet_charges_no_one(clock: ManualClock) -> None:
+    """A starting broker's image has no users: every login fails there, and must not
+    spend the client's budget (a review finding: a client retrying a starting broker
+    locked itself out)."""
+    from kraftlite.security import scram  # noqa: PLC0415
+    from kraftlite.security.authenticator import FAILED_ITERATIONS_BURST  # noqa: PLC0415
+
+    empty = MetadataImage.EMPTY
+    authenticator = Authenticator(AuthSettings(required=True), SECRET, lambda: empty, clock)
+    for _ in range(FAILED_ITERATIONS_BURST // scram.MIN_ITERATIONS + 5):
+        with pytest.raises(KraftliteError) as failed:
+            await authenticator.check_password("alice", "right", "10.0.0.9")
+        assert failed.value.code is ErrorCode.SASL_AUTHENTICATION_FAILED

@@ -5,6 +5,7 @@ HTTP listener taking a body's bytes before reading it, and the listener settings
 from __future__ import annotations
 
 import asyncio
+import gzip
 import io
 import random
 from collections.abc import AsyncIterator
@@ -14,7 +15,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from kraftlite.api.listener import REQUEST_BUDGET, read_body
+from kraftlite.api.listener import REQUEST_BUDGET, read_body, runner_for
 from kraftlite.config import (
     DEFAULT_MAX_CONNECTIONS_PER_IP,
     BrokerConfig,
@@ -230,6 +231,25 @@ async def test_a_body_waits_for_room_within_the_read_timeout(
     answer = await sending
     assert answer.status == 200 and await answer.text() == f"{2 * MIB} {2 * MIB}"
     assert await _given_back(budget)
+
+
+async def test_a_compressed_body_is_refused_and_nothing_is_inflated(
+    http_budget: tuple[Any, RequestBudget],
+) -> None:
+    """Rule 6 (a review finding): a 90 KB gzip body that inflates to 100 MiB was counted
+    as 90 KB and inflated on the loop. Now any Content-Encoding is 415, unread."""
+    client, budget = http_budget
+    bomb = gzip.compress(bytes(8 * MIB))
+    answer = await client.post("/", data=bomb, headers={"Content-Encoding": "gzip"})
+    assert answer.status == 415 and await answer.text() == "UNSUPPORTED_MEDIA_TYPE"
+    assert budget.accounts.peak == 0
+    plain = await client.post("/", data=b"x", headers={"Content-Encoding": "identity"})
+    assert plain.status == 200
+
+
+def test_the_listener_does_not_inflate_bodies() -> None:
+    runner = runner_for(web.Application(), ListenerLimits(), 1.0)
+    assert runner._kwargs["auto_decompress"] is False
 
 
 async def test_no_body_takes_nothing_and_a_chunked_one_takes_the_limit() -> None:
