@@ -634,3 +634,15 @@ def test_librdkafkas_metadata_request_for_all_topics_is_read_as_kafka_reads_it()
     assert (request.api_key, request.api_version, request.correlation_id) == (3, 12, 6)
     assert request.client_id == "rdkafka"
     assert request.body["topics"] is None  # all topics
+
+
+def test_a_tagged_struct_of_defaults_is_left_out_so_a_decoded_body_encodes_the_same() -> None:
+    """Found by the round-trip property above: Fetch v12's tagged DivergingEpoch given as
+    {} was written (its fields' defaults), decoded as the default, and then left out."""
+    body = {"responses": [{"partitions": [{"diverging_epoch": {}}]}]}
+    frame = messages.encode_response(ApiKey.FETCH, 12, 0, body)
+    decoded = messages.decode_response(ApiKey.FETCH, 12, frame).body
+    assert messages.encode_response(ApiKey.FETCH, 12, 0, decoded) == frame
+    assert frame == messages.encode_response(
+        ApiKey.FETCH, 12, 0, {"responses": [{"partitions": [{}]}]}
+    )

@@ -356,12 +356,22 @@ class StructCodec:
     take, which bounds array counts before anything is allocated (wire rule 2).
     """
 
-    __slots__ = ("flexible", "keys", "min_size", "mutable", "regular", "tagged", "template")
+    __slots__ = (
+        "defaults_written",
+        "flexible",
+        "keys",
+        "min_size",
+        "mutable",
+        "regular",
+        "tagged",
+        "template",
+    )
 
     def __init__(self, fields: tuple[Field, ...], version: int, flexible: bool) -> None:
         self.flexible = flexible
         self.regular: list[_Entry] = []
         self.tagged: dict[int, _Entry] = {}
+        self.defaults_written: dict[int, bytes] = {}  # each tagged field's default, encoded
         self.template: dict[str, Any] = {}
         self.mutable: list[tuple[str, Any]] = []
         self.keys = frozenset(f.key for f in fields)
@@ -424,8 +434,25 @@ class StructCodec:
             if value != entry.default:
                 inner = Writer()
                 _encode_one(inner, entry, value)
-                present[tag] = inner.getvalue()
+                written = inner.getvalue()
+                # a value that encodes as the default (a struct given as {}, its fields
+                # filled with their defaults) is left out, as Kafka's generated code does:
+                # what is decoded encodes again to the same bytes
+                if written != self._default_written(tag, entry):
+                    present[tag] = written
         writer.tagged_fields(present)
+
+    def _default_written(self, tag: int, entry: _Entry) -> bytes:
+        written = self.defaults_written.get(tag)
+        if written is None:
+            inner = Writer()
+            try:
+                _encode_one(inner, entry, entry.default)
+                written = inner.getvalue()
+            except EncodeError:  # a default the field cannot carry (null): nothing equals it
+                written = b""
+            self.defaults_written[tag] = written
+        return written
 
 
 def _encode_one(writer: Writer, entry: _Entry, value: Any) -> None:
