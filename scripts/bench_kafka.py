@@ -52,7 +52,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kraftlite import eventloop
 from kraftlite.protocol import batch as fmt
-from kraftlite.protocol.kafka import messages, records
+
+try:
+    from kraftlite.protocol.kafka import messages, records
+except ImportError:  # a tree from before issue 24 (for before/after figures)
+    from kraftlite.kafka import messages, records  # type: ignore[no-redef]
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench  # scripts/bench.py: the cluster, the HTTP load
