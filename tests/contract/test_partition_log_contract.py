@@ -3,9 +3,9 @@ LMDB files in a temporary directory (storage/log.py, production) and memory
 (storage/memory.py, the twin the in-process tests run on). A scenario that passes on one
 adapter and fails on the other is a drift of the twin, or a bug of production.
 
-The scenarios are those of tests/integration/test_partition_log.py and
-test_partition_log_model.py that a caller of the port can observe; what only LMDB has
-(map growth, fsync policy, the flusher thread) stays there.
+The scenarios are those of tests/integration/test_partition_log.py that a caller of the
+port can observe, and the random-sequence model that had a file of its own; what only LMDB
+has (map growth, fsync policy, the flusher thread) stays in the integration file.
 """
 
 from __future__ import annotations
