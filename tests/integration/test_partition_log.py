@@ -1,4 +1,6 @@
-"""The LMDB partition log, operation by operation, on real LMDB files."""
+"""The LMDB partition log, operation by operation, on real LMDB files. Scenarios every
+adapter of the port must pass are in tests/contract/test_partition_log_contract.py (run on
+LMDB too); those left here are LMDB's own or assert details the contract words otherwise."""
 
 from __future__ import annotations
 
@@ -80,90 +82,6 @@ def test_partitions_are_isolated(storage: LogStorage) -> None:
     for i, log in enumerate(logs):
         assert offsets(log.read(0, 1 << 20)) == list(range(2 * (i + 1)))
     assert sorted(storage.partition_names()) == [f"t-{i}" for i in range(5)]
-
-
-def test_epoch_cache_and_end_offset_for(storage: LogStorage) -> None:
-    log = storage.open_partition("t-0")
-    log.append(make_batch(2), leader_epoch=1)  # offsets 0-1
-    log.append(make_batch(3), leader_epoch=1)  # 2-4
-    log.append(make_batch(1), leader_epoch=4)  # 5
-    assert log.epochs() == [(1, 0), (4, 5)]
-    assert log.end_offset_for(4) == (4, 6)
-    assert log.end_offset_for(1) == (1, 5)
-    assert log.end_offset_for(2) == (1, 5)  # the largest epoch <= 2 is 1, it ends where 4 starts
-    assert log.end_offset_for(0) == (0, 0)  # below every known epoch: ends where the first starts
-    assert log.end_offset_for(7) == (-1, -1)
-    assert log.end_offset_for(-1) == (-1, -1)
-
-
-def test_truncate_to_removes_whole_batches_and_their_epochs(storage: LogStorage) -> None:
-    log = storage.open_partition("t-0")
-    log.append(make_batch(2), leader_epoch=1)  # 0-1
-    log.append(make_batch(3, ts=5000), leader_epoch=2)  # 2-4
-    log.append(make_batch(2, ts=9000), leader_epoch=3)  # 5-6
-    log.set_high_watermark(7)
-    log.truncate_to(3)  # inside the batch 2-4: the whole batch goes
-    assert log.log_end_offset == 2
-    assert log.high_watermark == 2
-    assert log.epochs() == [(1, 0)]
-    assert log.offset_for_time(5000) is None
-    log.append(make_batch(1, ts=6000), leader_epoch=5)
-    assert offsets(log.read(0, 1 << 20)) == [0, 1, 2]
-    assert log.epochs() == [(1, 0), (5, 2)]
-    assert log.offset_for_time(5500) == (2, 6000)
-    log.truncate_to(10)  # past the end: nothing to do
-    assert log.log_end_offset == 3
-
-
-def test_truncate_fully_and_start_at(storage: LogStorage) -> None:
-    log = storage.open_partition("t-0")
-    log.append(make_batch(4), leader_epoch=1)
-    log.truncate_fully_and_start_at(100)
-    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (100, 100, 100)
-    assert log.epochs() == []
-    assert log.append(make_batch(1), leader_epoch=2).first_offset == 100
-
-
-def test_offset_for_time_finds_the_first_record_at_or_after(storage: LogStorage) -> None:
-    log = storage.open_partition("t-0")
-    log.append(make_batch(3, ts=100, step=10), leader_epoch=0)  # 100,110,120 @ 0-2
-    log.append(make_batch(2, ts=50, step=1), leader_epoch=0)  # 50,51 (late) @ 3-4
-    log.append(make_batch(2, ts=200, step=100), leader_epoch=0)  # 200,300 @ 5-6
-    assert log.offset_for_time(0) == (0, 100)
-    assert log.offset_for_time(51) == (0, 100)
-    assert log.offset_for_time(111) == (2, 120)
-    assert log.offset_for_time(121) == (5, 200)
-    assert log.offset_for_time(250) == (6, 300)
-    assert log.offset_for_time(301) is None
-
-
-def test_retention_by_time_and_size_stops_at_the_high_watermark(storage: LogStorage) -> None:
-    log = storage.open_partition("t-0")
-    for i in range(5):  # batches of 2 records, timestamps 1000, 2000, ... per batch
-        log.append(make_batch(2, ts=(i + 1) * 1000), leader_epoch=i // 2)
-    batch_size = log.size_bytes // 5
-    log.set_high_watermark(6)
-    # older than 2500 ms at now=4000: batches with max ts 1000 (and 1001) -> only the first
-    assert log.apply_retention(now_ms=4000, retention_ms=2500, retention_bytes=-1) == 2
-    assert log.log_start_offset == 2
-    assert log.epochs() == [(0, 2), (1, 4), (2, 8)]
-    # everything is expired, but the high watermark (6) protects batches 6-7 and 8-9
-    assert log.apply_retention(now_ms=10**9, retention_ms=1, retention_bytes=-1) == 4
-    assert (log.log_start_offset, log.size_bytes) == (6, 2 * batch_size)
-    assert log.epochs() == [(1, 6), (2, 8)]
-    log.set_high_watermark(10)
-    # size: keep at most one batch's worth
-    assert log.apply_retention(now_ms=0, retention_ms=-1, retention_bytes=batch_size) == 2
-    assert log.log_start_offset == 8
-    assert offsets(log.read(8, 1 << 20)) == [8, 9]
-    assert log.offset_for_time(0) == (8, 5000)
-    with pytest.raises(KraftliteError):
-        log.read(7, 100)
-    # a fully expired log stays empty at its end offset and keeps its latest epoch
-    assert log.apply_retention(now_ms=10**9, retention_ms=1, retention_bytes=-1) == 2
-    assert (log.log_start_offset, log.log_end_offset) == (10, 10)
-    assert log.epochs() == [(2, 10)]
-    assert log.append(make_batch(1), leader_epoch=2).first_offset == 10
 
 
 def test_state_survives_reopen(tmp_path: Path) -> None:
@@ -255,43 +173,6 @@ def test_periodic_flusher_checkpoints_the_high_watermark(tmp_path: Path) -> None
     storage = LogStorage(config)
     assert storage.open_partition("t-0").high_watermark == 2
     storage.close()
-
-
-def test_time_lookup_after_retention_took_the_batch_that_set_the_running_max(
-    storage: LogStorage,
-) -> None:
-    # Regression (found by the model test): the index keeps one entry per rise of the running
-    # maximum timestamp; batch 1 never raised it, so deleting batch 0 left it unindexed.
-    log = storage.open_partition("t-0")
-    log.append(make_batch(1, ts=500), leader_epoch=0)
-    log.append(make_batch(1, ts=500), leader_epoch=0)
-    log.append(make_batch(1, ts=400), leader_epoch=0)
-    log.set_high_watermark(1)
-    assert log.apply_retention(now_ms=0, retention_ms=-1, retention_bytes=0) == 1
-    assert log.offset_for_time(0) == (1, 500)
-    assert log.offset_for_time(450) == (1, 500)
-    assert log.offset_for_time(501) is None
-
-
-def test_time_lookup_after_retention_emptied_the_log(storage: LogStorage) -> None:
-    # Regression (review): the in-memory running maximum outlived the index entries.
-    log = storage.open_partition("t-0")
-    log.append(make_batch(1, ts=100), leader_epoch=0)
-    log.set_high_watermark(1)
-    assert log.apply_retention(now_ms=10**6, retention_ms=0, retention_bytes=-1) == 1
-    log.append(make_batch(1, ts=50), leader_epoch=0)
-    assert log.offset_for_time(0) == (1, 50)
-    assert log.offset_for_time(0, max_offset=1) is None  # not below the high watermark yet
-
-
-def test_retention_never_passes_the_high_watermark_even_when_asked(storage: LogStorage) -> None:
-    log = storage.open_partition("t-0")
-    for _ in range(4):
-        log.append(make_batch(2), leader_epoch=0)
-    log.set_high_watermark(2)
-    deleted = log.apply_retention(now_ms=10**9, retention_ms=0, retention_bytes=-1, max_offset=8)
-    assert deleted == 2
-    assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (2, 2, 8)
 
 
 def test_epochs_out_of_range_and_unstamped_replicas_are_refused(storage: LogStorage) -> None:
