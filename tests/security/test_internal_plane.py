@@ -128,6 +128,8 @@ def test_a_stranger_cannot_act_as_a_broker(cluster: Cluster) -> None:
     for url in cluster.urls.values():
         _refused(*http("POST", url + "/v1/internal/replica-fetch", forged_fetch))
         _refused(*http("GET", url + "/v1/internal/offsets?topic=orders"))
+        _refused(*http("GET", url + "/v1/internal/groups"))  # every broker's groups
+        _refused(*http("GET", url + "/v1/internal/stats"))
     assert _state(cluster) == before
 
 
