@@ -136,6 +136,11 @@ def _log_level(value: Any) -> str | None:
 # which leaves 548 for the host's own clients; and one address still gets at most a fifth
 # of `max.connections`.
 DEFAULT_MAX_CONNECTIONS_PER_IP = 2_000
+# Connections an HTTP listener takes beyond `max.connections` and the per-address cap, kept
+# only by the nodes (api/listener.py rule 1): more than the connections the other nodes of a
+# 3 + 3 cluster open to a restarted broker before it serves (a few dozen), and few enough
+# that a flood's connections in them cost nothing much.
+DEFAULT_CONNECTIONS_RESERVED_FOR_NODES = 256
 # A broker's request bytes held at once (`queued.max.request.bytes`, BrokerConfig)
 DEFAULT_QUEUED_MAX_REQUEST_BYTES = 256 << 20
 
@@ -154,6 +159,8 @@ class ListenerLimits:
     read_timeout_ms: int = 30_000
     # the Kafka listener: a connection that must authenticate and has not by then is closed
     authentication_timeout_ms: int = 10_000
+    # the HTTP listener: slots beyond the caps above that only the cluster's nodes keep
+    reserved_for_nodes: int = DEFAULT_CONNECTIONS_RESERVED_FOR_NODES
 
     def connections_allowed(self, ip: str) -> int:
         """How many connections `ip` may hold: its override, else the per-address cap."""
@@ -205,6 +212,11 @@ class _Config:
     max_connections_per_ip_overrides: tuple[str, ...] = _key(
         "max.connections.per.ip.overrides", _per_ip_overrides, default=()
     )
+    connections_reserved_for_nodes: int = _key(
+        "connections.reserved.for.nodes",
+        _non_negative,
+        default=DEFAULT_CONNECTIONS_RESERVED_FOR_NODES,
+    )
     connections_max_idle_ms: int = _key("connections.max.idle.ms", positive_option, default=60_000)
     request_read_timeout_ms: int = _key("request.read.timeout.ms", positive_option, default=30_000)
     # Clients (kraftlite/api/auth.py): unset means required unless `listen` is loopback
@@ -247,6 +259,7 @@ class _Config:
             max_connections_per_ip_overrides=_overrides(self.max_connections_per_ip_overrides),
             idle_ms=self.connections_max_idle_ms,
             read_timeout_ms=self.request_read_timeout_ms,
+            reserved_for_nodes=self.connections_reserved_for_nodes,
         )
 
     @classmethod

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import ClientHandlerType, ClientRequest, ClientResponse, web
 
-from kraftlite.api.listener import read_body
+from kraftlite.api.listener import read_body, settle_reserved
 from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.observability import passed_on
@@ -118,6 +118,7 @@ async def cluster_auth_middleware(request: web.Request, handler: Handler) -> web
     internal = request.path.startswith("/v1/internal/")
     header = request.headers.get(HEADER)
     if header is None:
+        settle_reserved(request, from_node=False)
         if internal:
             raise _refused("internal endpoints answer only the cluster's nodes")
         if any(name in request.headers for name in _NODE_ONLY_HEADERS):
@@ -142,10 +143,13 @@ async def cluster_auth_middleware(request: web.Request, handler: Handler) -> web
         declared,
     )
     if verified is None:  # refused before a byte of the body is read
+        settle_reserved(request, from_node=False)
         raise _refused("bad or expired cluster signature")
     body = await read_body(request)
     if len(body) != declared or not auth.check_body(verified, body):
+        settle_reserved(request, from_node=False)
         raise _refused("bad or replayed cluster signature")
+    settle_reserved(request, from_node=True)
     node = verified.node
     caller = (
         Caller(principal, host, node=node)

@@ -4,7 +4,16 @@ long a request's body may take to arrive (Kafka's `max.connections`,
 
 Rules:
 1. A connection over `max.connections` in all, or over `max.connections.per.ip` from one
-   address, is closed as it is accepted, before aiohttp sees a byte of it.
+   address, is closed as it is accepted, before aiohttp sees a byte of it; unless one of
+   the `connections.reserved.for.nodes` slots is free. Those are the cluster's own: a
+   connection in one must send a request signed by a node (internal_auth.py) as its first,
+   within RESERVE_DEADLINE_S, or it is closed (`settle_reserved`); and when every reserved
+   slot is taken, a new connection closes the oldest one not yet shown to be a node's. So
+   a flood of clients, from any number of addresses, cannot keep a restarted broker from
+   registering or from fetching: it would have to open more connections in the time a
+   node takes to send its first request than there are reserved slots. A node's
+   connection keeps its slot once shown; the per-address cap does not apply to the
+   reserve (in a local cluster the nodes and the clients share 127.0.0.1).
 2. aiohttp closes a connection that has sent no complete request for
    `connections.max.idle.ms` since it opened or since its last answer; bytes of an
    incomplete request do not restart that clock, so headers sent a byte at a time
@@ -36,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import enum
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -52,46 +62,119 @@ from kraftlite.security.request_budget import Lease, RequestBudget
 log = structlog.get_logger(__name__)
 
 
-class _Counts:
+# Rule 1: a connection in a reserved slot shows it is a node's within this
+RESERVE_DEADLINE_S = 5.0
+
+
+class Admission(enum.Enum):
+    REFUSED = "refused"
+    ADMITTED = "admitted"
+    RESERVED = "reserved"  # in a slot reserved for the nodes: a node must show itself
+
+
+class ConnectionCounts:
+    """Rule 1's counts for one listener (shared by its app, which settles reserved slots)."""
+
     def __init__(self, limits: ListenerLimits) -> None:
         self.limits = limits
         self.total = 0
         self.per_ip: collections.Counter[str] = collections.Counter()
         self.refused = 0
+        # the reserved slots: transport -> shown to be a node's; insertion order is age
+        self.reserved: dict[asyncio.BaseTransport, bool] = {}
 
-    def admit(self, ip: str) -> bool:
+    def admit(self, ip: str, transport: asyncio.BaseTransport) -> Admission:
         allowed = self.limits.connections_allowed(ip)  # max.connections.per.ip, or its override
-        if self.total >= self.limits.max_connections or self.per_ip[ip] >= allowed:
-            self.refused += 1
+        if self.total < self.limits.max_connections and self.per_ip[ip] < allowed:
+            self.total += 1
+            self.per_ip[ip] += 1
+            return Admission.ADMITTED
+        if self._room_in_reserve():
+            self.reserved[transport] = False
+            return Admission.RESERVED
+        self.refused += 1
+        return Admission.REFUSED
+
+    def _room_in_reserve(self) -> bool:
+        if len(self.reserved) < self.limits.reserved_for_nodes:
+            return True
+        oldest = next((t for t, shown in self.reserved.items() if not shown), None)
+        if oldest is None:  # every reserved slot holds a node's connection
             return False
-        self.total += 1
-        self.per_ip[ip] += 1
+        del self.reserved[oldest]
+        oldest.abort()  # type: ignore[attr-defined]  # connection_lost finds it gone
         return True
 
-    def release(self, ip: str) -> None:
+    def release(self, ip: str, transport: asyncio.BaseTransport, admission: Admission) -> None:
+        if admission is Admission.RESERVED:
+            self.reserved.pop(transport, None)  # gone already if closed from here
+            return
         self.total -= 1
         self.per_ip[ip] -= 1
         if self.per_ip[ip] <= 0:
             del self.per_ip[ip]
 
+    def expire(self, transport: asyncio.BaseTransport) -> None:
+        """A reserved slot's deadline: closed unless a node has shown itself on it."""
+        if self.reserved.get(transport) is False:
+            del self.reserved[transport]
+            transport.abort()  # type: ignore[attr-defined]
+
+    def settle(self, transport: asyncio.BaseTransport | None, from_node: bool) -> bool:
+        """A request arrived on `transport`: False if it must be closed (a reserved slot
+        whose first request is not a node's)."""
+        if transport is None or transport not in self.reserved or self.reserved[transport]:
+            return True
+        if from_node:
+            self.reserved[transport] = True
+            return True
+        del self.reserved[transport]
+        self.refused += 1
+        return False
+
+
+CONNECTIONS = web.AppKey("connections", ConnectionCounts)
+
+
+def settle_reserved(request: web.Request, from_node: bool) -> None:
+    """Rule 1, at a request's authentication (internal_auth.py): a reserved slot's first
+    request must be a node's, or the connection is closed and the request goes no further."""
+    counts = request.app.get(CONNECTIONS)
+    if counts is None or counts.settle(request.transport, from_node):
+        return
+    if counts.refused % 1000 == 1:  # a flood logs a line per thousand
+        log.warning("reserved_connection_refused", ip=request.remote, refused=counts.refused)
+    if request.transport is not None:
+        request.transport.abort()
+    raise KraftliteError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "this slot is for the nodes")
+
 
 class _Admitted(asyncio.Protocol):
     """aiohttp's protocol for one connection, behind rule 1's count."""
 
-    def __init__(self, inner: asyncio.Protocol, counts: _Counts) -> None:
+    def __init__(self, inner: asyncio.Protocol, counts: ConnectionCounts) -> None:
         self._inner = inner
         self._counts = counts
         self._ip: str | None = None
+        self._transport: asyncio.BaseTransport | None = None
+        self._admission = Admission.REFUSED
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         peer = transport.get_extra_info("peername")
         ip = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
-        if not self._counts.admit(ip):
+        admission = self._counts.admit(ip, transport)
+        if admission is Admission.REFUSED:
             if self._counts.refused % 1000 == 1:  # a flood logs a line per thousand
                 log.warning("connection_refused_over_limit", ip=ip, refused=self._counts.refused)
             transport.abort()  # type: ignore[attr-defined]
             return
+        if admission is Admission.RESERVED:
+            asyncio.get_running_loop().call_later(
+                RESERVE_DEADLINE_S, self._counts.expire, transport
+            )
         self._ip = ip
+        self._transport = transport
+        self._admission = admission
         self._inner.connection_made(transport)
 
     def data_received(self, data: bytes) -> None:
@@ -110,9 +193,9 @@ class _Admitted(asyncio.Protocol):
             self._inner.resume_writing()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._ip is None:
+        if self._ip is None or self._transport is None:
             return
-        self._counts.release(self._ip)
+        self._counts.release(self._ip, self._transport, self._admission)
         self._ip = None
         self._inner.connection_lost(exc)
 
@@ -130,7 +213,9 @@ class BoundedSite(web.TCPSite):
         **kwargs: Any,
     ) -> None:
         super().__init__(runner, host, port, ssl_context=ssl_context, **kwargs)
-        self.counts = _Counts(limits)
+        app = runner.app if isinstance(runner, web.AppRunner) else None
+        found = app.get(CONNECTIONS) if app is not None else None
+        self.counts = found if found is not None else ConnectionCounts(limits)
 
     async def start(self) -> None:
         self._runner._reg_site(self)  # BaseSite.start, without TCPSite's own create_server
@@ -150,7 +235,9 @@ class BoundedSite(web.TCPSite):
 
 
 def runner_for(app: web.Application, limits: ListenerLimits, shutdown_s: float) -> web.AppRunner:
-    """An AppRunner with rule 2's idle bound (aiohttp's keepalive_timeout)."""
+    """An AppRunner with rule 2's idle bound (aiohttp's keepalive_timeout), and rule 1's
+    counts where the app's requests can settle reserved slots."""
+    app[CONNECTIONS] = ConnectionCounts(limits)
     return web.AppRunner(
         app,
         access_log=None,

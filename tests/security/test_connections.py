@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import threading
 import time
 from collections.abc import Iterator
 
@@ -125,3 +126,79 @@ def test_one_address_gets_at_most_its_share_of_connections(cluster: Cluster) -> 
         again.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         time.sleep(0.3)
         assert again.recv(65536).startswith(b"HTTP/1.1 200")
+
+
+# -- slots the clients cannot take from the nodes (listener.py rule 1) ------------------------
+
+FULL = {"max.connections": 40, "connections.reserved.for.nodes": 32}
+ATTACKERS = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
+
+
+@pytest.fixture(scope="module")
+def full_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    running = Cluster(
+        tmp_path_factory.mktemp("full"), brokers=2, broker_config=FULL, controller_config=FULL
+    )
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _open(url: str, source: str) -> socket.socket | None:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    try:
+        sock = socket.create_connection((host, int(port)), timeout=2, source_address=(source, 0))
+    except OSError:
+        return None
+    sock.settimeout(0.2)
+    return sock
+
+
+def test_a_flood_of_clients_from_many_addresses_cannot_keep_a_broker_from_rejoining(
+    full_cluster: Cluster,
+) -> None:
+    """Every connection slot of every controller and of broker 1 held by clients from four
+    addresses, and more arriving all along: broker 2, killed and restarted, registers with
+    the controllers and catches up through the slots reserved for the nodes."""
+    targets = [*full_cluster.quorum.urls.values(), full_cluster.urls[1]]
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def flood() -> None:  # new connections all along, into the reserved slots
+        while not stop.is_set():
+            for url in targets:
+                sock = _open(url, ATTACKERS[len(held) % len(ATTACKERS)])
+                if sock is not None:
+                    held.append(sock)
+            time.sleep(0.02)
+
+    try:
+        for url in targets:
+            for i in range(FULL["max.connections"]):
+                sock = _open(url, ATTACKERS[i % len(ATTACKERS)])
+                if sock is not None:
+                    held.append(sock)
+        # every regular slot is taken: a client's request now lands in a reserved slot, and
+        # one that is not a node's is closed unanswered
+        extra = _open(full_cluster.urls[1], ATTACKERS[0])
+        assert extra is not None
+        with contextlib.closing(extra):
+            extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert _closed_within(extra, 3)
+        flooding = threading.Thread(target=flood, daemon=True)
+        flooding.start()
+        full_cluster.processes[2].kill()
+        full_cluster.processes[2].start()
+        full_cluster.wait_ready([2], timeout_s=40)
+        stop.set()
+        flooding.join(5)
+        # and it stays in the cluster: the controllers hear its heartbeats (unfenced)
+        status, brokers = http("GET", full_cluster.urls[2] + "/v1/brokers")
+        assert status == 200, brokers
+        assert {b["id"]: b["fenced"] for b in brokers["brokers"]}.get(2) is False
+    finally:
+        stop.set()
+        for sock in held:
+            sock.close()
