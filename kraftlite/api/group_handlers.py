@@ -19,18 +19,15 @@ from kraftlite.groups.offsets import CommittedOffset, check_count
 from kraftlite.metadata.topics import validate_topic_name
 from kraftlite.protocol import names
 
-_MAX_GROUP_NAME = 249
-_MAX_MEMBER_ID = 64  # chosen by the client (a UUID), so a retried join is the same member
-_MAX_CLIENT_ID = 255  # printable; shown by describe and the CLI
 _MAX_SUBSCRIBED_TOPICS = 1000  # per join; a subscription is a list of topic names
 
 
 def _group_name(request: web.Request) -> str:
     name = request.match_info["group"]
-    if not names.is_name(name, _MAX_GROUP_NAME):
+    if not names.is_name(name, names.MAX_GROUP_NAME):
         raise KraftliteError(
             ErrorCode.INVALID_REQUEST,
-            f"group names are 1-{_MAX_GROUP_NAME} characters, no control characters",
+            f"group names are 1-{names.MAX_GROUP_NAME} characters, no control characters",
         )
     return name
 
@@ -72,16 +69,17 @@ async def join(request: web.Request) -> web.Response:
         validate_topic_name(topic)
     client_id = body.get("client_id", "")
     if not isinstance(client_id, str) or (
-        client_id and not names.is_name(client_id, _MAX_CLIENT_ID)
+        client_id and not names.is_name(client_id, names.MAX_CLIENT_ID)
     ):
         raise KraftliteError(
             ErrorCode.INVALID_REQUEST,
-            f"client_id must be at most {_MAX_CLIENT_ID} characters, no control characters",
+            f"client_id must be at most {names.MAX_CLIENT_ID} characters, no control characters",
         )
     member_id = body.get("member_id", uuid.uuid4().hex)
-    if not names.is_name(member_id, _MAX_MEMBER_ID):
+    if not names.is_name(member_id, names.MAX_MEMBER_ID):
         raise KraftliteError(
-            ErrorCode.INVALID_REQUEST, "member_id must be 1-64 characters, no control characters"
+            ErrorCode.INVALID_REQUEST,
+            f"member_id must be 1-{names.MAX_MEMBER_ID} characters, no control characters",
         )
     answer = request.app[SERVICE].coordinator.join(
         group,

@@ -46,7 +46,6 @@ PUBLIC: Final = "public"  # operations endpoints, no check
 AUTHENTICATED: Final = "authenticated"  # any authenticated principal (the handler filters)
 NODES: Final = "nodes"  # internal: cluster_auth_middleware admits nodes only
 _MAX_CHECKED_BODY = 1 << 20
-MAX_GROUP_NAME: Final = 249
 
 
 def _topic(op: Operation) -> Rule:
@@ -190,10 +189,10 @@ def _check_names(request: web.Request) -> None:
     info = request.match_info
     if "topic" in info:
         validate_topic_name(info["topic"], internal=True)
-    if "group" in info and not names.is_name(info["group"], MAX_GROUP_NAME):
+    if "group" in info and not names.is_name(info["group"], names.MAX_GROUP_NAME):
         raise KraftliteError(
             ErrorCode.INVALID_REQUEST,
-            f"group names are 1-{MAX_GROUP_NAME} characters, no control characters",
+            f"group names are 1-{names.MAX_GROUP_NAME} characters, no control characters",
         )
     if "name" in info:
         validate_user_name(info["name"])

@@ -23,14 +23,13 @@ from kraftlite.protocol import names
 
 MAX_PAGE: Final = 500
 DEFAULT_PAGE: Final = 100
-MAX_FILTER: Final = 249
+MAX_FILTER: Final = names.MAX_TOPIC_NAME
 PAGING_PARAMS: Final = ("limit", "after", "contains")
 MAX_PARTITIONS_PAGE: Final = 1000
 DEFAULT_PARTITIONS_PAGE: Final = 100
 MAX_STATS_TOPICS: Final = 100  # topics one stats call may name: a page of the console's list
-_TOPICS = re.compile(
-    rf"[a-zA-Z0-9._-]{{1,249}}(,[a-zA-Z0-9._-]{{1,249}}){{0,{MAX_STATS_TOPICS - 1}}}"
-)
+_NAME = rf"[a-zA-Z0-9._-]{{1,{names.MAX_TOPIC_NAME}}}"
+_TOPICS = re.compile(rf"{_NAME}(,{_NAME}){{0,{MAX_STATS_TOPICS - 1}}}")
 
 
 def _text_param(request: web.Request, name: str) -> str | None:

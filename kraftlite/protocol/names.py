@@ -11,6 +11,13 @@ from __future__ import annotations
 import re
 from typing import Final
 
+# The lengths of the names clients choose, for both edges, the internal messages and the
+# OpenAPI document: declared here and nowhere else.
+MAX_TOPIC_NAME: Final = 249  # Kafka's (and [a-zA-Z0-9._-] only: metadata/topics.py)
+MAX_GROUP_NAME: Final = 249  # as a topic's: a group's offsets may be named after it
+MAX_MEMBER_ID: Final = 64  # an HTTP client's own (a UUID, so a retried join is the same member)
+MAX_CLIENT_ID: Final = 255  # printable; shown by describe and the CLI
+
 NO_CONTROLS: Final = "[^\\x00-\\x1f\\x7f-\\x9f]"
 _NAME: Final = re.compile(f"{NO_CONTROLS}+")
 
