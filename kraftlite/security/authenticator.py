@@ -92,12 +92,14 @@ class Authenticator:
         self._decoy = scram.make_credential(
             "decoy", secrets.token_hex(16), scram.DEFAULT_MECHANISM, secrets.token_bytes(32)
         )
-        # rule 3: (principal, host) -> (the ACLs it was built from, the index)
         # rule 5: address -> (iterations left, when last updated, monotonic ms)
         self._failures: collections.OrderedDict[str, tuple[float, int]] = collections.OrderedDict()
-        self._indexes: collections.OrderedDict[
-            tuple[str, str], tuple[Mapping[str, AccessControlEntryRecord], acls.CallerAcls]
-        ] = collections.OrderedDict()
+        # rule 3: (principal, host) -> its index, built from `_indexed` (the cluster's ACLs
+        # when the first was built: when they change, every index goes, none keeps old ACLs)
+        self._indexes: collections.OrderedDict[tuple[str, str], acls.CallerAcls] = (
+            collections.OrderedDict()
+        )
+        self._indexed: Mapping[str, AccessControlEntryRecord] | None = None
 
     @property
     def image(self) -> MetadataImage:
@@ -205,13 +207,16 @@ class Authenticator:
         """Rule 3: the caller's ACLs, picked again only when the cluster's ACLs changed (an
         image keeps the same ACL mapping until an ACL record replaces it)."""
         current = self.image.acls
+        if current is not self._indexed:
+            self._indexes.clear()
+            self._indexed = current
         key = (who.principal, who.host)
         kept = self._indexes.get(key)
-        if kept is not None and kept[0] is current:
+        if kept is not None:
             self._indexes.move_to_end(key)
-            return kept[1]
+            return kept
         index = acls.CallerAcls(current.values(), self.settings.super_users, *key)
-        self._indexes[key] = (current, index)
+        self._indexes[key] = index
         self._indexes.move_to_end(key)
         while len(self._indexes) > _INDEXES:
             self._indexes.popitem(last=False)

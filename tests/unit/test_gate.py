@@ -119,6 +119,22 @@ def test_the_index_follows_every_acl_change(gate: Gate, metadata: Metadata) -> N
     assert not gate.allowed(ALICE, _topic("orders"))
 
 
+def test_old_acls_are_not_kept_alive_by_the_indexes(gate: Gate, metadata: Metadata) -> None:
+    """Issue 24's review: an index per caller kept the ACL mapping it was built from, so
+    with ACLs changing often up to 10,000 old mappings stayed alive."""
+    callers = [Caller(f"User:u{i}", f"10.0.0.{i}") for i in range(20)]
+    for i in range(5):
+        metadata.replay(_acl("WRITE", f"t{i}"))
+        for who in callers:
+            gate.allowed(who, _topic("t0"))
+    authenticator = gate.authenticator
+    assert authenticator._indexed is metadata.image.acls
+    assert len(authenticator._indexes) == len(callers)
+    metadata.replay(_acl("WRITE", "t9"))
+    gate.allowed(ALICE, _topic("t9"))
+    assert len(authenticator._indexes) == 1  # the old mapping's indexes are gone
+
+
 _names = st.sampled_from(["orders", "orders-eu", "logs", "*", "o"])
 _acls = st.builds(
     lambda op, name, principal, pattern, permission: _acl(
