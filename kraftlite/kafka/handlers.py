@@ -26,8 +26,8 @@ import hmac
 import secrets
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Final, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, TypeVar, cast
 
 import structlog
 
@@ -51,7 +51,8 @@ from kraftlite.metadata.records import UserScramCredentialRecord
 from kraftlite.metadata.topics import TOPIC_CONFIGS, is_internal_topic, validate_topic_name
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import names
-from kraftlite.protocol.kafka import messages, records
+from kraftlite.protocol.kafka import bodies, messages, records
+from kraftlite.protocol.kafka.bodies import AnyResponse
 from kraftlite.protocol.kafka.messages import ApiKey, Request
 from kraftlite.protocol.kafka.wire import WireError
 from kraftlite.security import scram
@@ -64,8 +65,9 @@ from kraftlite.service import BrokerService, Fetched, FetchWanted, Leadership
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
+B = TypeVar("B")
 audit = structlog.get_logger("kraftlite.audit")
-Body = dict[str, Any]
+Body = dict[str, Any]  # an admin call's JSON body (Kafka bodies are typed: bodies.py)
 NONE = 0  # Kafka's error code for success
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
@@ -124,7 +126,7 @@ class CloseConnection(Exception):
     """The request must not be answered: close the connection (server.py)."""
 
 
-def _errors(body: Body) -> list[str]:
+def _errors(body: AnyResponse) -> list[str]:
     return observability.kafka_errors(body, _ERROR_NAMES)
 
 
@@ -140,7 +142,7 @@ def _message(exc: KraftliteError) -> str:
     return exc.message[:_MAX_MESSAGE]
 
 
-def _config_changes(resource: Body, position: int) -> dict[str, str | None]:
+def _config_changes(resource: bodies.AlterConfigsResource, position: int) -> dict[str, str | None]:
     """An IncrementalAlterConfigs resource's changes: SET a value, DELETE back to the
     default (None); APPEND and SUBTRACT act on list-valued configs, which have none here."""
     if position >= MAX_ADMIN_TOPICS:
@@ -171,7 +173,9 @@ def _split_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-async def _produce_error(index: int, code: int, message: str | None = None) -> Body:
+async def _produce_error(
+    index: int, code: int, message: str | None = None
+) -> bodies.PartitionProduceResponse:
     return {"index": index, "error_code": code, "base_offset": -1, "error_message": message}
 
 
@@ -218,7 +222,10 @@ class Handlers:
 
     def unsupported_api_versions(self, correlation_id: int) -> bytes:
         """Rule 3 of server.py: ApiVersions v0, UNSUPPORTED_VERSION, the versions served."""
-        body = {"error_code": UNSUPPORTED_VERSION, "api_keys": _api_keys()}
+        body: bodies.ApiVersionsResponse = {
+            "error_code": UNSUPPORTED_VERSION,
+            "api_keys": _api_keys(),
+        }
         return messages.encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)
 
 
@@ -268,8 +275,8 @@ _RANGES: Final[dict[int, tuple[int, int]]] = {
 }
 
 
-def _api_keys() -> list[Body]:
-    keys = []
+def _api_keys() -> list[bodies.ApiVersion]:
+    keys: list[bodies.ApiVersion] = []
     for key, decoded in sorted(messages.API_VERSIONS.items()):
         if key in SERVED:
             low, high = _RANGES.get(key, decoded)
@@ -307,7 +314,7 @@ class Session:
         self._fetch_session = ConnectionFetchSession(
             iter(_new_session_id, None), handlers.fetch_session_budget
         )
-        self._apis: dict[int, Callable[[Request], Awaitable[Body | None]]] = {
+        self._apis: dict[int, Callable[[Request], Awaitable[AnyResponse | None]]] = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.METADATA: self.metadata,
             ApiKey.PRODUCE: self.produce,
@@ -411,7 +418,7 @@ class Session:
         if before // _YIELD_EVERY != self._items // _YIELD_EVERY:
             await asyncio.sleep(0)
 
-    async def _off_loop(self, work: Callable[[Body], T], body: Body) -> T:
+    async def _off_loop(self, work: Callable[[B], T], body: B) -> T:
         """`work(body)` inline for a request of few items, else on a worker thread, one at
         a time: encoding the answer to a Metadata request for 150,000 topics takes a second
         of CPU, which must not be the loop's."""
@@ -420,15 +427,17 @@ class Session:
         async with self.handlers.encoding:
             return await asyncio.to_thread(work, body)
 
-    def _encode(self, request: Request) -> Callable[[Body], bytes]:
-        def encode(body: Body) -> bytes:
+    def _encode(self, request: Request) -> Callable[[AnyResponse], bytes]:
+        def encode(body: AnyResponse) -> bytes:
             return messages.encode_response(
                 request.api_key, request.api_version, request.correlation_id, body
             )
 
         return encode
 
-    async def _answer(self, request: Request, body: Body | None, started: float) -> bytes | None:
+    async def _answer(
+        self, request: Request, body: AnyResponse | None, started: float
+    ) -> bytes | None:
         """The encoded answer, held back (and saying so) while the client is over quota."""
         quotas = self.handlers.gate.quotas_of(self.who)
         if body is None:
@@ -445,10 +454,15 @@ class Session:
         delay_ms = self._throttle_ms(quotas, request, started, len(answer))
         if not delay_ms:
             return answer
-        # over quota: say so (throttle_time_ms) and hold the answer back, as HTTP does
-        body["throttle_time_ms"] = delay_ms
+        # over quota: hold the answer back, as HTTP does, and say so where the answer has
+        # the field (every one but SaslHandshake's and SaslAuthenticate's)
         self.before_throttle()
         await asyncio.sleep(delay_ms / 1000)
+        if not messages.has_response_field(
+            request.api_key, request.api_version, "throttle_time_ms"
+        ):
+            return answer
+        cast("dict[str, object]", body)["throttle_time_ms"] = delay_ms
         return await self._off_loop(encode, body)
 
     def _throttle_ms(
@@ -495,11 +509,11 @@ class Session:
 
     # -- ApiVersions, Metadata ---------------------------------------------------------------
 
-    async def api_versions(self, request: Request) -> Body:
+    async def api_versions(self, request: Request) -> bodies.ApiVersionsResponse:
         return {"error_code": NONE, "api_keys": _api_keys()}
 
-    def _brokers(self) -> list[Body]:
-        answer = []
+    def _brokers(self) -> list[bodies.MetadataResponseBroker]:
+        answer: list[bodies.MetadataResponseBroker] = []
         for broker in sorted(self.image.brokers.values(), key=lambda b: b.broker_id):
             if broker.fenced or broker.kafka is None:
                 continue
@@ -509,15 +523,15 @@ class Session:
             )
         return answer
 
-    async def metadata(self, request: Request) -> Body:
+    async def metadata(self, request: Request) -> bodies.MetadataResponse:
         """Brokers (live ones with a Kafka listener), and topics: all the client may
         describe (internal ones never), or those asked for by name or id. A partition whose
         leader is fenced or has no Kafka listener has leader -1 (LEADER_NOT_AVAILABLE)."""
         image = self.image
-        wanted = request.body["topics"]
+        wanted = cast(bodies.MetadataRequest, request.body)["topics"]
         reachable = {b for b, r in image.brokers.items() if not r.fenced and r.kafka is not None}
         live = {b for b, r in image.brokers.items() if not r.fenced}
-        topics = []
+        topics: list[bodies.MetadataResponseTopic] = []
         unnamed = None if request.api_version >= 12 else ""  # a null name from v12 on
         if wanted is None or (request.api_version == 0 and not wanted):
             asked: list[tuple[str, uuid.UUID | None]] = [
@@ -545,16 +559,16 @@ class Session:
             if not self._may_topic(Operation.DESCRIBE, name):
                 code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 # asked by id: the id, never the name (Kafka's KafkaApis does the same)
-                refused: Body = {"error_code": int(code), "name": name}
+                refused: bodies.MetadataResponseTopic = {"error_code": int(code), "name": name}
                 if by_id is not None:
-                    refused.update(name=unnamed, topic_id=by_id)
+                    refused.update({"name": unnamed, "topic_id": by_id})
                 topics.append(refused)
                 continue
             if topic is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 topics.append({"error_code": int(code), "name": name})
                 continue
-            partitions = []
+            partitions: list[bodies.MetadataResponsePartition] = []
             for index, p in sorted(topic.partitions.items()):
                 leader = p.leader if p.leader in reachable else -1
                 partitions.append(
@@ -589,12 +603,12 @@ class Session:
 
     # -- Produce -----------------------------------------------------------------------------
 
-    async def produce(self, request: Request) -> Body | None:
+    async def produce(self, request: Request) -> bodies.ProduceResponse | None:
         """Kafka's Produce. Each partition's batches are checked, converted and appended
         as one batch (all or none), concurrently across partitions. With acks=0 a failed
         partition closes the connection, as Kafka does, so the client refreshes its
         metadata; a request naming a partition twice answers INVALID_REQUEST for both."""
-        body = request.body
+        body = cast(bodies.ProduceRequest, request.body)
         if body["transactional_id"]:
             raise CloseConnection("transactions are not served")
         acks = {-1: Acks.ALL, 1: Acks.LEADER, 0: Acks.NONE}.get(body["acks"])
@@ -619,7 +633,7 @@ class Session:
             if any(answer["error_code"] != NONE for answer in answers):
                 raise CloseConnection("an acks=0 produce failed")
             return None
-        by_topic: dict[str, list[Body]] = {}
+        by_topic: dict[str, list[bodies.PartitionProduceResponse]] = {}
         for (name, _, _), answer in zip(entries, answers, strict=True):
             by_topic.setdefault(name, []).append(answer)
         return {
@@ -637,7 +651,7 @@ class Session:
         timeout_s: float,
         *,
         budget: list[int],
-    ) -> Body:
+    ) -> bodies.PartitionProduceResponse:
         if acks is None:
             return await _produce_error(index, INVALID_REQUIRED_ACKS, "acks must be -1, 0 or 1")
         if not self._may_topic(Operation.WRITE, topic):
@@ -703,11 +717,11 @@ class Session:
 
     # -- Fetch, ListOffsets ------------------------------------------------------------------
 
-    async def fetch(self, request: Request) -> Body:
+    async def fetch(self, request: Request) -> bodies.FetchResponse:
         """Kafka's Fetch, with a fetch session when the client asks for one
         (fetch_sessions.py). Stored batches are converted to Kafka's format here, on a
         worker thread when the answer is large (rule 2)."""
-        body = request.body
+        body = cast(bodies.FetchRequest, request.body)
         if body["replica_id"] >= 0:
             raise CloseConnection("followers replicate over the internal plane")
         named: list[tuple[PartitionKey, Position]] = []
@@ -752,14 +766,14 @@ class Session:
         converted = await self._kafka_records(
             [r.data for r in found.values() if isinstance(r, Fetched) and r.data]
         )
-        by_topic: dict[str, list[Body]] = {}
+        by_topic: dict[str, list[bodies.PartitionData]] = {}
         for key, position in plan.partitions:
             result = found.get(key)
             code = refused.get(key)
             if code is None and isinstance(result, KraftliteError):
                 code = kafka_code(result)
             if code is not None or not isinstance(result, Fetched):
-                entry: Body = {
+                entry: bodies.PartitionData = {
                     "partition_index": key[1],
                     "error_code": INVALID_REQUEST if code is None else code,
                     "high_watermark": -1,
@@ -834,15 +848,20 @@ class Session:
         async with self.handlers.converting:
             return await asyncio.to_thread(convert)
 
-    async def list_offsets(self, request: Request) -> Body:
-        topics = []
-        for topic in request.body.get("topics", []):
+    async def list_offsets(self, request: Request) -> bodies.ListOffsetsResponse:
+        body = cast(bodies.ListOffsetsRequest, request.body)
+        topics: list[bodies.ListOffsetsTopicResponse] = []
+        for topic in body.get("topics", []):
             name = topic["name"]
-            parts = []
+            parts: list[bodies.ListOffsetsPartitionResponse] = []
             for part in topic.get("partitions", []):
                 await self._went_through()
                 index, timestamp = part["partition_index"], part["timestamp"]
-                entry: Body = {"partition_index": index, "timestamp": -1, "offset": -1}
+                entry: bodies.ListOffsetsPartitionResponse = {
+                    "partition_index": index,
+                    "timestamp": -1,
+                    "offset": -1,
+                }
                 if not self._may_topic(Operation.DESCRIBE, name):
                     entry["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                     parts.append(entry)
@@ -860,10 +879,12 @@ class Session:
                 if isinstance(at, int) and found is None:
                     offset = -1  # Kafka: no record at or after that time
                 entry.update(
-                    error_code=NONE,
-                    offset=offset,
-                    timestamp=-1 if found is None else found,
-                    leader_epoch=leadership.leader_epoch,
+                    {
+                        "error_code": NONE,
+                        "offset": offset,
+                        "timestamp": -1 if found is None else found,
+                        "leader_epoch": leadership.leader_epoch,
+                    }
                 )
                 parts.append(entry)
             topics.append({"name": name, "partitions": parts})
@@ -871,18 +892,23 @@ class Session:
 
     # -- groups: coordinator and offsets ---------------------------------------------------
 
-    async def find_coordinator(self, request: Request) -> Body:
-        body = request.body
+    async def find_coordinator(self, request: Request) -> bodies.FindCoordinatorResponse:
+        body = cast(bodies.FindCoordinatorRequest, request.body)
         keys = body["coordinator_keys"] if request.api_version >= 4 else [body["key"]]
         answers = [await self._coordinator_of(str(key), body.get("key_type", 0)) for key in keys]
         if request.api_version >= 4:
             return {"coordinators": answers}
-        flat = dict(answers[0])
-        del flat["key"]
-        return flat
+        only = answers[0]  # before v4, one key's answer, flat
+        return {
+            "error_code": only["error_code"],
+            "error_message": only["error_message"],
+            "node_id": only["node_id"],
+            "host": only["host"],
+            "port": only["port"],
+        }
 
-    async def _coordinator_of(self, group: str, key_type: int) -> Body:
-        def error(code: int, message: str) -> Body:
+    async def _coordinator_of(self, group: str, key_type: int) -> bodies.Coordinator:
+        def error(code: int, message: str) -> bodies.Coordinator:
             return {
                 "key": group,
                 "error_code": code,
@@ -922,8 +948,8 @@ class Session:
             "port": port,
         }
 
-    async def offset_commit(self, request: Request) -> Body:
-        body = request.body
+    async def offset_commit(self, request: Request) -> bodies.OffsetCommitResponse:
+        body = cast(bodies.OffsetCommitRequest, request.body)
         group = body["group_id"]
         member_id = body["member_id"] or None
         epoch = body["generation_id_or_member_epoch"] if request.api_version >= 1 else -1
@@ -959,24 +985,26 @@ class Session:
             except KraftliteError as exc:
                 for key, _ in wanted:
                     codes[key] = kafka_code(exc)
-        by_topic: dict[str, list[Body]] = {}
+        by_topic: dict[str, list[bodies.OffsetCommitResponsePartition]] = {}
         for (name, index), code in codes.items():
             by_topic.setdefault(name, []).append({"partition_index": index, "error_code": code})
         return {"topics": [{"name": n, "partitions": p} for n, p in by_topic.items()]}
 
-    async def offset_fetch(self, request: Request) -> Body:
+    async def offset_fetch(self, request: Request) -> bodies.OffsetFetchResponse:
         """OffsetFetch: v8+ asks for several groups at once, earlier versions for one."""
-        body = request.body
+        body = cast(bodies.OffsetFetchRequest, request.body)
         if request.api_version < 8:
             code, topics = self._group_offsets(body["group_id"], body.get("topics"))
             return {"error_code": code, "topics": topics}
-        groups = []
+        groups: list[bodies.OffsetFetchResponseGroup] = []
         for group in body.get("groups", []):
             code, topics = self._group_offsets(group["group_id"], group.get("topics"))
             groups.append({"group_id": group["group_id"], "error_code": code, "topics": topics})
         return {"groups": groups}
 
-    def _group_offsets(self, group: str, asked: list[Body] | None) -> tuple[int, list[Body]]:
+    def _group_offsets(
+        self, group: str, asked: Sequence[bodies.OffsetFetchRequestTopic] | None
+    ) -> tuple[int, list[bodies.OffsetFetchResponseTopic]]:
         """(group error code, topics) of one group's committed offsets: the partitions
         asked (-1 where none is committed), or every committed one when `asked` is None;
         topics the client may not describe are left out."""
@@ -991,7 +1019,7 @@ class Session:
             keys = sorted(committed)
         else:
             keys = [(t["name"], i) for t in asked for i in t.get("partition_indexes", [])]
-        by_topic: dict[str, list[Body]] = {}
+        by_topic: dict[str, list[bodies.OffsetFetchResponsePartition]] = {}
         for name, index in keys:
             if not self._may_topic(Operation.DESCRIBE, name, listing=True):
                 continue
@@ -1018,10 +1046,14 @@ class Session:
             return int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
         return None
 
-    async def join_group(self, request: Request) -> Body:
-        body = request.body
+    async def join_group(self, request: Request) -> bodies.JoinGroupResponse:
+        body = cast(bodies.JoinGroupRequest, request.body)
         group = body["group_id"]
-        answer: Body = {"generation_id": -1, "member_id": body["member_id"], "leader": ""}
+        answer: bodies.JoinGroupResponse = {
+            "generation_id": -1,
+            "member_id": body["member_id"],
+            "leader": "",
+        }
         refused = self._group_refusal(group)
         if refused is not None:
             return {**answer, "error_code": refused}
@@ -1046,10 +1078,10 @@ class Session:
             )
         except KraftliteError as exc:
             return {**answer, "error_code": kafka_code(exc)}
-        return {"error_code": NONE, **joined}
+        return cast(bodies.JoinGroupResponse, {"error_code": NONE, **joined})
 
-    async def sync_group(self, request: Request) -> Body:
-        body = request.body
+    async def sync_group(self, request: Request) -> bodies.SyncGroupResponse:
+        body = cast(bodies.SyncGroupRequest, request.body)
         group = body["group_id"]
         refused = self._group_refusal(group)
         if refused is not None:
@@ -1069,8 +1101,8 @@ class Session:
             "assignment": assignment,
         }
 
-    async def heartbeat(self, request: Request) -> Body:
-        body = request.body
+    async def heartbeat(self, request: Request) -> bodies.HeartbeatResponse:
+        body = cast(bodies.HeartbeatRequest, request.body)
         refused = self._group_refusal(body["group_id"])
         if refused is not None:
             return {"error_code": refused}
@@ -1081,9 +1113,10 @@ class Session:
             return {"error_code": kafka_code(exc)}
         return {"error_code": NONE}
 
-    async def leave_group(self, request: Request) -> Body:
-        body = request.body
+    async def leave_group(self, request: Request) -> bodies.LeaveGroupResponse:
+        body = cast(bodies.LeaveGroupRequest, request.body)
         group = body["group_id"]
+        leaving: list[bodies.MemberIdentity]
         if request.api_version < 3:
             leaving = [{"member_id": body["member_id"], "group_instance_id": None}]
         else:
@@ -1091,7 +1124,7 @@ class Session:
         refused = self._group_refusal(group)
         if refused is not None:
             return {"error_code": refused}
-        results = []
+        results: list[bodies.MemberResponse] = []
         for member in leaving:
             code = NONE
             try:
@@ -1107,11 +1140,12 @@ class Session:
             return {"error_code": results[0]["error_code"]}
         return {"error_code": NONE, "members": results}
 
-    async def describe_groups(self, request: Request) -> Body:
-        groups = []
-        for group in request.body["groups"]:
+    async def describe_groups(self, request: Request) -> bodies.DescribeGroupsResponse:
+        body = cast(bodies.DescribeGroupsRequest, request.body)
+        groups: list[bodies.DescribedGroup] = []
+        for group in body["groups"]:
             refused = self._group_refusal(group, Operation.DESCRIBE)
-            entry: Body = {"group_id": group, "group_state": "Dead", "members": []}
+            entry: bodies.DescribedGroup = {"group_id": group, "group_state": "Dead", "members": []}
             if refused is not None:
                 groups.append({**entry, "error_code": refused})
                 continue
@@ -1123,15 +1157,16 @@ class Session:
             if described is None:
                 groups.append({**entry, "error_code": NONE})
                 continue
-            groups.append({**entry, "error_code": NONE, **described})
+            groups.append(cast(bodies.DescribedGroup, {**entry, "error_code": NONE, **described}))
         return {"groups": groups}
 
-    async def list_groups(self, request: Request) -> Body:
+    async def list_groups(self, request: Request) -> bodies.ListGroupsResponse:
         """This broker's groups (Kafka's clients ask every broker)."""
         if not self._may(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
             return {"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "groups": []}
-        wanted_states = set(request.body.get("states_filter") or [])
-        groups = []
+        body = cast(bodies.ListGroupsRequest, request.body)
+        wanted_states = set(body.get("states_filter") or [])
+        groups: list[bodies.ListedGroup] = []
         for group in self.service.coordinator.local_groups():
             if not self._may(Operation.DESCRIBE, ResourceType.GROUP, group["group"], listing=True):
                 continue
@@ -1171,20 +1206,26 @@ class Session:
                 ErrorCode.REQUEST_TIMED_OUT, "the request's timeout_ms passed"
             ) from None
 
-    def _admin_deadline(self, body: Body) -> float:
-        timeout_ms = max(0, min(int(body["timeout_ms"]), MAX_ADMIN_TIMEOUT_MS))
+    def _admin_deadline(self, timeout_ms: int) -> float:
+        timeout_ms = max(0, min(timeout_ms, MAX_ADMIN_TIMEOUT_MS))
         return asyncio.get_running_loop().time() + timeout_ms / 1000
 
-    async def create_topics(self, request: Request) -> Body:
-        body = request.body
+    async def create_topics(self, request: Request) -> bodies.CreateTopicsResponse:
+        body = cast(bodies.CreateTopicsRequest, request.body)
         validate_only = bool(body["validate_only"])
-        deadline = self._admin_deadline(body)
-        answers = []
+        deadline = self._admin_deadline(body["timeout_ms"])
+        answers: list[bodies.CreatableTopicResult] = []
         for n, topic in enumerate(body["topics"]):
             name = topic["name"]
-            entry: Body = {"name": name, "error_code": NONE, "error_message": None}
+            entry: bodies.CreatableTopicResult = {
+                "name": name,
+                "error_code": NONE,
+                "error_message": None,
+            }
             if n >= MAX_ADMIN_TOPICS:
-                entry.update(error_code=INVALID_REQUEST, error_message="too many topics at once")
+                entry.update(
+                    {"error_code": INVALID_REQUEST, "error_message": "too many topics at once"}
+                )
                 answers.append(entry)
                 continue
             if not (
@@ -1196,8 +1237,10 @@ class Session:
                 continue
             if validate_only or topic.get("assignments"):
                 entry.update(
-                    error_code=INVALID_REQUEST,
-                    error_message="validate_only and manual assignments are not served here",
+                    {
+                        "error_code": INVALID_REQUEST,
+                        "error_message": "validate_only and manual assignments are not served here",
+                    }
                 )
                 answers.append(entry)
                 continue
@@ -1216,36 +1259,42 @@ class Session:
             try:
                 await self._admin(deadline, "POST", "/v1/topics", wanted)
             except KraftliteError as exc:
-                entry.update(error_code=kafka_code(exc), error_message=_message(exc))
+                entry.update({"error_code": kafka_code(exc), "error_message": _message(exc)})
                 answers.append(entry)
                 continue
             described = self.image.topic(name)
             if described is not None:
                 first = described.partitions.get(0)
                 entry.update(
-                    topic_id=_topic_id(described.topic_id),
-                    num_partitions=len(described.partitions),
-                    replication_factor=0 if first is None else len(first.replicas),
+                    {
+                        "topic_id": _topic_id(described.topic_id),
+                        "num_partitions": len(described.partitions),
+                        "replication_factor": 0 if first is None else len(first.replicas),
+                    }
                 )
             answers.append(entry)
         return {"topics": answers}
 
-    async def delete_topics(self, request: Request) -> Body:
-        body = request.body
-        deadline = self._admin_deadline(body)
+    async def delete_topics(self, request: Request) -> bodies.DeleteTopicsResponse:
+        body = cast(bodies.DeleteTopicsRequest, request.body)
+        deadline = self._admin_deadline(body["timeout_ms"])
         asked: list[tuple[str | None, uuid.UUID | None]] = [
             (name, None) for name in body["topic_names"] or []
         ]
         for entry in body["topics"] or []:
-            topic_id = entry["topic_id"]
-            if entry["name"] is None and topic_id not in (None, _NO_TOPIC_ID):
-                found = self.image.topics.get(topic_id.hex)
-                asked.append((None if found is None else found.name, topic_id))
+            by_id = entry["topic_id"]
+            if entry["name"] is None and by_id not in (None, _NO_TOPIC_ID):
+                found = self.image.topics.get(by_id.hex)
+                asked.append((None if found is None else found.name, by_id))
             else:
                 asked.append((entry["name"] or "", None))
-        answers = []
+        answers: list[bodies.DeletableTopicResult] = []
         for n, (name, topic_id) in enumerate(asked):
-            answer: Body = {"name": name, "error_code": NONE, "error_message": None}
+            answer: bodies.DeletableTopicResult = {
+                "name": name,
+                "error_code": NONE,
+                "error_message": None,
+            }
             if topic_id is not None:
                 answer["topic_id"] = topic_id
             if name is None:
@@ -1258,7 +1307,9 @@ class Session:
                 answers.append({**answer, "name": None, "error_code": UNKNOWN_TOPIC_ID})
                 continue
             if n >= MAX_ADMIN_TOPICS:
-                answer.update(error_code=INVALID_REQUEST, error_message="too many topics at once")
+                answer.update(
+                    {"error_code": INVALID_REQUEST, "error_message": "too many topics at once"}
+                )
             elif not self._may_topic(Operation.DELETE, name):
                 answer["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             else:
@@ -1266,25 +1317,33 @@ class Session:
                     validate_topic_name(name)  # it becomes a path: no "/" or ".."
                     await self._admin(deadline, "DELETE", f"/v1/topics/{name}")
                 except KraftliteError as exc:
-                    answer.update(error_code=kafka_code(exc), error_message=_message(exc))
+                    answer.update({"error_code": kafka_code(exc), "error_message": _message(exc)})
             answers.append(answer)
         return {"responses": answers}
 
-    async def create_partitions(self, request: Request) -> Body:
-        body = request.body
-        deadline = self._admin_deadline(body)
-        results = []
+    async def create_partitions(self, request: Request) -> bodies.CreatePartitionsResponse:
+        body = cast(bodies.CreatePartitionsRequest, request.body)
+        deadline = self._admin_deadline(body["timeout_ms"])
+        results: list[bodies.CreatePartitionsTopicResult] = []
         for n, topic in enumerate(body["topics"]):
             name = topic["name"]
-            result: Body = {"name": name, "error_code": NONE, "error_message": None}
+            result: bodies.CreatePartitionsTopicResult = {
+                "name": name,
+                "error_code": NONE,
+                "error_message": None,
+            }
             if n >= MAX_ADMIN_TOPICS:
-                result.update(error_code=INVALID_REQUEST, error_message="too many topics at once")
+                result.update(
+                    {"error_code": INVALID_REQUEST, "error_message": "too many topics at once"}
+                )
             elif not self._may_topic(Operation.ALTER, name):
                 result["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             elif body["validate_only"] or topic["assignments"]:
                 result.update(
-                    error_code=INVALID_REQUEST,
-                    error_message="validate_only and manual assignments are not served here",
+                    {
+                        "error_code": INVALID_REQUEST,
+                        "error_message": "validate_only and manual assignments are not served here",
+                    }
                 )
             else:
                 try:
@@ -1292,12 +1351,13 @@ class Session:
                     path = f"/v1/topics/{name}/partitions"
                     await self._admin(deadline, "POST", path, {"count": topic["count"]})
                 except KraftliteError as exc:
-                    result.update(error_code=kafka_code(exc), error_message=_message(exc))
+                    result.update({"error_code": kafka_code(exc), "error_message": _message(exc)})
             results.append(result)
         return {"results": results}
 
-    async def describe_cluster(self, request: Request) -> Body:
-        if request.api_version >= 1 and request.body["endpoint_type"] not in (1,):
+    async def describe_cluster(self, request: Request) -> bodies.DescribeClusterResponse:
+        body = cast(bodies.DescribeClusterRequest, request.body)
+        if request.api_version >= 1 and body["endpoint_type"] not in (1,):
             return {"error_code": UNSUPPORTED_ENDPOINT_TYPE, "error_message": "brokers only"}
         return {
             "error_code": NONE,
@@ -1311,9 +1371,10 @@ class Session:
             "cluster_authorized_operations": _AUTHORIZED_OPERATIONS_UNKNOWN,
         }
 
-    async def delete_groups(self, request: Request) -> Body:
-        results = []
-        for group in request.body["groups_names"]:
+    async def delete_groups(self, request: Request) -> bodies.DeleteGroupsResponse:
+        body = cast(bodies.DeleteGroupsRequest, request.body)
+        results: list[bodies.DeletableGroupResult] = []
+        for group in body["groups_names"]:
             code = self._group_refusal(group, Operation.DELETE)
             if code is None:
                 try:
@@ -1326,16 +1387,21 @@ class Session:
 
     # -- configs ---------------------------------------------------------------------------
 
-    async def describe_configs(self, request: Request) -> Body:
+    async def describe_configs(self, request: Request) -> bodies.DescribeConfigsResponse:
         """Topic configs (set, or their defaults) and a broker's: `broker.id`,
         `broker.rack`, its dynamic configs, and `kraftlite.http.url` (read-only), which
         tells a client that found a broker by its Kafka address where its HTTP API is (the
         Spark source takes either)."""
-        results = []
-        for resource in request.body["resources"]:
+        body = cast(bodies.DescribeConfigsRequest, request.body)
+        results: list[bodies.DescribeConfigsResult] = []
+        for resource in body["resources"]:
             kind, name = resource["resource_type"], resource["resource_name"]
             keys = resource["configuration_keys"]
-            result: Body = {"resource_type": kind, "resource_name": name, "configs": []}
+            result: bodies.DescribeConfigsResult = {
+                "resource_type": kind,
+                "resource_name": name,
+                "configs": [],
+            }
             try:
                 configs = self._configs_of(kind, name, keys)
             except KraftliteError as exc:
@@ -1398,16 +1464,21 @@ class Session:
             ]
         raise KraftliteError(ErrorCode.INVALID_REQUEST, f"resource type {kind} has no configs here")
 
-    async def incremental_alter_configs(self, request: Request) -> Body:
+    async def incremental_alter_configs(
+        self, request: Request
+    ) -> bodies.IncrementalAlterConfigsResponse:
         """SET and DELETE (back to the default) of topic configs and of a broker's dynamic
         configs, through the controllers as the HTTP API does; APPEND and SUBTRACT (for
         list-valued configs) have nothing to act on here."""
-        body = request.body
-        deadline = self._admin_deadline({"timeout_ms": MAX_ADMIN_TIMEOUT_MS})
-        responses = []
+        body = cast(bodies.IncrementalAlterConfigsRequest, request.body)
+        deadline = self._admin_deadline(MAX_ADMIN_TIMEOUT_MS)
+        responses: list[bodies.AlterConfigsResourceResponse] = []
         for n, resource in enumerate(body["resources"]):
             kind, name = resource["resource_type"], resource["resource_name"]
-            response: Body = {"resource_type": kind, "resource_name": name}
+            response: bodies.AlterConfigsResourceResponse = {
+                "resource_type": kind,
+                "resource_name": name,
+            }
             try:
                 changes = _config_changes(resource, n)
                 path = self._configs_path(kind, name)
@@ -1436,16 +1507,23 @@ class Session:
 
     # -- OffsetForLeaderEpoch ------------------------------------------------------------------
 
-    async def offset_for_leader_epoch(self, request: Request) -> Body:
+    async def offset_for_leader_epoch(
+        self, request: Request
+    ) -> bodies.OffsetForLeaderEpochResponse:
         """Where a leader epoch ends (KIP-320: a consumer checks for truncation after the
         leader changed). For clients the end is capped at the high watermark, the most
         they were ever given."""
-        topics = []
-        for topic in request.body["topics"]:
+        body = cast(bodies.OffsetForLeaderEpochRequest, request.body)
+        topics: list[bodies.OffsetForLeaderTopicResult] = []
+        for topic in body["topics"]:
             name = topic["topic"]
-            parts = []
+            parts: list[bodies.OffsetForLeaderEpochResponseEpochEndOffset] = []
             for part in topic["partitions"]:
-                entry: Body = {"partition": part["partition"], "leader_epoch": -1, "end_offset": -1}
+                entry: bodies.OffsetForLeaderEpochResponseEpochEndOffset = {
+                    "partition": part["partition"],
+                    "leader_epoch": -1,
+                    "end_offset": -1,
+                }
                 if not self._may_topic(Operation.DESCRIBE, name):
                     parts.append({**entry, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)})
                     continue
@@ -1467,10 +1545,10 @@ class Session:
 
     # -- idempotent producers --------------------------------------------------------------
 
-    async def init_producer_id(self, request: Request) -> Body:
+    async def init_producer_id(self, request: Request) -> bodies.InitProducerIdResponse:
         """An idempotent producer's id, epoch 0 (broker/producer_state.py checks its
         sequences). A transactional id asks for transactions, which are not served."""
-        if request.body["transactional_id"] is not None:
+        if cast(bodies.InitProducerIdRequest, request.body)["transactional_id"] is not None:
             return {"error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
         try:
             self.handlers.gate.check_init_producer(self.who, edge="kafka", request="InitProducerId")
@@ -1481,9 +1559,9 @@ class Session:
 
     # -- SASL (SCRAM, PLAIN) ----------------------------------------------------------------
 
-    async def sasl_handshake(self, request: Request) -> Body:
+    async def sasl_handshake(self, request: Request) -> bodies.SaslHandshakeResponse:
         """KIP-43 v1: the mechanism, then SaslAuthenticate requests carry the exchange."""
-        mechanism = request.body["mechanism"]
+        mechanism = cast(bodies.SaslHandshakeRequest, request.body)["mechanism"]
         # a TLS certificate's principal may be replaced by SASL's (SASL_SSL), once
         if (
             self._scram is not None
@@ -1507,12 +1585,12 @@ class Session:
         )
         return {"error_code": NONE, "mechanisms": offered}
 
-    async def sasl_authenticate(self, request: Request) -> Body:
+    async def sasl_authenticate(self, request: Request) -> bodies.SaslAuthenticateResponse:
         """The SCRAM exchange (security/scram_exchange.py): client-first, then
         client-final; or PLAIN's one message (RFC 4616), the password checked as HTTP Basic
         checks it. Success makes this connection's principal the user. A failure is
         answered SASL_AUTHENTICATION_FAILED, audited, and the connection closed."""
-        token = bytes(request.body["auth_bytes"] or b"")
+        token = bytes(cast(bodies.SaslAuthenticateRequest, request.body)["auth_bytes"] or b"")
         if self._plain:
             return await self._plain_authenticate(token)
         exchange = self._scram
@@ -1530,7 +1608,7 @@ class Session:
         self._authenticated_as(user, "scram", self.image.user_versions.get(user))
         return {"error_code": NONE, "auth_bytes": answer, "session_lifetime_ms": 0}
 
-    async def _plain_authenticate(self, token: bytes) -> Body:
+    async def _plain_authenticate(self, token: bytes) -> bodies.SaslAuthenticateResponse:
         """RFC 4616: `[authzid] NUL authcid NUL passwd`, UTF-8; an authzid, if given, must be
         the user itself (no one acts for another here)."""
         self._plain = False  # one attempt: success or not, the handshake is spent
@@ -1563,7 +1641,9 @@ class Session:
         self.authenticated = True
         self._user_version = version
 
-    async def _authentication_failed(self, user: str, mechanism: str, why: object) -> Body:
+    async def _authentication_failed(
+        self, user: str, mechanism: str, why: object
+    ) -> bodies.SaslAuthenticateResponse:
         self.close_after_answer = True
         # Kafka's connection.failed.authentication.delay.ms: guessing costs time too
         await asyncio.sleep(FAILED_AUTHENTICATION_DELAY_S)
@@ -1582,16 +1662,21 @@ class Session:
 
     # -- KIP-848 consumer groups -------------------------------------------------------------
 
-    async def consumer_group_heartbeat(self, request: Request) -> Body:
+    async def consumer_group_heartbeat(
+        self, request: Request
+    ) -> bodies.ConsumerGroupHeartbeatResponse:
         """KIP-848's ConsumerGroupHeartbeat (`group.protocol=consumer`) on kraftlite's own
         server-side groups (groups/group.py, rule 9 for what such a member holds): epoch 0
         joins (or rejoins), -1 and -2 leave, any other heartbeats. The assignment is sent
         when the epoch moved, on a full request, or when what the member says it holds
         differs from it. A member id is the client's (v1) or one made here (v0)."""
-        body = request.body
+        body = cast(bodies.ConsumerGroupHeartbeatRequest, request.body)
         group, epoch = body["group_id"], body["member_epoch"]
         member_id = body["member_id"] or (uuid.uuid4().hex if epoch == 0 else "")
-        answer: Body = {"member_id": member_id, "member_epoch": epoch}
+        answer: bodies.ConsumerGroupHeartbeatResponse = {
+            "member_id": member_id,
+            "member_epoch": epoch,
+        }
         refused = self._group_refusal(group)
         if refused is not None or not names.is_name(member_id, MAX_MEMBER_ID):
             return {**answer, "error_code": refused or INVALID_REQUEST}
@@ -1658,7 +1743,9 @@ class Session:
             return int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "not authorized for a topic"
         return None
 
-    def _reported(self, owned: list[Body] | None) -> frozenset[tuple[str, int]] | None:
+    def _reported(
+        self, owned: list[bodies.ConsumerGroupHeartbeatRequestTopicPartitions] | None
+    ) -> frozenset[tuple[str, int]] | None:
         """What a KIP-848 member says it holds, by topic name (unknown topic ids skipped);
         None when it said nothing."""
         if owned is None:

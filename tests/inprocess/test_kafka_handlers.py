@@ -27,7 +27,7 @@ from kraftlite.protocol.kafka.messages import ApiKey
 from kraftlite.security import producer_ids, scram
 from kraftlite.security.authenticator import AuthSettings
 from kraftlite.security.principal import ANONYMOUS, Caller
-from kraftlite.security.quotas import PRODUCE
+from kraftlite.security.quotas import PRODUCE, REQUEST
 from tests.harness.inprocess import (
     BROKER_ID,
     PRODUCER_ID_KEY,
@@ -318,6 +318,24 @@ async def test_one_quota_across_a_kafka_produce_and_a_direct_gate_charge(
     assert answered is not None and answered["throttle_time_ms"] == 0
     assert given_back == [1]  # not throttled: nothing to give back early
     assert node.gate.throttle_ms(caller, quotas, handling_s=0, produced=int(rate)) > 0
+
+
+async def test_a_throttled_sasl_handshake_is_answered_without_a_throttle_field(
+    node: InProcessBroker,
+) -> None:
+    """SaslHandshake's and SaslAuthenticate's answers have no throttle_time_ms: a client
+    over its quota (a quota on User:ANONYMOUS, before it logs in) is held back and answered,
+    where setting the field failed the request (found by issue 24's typed bodies)."""
+    node.apply(ClientQuotaRecord(principal=ANONYMOUS, key=REQUEST, value=100.0))  # 1 s/s
+    kafka = node.connect(host="10.0.0.9")
+    caller = Caller(ANONYMOUS, "10.0.0.9")
+    delay_ms = node.gate.throttle_ms(caller, node.gate.quotas_of(caller), handling_s=1.02)
+    assert 0 < delay_ms <= 100  # the handling time of the whole burst and a bit, spent
+    held: list[int] = []
+    kafka.session.before_throttle = lambda: held.append(1)
+    answer = await kafka.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+    assert answer["error_code"] == 0 and held == [1]
+    assert "throttle_time_ms" not in answer
 
 
 # -- authentication ------------------------------------------------------------------------------

@@ -41,7 +41,10 @@ rules it keeps:
    `encode_response` returns the response WITHOUT it; the server reads and writes the size.
 
 The schemas are trimmed to the versions served: fields that exist only in later versions
-are left out (their dict keys would only be noise).
+are left out (their dict keys would only be noise). `scripts/check_kafka_schemas.py`
+compares them with Kafka's JSON files, version by version. Their types are `bodies.py`, a
+TypedDict per message and struct that `scripts/gen_kafka_types.py` generates from the
+declarations below: regenerate it after changing one (docs/adr/0004-typed-kafka-bodies.md).
 
 Versions served, and what each client negotiates against them (a client uses the highest
 version both sides know). librdkafka figures are its source at the head of 2.16's branch
@@ -1361,6 +1364,16 @@ def _served(api_key: int, api_version: int) -> Api | None:
     except ValueError:
         return None
     return entry if entry.served.has(api_version) else None
+
+
+def has_response_field(api_key: int, api_version: int, key: str) -> bool:
+    """Whether the response of this API and version has the top-level field `key` (the
+    snake_case name, rule 1): every one has `throttle_time_ms` but SaslHandshake's and
+    SaslAuthenticate's."""
+    served = _served(api_key, api_version)
+    return served is not None and any(
+        f.key == key and f.versions.has(api_version) for f in served.response.fields
+    )
 
 
 def is_flexible(api_key: int, api_version: int) -> bool:
