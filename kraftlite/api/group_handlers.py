@@ -19,8 +19,6 @@ from kraftlite.groups.offsets import CommittedOffset, check_count
 from kraftlite.metadata.topics import validate_topic_name
 from kraftlite.protocol import names
 
-_MAX_SUBSCRIBED_TOPICS = 1000  # per join; a subscription is a list of topic names
-
 
 def _group_name(request: web.Request) -> str:
     name = request.match_info["group"]
@@ -60,10 +58,10 @@ async def join(request: web.Request) -> web.Response:
         return forwarded
     body = await read_json_object(request)
     topics = body.get("topics")
-    if not isinstance(topics, list) or not 0 < len(topics) <= _MAX_SUBSCRIBED_TOPICS:
+    if not isinstance(topics, list) or not 0 < len(topics) <= names.MAX_SUBSCRIBED_TOPICS:
         raise KraftliteError(
             ErrorCode.INVALID_REQUEST,
-            f"topics must be a list of 1-{_MAX_SUBSCRIBED_TOPICS} topic names",
+            f"topics must be a list of 1-{names.MAX_SUBSCRIBED_TOPICS} topic names",
         )
     for topic in topics:
         validate_topic_name(topic)

@@ -73,11 +73,7 @@ UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 _NO_TOPIC_ID = uuid.UUID(int=0)
 _AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
-MAX_GROUP_NAME = 249
 INVALID_GROUP_ID = 24
-MAX_MEMBER_ID = 64  # as the HTTP edge's: a UUID
-MAX_SUBSCRIBED_TOPICS = 1000
-MAX_CLIENT_ID = 255
 UNSUPPORTED_SASL_MECHANISM = 33
 PLAIN = "PLAIN"  # RFC 4616, checked against the users' SCRAM credentials
 assert PLAIN in SASL_MECHANISMS  # config.py declares what the listener may offer
@@ -1040,7 +1036,7 @@ class Session:
     def _group_refusal(self, group: str, operation: Operation = Operation.READ) -> int | None:
         """The error code that refuses a group request before it costs anything, if any:
         group names as the HTTP edge takes them (1-249 characters, no control characters)."""
-        if not names.is_name(group, MAX_GROUP_NAME):
+        if not names.is_name(group, names.MAX_GROUP_NAME):
             return INVALID_GROUP_ID
         if not self._may(operation, ResourceType.GROUP, group):
             return int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
@@ -1678,7 +1674,7 @@ class Session:
             "member_epoch": epoch,
         }
         refused = self._group_refusal(group)
-        if refused is not None or not names.is_name(member_id, MAX_MEMBER_ID):
+        if refused is not None or not names.is_name(member_id, names.MAX_MEMBER_ID):
             return {**answer, "error_code": refused or INVALID_REQUEST}
         if epoch < -2:
             return {**answer, "error_code": INVALID_REQUEST, "error_message": "no such epoch"}
@@ -1696,7 +1692,7 @@ class Session:
                     coordinator.consumer_heartbeat(group, member_id, epoch, "", None, reported)
                 return {**answer, "error_code": problem[0], "error_message": problem[1]}
             client_id = request.client_id or ""
-            client_id = client_id if names.is_name(client_id, MAX_CLIENT_ID) else ""
+            client_id = client_id if names.is_name(client_id, names.MAX_CLIENT_ID) else ""
             subscribed = None if topics is None else sorted(set(topics))
             joined = coordinator.consumer_heartbeat(
                 group, member_id, epoch, client_id, subscribed, reported
@@ -1737,7 +1733,7 @@ class Session:
             return INVALID_REQUEST, "a join names its topics"
         if topics is None:
             return None
-        if len(topics) > MAX_SUBSCRIBED_TOPICS or not all(map(_topic_name_ok, topics)):
+        if len(topics) > names.MAX_SUBSCRIBED_TOPICS or not all(map(_topic_name_ok, topics)):
             return int(ErrorCode.INVALID_TOPIC_EXCEPTION), "invalid topic names"
         if not all(self._may_topic(Operation.DESCRIBE, t) for t in topics):
             return int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "not authorized for a topic"

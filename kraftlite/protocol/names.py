@@ -17,6 +17,7 @@ MAX_TOPIC_NAME: Final = 249  # Kafka's (and [a-zA-Z0-9._-] only: metadata/topics
 MAX_GROUP_NAME: Final = 249  # as a topic's: a group's offsets may be named after it
 MAX_MEMBER_ID: Final = 64  # an HTTP client's own (a UUID, so a retried join is the same member)
 MAX_CLIENT_ID: Final = 255  # printable; shown by describe and the CLI
+MAX_SUBSCRIBED_TOPICS: Final = 1000  # topic names one group member subscribes to
 
 NO_CONTROLS: Final = "[^\\x00-\\x1f\\x7f-\\x9f]"
 _NAME: Final = re.compile(f"{NO_CONTROLS}+")
