@@ -6,6 +6,8 @@ server.py adds (framing, limits, TLS) is tested against real listeners in tests/
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import itertools
 import secrets
 from collections.abc import AsyncIterator, Iterator, MutableMapping
@@ -287,6 +289,58 @@ async def test_init_producer_id_needs_write_somewhere_when_auth_is_required(
     assert secured.partition("orders").log.log_end_offset == 1
 
 
+async def test_a_produce_to_many_partitions_leaves_the_loop_to_others(
+    node: InProcessBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24's review: a Produce naming thousands of partitions checked, converted and
+    appended them all in one pass of the event loop. Now a bounded number of partitions is
+    started per pass: a task that ticks once a pass sees them spread out."""
+    node.create_topic("wide", partitions=1000)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    seen_at: list[int] = []
+    leader = node.service.leader
+
+    def counted(topic: str, index: int) -> Any:
+        seen_at.append(ticks)
+        return leader(topic, index)
+
+    monkeypatch.setattr(node.service, "leader", counted)
+    records = kafka_batch([b"x"], timestamp=node.clock.now_ms())
+    kafka = node.connect()
+    ticking = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    try:
+        answer = await kafka.call(
+            ApiKey.PRODUCE,
+            9,
+            {
+                "transactional_id": None,
+                "acks": 1,
+                "timeout_ms": 1000,
+                "topic_data": [
+                    {
+                        "name": "wide",
+                        "partition_data": [{"index": i, "records": records} for i in range(1000)],
+                    }
+                ],
+            },
+        )
+    finally:
+        ticking.cancel()
+    parts = answer["responses"][0]["partition_responses"]
+    assert len(parts) == 1000 and all(p["error_code"] == 0 for p in parts)
+    assert node.partition("wide", 999).log.log_end_offset == 1
+    per_pass = collections.Counter(seen_at)
+    assert max(per_pass.values()) <= 100 and len(per_pass) >= 10, per_pass
+
+
 # -- quotas --------------------------------------------------------------------------------------
 
 
@@ -329,7 +383,9 @@ async def test_a_throttled_sasl_handshake_is_answered_without_a_throttle_field(
     node.apply(ClientQuotaRecord(principal=ANONYMOUS, key=REQUEST, value=100.0))  # 1 s/s
     kafka = node.connect(host="10.0.0.9")
     caller = Caller(ANONYMOUS, "10.0.0.9")
-    delay_ms = node.gate.throttle_ms(caller, node.gate.quotas_of(caller), handling_s=1.02)
+    quotas = node.gate.quotas_of(caller)
+    assert quotas is not None
+    delay_ms = node.gate.throttle_ms(caller, quotas, handling_s=1.02)
     assert 0 < delay_ms <= 100  # the handling time of the whole burst and a bit, spent
     held: list[int] = []
     kafka.session.before_throttle = lambda: held.append(1)
