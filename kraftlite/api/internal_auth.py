@@ -104,7 +104,7 @@ class ClusterAuth:
 
 
 CLUSTER_AUTH = web.AppKey("cluster_auth", ClusterAuth)
-_CALLER = "kraftlite.caller"
+_CALLER = web.RequestKey("kraftlite.caller", Caller)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -114,7 +114,9 @@ def _refused(why: str) -> KraftliteError:
 
 @web.middleware
 async def cluster_auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Rules 1-3: who the request is from, or 403 before anything else is done for it."""
+    """Rules 1-3: who the request is from, or 403 before anything else is done for it.
+    Every request also settles its connection's reserved slot, if it is in one
+    (listener.py rule 1): only a node's call for itself keeps it."""
     internal = request.path.startswith("/v1/internal/")
     header = request.headers.get(HEADER)
     if header is None:
@@ -125,6 +127,19 @@ async def cluster_auth_middleware(request: web.Request, handler: Handler) -> web
             raise _refused("forwarding headers are for the cluster's nodes only")
         request[_CALLER] = Caller(ANONYMOUS, request.remote or "")
         return await handler(request)
+    try:
+        caller = await _signed_caller(request, header)
+    except Exception:
+        settle_reserved(request, from_node=False)  # whatever refused it: not a node's call
+        raise
+    if internal and not caller.is_cluster:
+        raise _refused("internal endpoints answer only the cluster's nodes")
+    request[_CALLER] = caller
+    return await handler(request)
+
+
+async def _signed_caller(request: web.Request, header: str) -> Caller:
+    """Who a signed request is from (rules 2 and 3), or 403."""
     principal = request.headers.get(PRINCIPAL_HEADER, "")
     host = request.headers.get(CLIENT_HOST_HEADER, "")
     for value in (principal, host):
@@ -143,23 +158,17 @@ async def cluster_auth_middleware(request: web.Request, handler: Handler) -> web
         declared,
     )
     if verified is None:  # refused before a byte of the body is read
-        settle_reserved(request, from_node=False)
         raise _refused("bad or expired cluster signature")
+    # A node's call for itself keeps a reserved slot from here: its body may wait for the
+    # request budget without the slot being taken from it meanwhile. A call a node passes
+    # on for a client is the client's, and takes no slot from the reserve.
+    settle_reserved(request, from_node=not principal)
     body = await read_body(request)
     if len(body) != declared or not auth.check_body(verified, body):
-        settle_reserved(request, from_node=False)
         raise _refused("bad or replayed cluster signature")
-    settle_reserved(request, from_node=True)
-    node = verified.node
-    caller = (
-        Caller(principal, host, node=node)
-        if principal
-        else Caller(CLUSTER, request.remote or "", True, node)
-    )
-    if internal and not caller.is_cluster:
-        raise _refused("internal endpoints answer only the cluster's nodes")
-    request[_CALLER] = caller
-    return await handler(request)
+    if principal:
+        return Caller(principal, host, node=verified.node)
+    return Caller(CLUSTER, request.remote or "", True, verified.node)
 
 
 def caller(request: web.Request) -> Caller:

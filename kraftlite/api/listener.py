@@ -7,8 +7,10 @@ Rules:
    address, is closed as it is accepted, before aiohttp sees a byte of it; unless one of
    the `connections.reserved.for.nodes` slots is free. Those are the cluster's own: a
    connection in one must send a request signed by a node (internal_auth.py) as its first,
-   within RESERVE_DEADLINE_S, or it is closed (`settle_reserved`); and when every reserved
-   slot is taken, a new connection closes the oldest one not yet shown to be a node's. So
+   within RESERVE_DEADLINE_S, and so must every later one, or it is closed
+   (`settle_reserved`): a node's call for itself, not one it passes on for a client (those
+   are the clients' traffic); and when every reserved slot is taken, a new connection
+   closes the oldest one not yet shown to be a node's. So
    a flood of clients, from any number of addresses, cannot keep a restarted broker from
    registering or from fetching: it would have to open more connections in the time a
    node takes to send its first request than there are reserved slots. A node's
@@ -89,7 +91,7 @@ class ConnectionCounts:
             self.total += 1
             self.per_ip[ip] += 1
             return Admission.ADMITTED
-        if self._room_in_reserve():
+        if allowed > 0 and self._room_in_reserve():  # an address overridden to 0: refused
             self.reserved[transport] = False
             return Admission.RESERVED
         self.refused += 1
@@ -121,9 +123,10 @@ class ConnectionCounts:
             transport.abort()  # type: ignore[attr-defined]
 
     def settle(self, transport: asyncio.BaseTransport | None, from_node: bool) -> bool:
-        """A request arrived on `transport`: False if it must be closed (a reserved slot
-        whose first request is not a node's)."""
-        if transport is None or transport not in self.reserved or self.reserved[transport]:
+        """A request arrived on `transport`: False if it must be closed. A connection in a
+        reserved slot keeps it only while every request on it is a node's call for itself
+        (so a slot shown once cannot be held with a client's requests after)."""
+        if transport is None or transport not in self.reserved:
             return True
         if from_node:
             self.reserved[transport] = True
@@ -137,8 +140,9 @@ CONNECTIONS = web.AppKey("connections", ConnectionCounts)
 
 
 def settle_reserved(request: web.Request, from_node: bool) -> None:
-    """Rule 1, at a request's authentication (internal_auth.py): a reserved slot's first
-    request must be a node's, or the connection is closed and the request goes no further."""
+    """Rule 1, at a request's authentication (internal_auth.py): a request in a reserved
+    slot must be a node's call for itself, or the connection is closed and the request goes
+    no further."""
     counts = request.app.get(CONNECTIONS)
     if counts is None or counts.settle(request.transport, from_node):
         return
@@ -158,6 +162,7 @@ class _Admitted(asyncio.Protocol):
         self._ip: str | None = None
         self._transport: asyncio.BaseTransport | None = None
         self._admission = Admission.REFUSED
+        self._deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         peer = transport.get_extra_info("peername")
@@ -169,7 +174,7 @@ class _Admitted(asyncio.Protocol):
             transport.abort()  # type: ignore[attr-defined]
             return
         if admission is Admission.RESERVED:
-            asyncio.get_running_loop().call_later(
+            self._deadline = asyncio.get_running_loop().call_later(
                 RESERVE_DEADLINE_S, self._counts.expire, transport
             )
         self._ip = ip
@@ -195,6 +200,9 @@ class _Admitted(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._ip is None or self._transport is None:
             return
+        if self._deadline is not None:  # a closed connection is not kept 5 s for it
+            self._deadline.cancel()
+            self._deadline = None
         self._counts.release(self._ip, self._transport, self._admission)
         self._ip = None
         self._inner.connection_lost(exc)

@@ -76,8 +76,11 @@ def test_a_node_shown_keeps_its_slot_past_the_deadline() -> None:
     counts.expire(idle)
     assert not _aborted(node) and _aborted(idle)
     assert list(counts.reserved) == [node]
-    # a later request on the node's connection is not asked again
-    assert counts.settle(node, from_node=False)
+    assert counts.settle(node, from_node=True)  # each request of a node's keeps it
+    # a client's request on it (a call passed on for a client; a captured signature
+    # replayed, then plain requests) closes it: a slot cannot be held with them
+    assert not counts.settle(node, from_node=False)
+    assert not counts.reserved
 
 
 def test_a_full_reserve_closes_its_oldest_unshown_connection_for_a_new_one() -> None:
@@ -102,3 +105,11 @@ def test_released_regular_slots_are_reused() -> None:
     assert counts.admit("a", _t()) is Admission.REFUSED
     counts.release("a", t, Admission.ADMITTED)
     assert counts.admit("a", _t()) is Admission.ADMITTED
+
+
+def test_an_address_overridden_to_zero_gets_no_reserved_slot() -> None:
+    counts = ConnectionCounts(
+        ListenerLimits(max_connections_per_ip_overrides=(("10.0.0.9", 0),), reserved_for_nodes=4)
+    )
+    assert counts.admit("10.0.0.9", _t()) is Admission.REFUSED
+    assert not counts.reserved
