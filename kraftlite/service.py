@@ -34,10 +34,9 @@ import itertools
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import aiohttp
-import orjson
 import structlog
 
 from kraftlite.broker import metrics
@@ -51,13 +50,13 @@ from kraftlite.groups.coordinator import GroupCoordinator
 from kraftlite.groups.offsets import CommittedOffset
 from kraftlite.metadata.topics import INTERNAL_TOPICS
 from kraftlite.protocol import batch as batch_format
-from kraftlite.protocol import names
-from kraftlite.protocol.headers import METADATA_VERSION
+from kraftlite.protocol.admin import AdminRequest
 from kraftlite.protocol.internal import GroupListing, GroupListResponse, MessageError
 from kraftlite.protocol.partitioner import partition_for_key
 from kraftlite.security import producer_ids
 
 log = structlog.get_logger(__name__)
+A = TypeVar("A")
 MAX_WAIT_MS = 30_000  # the longest a fetch long-polls, whatever it asks
 MAX_FETCH_PARTITIONS = 10_000  # partitions one Kafka Fetch may name
 _GROUPS_TIMEOUT_S = 5.0
@@ -456,8 +455,8 @@ class BrokerService:
                         log.info("groups_not_learned", url=url, status=response.status)
                         return ()
                     body = await response.read()
-                return GroupListResponse.from_json(orjson.loads(body)).groups
-            except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError, MessageError) as exc:
+                return GroupListResponse.decode(body).groups
+            except (aiohttp.ClientError, TimeoutError, MessageError) as exc:
                 log.info("groups_not_learned", url=url, error=repr(exc))
                 return ()
 
@@ -471,16 +470,24 @@ class BrokerService:
     async def admin(
         self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
     ) -> tuple[int, Any]:
-        """An admin call passed to the controller quorum, answered once this broker's
-        metadata holds its change too (read your writes on this broker). `headers` say
-        for whom the call is made (the controllers authorize that principal)."""
+        """An admin call passed to the controller quorum as it came (the HTTP edge's relay
+        of a client's call), answered once this broker's metadata holds its change too
+        (read your writes on this broker). `headers` say for whom the call is made (the
+        controllers authorize that principal)."""
         status, answer, answered = await self.broker.controllers.call_with_headers(
             method, path, body, headers=headers
         )
-        version = names.decimal(answered.get(METADATA_VERSION, ""))
-        if version is not None:
-            await self.broker.wait_for_metadata(version, timeout_s=5.0)
+        await self.broker.read_your_writes(answered)
         return status, answer
+
+    async def admin_call(
+        self, request: AdminRequest[A], *, headers: dict[str, str] | None = None
+    ) -> A:
+        """A typed admin call (protocol/admin.py: CreateTopicRequest, DeleteTopicRequest,
+        CreatePartitionsRequest, AlterConfigsRequest) to the controller quorum, with read
+        your writes as `admin`; its typed answer (a TopicAnswer; None for a delete), or
+        KraftliteError with the controllers' error code."""
+        return await self.broker.admin_call(request, headers=headers)
 
 
 def _lag(found: Offsets | None, committed: int) -> int | None:

@@ -563,7 +563,7 @@ async def list_offsets(request: web.Request) -> web.StreamResponse:
 
 async def replica_fetch(request: web.Request) -> web.Response:
     try:
-        wanted = ReplicaFetchRequest.from_json(await read_json_object(request))
+        wanted = ReplicaFetchRequest.decode(await request.read())
     except MessageError as exc:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, f"bad replica fetch: {exc}") from None
     return web.Response(
@@ -609,8 +609,8 @@ async def replica_stream(request: web.Request) -> web.WebSocketResponse:
             if message.type is not aiohttp.WSMsgType.BINARY:
                 break  # closed, or not a request: the follower starts over
             try:
-                wanted = ReplicaFetchRequest.from_json(orjson.loads(message.data))
-            except (MessageError, orjson.JSONDecodeError):
+                wanted = ReplicaFetchRequest.decode(message.data)
+            except MessageError:
                 await ws.close(
                     code=aiohttp.WSCloseCode.UNSUPPORTED_DATA, message=b"bad fetch", drain=False
                 )

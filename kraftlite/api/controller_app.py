@@ -13,6 +13,7 @@ import functools
 import secrets
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 import aiohttp
 from aiohttp import web
@@ -58,6 +59,7 @@ from kraftlite.metadata import rebalance
 from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.topics import INTERNAL_TOPICS
 from kraftlite.metadata.views import broker_view, partition_health, topic_view
+from kraftlite.protocol import admin
 from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
 from kraftlite.protocol.internal import (
     AlterPartitionRequest,
@@ -78,6 +80,7 @@ METADATA = web.AppKey("metadata", MetadataServer)
 HTTP = web.AppKey("http", aiohttp.ClientSession)
 CONNECTOR: web.AppKey[Callable[[], aiohttp.BaseConnector]] = web.AppKey("connector")
 MAX_PASSWORD_CHARS = 256
+B = TypeVar("B")
 
 
 async def _forward_or_refuse(request: web.Request) -> web.StreamResponse | None:
@@ -309,11 +312,20 @@ async def topic_partitions(request: web.Request) -> web.Response:
     return json_response(partitions_answer(request, topic))
 
 
-async def _create_topics(request: web.Request, specs: object) -> web.Response:
+def _admin_body(kind: type[B], body: dict[str, Any]) -> B:
+    """An admin body as the type brokers send it in (protocol/admin.py rule 1), or
+    INVALID_REQUEST; its values are the decisions' to check."""
+    try:
+        return admin.decode(kind, body)
+    except MessageError as exc:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"bad body: {exc}") from None
+
+
+async def _create_topics(request: web.Request, wanted: admin.CreateTopicsRequest) -> web.Response:
     """The batch form, `{"topics": [...]}`: one decision, one batch, an outcome per topic."""
     controller = request.app[CONTROLLER]
     outcomes = await controller.submit(
-        lambda image: decisions.create_topics(image, specs, rng=controller.rng)
+        lambda image: decisions.create_topics(image, wanted.topics, rng=controller.rng)
     )
     image = controller.image
     answers: list[dict[str, object]] = []
@@ -336,34 +348,34 @@ async def create_topic(request: web.Request) -> web.StreamResponse:
     controller = request.app[CONTROLLER]
     body = await read_json_object(request)
     if "topics" in body:
-        return await _create_topics(request, body["topics"])
-    name = body.get("name")
+        return await _create_topics(request, _admin_body(admin.CreateTopicsRequest, body))
+    wanted = _admin_body(admin.CreateTopicRequest, body)
     await controller.submit(
         lambda image: decisions.create_topic(
             image,
-            name,
-            body.get("partitions", 1),
-            body.get("replication_factor"),
-            body.get("configs"),
+            wanted.name,
+            wanted.partitions,
+            wanted.replication_factor,
+            wanted.configs,
             rng=controller.rng,
             # the brokers' own topics (the group coordinator's); no other "__" name, and
             # only when a broker asks for itself: a client's request passed on is the client's
-            internal=body.get("internal") is True
-            and name in INTERNAL_TOPICS
+            internal=wanted.internal
+            and wanted.name in INTERNAL_TOPICS
             and caller(request).is_cluster,
         )
     )
-    response = _topic_or_404(controller, str(name))
+    response = _topic_or_404(controller, wanted.name)
     response.set_status(201)
     return response
 
 
 @needs_active_controller
 async def delete_topic(request: web.Request) -> web.StreamResponse:
-    brokers_only(request, request.match_info["topic"])
-    name = request.match_info["topic"]
+    wanted = admin.DeleteTopicRequest(request.match_info["topic"])
+    brokers_only(request, wanted.topic)
     controller = request.app[CONTROLLER]
-    await controller.submit(lambda image: decisions.delete_topic(image, name))
+    await controller.submit(lambda image: decisions.delete_topic(image, wanted.topic))
     return web.Response(status=204, headers={METADATA_VERSION: str(controller.image.version)})
 
 
@@ -372,9 +384,9 @@ async def create_partitions(request: web.Request) -> web.StreamResponse:
     brokers_only(request, request.match_info["topic"])
     controller = request.app[CONTROLLER]
     name = request.match_info["topic"]
-    count = (await read_json_object(request)).get("count")
+    wanted = _admin_body(admin.CreatePartitionsBody, await read_json_object(request))
     await controller.submit(
-        lambda image: decisions.create_partitions(image, name, count, rng=controller.rng)
+        lambda image: decisions.create_partitions(image, name, wanted.count, rng=controller.rng)
     )
     return _topic_or_404(controller, name)
 
@@ -384,8 +396,10 @@ async def alter_configs(request: web.Request) -> web.StreamResponse:
     brokers_only(request, request.match_info["topic"])
     controller = request.app[CONTROLLER]
     name = request.match_info["topic"]
-    configs = (await read_json_object(request)).get("configs")
-    await controller.submit(lambda image: decisions.alter_topic_configs(image, name, configs))
+    wanted = _admin_body(admin.AlterConfigsBody, await read_json_object(request))
+    await controller.submit(
+        lambda image: decisions.alter_topic_configs(image, name, wanted.configs)
+    )
     return _topic_or_404(controller, name)
 
 
@@ -699,7 +713,7 @@ async def list_quotas(request: web.Request) -> web.Response:
 async def register_broker(request: web.Request) -> web.StreamResponse:
     controller = request.app[CONTROLLER]
     try:
-        wanted = BrokerRegistrationRequest.from_json(await read_json_object(request))
+        wanted = BrokerRegistrationRequest.decode(await request.read())
     except MessageError as exc:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, str(exc)) from None
     epoch = await controller.register_broker(
@@ -718,7 +732,7 @@ async def register_broker(request: web.Request) -> web.StreamResponse:
 @needs_active_controller
 async def broker_heartbeat(request: web.Request) -> web.StreamResponse:
     try:
-        beat = BrokerHeartbeatRequest.from_json(await read_json_object(request))
+        beat = BrokerHeartbeatRequest.decode(await request.read())
     except MessageError as exc:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, str(exc)) from None
     controller = request.app[CONTROLLER]
@@ -742,7 +756,7 @@ async def broker_heartbeat(request: web.Request) -> web.StreamResponse:
 async def broker_unreachable(request: web.Request) -> web.StreamResponse:
     """A broker says another's port refused it (controller/liveness.py): probe it."""
     try:
-        report = BrokerUnreachableReport.from_json(await read_json_object(request))
+        report = BrokerUnreachableReport.decode(await request.read())
     except MessageError as exc:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, str(exc)) from None
     controller = request.app[CONTROLLER]
@@ -756,7 +770,7 @@ async def broker_unreachable(request: web.Request) -> web.StreamResponse:
 @needs_active_controller
 async def alter_partition(request: web.Request) -> web.StreamResponse:
     try:
-        alter = AlterPartitionRequest.from_json(await read_json_object(request))
+        alter = AlterPartitionRequest.decode(await request.read())
     except MessageError as exc:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, str(exc)) from None
     answer = await request.app[CONTROLLER].submit(

@@ -4,7 +4,8 @@ brokers at `GET /v1/openapi.json`.
 Each operation is one `_operation(...)` call: its parameters, body, answers and the error codes
 it can return. Error answers are derived from kraftlite.errors (each code's HTTP status and
 retriability) and topic configs from kraftlite.metadata.topics, so the document follows the
-code. tests/unit/test_openapi.py checks that the document is valid OpenAPI 3.1, that it has
+code; the admin bodies' schemas are generated from their types (protocol/admin.py, with
+msgspec). tests/unit/test_openapi.py checks that the document is valid OpenAPI 3.1, that it has
 every route the broker app registers, and that it names only real error codes. The consumer
 group operations are in the contract but not served yet: they carry
 `"x-kraftlite-status": "planned"`. Paths under /v1/internal are not public and not here.
@@ -16,11 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
+import msgspec
+
 from kraftlite import __version__
 from kraftlite.controller.access import USER_NAME_EXCLUDED
 from kraftlite.errors import ERROR_INFO, ErrorCode
 from kraftlite.metadata.topics import CONFIG_VALUES, TOPIC_CONFIGS
-from kraftlite.protocol import names
+from kraftlite.protocol import admin, names
 
 Json = dict[str, Any]
 
@@ -148,6 +151,12 @@ _QUOTA_FIELDS: Final[Json] = {
     key: {"type": ["number", "null"], "exclusiveMinimum": 0, "exclusiveMaximum": 2**53}
     for key in ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
 }
+
+# The admin bodies brokers send the controllers, from the types both ends decode them with
+# (protocol/admin.py): the document cannot say other than the servers do.
+_, BODY_SCHEMAS = msgspec.json.schema_components(
+    admin.DOCUMENTED_BODIES, ref_template=admin.REF_TEMPLATE
+)
 
 SCHEMAS: Final[Json] = {
     "UserRequest": _object(
@@ -401,30 +410,6 @@ SCHEMAS: Final[Json] = {
         },
         required=["name", "topic_id", "configs", "partitions"],
     ),
-    "CreateTopicRequest": _object(
-        {
-            "name": _ref("TopicName"),
-            "partitions": _int(minimum=1, maximum=10_000, default=1),
-            "replication_factor": {
-                "anyOf": [_int("default min(3, live brokers)", minimum=1), {"type": "null"}]
-            },
-            "configs": {"anyOf": [_ref("TopicConfigsUpdate"), {"type": "null"}]},
-        },
-        required=["name"],
-    ),
-    "CreateTopicsRequest": _object(
-        {
-            "topics": {
-                "type": "array",
-                "items": _ref("CreateTopicRequest"),
-                "minItems": 1,
-                "maxItems": 1000,
-            }
-        },
-        required=["topics"],
-        description="Many topics in one decision and one metadata batch (Kafka's "
-        "CreateTopics); at most 10,000 partitions in all.",
-    ),
     "BrokerState": _object(
         {
             "id": _int(),
@@ -636,15 +621,6 @@ SCHEMAS: Final[Json] = {
         description="One entry per topic asked for, in order: the topic, or why it was not "
         "created (the others are created all the same).",
     ),
-    "CreatePartitionsRequest": _object(
-        {"count": _int("the new partition count, above the current one", maximum=10_000)},
-        required=["count"],
-    ),
-    "AlterConfigsRequest": _object(
-        {"configs": _ref("TopicConfigsUpdate")},
-        required=["configs"],
-        description="Sets the configs named (others are unchanged); null resets one.",
-    ),
     "ProduceRecord": _object(
         {
             "key": _BYTES,
@@ -841,6 +817,7 @@ SCHEMAS: Final[Json] = {
         },
         required=["group", "state", "members"],
     ),
+    **BODY_SCHEMAS,
 }
 
 # ---------------------------------------------------------------------------- errors
@@ -1243,7 +1220,7 @@ PATHS: Final[Json] = {
             {"200": _TOPIC_ANSWER},
             description="Forwarded to the active controller. Keys may map to other partitions "
             "afterwards, as in Kafka.",
-            body=_json_body("CreatePartitionsRequest"),
+            body=_json_body("CreatePartitionsBody"),
             errors=[
                 *_BODY,
                 *_UNKNOWN,
@@ -1261,7 +1238,7 @@ PATHS: Final[Json] = {
             "Set or reset topic configs",
             {"200": _TOPIC_ANSWER},
             description="Forwarded to the active controller.",
-            body=_json_body("AlterConfigsRequest"),
+            body=_json_body("AlterConfigsBody"),
             errors=[*_BODY, *_UNKNOWN, ErrorCode.INVALID_CONFIG, *_CONTROLLER],
         ),
     },

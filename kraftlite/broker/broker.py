@@ -20,11 +20,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aiohttp
+import msgspec
 import structlog
 
 from kraftlite.broker.controller_client import ControllerClient
@@ -36,6 +37,9 @@ from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.follower import MetadataFollower
 from kraftlite.metadata.image import StaleBatchError
 from kraftlite.metadata.records import RecordCodecError
+from kraftlite.protocol import names
+from kraftlite.protocol.admin import AdminRequest
+from kraftlite.protocol.headers import METADATA_VERSION
 from kraftlite.protocol.internal import (
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
@@ -47,6 +51,7 @@ from kraftlite.protocol.internal import (
 )
 
 T = TypeVar("T")
+A = TypeVar("A")
 log = structlog.get_logger(__name__)
 METADATA_WAIT_MS = 10_000
 INLINE_METADATA_BYTES = 256 << 10  # larger metadata answers are replayed in a thread
@@ -155,6 +160,40 @@ class Broker:
             await self.replicas.image_changed.wait(remaining)
         return True
 
+    async def admin_call(
+        self, request: AdminRequest[A], *, headers: dict[str, str] | None = None
+    ) -> A:
+        """A typed admin call to the controller quorum (protocol/admin.py), answered once
+        this broker's metadata holds its change too (read your writes on this broker).
+        `headers` say for whom the call is made (the controllers authorize that principal;
+        none: this broker itself). Error answers raise KraftliteError."""
+        try:
+            path = request.route()
+        except ValueError as exc:  # ".." and the like: no topic has such a name
+            raise KraftliteError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
+        body = request.body()
+        _, answer, answered = await self.controllers.call_with_headers(
+            request.method,
+            path,
+            None if body is None else msgspec.json.encode(body),
+            headers=headers,
+            raw=True,
+        )
+        await self.read_your_writes(answered)
+        try:
+            return request.answer(answer)
+        except MessageError as exc:  # (the change was made: a retry would be refused)
+            raise KraftliteError(
+                ErrorCode.UNKNOWN_SERVER_ERROR, f"bad controller answer: {exc}"
+            ) from None
+
+    async def read_your_writes(self, answered: Mapping[str, str]) -> None:
+        """Wait (5 s at most) until this broker holds the metadata version a controller's
+        answer to a change names (METADATA_VERSION), if it names one."""
+        version = names.decimal(answered.get(METADATA_VERSION, ""))
+        if version is not None:
+            await self.wait_for_metadata(version, timeout_s=5.0)
+
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -214,9 +253,9 @@ class Broker:
             self.settings.kafka,
         )
         _, body = await self._session_controllers.call(
-            "POST", "/v1/internal/brokers", wanted.to_json()
+            "POST", "/v1/internal/brokers", wanted.encode(), raw=True
         )
-        answer = _message(BrokerRegistrationResponse.from_json, body)
+        answer = _message(BrokerRegistrationResponse.decode, body)
         self.broker_epoch = answer.broker_epoch
         self.cluster_id = answer.cluster_id
         self._heartbeat_interval_s = answer.heartbeat_interval_ms / 1000
@@ -233,11 +272,12 @@ class Broker:
         _, body = await self._session_controllers.call(
             "POST",
             f"/v1/internal/brokers/{self.broker_id}/heartbeat",
-            beat.to_json(),
+            beat.encode(),
             timeout_s=timeout_s,
             attempt_timeout_s=timeout_s / 2,  # a hung controller gets half, the next the rest
+            raw=True,
         )
-        answer = _message(BrokerHeartbeatResponse.from_json, body)
+        answer = _message(BrokerHeartbeatResponse.decode, body)
         was_fenced, self.fenced = self.fenced, answer.fenced
         if was_fenced != self.fenced:
             log.info("broker_fenced" if self.fenced else "broker_unfenced")
@@ -344,8 +384,8 @@ class Broker:
         return moved
 
     def _replay(self, body: bytes) -> bool:
-        answer = MetadataFetchResponse.decode(body)
-        return self.metadata.apply(answer.batches, answer.snapshot)  # type: ignore[arg-type]
+        answer: MetadataFetchResponse[dict[str, Any]] = MetadataFetchResponse.decode(body)
+        return self.metadata.apply(answer.batches, answer.snapshot)
 
     async def _act_on_metadata(self) -> None:
         """Take what the followed metadata brings, once it reaches our own registration:

@@ -85,8 +85,9 @@ class ControllerClient:
         raw: bool = False,
     ) -> tuple[int, Any]:
         """(status, JSON body) of the first controller that answers; KraftliteError for an
-        error answer that retrying elsewhere would not change, or when time runs out. With
-        `raw`, a successful answer's body comes back as bytes, unparsed.
+        error answer that retrying elsewhere would not change, or when time runs out. `body`
+        is JSON values, or bytes already encoded (a message's). With `raw`, a successful
+        answer's body comes back as bytes, unparsed.
         """
         status, payload, _ = await self.call_with_headers(
             method,
@@ -150,7 +151,7 @@ class ControllerClient:
             async with self._session.request(
                 method,
                 url,
-                data=None if body is None else orjson.dumps(body),
+                data=body if body is None or isinstance(body, bytes) else orjson.dumps(body),
                 params=params,
                 headers={"Content-Type": "application/json", **(headers or {})},
                 timeout=aiohttp.ClientTimeout(total=timeout_s),

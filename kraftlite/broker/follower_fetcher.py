@@ -192,7 +192,7 @@ class FollowerFetcher:
             raise KraftliteError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leader URL unknown")
         request, positions = self._request()
         self._changed.clear()
-        raw = await self._round(url, orjson.dumps(request.to_json()))
+        raw = await self._round(url, request.encode())
         header, segments = framing.decode(raw)
         answer = ReplicaFetchResponse.from_json(header)
         self.rounds += 1

@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Final, NamedTuple, TypeVar
 
 import aiohttp
-import orjson
 import structlog
 
 from kraftlite.errors import KraftliteError
@@ -86,8 +85,8 @@ async def leader_offsets(
                         "offsets_not_learned", leader=leader, topic=topic, status=response.status
                     )
                     return
-                answer = OffsetsResponse.from_json(orjson.loads(await response.read()))
-        except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError, MessageError) as exc:
+                answer = OffsetsResponse.decode(await response.read())
+        except (aiohttp.ClientError, TimeoutError, MessageError) as exc:
             log.info("offsets_not_learned", leader=leader, topic=topic, error=repr(exc))
             return
         if answer.topic != topic:

@@ -228,7 +228,7 @@ class ReplicaManager:
             await self._controllers.call(
                 "POST",
                 f"/v1/internal/brokers/{leader_id}/unreachable",
-                report.to_json(),
+                report.encode(),
                 timeout_s=2,
             )
         except KraftliteError as exc:
@@ -599,9 +599,9 @@ class ReplicaManager:
         )
         try:
             _, body = await self._controllers.call(
-                "POST", "/v1/internal/alter-partition", request.to_json(), timeout_s=10
+                "POST", "/v1/internal/alter-partition", request.encode(), timeout_s=10, raw=True
             )
-            answer = AlterPartitionResponse.from_json(body)
+            answer = AlterPartitionResponse.decode(body)
         except KraftliteError as exc:
             if exc.code in _NOT_COMMITTED:  # the whole request was refused
                 log.info("isr_changes_refused", partitions=len(queued), error=str(exc))
@@ -703,14 +703,12 @@ def _told(entry: SessionPartition, answer: PartitionFetchAnswer) -> None:
 
 
 def _error_answer(topic_id: str, index: int, error: KraftliteError) -> PartitionFetchAnswer:
-    details = {k: v for k, v in error.details.items() if k == "log_start_offset"}
     return PartitionFetchAnswer(
         topic_id,
         index,
-        log_start_offset=int(details.get("log_start_offset", 0)),
+        log_start_offset=int(error.details.get("log_start_offset", 0)),
         error_code=error.code.name,
         message=error.message,
-        details=details,
     )
 
 

@@ -32,7 +32,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import aiohttp
-import orjson
 import structlog
 from prometheus_client import Counter
 
@@ -111,18 +110,18 @@ async def local_stats(
             if partition.serving_as_leader:
                 leaders += 1
             disk_bytes += partition.log.size_bytes
-    per_topic = []
+    per_topic = {}
     for name in topics:
         image = replicas.image.topic(name)
         if image is None:
             continue
-        sizes = []
+        sizes = {}
         async for indexes in paced(list(image.partitions)):
             for index in indexes:
                 led = replicas.partitions.get((image.topic_id, index))
                 if led is not None and led.serving_as_leader:
-                    sizes.append((index, led.log.size_bytes))
-        per_topic.append(TopicStats(name, tuple(sizes), by_topic.get(name, idle)))
+                    sizes[index] = led.log.size_bytes
+        per_topic[name] = TopicStats(sizes, by_topic.get(name, idle))
     return BrokerStatsResponse(
         broker.broker_id,
         leaders,
@@ -130,7 +129,7 @@ async def local_stats(
         disk_bytes,
         total,
         None if rates is None else rates.span_ms,
-        tuple(per_topic),
+        per_topic,
     )
 
 
@@ -145,8 +144,8 @@ async def _ask(broker: Broker, url: str, topics: Sequence[str]) -> BrokerStatsRe
             if response.status != 200:
                 log.info("stats_not_learned", url=url, status=response.status)
                 return None
-            return BrokerStatsResponse.from_json(orjson.loads(await response.read()))
-    except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError, MessageError) as exc:
+            return BrokerStatsResponse.decode(await response.read())
+    except (aiohttp.ClientError, TimeoutError, MessageError) as exc:
         log.info("stats_not_learned", url=url, error=repr(exc))
         return None
 
@@ -197,11 +196,11 @@ async def _fan_out(
             }
         )
         totals = _add_rates(totals, answer.rates)
-        for topic in answer.topics:
-            into = per_topic.get(topic.topic)
+        for name, topic in answer.topics.items():
+            into = per_topic.get(name)
             if into is None:  # not asked: a broker's answer is not trusted to be only that
                 continue
-            async for sizes in paced(topic.partitions):
+            async for sizes in paced(list(topic.partitions.items())):
                 for index, size in sizes:
                     into["partitions"][str(index)] = size
                     into["size_bytes"] += size

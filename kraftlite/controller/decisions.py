@@ -27,7 +27,7 @@ Rules:
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -52,12 +52,17 @@ from kraftlite.metadata.records import (
 )
 from kraftlite.metadata.topics import (
     INTERNAL_TOPICS,
-    MAX_PARTITIONS,
     effective_config,
     validate_topic_configs,
     validate_topic_name,
 )
 from kraftlite.protocol import internal
+from kraftlite.protocol.admin import (
+    MAX_PARTITIONS,
+    MAX_REPLICATION_FACTOR,
+    MAX_TOPICS_PER_REQUEST,
+    CreateTopicRequest,
+)
 from kraftlite.protocol.urls import node_url_problem, port_address_problem
 
 T = TypeVar("T")
@@ -506,9 +511,6 @@ def create_topic(
     return ControllerResult(tuple(records), topic_id)
 
 
-MAX_TOPICS_PER_REQUEST = 1_000
-
-
 @dataclass(frozen=True, slots=True)
 class TopicCreated:
     """One topic's outcome in a CreateTopics: its id, or the error that refused it."""
@@ -519,7 +521,7 @@ class TopicCreated:
 
 
 def create_topics(
-    image: MetadataImage, specs: object, *, rng: random.Random
+    image: MetadataImage, specs: Sequence[CreateTopicRequest], *, rng: random.Random
 ) -> ControllerResult[list[TopicCreated]]:
     """Create many topics in one decision and one batch (Kafka's CreateTopics). A request
     that is itself wrong (a bad name, count or config in any topic) is refused whole; a
@@ -528,18 +530,14 @@ def create_topics(
     MAX_TOPICS_PER_REQUEST topics and MAX_PARTITIONS partitions in all, so the batch stays a
     bounded Raft entry.
     """
-    if (
-        not isinstance(specs, list)
-        or not 0 < len(specs) <= MAX_TOPICS_PER_REQUEST
-        or not all(isinstance(spec, dict) for spec in specs)
-    ):
+    if not 0 < len(specs) <= MAX_TOPICS_PER_REQUEST:
         raise KraftliteError(
             ErrorCode.INVALID_REQUEST,
             f"topics must be a list of 1-{MAX_TOPICS_PER_REQUEST} topic objects",
         )
     for spec in specs:  # what the request itself gets wrong refuses it whole
         _check_topic_spec(spec)
-    total = sum(spec.get("partitions", 1) for spec in specs)
+    total = sum(spec.partitions for spec in specs)
     if total > MAX_PARTITIONS:
         raise KraftliteError(
             ErrorCode.INVALID_PARTITIONS,
@@ -549,51 +547,39 @@ def create_topics(
     outcomes = []
     seen: set[str] = set()
     for spec in specs:
-        name = spec.get("name")
-        if isinstance(name, str) and name in seen:
+        name = spec.name
+        if name in seen:
             twice = KraftliteError(ErrorCode.TOPIC_ALREADY_EXISTS, f"{name} is named twice")
             outcomes.append(TopicCreated(name, error=twice))
             continue
         try:
             result = create_topic(
-                image,
-                name,
-                spec.get("partitions", 1),
-                spec.get("replication_factor"),
-                spec.get("configs"),
-                rng=rng,
+                image, name, spec.partitions, spec.replication_factor, spec.configs, rng=rng
             )
         except KraftliteError as exc:
-            outcomes.append(TopicCreated(name if isinstance(name, str) else "", error=exc))
+            outcomes.append(TopicCreated(name, error=exc))
             continue
-        assert isinstance(name, str)
         seen.add(name)
         records += result.records
         outcomes.append(TopicCreated(name, result.response))
     return ControllerResult(tuple(records), outcomes)
 
 
-def _check_topic_spec(spec: dict[str, object]) -> None:
+def _check_topic_spec(spec: CreateTopicRequest) -> None:
     """The checks of `create_topic` that need no image: a name, counts and configs."""
-    validate_topic_name(spec.get("name"))
-    partitions = spec.get("partitions", 1)
-    if (
-        isinstance(partitions, bool)
-        or not isinstance(partitions, int)
-        or not 0 < partitions <= MAX_PARTITIONS
-    ):
+    validate_topic_name(spec.name)
+    if not 0 < spec.partitions <= MAX_PARTITIONS:
         raise KraftliteError(
-            ErrorCode.INVALID_PARTITIONS, f"partitions must be 1-{MAX_PARTITIONS}: {partitions!r}"
+            ErrorCode.INVALID_PARTITIONS,
+            f"partitions must be 1-{MAX_PARTITIONS}: {spec.partitions!r}",
         )
-    factor = spec.get("replication_factor")
-    if factor is not None and (
-        isinstance(factor, bool) or not isinstance(factor, int) or factor < 1
-    ):
+    factor = spec.replication_factor
+    if factor is not None and not 0 < factor <= MAX_REPLICATION_FACTOR:
         raise KraftliteError(
-            ErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor {factor!r} is not 1 or more"
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"replication factor {factor!r} is not 1-{MAX_REPLICATION_FACTOR}",
         )
-    configs = spec.get("configs")
-    validate_topic_configs({} if configs is None else configs)
+    validate_topic_configs({} if spec.configs is None else spec.configs)
 
 
 def _existing_topic(image: MetadataImage, name: str) -> TopicImage:
@@ -777,7 +763,7 @@ def alter_partitions(
         records.extend(decided.records)
         state = decided.response
         results.append(
-            internal.IsrChangeResult(
+            internal.IsrChangeResult.committed(
                 change.topic_id,
                 change.partition,
                 internal.PartitionState(

@@ -53,7 +53,8 @@ from kraftlite.metadata.records import (
     MetadataRecord,
     UnregisterBrokerRecord,
 )
-from kraftlite.metadata.topics import MAX_PARTITIONS, effective_config
+from kraftlite.metadata.topics import effective_config
+from kraftlite.protocol.admin import MAX_PARTITIONS
 
 # ------------------------------------------------------------------------------ views
 

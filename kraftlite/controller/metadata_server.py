@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 
 import orjson
+from msgspec import Raw
 
 from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.views import image_to_json
@@ -33,14 +34,14 @@ class MetadataServer:
     async def fetch(self, request: MetadataFetchRequest) -> bytes:
         image = await self._log.wait_for_change(request.after_version, request.max_wait_ms / 1000)
         if request.after_version >= image.version:
-            return MetadataFetchResponse(image.version).encode()
+            return MetadataFetchResponse[Raw](image.version).encode()
         batches = self._log.batches_after(request.after_version, request.max_bytes)
         if batches is not None:
             self.batches_served += len(batches)
-            return MetadataFetchResponse(image.version, batches).encode()
+            return MetadataFetchResponse(image.version, tuple(map(Raw, batches))).encode()
         self.snapshots_served += 1
         snapshot = await asyncio.shield(self._snapshot_of(image))  # shared by all waiters
-        return MetadataFetchResponse(image.version, snapshot=snapshot).encode()
+        return MetadataFetchResponse(image.version, snapshot=Raw(snapshot)).encode()
 
     def _snapshot_of(self, image: MetadataImage) -> asyncio.Future[bytes]:
         cached = self._snapshot

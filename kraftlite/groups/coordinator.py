@@ -49,7 +49,7 @@ from kraftlite.groups.offsets import (
     check_partitions,
 )
 from kraftlite.protocol import batch as batch_format
-from kraftlite.protocol.headers import METADATA_VERSION
+from kraftlite.protocol.admin import CreateTopicRequest
 from kraftlite.protocol.internal import GroupListing
 from kraftlite.protocol.partitioner import partition_for_key
 
@@ -184,23 +184,20 @@ class GroupCoordinator:
             return
         live = len(self.broker.replicas.image.live_broker_ids())
         factor = max(1, min(3, live))
-        body = {
-            "name": OFFSETS_TOPIC,
-            "internal": True,
-            "partitions": self.settings.offsets_partitions,
-            "replication_factor": factor,
-            "configs": {"retention.ms": -1, "min.insync.replicas": min(2, factor)},
-        }
+        wanted = CreateTopicRequest(
+            OFFSETS_TOPIC,
+            self.settings.offsets_partitions,
+            factor,
+            {"retention.ms": -1, "min.insync.replicas": min(2, factor)},
+            internal=True,
+        )
         try:
-            _, _, headers = await self.broker.controllers.call_with_headers(
-                "POST", "/v1/topics", body
-            )
-            version = int(headers.get(METADATA_VERSION, "0"))
+            await self.broker.admin_call(wanted)  # answered once this broker has it
         except KraftliteError as exc:
             if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
             version = self.broker.replicas.image.version + 1
-        await self.broker.wait_for_metadata(version, timeout_s=5.0)
+            await self.broker.wait_for_metadata(version, timeout_s=5.0)
         log.info("offsets_topic_created", partitions=self.settings.offsets_partitions)
 
     def coordinator_partition(self, group: str) -> Partition:

@@ -27,7 +27,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, TypeVar, cast
+from typing import Final, TypeVar, cast
 
 import structlog
 
@@ -49,8 +49,8 @@ from kraftlite.kafka.fetch_sessions import (
 from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.records import UserScramCredentialRecord
 from kraftlite.metadata.topics import TOPIC_CONFIGS, is_internal_topic, validate_topic_name
+from kraftlite.protocol import admin, names
 from kraftlite.protocol import batch as batch_format
-from kraftlite.protocol import names
 from kraftlite.protocol.kafka import bodies, messages, records
 from kraftlite.protocol.kafka.bodies import AnyResponse
 from kraftlite.protocol.kafka.messages import ApiKey, Request
@@ -65,9 +65,9 @@ from kraftlite.service import BrokerService, Fetched, FetchWanted, Leadership
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
+A = TypeVar("A")
 B = TypeVar("B")
 audit = structlog.get_logger("kraftlite.audit")
-Body = dict[str, Any]  # an admin call's JSON body (Kafka bodies are typed: bodies.py)
 NONE = 0  # Kafka's error code for success
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
@@ -1198,18 +1198,16 @@ class Session:
         """Headers that make the controllers authorize this client, not this broker."""
         return {PRINCIPAL_HEADER: self.who.principal, CLIENT_HOST_HEADER: self.who.host}
 
-    async def _admin(
-        self, deadline: float, method: str, path: str, body: Any = None
-    ) -> tuple[int, Any]:
-        """One admin call to the controllers, as this client, within the request's
-        `timeout_ms` (REQUEST_TIMED_OUT after it, as Kafka answers; the change may still
-        happen)."""
+    async def _admin(self, deadline: float, request: admin.AdminRequest[A]) -> A:
+        """One typed admin call to the controllers (protocol/admin.py), as this client,
+        within the request's `timeout_ms` (REQUEST_TIMED_OUT after it, as Kafka answers;
+        the change may still happen)."""
         remaining = deadline - asyncio.get_running_loop().time()
         if remaining <= 0:
             raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, "the request's timeout_ms passed")
         try:
             return await asyncio.wait_for(
-                self.service.admin(method, path, body, headers=self._as_client()), remaining
+                self.service.admin_call(request, headers=self._as_client()), remaining
             )
         except TimeoutError:
             raise KraftliteError(
@@ -1254,20 +1252,20 @@ class Session:
                 )
                 answers.append(entry)
                 continue
-            wanted: Body = {
-                "name": name,
-                "configs": {
+            wanted = admin.CreateTopicRequest(
+                name,
+                partitions=max(topic.get("num_partitions", -1), 1),  # -1: the default, 1
+                replication_factor=(
+                    topic["replication_factor"] if topic.get("replication_factor", -1) > 0 else None
+                ),
+                configs={
                     c["name"]: c["value"]
                     for c in topic.get("configs", [])
                     if c.get("value") is not None
                 },
-            }
-            if topic.get("num_partitions", -1) > 0:
-                wanted["partitions"] = topic["num_partitions"]
-            if topic.get("replication_factor", -1) > 0:
-                wanted["replication_factor"] = topic["replication_factor"]
+            )
             try:
-                await self._admin(deadline, "POST", "/v1/topics", wanted)
+                await self._admin(deadline, wanted)
             except KraftliteError as exc:
                 entry.update({"error_code": kafka_code(exc), "error_message": _message(exc)})
                 answers.append(entry)
@@ -1324,8 +1322,8 @@ class Session:
                 answer["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             else:
                 try:
-                    validate_topic_name(name)  # it becomes a path: no "/" or ".."
-                    await self._admin(deadline, "DELETE", f"/v1/topics/{name}")
+                    validate_topic_name(name)
+                    await self._admin(deadline, admin.DeleteTopicRequest(name))
                 except KraftliteError as exc:
                     answer.update({"error_code": kafka_code(exc), "error_message": _message(exc)})
             answers.append(answer)
@@ -1358,8 +1356,7 @@ class Session:
             else:
                 try:
                     validate_topic_name(name)
-                    path = f"/v1/topics/{name}/partitions"
-                    await self._admin(deadline, "POST", path, {"count": topic["count"]})
+                    await self._admin(deadline, admin.CreatePartitionsRequest(name, topic["count"]))
                 except KraftliteError as exc:
                     result.update({"error_code": kafka_code(exc), "error_message": _message(exc)})
             results.append(result)
@@ -1491,9 +1488,9 @@ class Session:
             }
             try:
                 changes = _config_changes(resource, n)
-                path = self._configs_path(kind, name)
+                change = self._configs_change(kind, name, changes)
                 if not body["validate_only"]:
-                    await self._admin(deadline, "PUT", path, {"configs": changes})
+                    await self._admin(deadline, change)
             except KraftliteError as exc:
                 responses.append(
                     {**response, "error_code": kafka_code(exc), "error_message": _message(exc)}
@@ -1502,17 +1499,19 @@ class Session:
             responses.append({**response, "error_code": NONE, "error_message": None})
         return {"responses": responses}
 
-    def _configs_path(self, kind: int, name: str) -> str:
+    def _configs_change(
+        self, kind: int, name: str, changes: dict[str, str | None]
+    ) -> admin.AlterConfigsRequest | admin.AlterBrokerConfigsRequest:
         if kind == RESOURCE_TOPIC:
             if not self._may_topic(Operation.ALTER_CONFIGS, name):
                 raise KraftliteError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "not authorized")
             validate_topic_name(name)
-            return f"/v1/topics/{name}/configs"
+            return admin.AlterConfigsRequest(name, dict(changes))
         broker_id = names.decimal(name, 10)
         if kind == RESOURCE_BROKER and broker_id is not None:
             if not self._may(Operation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
                 raise KraftliteError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "not authorized")
-            return f"/v1/brokers/{broker_id}/configs"
+            return admin.AlterBrokerConfigsRequest(broker_id, dict(changes))
         raise KraftliteError(ErrorCode.INVALID_REQUEST, f"resource type {kind} {name!r}")
 
     # -- OffsetForLeaderEpoch ------------------------------------------------------------------

@@ -10,10 +10,10 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.protocol import names
 
-_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_TOPIC_NAME = re.compile(rf"[a-zA-Z0-9._-]{{1,{names.MAX_TOPIC_NAME}}}")
 _DECIMAL = re.compile(r"-?[0-9]{1,19}")  # as Java's Long.parseLong: no "1_0", " 1", "+1"
-MAX_PARTITIONS: Final = 10_000
 INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets"})  # created by brokers, not users
 
 

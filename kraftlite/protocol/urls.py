@@ -1,13 +1,15 @@
-"""Node URLs as the cluster accepts them: `http(s)://HOST:PORT`, nothing more.
+"""Node URLs as the cluster accepts them: `http(s)://HOST:PORT`, nothing more; and the paths
+of the resources a node asks another for by name.
 
 A broker URL is where other nodes send partition traffic and forwarded client requests, so
 a registered URL with a path, a query, credentials or another scheme could point a broker's
-requests anywhere. Pure: no I/O.
+requests anywhere. A name in a path is one segment, percent-quoted, whatever it holds, so it
+can never reach another resource. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 MAX_URL_LENGTH = 512
 
@@ -46,3 +48,11 @@ def port_address_problem(address: object) -> str | None:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         return "must be HOST:PORT with a port in 1-65535"
     return None
+
+
+def topic_path(name: str, *rest: str) -> str:
+    """`/v1/topics/{name}[/rest...]`, the name one percent-quoted segment. ValueError for a
+    name no segment can be: "", "." or ".." (URLs resolve those to another path)."""
+    if name in {"", ".", ".."}:
+        raise ValueError(f"{name!r} is not a topic name")
+    return "/".join(("/v1/topics", quote(name, safe=""), *rest))

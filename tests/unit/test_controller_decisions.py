@@ -15,7 +15,9 @@ from kraftlite.metadata.image import (
     apply_batch,
     check_invariants,
 )
-from kraftlite.protocol import internal
+from kraftlite.protocol import admin, internal
+from kraftlite.protocol.admin import CreateTopicRequest
+from kraftlite.protocol.internal import MessageError
 
 
 def commit(image: MetadataImage, result: d.ControllerResult) -> MetadataImage:
@@ -412,14 +414,19 @@ def test_a_large_fence_may_commit_in_parts_and_every_prefix_is_safe(shutdown: bo
         assert expired.response == [1]
 
 
+def topics(*specs: dict[str, object]) -> list[CreateTopicRequest]:
+    """Topic specs as the controller decodes them (protocol/admin.py)."""
+    return [admin.decode(CreateTopicRequest, spec) for spec in specs]
+
+
 def test_create_topics_is_one_batch_with_an_outcome_per_topic() -> None:
     image = brokers(1, 2, 3)
-    specs = [
+    specs = topics(
         {"name": "a", "partitions": 3},
         {"name": "b", "partitions": 2, "replication_factor": 2},
         {"name": "a"},  # named twice
         {"name": "c", "replication_factor": 4},  # more than the live brokers
-    ]
+    )
     result = d.create_topics(image, specs, rng=random.Random(1))
     outcome = [(o.name, o.error.code.name if o.error else None) for o in result.response]
     assert outcome == [
@@ -431,12 +438,14 @@ def test_create_topics_is_one_batch_with_an_outcome_per_topic() -> None:
     # what is wrong with the request itself refuses it whole: nothing is created
     for bad, code in [
         ({"name": "bad name"}, ErrorCode.INVALID_TOPIC_EXCEPTION),
-        ({"partitions": 1}, ErrorCode.INVALID_TOPIC_EXCEPTION),
+        ({"name": "__x"}, ErrorCode.INVALID_TOPIC_EXCEPTION),
         ({"name": "x", "partitions": 0}, ErrorCode.INVALID_PARTITIONS),
-        ({"name": "x", "replication_factor": True}, ErrorCode.INVALID_REPLICATION_FACTOR),
+        ({"name": "x", "replication_factor": 0}, ErrorCode.INVALID_REPLICATION_FACTOR),
+        ({"name": "x", "replication_factor": 2**15}, ErrorCode.INVALID_REPLICATION_FACTOR),
         ({"name": "x", "configs": {"no.such": "1"}}, ErrorCode.INVALID_CONFIG),
+        ({"name": "x", "configs": {"retention.ms": [1]}}, ErrorCode.INVALID_CONFIG),
     ]:
-        error(code, d.create_topics, image, [specs[0], bad], rng=random.Random(1))
+        error(code, d.create_topics, image, [specs[0], *topics(bad)], rng=random.Random(1))
     image = commit(image, result)  # one batch: every created topic lands at one version
     assert {t.name: len(t.partitions) for t in image.topics.values()} == {"a": 3, "b": 2}
     assert [o.topic_id for o in result.response if o.error is None] == [
@@ -449,16 +458,37 @@ def test_create_topics_is_one_batch_with_an_outcome_per_topic() -> None:
     ("specs", "code"),
     [
         ([], ErrorCode.INVALID_REQUEST),
-        ("a", ErrorCode.INVALID_REQUEST),
-        ([1], ErrorCode.INVALID_REQUEST),
         ([{"name": f"t{i}"} for i in range(1001)], ErrorCode.INVALID_REQUEST),
         ([{"name": "a", "partitions": 6000}, {"name": "b", "partitions": 6000}], None),
         ([{"name": "a", "partitions": -9_990_000}, {"name": "b", "partitions": 10_000}], None),
     ],
 )
-def test_create_topics_bounds(specs: object, code: ErrorCode | None) -> None:
+def test_create_topics_bounds(specs: list[dict[str, object]], code: ErrorCode | None) -> None:
     image = brokers(1, 2, 3)
-    error(code or ErrorCode.INVALID_PARTITIONS, d.create_topics, image, specs, rng=random.Random())
+    wanted = topics(*specs)
+    error(code or ErrorCode.INVALID_PARTITIONS, d.create_topics, image, wanted, rng=random.Random())
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"topics": "a"},
+        {"topics": [1]},
+        {"topics": [{"partitions": 1}]},  # no name
+        {"topics": [{"name": 7}]},
+        {"topics": [{"name": "x", "partitions": "2"}]},
+        {"topics": [{"name": "x", "replication_factor": True}]},
+        {"topics": [{"name": "x", "configs": ["retention.ms"]}]},
+        {"topics": [{"name": "x", "internal": "yes"}]},
+    ],
+)
+def test_a_create_topics_body_of_the_wrong_shape_is_refused_before_any_decision(
+    body: dict[str, object],
+) -> None:
+    """protocol/admin.py rule 1: the type checks the shape (the edge answers INVALID_REQUEST);
+    the decisions check what the values mean, with their own codes (above)."""
+    with pytest.raises(MessageError):
+        admin.decode(admin.CreateTopicsRequest, body)
 
 
 def test_offline_partitions_with_a_live_isr_member_are_elected_again() -> None:
@@ -479,9 +509,10 @@ def test_offline_partitions_with_a_live_isr_member_are_elected_again() -> None:
 def test_create_topics_counts_no_negative_partitions_against_its_bound() -> None:
     """Review finding: a negative count, refused on its own, must not pay for the others."""
     image = brokers(1, 2, 3)
-    specs = [{"name": "bad", "partitions": -9_990_000}] + [
-        {"name": f"t{i}", "partitions": 10_000} for i in range(2)
-    ]
+    specs = topics(
+        {"name": "bad", "partitions": -9_990_000},
+        *({"name": f"t{i}", "partitions": 10_000} for i in range(2)),
+    )
     error(ErrorCode.INVALID_PARTITIONS, d.create_topics, image, specs, rng=random.Random())
 
 

@@ -3,8 +3,10 @@ each round-trips through JSON, and a reader refuses wrong versions, types and bo
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import msgspec
 import orjson
 import pytest
 
@@ -19,7 +21,7 @@ MESSAGES: list[Any] = [
     m.AlterPartitionRequest(1, 12, (m.IsrChange("T", 0, 3, 7, (1, 2)),)),
     m.AlterPartitionResponse(
         (
-            m.IsrChangeResult("T", 0, m.PartitionState(1, 3, 8, (1, 2), (1, 2, 3))),
+            m.IsrChangeResult.committed("T", 0, m.PartitionState(1, 3, 8, (1, 2), (1, 2, 3))),
             m.IsrChangeResult("T", 1, error_code="FENCED_LEADER_EPOCH", message="stale"),
         )
     ),
@@ -42,10 +44,10 @@ MESSAGES: list[Any] = [
         81920,
         m.StatsRates(5230.1, 40.2, 0.0, 0.0),
         9_800,
-        (
-            m.TopicStats("orders", ((1, 20480), (0, 100)), m.StatsRates(1.5, 1.0, 0.0, 0.25)),
-            m.TopicStats("quiet"),
-        ),
+        {
+            "orders": m.TopicStats({1: 20480, 0: 100}, m.StatsRates(1.5, 1.0, 0.0, 0.25)),
+            "quiet": m.TopicStats(),
+        },
     ),
     m.BrokerStatsResponse(1, 0, 0, 0),  # no rate yet, no topic asked
     m.GroupListResponse(
@@ -60,8 +62,11 @@ MESSAGES: list[Any] = [
 
 @pytest.mark.parametrize("message", MESSAGES, ids=lambda x: type(x).__name__)
 def test_messages_round_trip_through_json(message: Any) -> None:
-    wire = orjson.loads(orjson.dumps(message.to_json()))
-    assert wire["v"] == m.VERSION or "v" not in wire
+    body = message.encode()
+    assert body.startswith(b'{"v":%d,' % m.VERSION)  # rule 1: the version first
+    assert type(message).decode(body) == message
+    wire = orjson.loads(orjson.dumps(message.to_json()))  # as orjson and framing.py send it
+    assert orjson.loads(body) == wire
     assert type(message).from_json(wire) == message
 
 
@@ -126,20 +131,175 @@ def test_readers_refuse_bad_messages(kind: Any, body: Any) -> None:
         kind.from_json(body)
 
 
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda x: type(x).__name__)
+@pytest.mark.parametrize("version", [None, 0, 2, "1", 1.0, True])
+def test_readers_refuse_another_version(message: Any, version: Any) -> None:
+    """Rule 1, for every message: no `v`, another one, or 1 in another JSON type."""
+    wire = orjson.loads(message.encode())
+    if version is None:
+        del wire["v"]
+    else:
+        wire["v"] = version
+    with pytest.raises(m.MessageError):
+        type(message).decode(orjson.dumps(wire))
+    with pytest.raises(m.MessageError):
+        type(message).from_json(wire)
+
+
+def test_readers_refuse_what_is_not_json() -> None:
+    for body in (b"", b"{", b"[1]", b"null", b'"v"', b'{"v":1,"broker_epoch":1,}'):
+        with pytest.raises(m.MessageError):
+            m.BrokerHeartbeatResponse.decode(body)
+
+
+_POSITION = {
+    "topic_id": "T",
+    "partition": 0,
+    "leader_epoch": 0,
+    "fetch_offset": 0,
+    "last_fetched_epoch": -1,
+}
+_FETCH = {"v": 1, "replica_id": 2, "broker_epoch": 1, "max_wait_ms": 0, "max_bytes": 1}
+_CHANGE = {"topic_id": "T", "partition": 0, "leader_epoch": 0, "partition_epoch": 0, "new_isr": [1]}
+_ALTER = {"v": 1, "broker_id": 1, "broker_epoch": 1, "partitions": [_CHANGE]}
+_RESULT = {
+    "topic_id": "T",
+    "partition": 0,
+    "leader": 1,
+    "leader_epoch": 0,
+    "partition_epoch": 1,
+    "isr": [1],
+    "replicas": [1],
+}
+_BEAT = {"v": 1, "broker_epoch": 1, "metadata_version": 0}
+_REGISTERED = {
+    "v": 1,
+    "broker_epoch": 0,
+    "cluster_id": "c",
+    "heartbeat_interval_ms": 1,
+    "session_timeout_ms": 1,
+    "metadata_version": 0,
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "good", "bad"),
+    [
+        # integers: each field's range, 64 bits at most, never a bool or a float
+        (m.BrokerHeartbeatRequest, _BEAT, {"metadata_version": -1}),
+        (m.BrokerHeartbeatRequest, _BEAT, {"broker_epoch": 2**63}),
+        (m.BrokerHeartbeatRequest, _BEAT, {"broker_epoch": -(2**63) - 1}),
+        (m.BrokerHeartbeatRequest, _BEAT, {"broker_epoch": 1.0}),
+        (m.BrokerHeartbeatRequest, _BEAT, {"broker_epoch": None}),
+        (m.BrokerRegistrationResponse, _REGISTERED, {"heartbeat_interval_ms": 0}),
+        (m.BrokerRegistrationResponse, _REGISTERED, {"session_timeout_ms": 0}),
+        (m.BrokerRegistrationResponse, _REGISTERED, {"broker_epoch": -1}),
+        (m.BrokerRegistrationResponse, _REGISTERED, {"cluster_id": 7}),
+        (
+            m.BrokerRegistrationRequest,
+            {"v": 1, "broker_id": 1, "incarnation_id": "x", "url": "u"},
+            {"broker_id": 2**31},
+        ),
+        (
+            m.BrokerRegistrationRequest,
+            {"v": 1, "broker_id": 1, "incarnation_id": "x", "url": "u"},
+            {"incarnation_id": "i" * 65},
+        ),
+        (
+            m.BrokerRegistrationRequest,
+            {"v": 1, "broker_id": 1, "incarnation_id": "x", "url": "u"},
+            {"kafka": "k" * 301},
+        ),
+        (
+            m.BrokerUnreachableReport,
+            {"v": 1, "reporter_id": 1, "reporter_epoch": 1, "suspect_epoch": 1},
+            {"reporter_id": -1},
+        ),
+        # AlterPartition: the partitions' fields and the ISR's length
+        (m.AlterPartitionRequest, _ALTER, {"partitions": [{**_CHANGE, "topic_id": ""}]}),
+        (m.AlterPartitionRequest, _ALTER, {"partitions": [{**_CHANGE, "topic_id": "t" * 257}]}),
+        (m.AlterPartitionRequest, _ALTER, {"partitions": [{**_CHANGE, "leader_epoch": -1}]}),
+        (m.AlterPartitionRequest, _ALTER, {"partitions": [{**_CHANGE, "new_isr": [1] * 1025}]}),
+        (m.AlterPartitionRequest, _ALTER, {"partitions": [{**_CHANGE, "new_isr": [True]}]}),
+        (m.AlterPartitionRequest, _ALTER, {"partitions": [_CHANGE] * (m.MAX_ITEMS + 1)}),
+        (m.AlterPartitionResponse, {"v": 1, "partitions": [_RESULT]}, {"partitions": [{}]}),
+        (
+            m.AlterPartitionResponse,
+            {"v": 1, "partitions": [_RESULT]},
+            {"partitions": [{"topic_id": "T", "partition": 0, "leader": 1}]},  # half a state
+        ),
+        (
+            m.AlterPartitionResponse,
+            {"v": 1, "partitions": [_RESULT]},
+            {"partitions": [{**_RESULT, "leader": -2}]},
+        ),
+        (
+            m.AlterPartitionResponse,
+            {"v": 1, "partitions": [_RESULT]},
+            {"partitions": [{**_RESULT, "error_code": 3}]},
+        ),
+        # replica fetch: the wait, the size, the positions and the answers
+        (m.ReplicaFetchRequest, _FETCH, {"max_wait_ms": m.MAX_WAIT_MS + 1}),
+        (m.ReplicaFetchRequest, _FETCH, {"max_bytes": 0}),
+        (m.ReplicaFetchRequest, _FETCH, {"max_bytes": (64 << 20) + 1}),
+        (m.ReplicaFetchRequest, _FETCH, {"session_id": -1}),
+        (m.ReplicaFetchRequest, _FETCH, {"partitions": [{**_POSITION, "leader_epoch": -2}]}),
+        (m.ReplicaFetchRequest, _FETCH, {"partitions": [{**_POSITION, "fetch_offset": -1}]}),
+        (m.ReplicaFetchRequest, _FETCH, {"partitions": [_POSITION] * (m.MAX_ITEMS + 1)}),
+        (m.ReplicaFetchRequest, _FETCH, {"forgotten": [["T", 0, 1]]}),
+        (m.ReplicaFetchRequest, _FETCH, {"forgotten": [[1, 0]]}),
+        (
+            m.ReplicaFetchResponse,
+            {"v": 1, "session_id": 1, "partitions": [{"topic_id": "T", "partition": 0}]},
+            {"partitions": [{"topic_id": "T", "partition": 0, "high_watermark": -1}]},
+        ),
+        (
+            m.ReplicaFetchResponse,
+            {"v": 1, "session_id": 1, "partitions": [{"topic_id": "T", "partition": 0}]},
+            {"partitions": [{"topic_id": "T", "partition": 0, "diverging_epoch": -2}]},
+        ),
+    ],
+)
+def test_readers_refuse_values_out_of_bounds(kind: Any, good: Any, bad: Any) -> None:
+    """Each bound, next to a body that is good without the change."""
+    assert kind.decode(orjson.dumps(good)) == kind.from_json(good)
+    with pytest.raises(m.MessageError):
+        kind.decode(json.dumps({**good, **bad}))  # (json: orjson refuses 2**63)
+    with pytest.raises(m.MessageError):
+        kind.from_json({**good, **bad})
+
+
 def test_metadata_fetch_parameters_and_answer() -> None:
     request = m.MetadataFetchRequest(41, 500, 1 << 20)
     assert m.MetadataFetchRequest.from_params(request.to_params()) == request
     for bad in (
         {"after_version": "1"},
+        {"v": "2", "after_version": "1"},
         {"v": "1", "after_version": "x"},
         {"v": "1", "after_version": "-2"},
+        {"v": "1", "after_version": " 1"},
+        {"v": "1", "after_version": "1", "max_wait_ms": str(m.MAX_WAIT_MS + 1)},
+        {"v": "1", "after_version": "1", "max_bytes": "0"},
+        {"v": "1", "after_version": "1", "max_bytes": str((64 << 20) + 1)},
     ):
         with pytest.raises(m.MessageError):
             m.MetadataFetchRequest.from_params(bad)
-    stored = [b'{"expected_version":41,"request_id":"r","records":[]}']
-    answer = m.MetadataFetchResponse.decode(m.MetadataFetchResponse(42, stored).encode())
-    assert answer.version == 42 and answer.batches == (orjson.loads(stored[0]),)
+    stored = b'{"expected_version":41,"request_id":"r","records":[]}'
+    body = m.MetadataFetchResponse(42, (msgspec.Raw(stored),)).encode()
+    assert stored in body  # rule 3: spliced as stored, not re-encoded
+    answer = m.MetadataFetchResponse.decode(body)
+    assert answer.version == 42 and answer.batches == (orjson.loads(stored),)
     assert answer.snapshot is None
+    snapshot = m.MetadataFetchResponse(42, snapshot=msgspec.Raw(b'{"version":42}')).encode()
+    assert m.MetadataFetchResponse.decode(snapshot).snapshot == {"version": 42}
+    for bad in (
+        {"v": 1, "version": 42, "batches": [1]},  # a batch is a JSON object
+        {"v": 1, "version": 42, "snapshot": "x"},
+        {"v": 1, "version": -1},
+        {"v": 1, "version": 42, "batches": {}},
+    ):
+        with pytest.raises(m.MessageError):
+            m.MetadataFetchResponse.decode(orjson.dumps(bad))
 
 
 # ---------------------------------------------------------------------------- broker queries
@@ -242,9 +402,10 @@ def test_the_partitions_of_all_topics_together_are_bounded() -> None:
 
 
 def test_a_broker_answer_is_the_json_it_always_was() -> None:
-    """The node bodies keep their keys (tools read `/v1/internal/stats` by them), and the
-    group listing is the dicts `GET /v1/groups` shows clients, key for key."""
-    stats = m.BrokerStatsResponse(1, 1, 2, 30, None, None, (m.TopicStats("t", ((0, 30),)),))
+    """The node bodies keep their keys (tools read `/v1/internal/stats` by them, and
+    scripts/bench_metadata.py AlterPartition's), and the group listing is the dicts
+    `GET /v1/groups` shows clients, key for key."""
+    stats = m.BrokerStatsResponse(1, 1, 2, 30, None, None, {"t": m.TopicStats({0: 30})})
     assert stats.to_json() == {
         "v": 1,
         "broker_id": 1,
@@ -257,6 +418,25 @@ def test_a_broker_answer_is_the_json_it_always_was() -> None:
     }
     listed = m.GroupListResponse.from_json({"v": 1, "groups": [dict(reversed(_GROUP.items()))]})
     assert orjson.dumps(listed.groups[0]) == orjson.dumps(_GROUP)  # the clients' key order
+    # an AlterPartition result carries the committed state or an error, never both
+    altered = m.AlterPartitionResponse(
+        (
+            m.IsrChangeResult.committed("T", 0, m.PartitionState(1, 3, 8, (1,), (1, 2))),
+            m.IsrChangeResult("T", 1, error_code="FENCED_LEADER_EPOCH", message="stale"),
+        )
+    )
+    assert orjson.loads(altered.encode())["partitions"] == [
+        {
+            "topic_id": "T",
+            "partition": 0,
+            "leader": 1,
+            "leader_epoch": 3,
+            "partition_epoch": 8,
+            "isr": [1],
+            "replicas": [1, 2],
+        },
+        {"topic_id": "T", "partition": 1, "error_code": "FENCED_LEADER_EPOCH", "message": "stale"},
+    ]
 
 
 def test_broker_query_parameters() -> None:

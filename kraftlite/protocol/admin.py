@@ -1,0 +1,245 @@
+"""Typed admin calls a broker makes of the controllers, for a client (the Kafka edge's
+CreateTopics, DeleteTopics, CreatePartitions and IncrementalAlterConfigs) or for itself (the
+group coordinator's offsets topic), and the bodies the controllers decode: one type at both
+ends, and the OpenAPI document's schemas of those bodies generated from it (api/openapi.py),
+so document, sender and server cannot drift.
+
+Rules:
+1. A body type holds the wire shape: msgspec decodes and type-checks it in one step, and a
+   body of the wrong shape is refused as INVALID_REQUEST. What the values mean (a name's
+   characters, a count against the cluster's limits and state, config names and values)
+   the controller's decisions check, with their own error codes (INVALID_TOPIC_EXCEPTION,
+   INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG), as Kafka clients expect;
+   a field's schema states those rules for the document (`extra_json_schema`, or a
+   reference to the document's TopicName and TopicConfigsUpdate, built from the rules in
+   metadata/topics.py). Every integer's schema is bounded: one past 64 bits is no JSON
+   integer to the server (it parses as a float), and the type refuses it.
+2. A request (`AdminRequest`) knows its method, its route (a name is one percent-quoted
+   path segment: urls.py), its body, and how to read the controllers' answer (MessageError
+   for one that is not).
+3. These are the public API's bodies (POST /v1/topics, ...; docs/api-v1): no version
+   field; they change only as the API v1 contract may, compatibly. Unknown fields are
+   ignored, as everywhere in the API.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Final, Protocol, TypeVar
+
+import msgspec
+from msgspec import Meta
+
+from kraftlite.protocol import urls
+from kraftlite.protocol.internal import MessageError
+
+MAX_PARTITIONS: Final = 10_000  # partitions of one topic, and of one CreateTopics in all
+MAX_TOPICS_PER_REQUEST: Final = 1_000
+MAX_REPLICATION_FACTOR: Final = 2**15 - 1  # Kafka's (an int16); the live brokers, first
+REF_TEMPLATE: Final = "#/components/schemas/{name}"  # where the document keeps schemas
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": REF_TEMPLATE.format(name=name)}
+
+
+# Rule 1: a name and configs are the decisions' to check (metadata/topics.py).
+TopicName = Annotated[str, Meta(extra_json_schema=_ref("TopicName"))]
+Configs = Annotated[dict[str, Any], Meta(extra_json_schema=_ref("TopicConfigsUpdate"))]
+ConfigValue = str | int | bool | None  # what a broker sends; None resets to the default
+
+
+class CreateTopicRequest(msgspec.Struct, frozen=True):
+    # The docstring of a body in DOCUMENTED_BODIES is its description there: one line.
+    """A topic to create. Its replicas are placed on live brokers, rack-aware."""
+
+    name: TopicName
+    partitions: Annotated[
+        int, Meta(extra_json_schema={"minimum": 1, "maximum": MAX_PARTITIONS})
+    ] = 1
+    replication_factor: Annotated[
+        Annotated[int, Meta(extra_json_schema={"minimum": 1, "maximum": MAX_REPLICATION_FACTOR})]
+        | None,
+        Meta(description="default min(3, live brokers); at most the live brokers"),
+    ] = None
+    configs: Configs | None = None
+    internal: Annotated[
+        bool,
+        Meta(
+            description="the brokers' own topics (__consumer_offsets): honoured only when a "
+            "broker asks for itself; a client's request is refused with "
+            "INVALID_TOPIC_EXCEPTION as for any other name starting with __"
+        ),
+    ] = False
+
+    method: ClassVar[str] = "POST"
+
+    def route(self) -> str:
+        return "/v1/topics"
+
+    def body(self) -> msgspec.Struct:
+        return self
+
+    def answer(self, body: bytes) -> TopicAnswer:
+        return _read(TopicAnswer, body)
+
+
+class CreateTopicsRequest(msgspec.Struct, frozen=True):
+    """Many topics in one decision and one metadata batch (Kafka's CreateTopics)."""
+
+    topics: Annotated[
+        tuple[CreateTopicRequest, ...],
+        Meta(
+            description=f"at most {MAX_PARTITIONS:,} partitions in all",
+            extra_json_schema={"minItems": 1, "maxItems": MAX_TOPICS_PER_REQUEST},
+        ),
+    ]
+
+
+class DeleteTopicRequest(msgspec.Struct, frozen=True):
+    """Delete topic `topic`."""
+
+    topic: str
+
+    method: ClassVar[str] = "DELETE"
+
+    def route(self) -> str:
+        return urls.topic_path(self.topic)
+
+    def body(self) -> msgspec.Struct | None:
+        return None
+
+    def answer(self, body: bytes) -> None:
+        return None
+
+
+class CreatePartitionsBody(msgspec.Struct, frozen=True):
+    """Grow a topic to `count` partitions (never shrinks)."""
+
+    count: Annotated[
+        int,
+        Meta(
+            description="the new partition count, above the current one",
+            extra_json_schema={"minimum": 1, "maximum": MAX_PARTITIONS},
+        ),
+    ]
+
+
+class CreatePartitionsRequest(msgspec.Struct, frozen=True):
+    """Grow topic `topic` to `count` partitions."""
+
+    topic: str
+    count: int
+
+    method: ClassVar[str] = "POST"
+
+    def route(self) -> str:
+        return urls.topic_path(self.topic, "partitions")
+
+    def body(self) -> msgspec.Struct:
+        return CreatePartitionsBody(self.count)
+
+    def answer(self, body: bytes) -> TopicAnswer:
+        return _read(TopicAnswer, body)
+
+
+class AlterConfigsBody(msgspec.Struct, frozen=True):
+    """Sets the configs named (others are unchanged); null resets one."""
+
+    configs: Configs
+
+
+class AlterConfigsRequest(msgspec.Struct, frozen=True):
+    """Set (a value) or reset (None) configs of topic `topic`."""
+
+    topic: str
+    configs: dict[str, ConfigValue]
+
+    method: ClassVar[str] = "PUT"
+
+    def route(self) -> str:
+        return urls.topic_path(self.topic, "configs")
+
+    def body(self) -> msgspec.Struct:
+        return AlterConfigsBody(self.configs)
+
+    def answer(self, body: bytes) -> TopicAnswer:
+        return _read(TopicAnswer, body)
+
+
+class AlterBrokerConfigsRequest(msgspec.Struct, frozen=True):
+    """Set (a value) or reset (None) dynamic configs of broker `broker_id`."""
+
+    broker_id: int
+    configs: dict[str, ConfigValue]
+
+    method: ClassVar[str] = "PUT"
+
+    def route(self) -> str:
+        return f"/v1/brokers/{int(self.broker_id)}/configs"
+
+    def body(self) -> msgspec.Struct:
+        return AlterConfigsBody(self.configs)
+
+    def answer(self, body: bytes) -> None:
+        return None
+
+
+# Bodies whose schemas the OpenAPI document takes from here (api/openapi.py).
+DOCUMENTED_BODIES: Final = (
+    CreateTopicRequest,
+    CreateTopicsRequest,
+    CreatePartitionsBody,
+    AlterConfigsBody,
+)
+
+
+# ---------------------------------------------------------------------------- answers
+
+
+class PartitionAnswer(msgspec.Struct, frozen=True):
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+class TopicAnswer(msgspec.Struct, frozen=True):
+    """A topic as the controllers answer a change to it (GET /v1/topics/{topic}'s view; the
+    fields a broker reads)."""
+
+    name: str
+    topic_id: str
+    configs: dict[str, str] = {}
+    partitions: tuple[PartitionAnswer, ...] = ()
+
+
+A_co = TypeVar("A_co", covariant=True)
+S = TypeVar("S")
+
+
+class AdminRequest(Protocol[A_co]):
+    """What `Broker.admin_call` sends (rule 2) and what it answers (`A_co`)."""
+
+    method: ClassVar[str]
+
+    def route(self) -> str: ...
+
+    def body(self) -> msgspec.Struct | None: ...
+
+    def answer(self, body: bytes) -> A_co: ...
+
+
+def decode(kind: type[S], data: Any) -> S:
+    """A body the server parsed (JSON values) as `kind`, or MessageError (rule 1)."""
+    try:
+        return msgspec.convert(data, kind)
+    except msgspec.ValidationError as exc:
+        raise MessageError(str(exc)) from None
+
+
+def _read(kind: type[S], body: bytes) -> S:
+    try:
+        return msgspec.json.decode(body, type=kind)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise MessageError(str(exc)) from None

@@ -1,0 +1,125 @@
+"""Typed admin calls (protocol/admin.py) through `BrokerService.admin_call`, and the group
+coordinator's offsets topic through `Broker.admin_call`, against a controller twin: what is
+sent, read your writes (the answer waits for the metadata version the controller names),
+the typed answer, and the controllers' errors."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+import pytest
+
+from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.groups.coordinator import OFFSETS_TOPIC
+from kraftlite.metadata import records as r
+from kraftlite.metadata.views import topic_view
+from kraftlite.protocol import admin
+from kraftlite.protocol.headers import METADATA_VERSION
+from tests.harness.inprocess import InProcessBroker, topic_id_for
+
+
+class ControllerTwin:
+    """Answers the broker's controller calls: applies the change to the broker's metadata
+    a moment after it answers (as a controller's answer outruns the metadata fetch), and
+    names the version that holds it; or raises `error` (for TOPIC_ALREADY_EXISTS, the topic
+    arrives a moment later, as another broker's creation would)."""
+
+    def __init__(self, node: InProcessBroker, error: KraftliteError | None = None) -> None:
+        self.node = node
+        self.error = error
+        self.calls: list[tuple[str, str, Any, dict[str, str] | None]] = []
+
+    async def call_with_headers(
+        self, method: str, path: str, body: Any = None, **options: Any
+    ) -> tuple[int, Any, dict[str, str]]:
+        assert options.get("raw") is True  # the typed answer is read from the bytes
+        wanted = None if body is None else orjson.loads(body)
+        self.calls.append((method, path, wanted, options.get("headers")))
+        node = self.node
+        if self.error is not None:
+            if self.error.code is ErrorCode.TOPIC_ALREADY_EXISTS:  # another broker's, coming
+                asyncio.get_running_loop().call_later(0.05, node.create_topic, wanted["name"])
+            raise self.error
+        version = node.image.version + 1
+        if method == "DELETE":
+            topic_id = topic_id_for(path.rsplit("/", 1)[1])
+            change: Any = lambda: node.apply(r.RemoveTopicRecord(topic_id=topic_id))  # noqa: E731
+        else:
+            change = lambda: node.create_topic(  # noqa: E731
+                wanted["name"], wanted["partitions"], configs={"retention.ms": "-1"}
+            )
+        asyncio.get_running_loop().call_later(0.05, change)
+        if method == "DELETE":
+            return 204, b"", {METADATA_VERSION: str(version)}
+        await asyncio.sleep(0.1)  # the view of the topic as the controller has it
+        view = topic_view(node.image.topics[topic_id_for(wanted["name"])])
+        return 201, orjson.dumps(view), {METADATA_VERSION: str(version)}
+
+
+async def test_admin_call_answers_once_this_broker_has_the_change(node: InProcessBroker) -> None:
+    controller = ControllerTwin(node)
+    node.broker.controllers.call_with_headers = controller.call_with_headers  # type: ignore[method-assign]
+    client = {"X-Kraftlite-Forwarded-For": "User:alice"}
+    answer = await node.service.admin_call(
+        admin.CreateTopicRequest("events", 3, configs={"retention.ms": "-1"}), headers=client
+    )
+    assert node.image.topic("events") is not None  # read your writes
+    assert (answer.name, len(answer.partitions)) == ("events", 3)
+    assert answer.configs == {"retention.ms": "-1"}
+    method, path, body, headers = controller.calls[0]
+    assert (method, path, headers) == ("POST", "/v1/topics", client)
+    assert body == {
+        "name": "events",
+        "partitions": 3,
+        "replication_factor": None,
+        "configs": {"retention.ms": "-1"},
+        "internal": False,
+    }
+    assert await node.service.admin_call(admin.DeleteTopicRequest("events")) is None
+    assert node.image.topic("events") is None
+    assert controller.calls[1][:3] == ("DELETE", "/v1/topics/events", None)
+
+
+async def test_admin_call_raises_the_controllers_error(node: InProcessBroker) -> None:
+    refused = KraftliteError(ErrorCode.INVALID_PARTITIONS, "count must be 3-10000")
+    controller = ControllerTwin(node, refused)
+    node.broker.controllers.call_with_headers = controller.call_with_headers  # type: ignore[method-assign]
+    with pytest.raises(KraftliteError) as info:
+        await node.service.admin_call(admin.CreatePartitionsRequest("orders", 1))
+    assert info.value.code is ErrorCode.INVALID_PARTITIONS
+    with pytest.raises(KraftliteError) as info:  # no request goes out for such a name
+        await node.service.admin_call(admin.DeleteTopicRequest(".."))
+    assert info.value.code is ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert len(controller.calls) == 1
+
+
+async def test_the_coordinator_asks_for_its_offsets_topic_as_a_broker() -> None:
+    async with InProcessBroker(offsets_partitions=4) as node:
+        node.apply(r.RemoveTopicRecord(topic_id=topic_id_for(OFFSETS_TOPIC)))
+        controller = ControllerTwin(node)
+        node.broker.controllers.call_with_headers = controller.call_with_headers  # type: ignore[method-assign]
+        await node.coordinator.ensure_offsets_topic()
+        assert node.image.topic(OFFSETS_TOPIC) is not None
+        [(method, path, body, headers)] = controller.calls
+        assert (method, path, headers) == ("POST", "/v1/topics", None)  # as itself
+        assert body == {
+            "name": OFFSETS_TOPIC,
+            "partitions": 4,
+            "replication_factor": 1,
+            "configs": {"retention.ms": -1, "min.insync.replicas": 1},
+            "internal": True,
+        }
+        await node.coordinator.ensure_offsets_topic()  # there now: no call
+        assert len(controller.calls) == 1
+
+
+async def test_another_broker_creating_the_offsets_topic_first_is_waited_for() -> None:
+    async with InProcessBroker() as node:
+        node.apply(r.RemoveTopicRecord(topic_id=topic_id_for(OFFSETS_TOPIC)))
+        exists = KraftliteError(ErrorCode.TOPIC_ALREADY_EXISTS, "another broker made it")
+        controller = ControllerTwin(node, exists)
+        node.broker.controllers.call_with_headers = controller.call_with_headers  # type: ignore[method-assign]
+        await node.coordinator.ensure_offsets_topic()
+        assert node.image.topic(OFFSETS_TOPIC) is not None
