@@ -16,14 +16,22 @@ Rules:
    - connections that have not authenticated (the Kafka listener with `auth.required`,
      before SASL completes; their frames are at most 512 KiB) hold at most an eighth of
      the capacity between them;
-   - a request over SMALL_REQUEST_BYTES (1 MiB, Kafka producers' default
+   - requests over SMALL_REQUEST_BYTES (1 MiB, Kafka producers' default
      `max.request.size`: ordinary produce, fetch, metadata and heartbeat requests are
-     under it) may fill the budget only to three quarters: the last quarter is kept for
-     small requests, so slow uploads of big ones cannot stop ordinary clients being served.
+     under it) hold at most three quarters of the capacity between them: the last
+     quarter is kept for small requests, so slow uploads of big ones cannot stop ordinary
+     clients being served.
 3. A request that can never fit its share is refused at once (`acquire` returns None). One
-   that does not fit now waits; released bytes go to the first waiter, in arrival order,
-   that they fit (a big waiter does not hold up small ones behind it). The caller bounds
-   the wait (its read timeout, `asyncio.timeout`): a waiter cancelled has taken nothing.
+   that does not fit now waits, and the wait is fair (`RequestBudget._fits`):
+   - big requests are served in arrival order: none takes bytes while an earlier big one
+     waits;
+   - while a big request waits, a small one takes bytes only within the small requests'
+     quarter, or where it leaves the waiting big one room; so a steady stream of small
+     requests cannot keep a big one waiting for ever (it is served once the big ones
+     before it are done), and a big one waiting cannot stop the small ones' quarter;
+   - released bytes go to the waiters in arrival order by the same rules.
+   The caller bounds the wait (its read timeout, `asyncio.timeout`): a waiter cancelled
+   has taken nothing.
 4. `ByteBudget` is the accounting, pure (no I/O, no clock); `RequestBudget` adds waiting on
    one event loop, and hands out `Lease`s whose `release` gives the bytes back once.
 """
@@ -46,6 +54,7 @@ class ByteBudget:
     capacity: int
     in_use: int = 0
     unauthenticated_in_use: int = 0
+    big_in_use: int = 0  # held by requests over SMALL_REQUEST_BYTES
     peak: int = 0  # the most ever held at once (what tests and operators check)
 
     def __post_init__(self) -> None:
@@ -56,36 +65,52 @@ class ByteBudget:
     def unauthenticated_capacity(self) -> int:
         return self.capacity // UNAUTHENTICATED_SHARE
 
-    def limit(self, size: int) -> int:
-        """How full the budget may be once `size` bytes are taken (rule 2)."""
-        if size <= SMALL_REQUEST_BYTES:
-            return self.capacity
+    @property
+    def big_capacity(self) -> int:
+        """What big requests may hold between them (rule 2)."""
         return self.capacity - self.capacity // SMALL_RESERVE
+
+    @property
+    def small_in_use(self) -> int:
+        return self.in_use - self.big_in_use
 
     def possible(self, size: int, authenticated: bool) -> bool:
         """Whether `size` bytes could ever be taken (rule 3: if not, refuse at once)."""
-        if size < 0 or size > self.limit(size):
+        if size < 0 or size > (self.big_capacity if is_big(size) else self.capacity):
             return False
         return authenticated or size <= self.unauthenticated_capacity
 
     def try_take(self, size: int, authenticated: bool) -> bool:
-        """Take `size` bytes if they fit now."""
-        if self.in_use + size > self.limit(size):
+        """Take `size` bytes if they fit now (rule 2; the waiting order is rule 3's)."""
+        if self.in_use + size > self.capacity:
+            return False
+        big = is_big(size)
+        if big and self.big_in_use + size > self.big_capacity:
             return False
         if not authenticated:
             if self.unauthenticated_in_use + size > self.unauthenticated_capacity:
                 return False
             self.unauthenticated_in_use += size
         self.in_use += size
+        if big:
+            self.big_in_use += size
         self.peak = max(self.peak, self.in_use)
         return True
 
     def give(self, size: int, authenticated: bool) -> None:
         """Give back what `try_take` took (with the same arguments)."""
         self.in_use -= size
+        if is_big(size):
+            self.big_in_use -= size
         if not authenticated:
             self.unauthenticated_in_use -= size
-        assert self.in_use >= 0 and self.unauthenticated_in_use >= 0, "given back twice"
+        assert min(self.in_use, self.big_in_use, self.unauthenticated_in_use) >= 0, (
+            "given back twice"
+        )
+
+
+def is_big(size: int) -> bool:
+    return size > SMALL_REQUEST_BYTES
 
 
 class Lease:
@@ -130,7 +155,7 @@ class RequestBudget:
         can. Cancel it to stop waiting (the caller's timeout): nothing is then held."""
         if not self.accounts.possible(size, authenticated):
             return None
-        if self.accounts.try_take(size, authenticated):
+        if self._fits(size, authenticated, self._first_big_waiting()):
             return Lease(self, size, authenticated)
         waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._waiters[waiter] = (size, authenticated)
@@ -145,12 +170,33 @@ class RequestBudget:
             self._waiters.pop(waiter, None)
         return Lease(self, size, authenticated)
 
+    def _first_big_waiting(self) -> int | None:
+        """The size of the big request that has waited longest, if one waits."""
+        for waiter, (wanted, _) in self._waiters.items():
+            if not waiter.done() and is_big(wanted):
+                return wanted
+        return None
+
+    def _fits(self, size: int, authenticated: bool, big_waiting: int | None) -> bool:
+        """Rule 3: take `size` bytes now if they fit and no earlier waiter is owed them."""
+        accounts = self.accounts
+        if big_waiting is not None:
+            if is_big(size):
+                return False  # big requests in arrival order
+            within_quarter = accounts.small_in_use + size <= accounts.capacity // SMALL_RESERVE
+            if not within_quarter and accounts.in_use + size + big_waiting > accounts.capacity:
+                return False
+        return accounts.try_take(size, authenticated)
+
     def give(self, size: int, authenticated: bool) -> None:
         """Give back bytes (a `Lease` does this) and grant waiters that now fit, in order."""
         self.accounts.give(size, authenticated)
+        big_waiting: int | None = None  # the first big one still waiting, in this pass
         for waiter, (wanted, trusted) in list(self._waiters.items()):
             if waiter.done():  # cancelled, leaving on its own
                 continue
-            if self.accounts.try_take(wanted, trusted):
+            if self._fits(wanted, trusted, big_waiting):
                 del self._waiters[waiter]
                 waiter.set_result(True)
+            elif big_waiting is None and is_big(wanted):
+                big_waiting = wanted

@@ -127,11 +127,59 @@ async def test_a_big_waiter_does_not_hold_up_small_ones() -> None:
     released = held.pop()
     assert released is not None
     released.release()
-    await _settle()
-    assert not big.done()  # big ones fill at most 3/4, small ones counted: 5 MiB + 2 > 6
-    lease.release()
+    # big ones hold at most 3/4 between them (4 + 2 MiB), and all together 5 + 2 <= 8
     assert (await big) is not None
-    assert budget.in_use == 6 * MIB
+    assert budget.in_use == 7 * MIB and budget.accounts.big_in_use == 6 * MIB
+    lease.release()
+
+
+async def test_a_steady_stream_of_small_requests_does_not_starve_a_big_one() -> None:
+    """The review of issue 24's first slice: a big request could wait out its read timeout
+    behind small ones that kept the budget full. While it waits, small ones take only their
+    quarter or what leaves it room, so it is served once what was held before it goes."""
+    budget = RequestBudget(8 * MIB)
+    small = SMALL_REQUEST_BYTES
+    held = [await budget.acquire(small) for _ in range(8)]  # small ones fill it all
+    big = asyncio.create_task(budget.acquire(6 * MIB))
+    await _settle()
+    assert not big.done()
+    granted_after = None
+    for round_ in range(40):  # each round one small request ends and a new one comes
+        first = held.pop(0)
+        assert first is not None
+        first.release()
+        newcomer = asyncio.create_task(budget.acquire(small))
+        await _settle()
+        if newcomer.done():
+            held.append(newcomer.result())
+        else:
+            newcomer.cancel()
+        if big.done() and granted_after is None:
+            granted_after = round_
+    assert granted_after is not None and granted_after <= 8, granted_after
+    assert budget.accounts.small_in_use <= 2 * MIB  # the small ones kept their quarter
+    lease = big.result()
+    assert lease is not None
+    lease.release()
+    for h in held:
+        assert h is not None
+        h.release()
+    assert budget.in_use == 0
+
+
+async def test_big_requests_are_served_in_arrival_order() -> None:
+    budget = RequestBudget(8 * MIB)
+    holder = await budget.acquire(5 * MIB)
+    assert holder is not None
+    first = asyncio.create_task(budget.acquire(3 * MIB))  # does not fit with 5 held: waits
+    await _settle()
+    second = asyncio.create_task(budget.acquire(2 * MIB))  # would fit, but first waits
+    await _settle()
+    assert not first.done() and not second.done()
+    holder.release()
+    await _settle()
+    assert first.done() and second.done()
+    assert budget.accounts.big_in_use == 5 * MIB
 
 
 async def test_cancelled_waiters_take_nothing() -> None:
