@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import structlog
 
-from kraftlite.broker.offsets import leader_offsets
 from kraftlite.broker.partition import Acks, Partition, Role
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.assignor import TopicPartition
@@ -42,7 +41,6 @@ from kraftlite.groups.group import DEFAULT_MAX_SIZE, Group, MemberAnswer
 from kraftlite.groups.offsets import (
     DEFAULT_OFFSET_METADATA_MAX_BYTES,
     CommittedOffset,
-    HighWatermarks,
     check_count,
     check_in_range,
     check_metadata,
@@ -171,7 +169,6 @@ class GroupCoordinator:
         self.broker = broker
         self.settings = settings or GroupSettings()
         self._shards: dict[int, Shard] = {}
-        self._high_watermarks = HighWatermarks()
 
     # -- routing ----------------------------------------------------------------------------
 
@@ -448,9 +445,7 @@ class GroupCoordinator:
         check_metadata(offsets, self.settings.offset_metadata_max_bytes)
         check_partitions(partitions, self._counts({topic for topic, _ in partitions}))
         self._check_member(shard, group, member_id, member_epoch, generation, partitions)
-        await self._check_in_range(offsets)
-        # The high watermark was asked over the network: check the member again.
-        self._check_member(shard, group, member_id, member_epoch, generation, partitions)
+        check_in_range(offsets)
         now = self.broker.clock.now_ms()
         records = [
             batch_format.Record(
@@ -514,36 +509,6 @@ class GroupCoordinator:
         shard.existing(group, self._now()).check_commit(
             member_id, member_epoch, partitions, self._now()
         )
-
-    async def _check_in_range(self, offsets: list[tuple[TopicPartition, CommittedOffset]]) -> None:
-        """`offsets` rules 4 and 5: ask leaders only for offsets above the known bound."""
-        image = self.broker.replicas.image
-        keys = {}
-        for (topic, index), _ in offsets:
-            described = image.topic(topic)
-            if described is None:  # (check_partitions passed on this same image)
-                raise KraftliteError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {topic}")
-            keys[(topic, index)] = (described.topic_id, index)
-        unsure = sorted(
-            {tp for tp, c in offsets if c.offset > self._high_watermarks.bound(keys[tp])}
-        )
-        answered: set[TopicPartition] = set()
-        if unsure:
-            self._high_watermarks.retain(image.topics.keys())
-            for tp, high_watermark in (await self._ask_high_watermarks(unsure)).items():
-                self._high_watermarks.learn(keys[tp], high_watermark)
-                answered.add(tp)
-        check_in_range(
-            offsets,
-            {tp: self._high_watermarks.bound(key) for tp, key in keys.items()},
-            set(unsure) - answered,
-        )
-
-    async def _ask_high_watermarks(
-        self, partitions: list[TopicPartition]
-    ) -> dict[TopicPartition, int]:
-        found = await leader_offsets(self.broker, partitions)
-        return {tp: offsets.high_watermark for tp, offsets in found.items()}
 
     async def delete_group(self, group: str) -> None:
         """Kafka's DeleteGroups: a group with no members loses its committed offsets (one

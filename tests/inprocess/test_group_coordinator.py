@@ -20,7 +20,7 @@ from tests.harness.inprocess import BROKER_ID, InProcessBroker, KafkaConnection,
 
 
 async def write(node: InProcessBroker, topic: str, partition: int, count: int) -> None:
-    """`count` records in the partition (a commit may not pass its high watermark)."""
+    """`count` records in the partition."""
     now = node.clock.now_ms()
     records = fmt.encode_batch([b"r"] * count, timestamps=[now] * count)
     await node.service.produce(topic, partition, records, Acks.ALL, 1.0, principal="User:writer")
@@ -55,7 +55,7 @@ async def test_refused_commits_write_nothing(node: InProcessBroker) -> None:
     coordinator = node.coordinator
     epoch = coordinator.join("g", "member-1", "c", ["orders"], None)["member_epoch"]
     for member, member_epoch, offset, code in (
-        ("member-1", epoch, 6, ErrorCode.OFFSET_OUT_OF_RANGE),  # past the high watermark
+        ("member-1", epoch, 2**63, ErrorCode.OFFSET_OUT_OF_RANGE),  # past int64
         ("stranger", epoch, 1, ErrorCode.UNKNOWN_MEMBER_ID),
         ("member-1", epoch + 1, 1, ErrorCode.FENCED_MEMBER_EPOCH),  # from the future
         (None, None, 1, ErrorCode.UNKNOWN_MEMBER_ID),  # no member: only for an empty group
@@ -220,3 +220,15 @@ async def test_a_classic_member_commits_and_fetches_over_kafka(node: InProcessBr
     assert commit_records(node, "classic") == [
         ("classic", ("orders", 0), CommittedOffset(1, f"by {member}"))
     ]
+
+
+async def test_a_commit_above_the_high_watermark_is_taken_as_kafka_takes_it(
+    node: InProcessBroker,
+) -> None:
+    """Issue 25: librdkafka's tests 0099 and 0140 commit past the high watermark; Kafka
+    takes any offset (a consumer resuming past the log's end resets at its fetch)."""
+    await write(node, "orders", 0, 2)
+    coordinator = node.coordinator
+    epoch = coordinator.join("g", "member-1", "c", ["orders"], None)["member_epoch"]
+    await coordinator.commit("g", "member-1", epoch, [(("orders", 0), CommittedOffset(500, ""))])
+    assert coordinator.committed("g") == {("orders", 0): CommittedOffset(500, "")}

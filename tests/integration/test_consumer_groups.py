@@ -407,7 +407,7 @@ async def test_partitions_are_taken_away_only_when_the_application_polls_again(
 async def test_commits_are_checked_against_member_epoch_and_the_log_end(
     cluster: Cluster,
 ) -> None:
-    """KIP-848's commit rules and the partition's high watermark (issue 12), through a
+    """KIP-848's commit rules and the bounds of an offset (issues 12 and 25), through a
     broker that is not the coordinator as well as the coordinator itself.
     """
     await topic_with_records(cluster, "checked", 2, 10)  # five records per partition
@@ -436,7 +436,7 @@ async def test_commits_are_checked_against_member_epoch_and_the_log_end(
         assert commit(1, **me) == (400, "INVALID_REQUEST")
         assert commit(1) == (404, "UNKNOWN_MEMBER_ID")  # no member id: the group is not empty
         assert commit(1, member_id="ghost", member_epoch=epoch) == (404, "UNKNOWN_MEMBER_ID")
-        assert commit(6, **me, member_epoch=epoch) == (416, "OFFSET_OUT_OF_RANGE")
+        assert commit(2**63, **me, member_epoch=epoch) == (416, "OFFSET_OUT_OF_RANGE")
         assert commit(2**64 - 1, **me, member_epoch=epoch) == (416, "OFFSET_OUT_OF_RANGE")
         status, answer = http(
             "POST",
@@ -454,6 +454,10 @@ async def test_commits_are_checked_against_member_epoch_and_the_log_end(
         assert commit(5, **me, member_epoch=epoch) == (204, None)  # at the high watermark
         assert commit(0, **me, member_epoch=epoch) == (204, None)  # a seek back is legal
         assert (await member.committed())[("checked", 0)] == 0
+        # above the high watermark, as Kafka takes it (issue 25): a consumer resuming there
+        # gets OFFSET_OUT_OF_RANGE at its fetch and resets by its auto.offset.reset
+        assert commit(1000, **me, member_epoch=epoch) == (204, None)
+        assert (await member.committed())[("checked", 0)] == 1000
     finally:
         await member.close()
     status, answer = http(

@@ -106,8 +106,8 @@ def test_nobody_commits_for_a_member_or_past_the_log_end(cluster: Cluster) -> No
                 commit(2**64 - 1, member_id=me, member_epoch=epoch),
                 (416, "OFFSET_OUT_OF_RANGE"),
             ),
-            "past the high watermark": (
-                commit(6, member_id=me, member_epoch=epoch),
+            "past int64": (
+                commit(2**63, member_id=me, member_epoch=epoch),
                 (416, "OFFSET_OUT_OF_RANGE"),
             ),
             "a negative offset": (
