@@ -39,6 +39,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import collections
 from dataclasses import dataclass
 from typing import Final
 
@@ -137,6 +138,8 @@ class RequestBudget:
         self.accounts = ByteBudget(capacity)
         # waiting acquisitions in arrival order; a future's result True means granted
         self._waiters: dict[asyncio.Future[bool], tuple[int, bool]] = {}
+        # the big ones among them, in arrival order (the first is found in O(1))
+        self._big: collections.deque[tuple[asyncio.Future[bool], int]] = collections.deque()
 
     @property
     def capacity(self) -> int:
@@ -159,12 +162,18 @@ class RequestBudget:
             return Lease(self, size, authenticated)
         waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._waiters[waiter] = (size, authenticated)
+        if is_big(size):
+            self._big.append((waiter, size))
         try:
             await waiter
         except asyncio.CancelledError:
-            # granted just as it was cancelled: give the grant to the next that fits
             if waiter.done() and not waiter.cancelled():
+                # granted just as it was cancelled: give the grant to the next that fits
                 self.give(size, authenticated)
+            elif is_big(size):
+                # a big one leaving ungranted: those it held back may fit now
+                self._waiters.pop(waiter, None)
+                self._grant()
             raise
         finally:
             self._waiters.pop(waiter, None)
@@ -172,10 +181,10 @@ class RequestBudget:
 
     def _first_big_waiting(self) -> int | None:
         """The size of the big request that has waited longest, if one waits."""
-        for waiter, (wanted, _) in self._waiters.items():
-            if not waiter.done() and is_big(wanted):
-                return wanted
-        return None
+        big = self._big
+        while big and (big[0][0].done() or big[0][0] not in self._waiters):
+            big.popleft()  # granted or gone
+        return big[0][1] if big else None
 
     def _fits(self, size: int, authenticated: bool, big_waiting: int | None) -> bool:
         """Rule 3: take `size` bytes now if they fit and no earlier waiter is owed them."""
@@ -191,10 +200,22 @@ class RequestBudget:
     def give(self, size: int, authenticated: bool) -> None:
         """Give back bytes (a `Lease` does this) and grant waiters that now fit, in order."""
         self.accounts.give(size, authenticated)
+        self._grant()
+
+    def _grant(self) -> None:
+        """Grant the waiters that fit now, in arrival order (rule 3)."""
+        accounts = self.accounts
         big_waiting: int | None = None  # the first big one still waiting, in this pass
         for waiter, (wanted, trusted) in list(self._waiters.items()):
+            if accounts.in_use >= accounts.capacity:
+                return  # full: no one else fits
             if waiter.done():  # cancelled, leaving on its own
                 continue
+            if (
+                not trusted
+                and accounts.unauthenticated_in_use + wanted > accounts.unauthenticated_capacity
+            ):
+                continue  # strangers' share full (the cheap test first: a flood of them)
             if self._fits(wanted, trusted, big_waiting):
                 del self._waiters[waiter]
                 waiter.set_result(True)

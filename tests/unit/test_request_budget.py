@@ -372,3 +372,24 @@ def test_a_lease_is_what_was_taken() -> None:
     lease = Lease(budget, 4, False)
     lease.release()
     assert budget.in_use == 0 and budget.accounts.unauthenticated_in_use == 0
+
+
+async def test_a_big_waiter_leaving_lets_those_it_held_back_in() -> None:
+    """The review of the fair budget: the first big waiter timing out left the one behind
+    it waiting, though it fit, until some unrelated request gave bytes back."""
+    budget = RequestBudget(8 * MIB)
+    big_holder = await budget.acquire(4 * MIB)
+    small_holder = await budget.acquire(2 * MIB)
+    first = asyncio.create_task(budget.acquire(3 * MIB))  # 4 + 3 > the bigs' 6: waits
+    await _settle()
+    second = asyncio.create_task(budget.acquire(2 * MIB))  # fits, but behind `first`
+    await _settle()
+    assert not first.done() and not second.done()
+    first.cancel()  # its read timeout
+    await _settle()
+    assert second.done() and second.result() is not None
+    assert budget.in_use == 8 * MIB and budget.waiting == 0
+    for lease in (big_holder, small_holder, second.result()):
+        assert lease is not None
+        lease.release()
+    assert budget.in_use == 0
