@@ -379,7 +379,7 @@ async def test_a_big_waiter_leaving_lets_those_it_held_back_in() -> None:
     it waiting, though it fit, until some unrelated request gave bytes back."""
     budget = RequestBudget(8 * MIB)
     big_holder = await budget.acquire(4 * MIB)
-    small_holder = await budget.acquire(2 * MIB)
+    small_holders = [await budget.acquire(SMALL_REQUEST_BYTES) for _ in range(2)]
     first = asyncio.create_task(budget.acquire(3 * MIB))  # 4 + 3 > the bigs' 6: waits
     await _settle()
     second = asyncio.create_task(budget.acquire(2 * MIB))  # fits, but behind `first`
@@ -389,7 +389,7 @@ async def test_a_big_waiter_leaving_lets_those_it_held_back_in() -> None:
     await _settle()
     assert second.done() and second.result() is not None
     assert budget.in_use == 8 * MIB and budget.waiting == 0
-    for lease in (big_holder, small_holder, second.result()):
+    for lease in (big_holder, *small_holders, second.result()):
         assert lease is not None
         lease.release()
     assert budget.in_use == 0
