@@ -73,6 +73,10 @@ class Message(msgspec.Struct, frozen=True, tag_field="v", tag=VERSION):
             return _checked(cls, _decoder(cls).decode(body))
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             raise MessageError(str(exc)) from None
+        except UnicodeDecodeError:  # a string that is not UTF-8, where msgspec keeps one
+            raise MessageError("a string is not UTF-8") from None
+        except RecursionError:  # msgspec has no depth limit of its own
+            raise MessageError("nested too deep") from None
 
     @classmethod
     def from_json(cls, data: Any) -> Self:
@@ -268,8 +272,8 @@ class IsrChangeResult(msgspec.Struct, frozen=True, omit_defaults=True):
     message: str = ""
 
     def __post_init__(self) -> None:
-        if self.error_code is None and self.state is None:
-            raise ValueError("a result is the committed state or an error code")
+        if (self.error_code is None) == (self.state is None):
+            raise ValueError("a result is the committed state or an error code, not both")
 
     @classmethod
     def committed(cls, topic_id: str, partition: int, state: PartitionState) -> IsrChangeResult:
@@ -350,6 +354,12 @@ class PartitionFetchAnswer(msgspec.Struct, frozen=True):
     diverging_end_offset: EpochOrNone = -1
     error_code: str | None = None
     message: str = ""
+
+    def __post_init__(self) -> None:
+        # a divergence names where the follower's log must end: without it, the follower
+        # would truncate to -1 (its whole log)
+        if self.diverging_epoch is not None and self.diverging_end_offset < 0:
+            raise ValueError("a diverging epoch comes with its end offset")
 
 
 class ReplicaFetchResponse(Message, frozen=True):

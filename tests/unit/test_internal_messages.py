@@ -152,6 +152,36 @@ def test_readers_refuse_what_is_not_json() -> None:
             m.BrokerHeartbeatResponse.decode(body)
 
 
+def test_bad_utf8_and_deep_nesting_are_message_errors_not_crashes() -> None:
+    """Review of the msgspec port: msgspec raises UnicodeDecodeError for a kept string that
+    is not UTF-8 and RecursionError for deep nesting; both were 500s with a traceback."""
+    registration = b'{"v":1,"broker_id":1,"incarnation_id":"\xff","url":"http://a:1"}'
+    deep = b'{"v":1,"x":' + b"[" * 5000 + b"]" * 5000 + b',"broker_epoch":1}'
+    for kind, body in (
+        (m.BrokerRegistrationRequest, registration),
+        (m.BrokerHeartbeatResponse, deep),
+    ):
+        with pytest.raises(m.MessageError):
+            kind.decode(body)
+
+
+def test_a_divergence_without_its_end_offset_is_refused() -> None:
+    """It would make a follower truncate its whole log (end offset -1)."""
+    header = {"v": 1, "session_id": 1}
+    answer = {"topic_id": "T", "partition": 0, "diverging_epoch": 3}
+    with pytest.raises(m.MessageError):
+        m.ReplicaFetchResponse.from_json({**header, "partitions": [answer]})
+    ok = {**answer, "diverging_end_offset": 10}
+    (decoded,) = m.ReplicaFetchResponse.from_json({**header, "partitions": [ok]}).partitions
+    assert decoded.diverging_end_offset == 10
+
+
+def test_an_alter_partition_result_is_a_state_or_an_error_not_both() -> None:
+    body = {"v": 1, "partitions": [{**_RESULT, "error_code": "FENCED_LEADER_EPOCH"}]}
+    with pytest.raises(m.MessageError):
+        m.AlterPartitionResponse.from_json(body)
+
+
 _POSITION = {
     "topic_id": "T",
     "partition": 0,
