@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
+import orjson
 import pytest
 
 from kraftlite.broker.partition import Acks, IsrProposal, Partition, Role
@@ -142,11 +143,11 @@ async def test_the_replica_manager_resends_a_proposal_until_its_outcome_is_known
 
     class Controllers:
         async def call(self, method: str, path: str, body: Any, **_: Any) -> tuple[int, Any]:
-            sent.append(body)
+            sent.append(orjson.loads(body))  # an encoded message (protocol/internal.py)
             answer = answers.pop(0)
             if isinstance(answer, Exception):
                 raise answer
-            return 200, answer
+            return 200, orjson.dumps(answer)  # asked raw: the bytes, decoded by the caller
 
     manager = ReplicaManager(
         ReplicationSettings(broker_id=1),
@@ -286,7 +287,7 @@ async def test_a_replica_fetch_from_a_stale_broker_epoch_is_refused(
     with pytest.raises(KraftliteError) as caught:
         await manager.serve_replica_fetch(request)
     assert caught.value.code is ErrorCode.STALE_BROKER_EPOCH
-    answer, _ = await manager.serve_replica_fetch(replace(request, broker_epoch=8))
+    answer, _ = await manager.serve_replica_fetch(msgspec.structs.replace(request, broker_epoch=8))
     assert answer.partitions == ()
 
 
