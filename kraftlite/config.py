@@ -57,6 +57,14 @@ def positive_option(value: Any) -> str | None:
     return "must be > 0" if value <= 0 else None
 
 
+def _positive_or_unset(value: Any) -> str | None:
+    return None if value is None else positive_option(value)
+
+
+def _partition_count(value: Any) -> str | None:
+    return None if 0 < value <= 10_000 else "must be 1-10000"
+
+
 def _http_urls(value: Any) -> str | None:
     if not value or any(node_url_problem(u) for u in value):
         return "must be a non-empty list of http(s)://HOST:PORT URLs"
@@ -334,7 +342,9 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 def _coerce(value: Any, spec: dataclasses.Field[Any], key: str, source: str) -> Any:
     kind = spec.type if isinstance(spec.type, str) else spec.type.__name__
     wrong = ConfigError(f"{source}: {key} = {value!r} must be of type {kind}")
-    if kind == "int":
+    if kind in {"int", "int | None"}:
+        if value is None and kind == "int | None":
+            return None
         if isinstance(value, bool) or not isinstance(value, int):
             raise wrong
         return value
@@ -460,6 +470,14 @@ class BrokerConfig(StorageSettings):
         "group.initial.rebalance.delay.ms", _non_negative, default=3_000
     )
     offset_metadata_max_bytes: int = _key("offset.metadata.max.bytes", _non_negative, default=4096)
+    # Topics a client's request creates (kraftlite/service.py rule 6): Kafka's names and,
+    # but for the replication factor, its defaults (unset: min(3, live brokers), as any
+    # topic created without one)
+    auto_create_topics: bool = _key("auto.create.topics.enable", default=True)
+    num_partitions: int = _key("num.partitions", _partition_count, default=1)
+    default_replication_factor: int | None = _key(
+        "default.replication.factor", _positive_or_unset, default=None
+    )
 
     def listener_limits(self) -> ListenerLimits:
         # _Config's, plus the Kafka listener's authentication deadline (slots: no bare super)

@@ -36,7 +36,7 @@ from kraftlite.security.authenticator import Authenticator, AuthSettings
 from kraftlite.security.cluster_auth import derive_key
 from kraftlite.security.gate import Gate
 from kraftlite.security.request_budget import RequestBudget
-from kraftlite.service import BrokerService
+from kraftlite.service import BrokerService, TopicDefaults
 from kraftlite.storage.log import LogStorage, StorageConfig
 
 log = structlog.get_logger(__name__)
@@ -249,6 +249,11 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
                 ),
             ),
             derive_key(secret, "producer ids"),
+            topic_defaults=TopicDefaults(
+                config.auto_create_topics,
+                config.num_partitions,
+                config.default_replication_factor,
+            ),
         )
         app = make_broker_app(service, auth, gate, limits)
         # one budget of request bytes for both listeners (queued.max.request.bytes)

@@ -25,6 +25,12 @@ Rules:
 5. Offsets another broker knows (high watermarks, log starts) are asked with one
    `/v1/internal/offsets` call per (leader, topic), bounded in time; a leader that does not
    answer leaves its partitions out rather than failing the whole answer.
+6. A client's request naming a topic that does not exist creates it, as Kafka's
+   `auto.create.topics.enable` (on by default, as Kafka's): a Kafka Metadata request that
+   allows it, and an HTTP produce. With `num.partitions` partitions and
+   `default.replication.factor` replicas (unset: min(3, live brokers), as any new topic);
+   never a name starting with "__"; only for a caller that may CREATE on the cluster or the
+   topic (the edge asks the gate, and the controllers authorize the call again).
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from kraftlite.groups.assignor import TopicPartition
 from kraftlite.groups.coordinator import GroupCoordinator
 from kraftlite.groups.offsets import CommittedOffset
 from kraftlite.metadata.topics import INTERNAL_TOPICS
+from kraftlite.protocol import admin
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol.admin import AdminRequest
 from kraftlite.protocol.internal import GroupListing, GroupListResponse, MessageError
@@ -82,6 +89,16 @@ class FetchWanted(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class TopicDefaults:
+    """Topics a client's produce or metadata request creates (Kafka's
+    `auto.create.topics.enable`, `num.partitions`, `default.replication.factor`)."""
+
+    auto_create: bool = True
+    partitions: int = 1
+    replication_factor: int | None = None  # None: min(3, live brokers), as any new topic
+
+
+@dataclass(frozen=True, slots=True)
 class Leadership:
     """This broker leads a partition (rule 2): what an edge may know of it, as a value."""
 
@@ -107,9 +124,11 @@ class BrokerService:
         coordinator: GroupCoordinator,
         producer_id_key: bytes,
         nonces: Callable[[], int] = lambda: secrets.randbits(producer_ids.NONCE_BITS),
+        topic_defaults: TopicDefaults = TopicDefaults(),
     ) -> None:
         self.broker = broker
         self.coordinator = coordinator
+        self.topic_defaults = topic_defaults
         self._sticky = itertools.count()
         self._producer_id_key = producer_id_key
         self._nonces = nonces
@@ -488,6 +507,32 @@ class BrokerService:
         your writes as `admin`; its typed answer (a TopicAnswer; None for a delete), or
         KraftliteError with the controllers' error code."""
         return await self.broker.admin_call(request, headers=headers)
+
+    # -- auto topic creation ---------------------------------------------------------------
+
+    def auto_creates(self, topic: str) -> bool:
+        """Whether a client's request naming `topic`, which does not exist, creates it
+        (rule 6; the edge checks the caller may CREATE it first)."""
+        return (
+            self.topic_defaults.auto_create
+            and not topic.startswith("__")  # Kafka's internal names are never auto-created
+            and self.broker.replicas.image.topic(topic) is None
+        )
+
+    async def auto_create(self, topic: str, *, headers: dict[str, str] | None) -> None:
+        """Rule 6: create `topic` with the defaults, for the caller `headers` name (the
+        controllers authorize it again); done when this broker's metadata holds it. Another
+        request creating it first is no error."""
+        defaults = self.topic_defaults
+        wanted = admin.CreateTopicRequest(
+            topic, partitions=defaults.partitions, replication_factor=defaults.replication_factor
+        )
+        try:
+            await self.admin_call(wanted, headers=headers)
+        except KraftliteError as exc:
+            if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        log.info("topic_auto_created", topic=topic)
 
 
 def _lag(found: Offsets | None, committed: int) -> int | None:

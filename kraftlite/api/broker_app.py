@@ -24,7 +24,7 @@ from kraftlite import observability
 from kraftlite.api import console_api
 from kraftlite.api import group_handlers as groups
 from kraftlite.api.app_keys import BROKER, SERVICE
-from kraftlite.api.auth import AUTH, GATE, brokers_only, issue_token
+from kraftlite.api.auth import AUTH, GATE, brokers_only, issue_token, may
 from kraftlite.api.errors import (
     PROBLEM_JSON,
     int_param,
@@ -60,6 +60,7 @@ from kraftlite.protocol.internal import (
     OffsetsRequest,
     ReplicaFetchRequest,
 )
+from kraftlite.security.acls import CLUSTER_NAME, Action, Operation, ResourceType
 from kraftlite.security.gate import Gate
 from kraftlite.service import BrokerService, Leadership, Produced
 
@@ -95,6 +96,32 @@ def _timeout_s(request: web.Request) -> float:
     if not 0 <= timeout_ms <= 300_000:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, "timeout_ms must be in [0, 300000]")
     return timeout_ms / 1000
+
+
+async def _auto_create(request: web.Request, topic: str, body: bytes, index: int = 0) -> None:
+    """The service's rule 6 for a produce: a topic that does not exist is created first,
+    where `auto.create.topics.enable` allows it and the client may CREATE on the cluster or
+    the topic (else the produce answers UNKNOWN_TOPIC_OR_PARTITION, as before). The body is
+    checked first, so a request refused for its body creates nothing; and a partition the
+    new topic would not have is no reason to create it."""
+    service = request.app[SERVICE]
+    if not service.auto_creates(topic) or index >= service.topic_defaults.partitions:
+        return
+    if not (
+        may(request, Action(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME))
+        or may(request, Action(Operation.CREATE, ResourceType.TOPIC, topic))
+    ):
+        return
+    if request.content_type == BATCH_TYPE:
+        _record_count(body)
+    elif request.content_type in {"application/json", ""}:
+        await _json_work(request, body, lambda: json_records.parse_produce_body(_json_object(body)))
+    else:
+        raise KraftliteError(
+            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+            f"Content-Type must be application/json or {BATCH_TYPE}",
+        )
+    await service.auto_create(topic, headers=forwarded_for(request))
 
 
 async def _leader_or_relay(
@@ -280,6 +307,7 @@ async def produce_to_partition(request: web.Request) -> web.StreamResponse:
     service.refuse_internal(topic)
     acks, timeout_s = _acks(request), _timeout_s(request)
     body = await request.read()
+    await _auto_create(request, topic, body, index)
     target = await _leader_or_relay(request, topic, index, body)
     if isinstance(target, web.Response):
         return target
@@ -380,8 +408,9 @@ async def produce_to_topic(request: web.Request) -> web.StreamResponse:
             ErrorCode.UNSUPPORTED_MEDIA_TYPE,
             "produce to a topic takes JSON; send binary batches to a partition",
         )
-    count = service.partition_count(name)
     body = await request.read()
+    await _auto_create(request, name, body)
+    count = service.partition_count(name)
     sticky, now = service.sticky_partition(count), service.broker.clock.now_ms()
     groups = await _json_work(request, body, lambda: _spread(body, name, count, sticky, now))
     answers: dict[int, list[dict[str, Any]] | KraftliteError] = {}

@@ -100,6 +100,8 @@ MAX_METADATA = 256 << 10  # subscription bytes a member may send (topics, owned 
 MAX_REBALANCE_TIMEOUT_MS = 300_000  # bounds how long a JoinGroup may wait
 # a handler going through many items (topics a Metadata request names, partitions a Fetch
 # names) lets the event loop run others after this many (heartbeats and leases ride on it)
+_AUTO_CREATE_PER_REQUEST = 100  # topics one Metadata request creates (the rest: retriable)
+_AUTO_CREATE_TIMEOUT_S = 10.0
 _PRODUCE_PER_PASS = 100  # partitions of one Produce started in one pass of the loop
 _YIELD_EVERY = 1000
 
@@ -522,10 +524,13 @@ class Session:
 
     async def metadata(self, request: Request) -> bodies.MetadataResponse:
         """Brokers (live ones with a Kafka listener), and topics: all the client may
-        describe (internal ones never), or those asked for by name or id. A partition whose
-        leader is fenced or has no Kafka listener has leader -1 (LEADER_NOT_AVAILABLE)."""
+        describe (internal ones never), or those asked for by name or id; a topic asked for
+        by name that does not exist is created first where the request allows it
+        (`_auto_create`). A partition whose leader is fenced or has no Kafka listener has
+        leader -1 (LEADER_NOT_AVAILABLE)."""
         image = self.image
-        wanted = cast(bodies.MetadataRequest, request.body)["topics"]
+        body = cast(bodies.MetadataRequest, request.body)
+        wanted = body["topics"]
         reachable = {b for b, r in image.brokers.items() if not r.fenced and r.kafka is not None}
         live = {b for b, r in image.brokers.items() if not r.fenced}
         topics: list[bodies.MetadataResponseTopic] = []
@@ -550,6 +555,11 @@ class Session:
                     asked.append((found.name, topic_id))
                 else:
                     asked.append((entry["name"] or "", None))
+        auto_create = request.api_version < 4 or body["allow_auto_topic_creation"]
+        not_created: dict[str, int] = {}
+        if wanted is not None and auto_create:
+            not_created = await self._auto_create([n for n, by_id in asked if by_id is None])
+            image = self.image  # with the topics just created
         for name, by_id in asked:
             await self._went_through()
             topic = image.topic(name) if name else None
@@ -562,8 +572,8 @@ class Session:
                 topics.append(refused)
                 continue
             if topic is None:
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                topics.append({"error_code": int(code), "name": name})
+                missing = not_created.get(name, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                topics.append({"error_code": missing, "name": name})
                 continue
             partitions: list[bodies.MetadataResponsePartition] = []
             for index, p in sorted(topic.partitions.items()):
@@ -597,6 +607,45 @@ class Session:
             "topics": topics,
             "cluster_authorized_operations": _AUTHORIZED_OPERATIONS_UNKNOWN,
         }
+
+    async def _auto_create(self, names: list[str]) -> dict[str, int]:
+        """The service's rule 6 for a Metadata request: the topics named that do not exist,
+        that the client may describe, created where it may CREATE them (on the cluster or
+        the topic, as Kafka asks), at most _AUTO_CREATE_PER_REQUEST of them. Answers the
+        Kafka error code of each one not created (absent: created, or not to be)."""
+        service, gate = self.service, self.handlers.gate
+        codes: dict[str, int] = {}
+        creating: list[str] = []
+        may_create_any = gate.allowed(
+            self.who, Action(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+        )
+        for name in dict.fromkeys(names):
+            if not name or is_internal_topic(name) or not service.auto_creates(name):
+                continue
+            if not gate.allowed(self.who, Action(Operation.DESCRIBE, ResourceType.TOPIC, name)):
+                continue  # answered TOPIC_AUTHORIZATION_FAILED as any topic it may not see
+            if not (may_create_any or self._may_topic(Operation.CREATE, name)):
+                codes[name] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif len(creating) < _AUTO_CREATE_PER_REQUEST:
+                creating.append(name)
+            else:  # the client asks again: retriable
+                codes[name] = LEADER_NOT_AVAILABLE
+
+        async def create(name: str) -> None:
+            try:
+                await asyncio.wait_for(
+                    service.auto_create(name, headers=self._as_client()), _AUTO_CREATE_TIMEOUT_S
+                )
+            except TimeoutError:
+                codes[name] = LEADER_NOT_AVAILABLE
+            except KraftliteError as exc:
+                codes[name] = kafka_code(exc)
+            else:
+                if self.image.topic(name) is None:  # created, not yet in this metadata
+                    codes[name] = LEADER_NOT_AVAILABLE
+
+        await asyncio.gather(*(create(name) for name in creating))
+        return codes
 
     # -- Produce -----------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ broker fails the test at once instead of connecting somewhere.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -35,10 +36,13 @@ import orjson
 from kraftlite.broker.broker import Broker, BrokerSettings
 from kraftlite.broker.partition import Partition
 from kraftlite.clock import ManualClock
+from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import OFFSETS_TOPIC, GroupCoordinator, GroupSettings
 from kraftlite.kafka.handlers import Handlers, Session
 from kraftlite.metadata import records as r
 from kraftlite.metadata.image import MetadataImage
+from kraftlite.metadata.views import topic_view
+from kraftlite.protocol.headers import METADATA_VERSION
 from kraftlite.protocol.kafka import messages
 from kraftlite.protocol.kafka import records as kafka_records
 from kraftlite.security.authenticator import Authenticator, AuthSettings
@@ -303,3 +307,41 @@ def kafka_records_of(data: bytes | None) -> list[tuple[int, bytes | None, bytes 
         for batch in kafka_records.decode_batches(data or b"")
         for record in batch.records
     ]
+
+
+class ControllerTwin:
+    """Answers the broker's controller calls: applies the change to the broker's metadata
+    a moment after it answers (as a controller's answer outruns the metadata fetch), and
+    names the version that holds it; or raises `error` (for TOPIC_ALREADY_EXISTS, the topic
+    arrives a moment later, as another broker's creation would)."""
+
+    def __init__(self, node: InProcessBroker, error: KraftliteError | None = None) -> None:
+        self.node = node
+        self.error = error
+        self.calls: list[tuple[str, str, Any, dict[str, str] | None]] = []
+
+    async def call_with_headers(
+        self, method: str, path: str, body: Any = None, **options: Any
+    ) -> tuple[int, Any, dict[str, str]]:
+        assert options.get("raw") is True  # the typed answer is read from the bytes
+        wanted = None if body is None else orjson.loads(body)
+        self.calls.append((method, path, wanted, options.get("headers")))
+        node = self.node
+        if self.error is not None:
+            if self.error.code is ErrorCode.TOPIC_ALREADY_EXISTS:  # another broker's, coming
+                asyncio.get_running_loop().call_later(0.05, node.create_topic, wanted["name"])
+            raise self.error
+        version = node.image.version + 1
+        if method == "DELETE":
+            topic_id = topic_id_for(path.rsplit("/", 1)[1])
+            change: Any = lambda: node.apply(r.RemoveTopicRecord(topic_id=topic_id))  # noqa: E731
+        else:
+            change = lambda: node.create_topic(  # noqa: E731
+                wanted["name"], wanted["partitions"], configs={"retention.ms": "-1"}
+            )
+        asyncio.get_running_loop().call_later(0.05, change)
+        if method == "DELETE":
+            return 204, b"", {METADATA_VERSION: str(version)}
+        await asyncio.sleep(0.1)  # the view of the topic as the controller has it
+        view = topic_view(node.image.topics[topic_id_for(wanted["name"])])
+        return 201, orjson.dumps(view), {METADATA_VERSION: str(version)}

@@ -5,57 +5,13 @@ the typed answer, and the controllers' errors."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
-import orjson
 import pytest
 
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import OFFSETS_TOPIC
 from kraftlite.metadata import records as r
-from kraftlite.metadata.views import topic_view
 from kraftlite.protocol import admin
-from kraftlite.protocol.headers import METADATA_VERSION
-from tests.harness.inprocess import InProcessBroker, topic_id_for
-
-
-class ControllerTwin:
-    """Answers the broker's controller calls: applies the change to the broker's metadata
-    a moment after it answers (as a controller's answer outruns the metadata fetch), and
-    names the version that holds it; or raises `error` (for TOPIC_ALREADY_EXISTS, the topic
-    arrives a moment later, as another broker's creation would)."""
-
-    def __init__(self, node: InProcessBroker, error: KraftliteError | None = None) -> None:
-        self.node = node
-        self.error = error
-        self.calls: list[tuple[str, str, Any, dict[str, str] | None]] = []
-
-    async def call_with_headers(
-        self, method: str, path: str, body: Any = None, **options: Any
-    ) -> tuple[int, Any, dict[str, str]]:
-        assert options.get("raw") is True  # the typed answer is read from the bytes
-        wanted = None if body is None else orjson.loads(body)
-        self.calls.append((method, path, wanted, options.get("headers")))
-        node = self.node
-        if self.error is not None:
-            if self.error.code is ErrorCode.TOPIC_ALREADY_EXISTS:  # another broker's, coming
-                asyncio.get_running_loop().call_later(0.05, node.create_topic, wanted["name"])
-            raise self.error
-        version = node.image.version + 1
-        if method == "DELETE":
-            topic_id = topic_id_for(path.rsplit("/", 1)[1])
-            change: Any = lambda: node.apply(r.RemoveTopicRecord(topic_id=topic_id))  # noqa: E731
-        else:
-            change = lambda: node.create_topic(  # noqa: E731
-                wanted["name"], wanted["partitions"], configs={"retention.ms": "-1"}
-            )
-        asyncio.get_running_loop().call_later(0.05, change)
-        if method == "DELETE":
-            return 204, b"", {METADATA_VERSION: str(version)}
-        await asyncio.sleep(0.1)  # the view of the topic as the controller has it
-        view = topic_view(node.image.topics[topic_id_for(wanted["name"])])
-        return 201, orjson.dumps(view), {METADATA_VERSION: str(version)}
+from tests.harness.inprocess import ControllerTwin, InProcessBroker, topic_id_for
 
 
 async def test_admin_call_answers_once_this_broker_has_the_change(node: InProcessBroker) -> None:

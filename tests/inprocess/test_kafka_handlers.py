@@ -30,9 +30,11 @@ from kraftlite.security import producer_ids, scram
 from kraftlite.security.authenticator import AuthSettings
 from kraftlite.security.principal import ANONYMOUS, Caller
 from kraftlite.security.quotas import PRODUCE, REQUEST
+from kraftlite.service import TopicDefaults
 from tests.harness.inprocess import (
     BROKER_ID,
     PRODUCER_ID_KEY,
+    ControllerTwin,
     InProcessBroker,
     KafkaConnection,
     kafka_batch,
@@ -137,10 +139,13 @@ async def fetch(kafka: KafkaConnection, topic: str, partition: int, offset: int)
     return dict(partition_answer)
 
 
-async def metadata(kafka: KafkaConnection, *topics: str) -> dict[str, Any]:
+async def metadata(
+    kafka: KafkaConnection, *topics: str, auto_create: bool = False
+) -> dict[str, Any]:
     """Metadata v12 for `topics` by name, or every topic the client may describe."""
     wanted = [{"name": t} for t in topics] if topics else None
-    return await kafka.call(ApiKey.METADATA, 12, {"topics": wanted})
+    body = {"topics": wanted, "allow_auto_topic_creation": auto_create}
+    return await kafka.call(ApiKey.METADATA, 12, body)
 
 
 # -- ApiVersions, Metadata -----------------------------------------------------------------------
@@ -200,6 +205,56 @@ async def test_metadata_refuses_topics_not_described_with_one_audit_line(
     # listing every topic leaves out the ones it may not see, silently
     assert [t["name"] for t in (await metadata(kafka))["topics"]] == ["orders"]
     assert len(denials(audit)) == 1
+
+
+async def test_metadata_creates_a_missing_topic_where_the_request_allows_it(
+    node: InProcessBroker,
+) -> None:
+    """auto.create.topics.enable (issue 25): a Metadata request that allows it creates the
+    topics it names that do not exist, with num.partitions, and answers them led."""
+    twin = ControllerTwin(node)
+    node.broker.controllers = twin  # type: ignore[assignment]
+    kafka = node.connect()
+    assert (await metadata(kafka, "fresh"))["topics"][0]["error_code"] == int(
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )  # the request did not allow it: nothing created
+    assert twin.calls == []
+    (fresh, internal) = (await metadata(kafka, "fresh", "__mine", auto_create=True))["topics"]
+    assert fresh["error_code"] == 0 and [p["leader_id"] for p in fresh["partitions"]] == [1]
+    # "__" names are the brokers' own: never described to a client, never auto-created
+    assert internal["error_code"] == int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    ((method, path, body, _),) = twin.calls
+    assert (method, path, body["name"], body["partitions"]) == ("POST", "/v1/topics", "fresh", 1)
+    # asked again: it exists, nothing more is created
+    assert (await metadata(kafka, "fresh", auto_create=True))["topics"][0]["error_code"] == 0
+    assert len(twin.calls) == 1
+
+
+async def test_auto_creation_needs_create_on_the_cluster_or_the_topic(
+    secured: InProcessBroker,
+) -> None:
+    twin = ControllerTwin(secured)
+    secured.broker.controllers = twin  # type: ignore[assignment]
+    secured.apply(allow(ALICE, "DESCRIBE", "*"))
+    kafka = secured.connect(certificate_principal=ALICE)
+    (answer,) = (await metadata(kafka, "wanted", auto_create=True))["topics"]
+    assert answer["error_code"] == int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    assert twin.calls == [] and secured.image.topic("wanted") is None
+    secured.apply(allow(ALICE, "CREATE", "wanted"))
+    (answer,) = (await metadata(kafka, "wanted", auto_create=True))["topics"]
+    assert answer["error_code"] == 0 and secured.image.topic("wanted") is not None
+    # the controllers authorize the call as the client (its principal travels with it)
+    ((_, _, _, headers),) = twin.calls
+    assert headers is not None and ALICE in headers.values()
+
+
+async def test_auto_creation_is_off_with_the_setting(node: InProcessBroker) -> None:
+    twin = ControllerTwin(node)
+    node.broker.controllers = twin  # type: ignore[assignment]
+    node.service.topic_defaults = TopicDefaults(auto_create=False)
+    (answer,) = (await metadata(node.connect(), "fresh", auto_create=True))["topics"]
+    assert answer["error_code"] == int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    assert twin.calls == []
 
 
 # -- Produce, Fetch ------------------------------------------------------------------------------

@@ -23,7 +23,10 @@ BATCH = "application/vnd.kraftlite.batch"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    running = Cluster(tmp_path_factory.mktemp("cluster"))
+    # the bad requests below include a produce to a topic that does not exist: no auto creation
+    running = Cluster(
+        tmp_path_factory.mktemp("cluster"), broker_config={"auto.create.topics.enable": False}
+    )
     running.start()
     try:
         yield running
