@@ -28,7 +28,6 @@ from kraftlite.api.auth import (
     issue_token,
 )
 from kraftlite.api.errors import (
-    int_field,
     int_param,
     json_response,
     read_json_object,
@@ -59,7 +58,7 @@ from kraftlite.metadata import rebalance
 from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.topics import INTERNAL_TOPICS
 from kraftlite.metadata.views import broker_view, partition_health, topic_view
-from kraftlite.protocol import admin
+from kraftlite.protocol import admin, admin_bodies
 from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
 from kraftlite.protocol.internal import (
     AlterPartitionRequest,
@@ -79,7 +78,6 @@ CONTROLLER = web.AppKey("controller", QuorumController)
 METADATA = web.AppKey("metadata", MetadataServer)
 HTTP = web.AppKey("http", aiohttp.ClientSession)
 CONNECTOR: web.AppKey[Callable[[], aiohttp.BaseConnector]] = web.AppKey("connector")
-MAX_PASSWORD_CHARS = 256
 B = TypeVar("B")
 
 
@@ -217,13 +215,11 @@ async def quorum(request: web.Request) -> web.Response:
 @needs_active_controller
 async def add_voter(request: web.Request) -> web.StreamResponse:
     """Add a voter to the quorum (KIP-853's AddRaftVoter); start it with `--join`."""
-    body = await read_json_object(request)
-    node_id, raft, url = body.get("id"), body.get("raft"), body.get("url")
-    if isinstance(node_id, bool) or not isinstance(node_id, int) or not 0 <= node_id < 2**31:
-        raise KraftliteError(ErrorCode.INVALID_REQUEST, "id must be a node id (0 or more)")
-    if not isinstance(raft, str) or port_address_problem(raft) is not None:
+    wanted = _admin_body(admin_bodies.AddVoterRequest, await read_json_object(request))
+    node_id, raft, url = wanted.id, wanted.raft, wanted.url
+    if port_address_problem(raft) is not None:  # as a configured address is checked
         raise KraftliteError(ErrorCode.INVALID_REQUEST, "raft must be HOST:PORT")
-    if not isinstance(url, str) or node_url_problem(url) is not None:
+    if node_url_problem(url) is not None:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, "url must be http(s)://HOST:PORT")
     await request.app[CONTROLLER].add_voter(
         node_id, raft, url, verify=lambda: _check_new_voter(request, node_id, raft, url)
@@ -312,9 +308,9 @@ async def topic_partitions(request: web.Request) -> web.Response:
     return json_response(partitions_answer(request, topic))
 
 
-def _admin_body(kind: type[B], body: dict[str, Any]) -> B:
-    """An admin body as the type brokers send it in (protocol/admin.py rule 1), or
-    INVALID_REQUEST; its values are the decisions' to check."""
+def _admin_body(kind: type[B], body: Mapping[str, Any]) -> B:
+    """An admin body as its type (protocol/admin.py rule 1, admin_bodies.py), or
+    INVALID_REQUEST; what its values mean is the decisions' to check."""
     try:
         return admin.decode(kind, body)
     except MessageError as exc:
@@ -495,7 +491,8 @@ async def drain_broker(request: web.Request) -> web.StreamResponse:
 async def alter_broker_configs(request: web.Request) -> web.StreamResponse:
     controller = request.app[CONTROLLER]
     broker_id = _broker_id(request)
-    configs = (await read_json_object(request)).get("configs")
+    wanted = _admin_body(admin.AlterBrokerConfigsBody, await read_json_object(request))
+    configs = wanted.configs
     await controller.submit(lambda image: elastic.alter_broker_configs(image, broker_id, configs))
     audit_change(request, "broker_configs_altered", broker_id=broker_id, configs=configs)
     response = json_response(elastic.broker_configs_view(controller.image, broker_id))
@@ -537,9 +534,7 @@ async def remove_broker(request: web.Request) -> web.StreamResponse:
 async def rebalance_cluster(request: web.Request) -> web.StreamResponse:
     controller = request.app[CONTROLLER]
     body = await read_json_object(request) if request.body_exists else {}
-    dry_run = body.get("dry_run", False)
-    if not isinstance(dry_run, bool):
-        raise KraftliteError(ErrorCode.INVALID_REQUEST, "dry_run is true or false")
+    dry_run = _admin_body(admin_bodies.RebalanceRequest, body).dry_run
     moves = await controller.submit(
         lambda image: elastic.rebalance_cluster(image, dry_run=dry_run), offload=True
     )
@@ -554,10 +549,8 @@ async def alter_topic(request: web.Request) -> web.StreamResponse:
     """PATCH /v1/topics/{topic}: its replication factor, by reassignment."""
     controller = request.app[CONTROLLER]
     name = request.match_info["topic"]
-    body = await read_json_object(request)
-    if "replication_factor" not in body:
-        raise KraftliteError(ErrorCode.INVALID_REQUEST, "replication_factor is required")
-    factor = body["replication_factor"]
+    wanted = _admin_body(admin_bodies.AlterTopicRequest, await read_json_object(request))
+    factor = wanted.replication_factor
     moves = await controller.submit(
         lambda image: elastic.alter_replication_factor(image, name, factor), offload=True
     )
@@ -569,14 +562,9 @@ async def alter_topic(request: web.Request) -> web.StreamResponse:
 @needs_active_controller
 async def elect_leaders(request: web.Request) -> web.StreamResponse:
     controller = request.app[CONTROLLER]
-    body = await read_json_object(request)
-    if body.get("type", "preferred") != "preferred":
-        raise KraftliteError(
-            ErrorCode.INVALID_REQUEST, "type must be preferred (unclean elections: not here)"
-        )
-    wanted = elastic.parse_partitions(body.get("partitions"))
+    wanted = _admin_body(admin_bodies.ElectionsRequest, await read_json_object(request))
     elections = await controller.submit(
-        lambda image: elastic.elect_preferred(image, wanted), offload=True
+        lambda image: elastic.elect_preferred(image, wanted.partitions), offload=True
     )
     answers = [
         {"topic": e.topic, "partition": e.partition, "leader": e.leader}
@@ -592,42 +580,20 @@ async def elect_leaders(request: web.Request) -> web.StreamResponse:
 # ---------------------------------------------------------------------------- users, ACLs, quotas
 
 
-def _password(body: dict[str, object]) -> str:
-    password = body.get("password")
-    if (
-        not isinstance(password, str)
-        or not 0 < len(password) <= MAX_PASSWORD_CHARS
-        or len(password.encode()) > scram.MAX_PASSWORD_BYTES
-    ):
-        raise KraftliteError(
-            ErrorCode.INVALID_REQUEST,
-            f"password must be 1-{MAX_PASSWORD_CHARS} characters "
-            f"(at most {scram.MAX_PASSWORD_BYTES} bytes of UTF-8)",
-        )
-    return password
-
-
 @needs_active_controller
 async def create_user(request: web.Request) -> web.StreamResponse:
     """Create a user or change its password: the credential is computed here (the password
     goes no further) and committed as a record."""
     controller = request.app[CONTROLLER]
-    body = await read_json_object(request)
-    name = access.validate_user_name(body.get("name"))
-    password = _password(body)
-    mechanism = body.get("mechanism", scram.DEFAULT_MECHANISM)
-    if not isinstance(mechanism, str) or mechanism not in scram.MECHANISMS:
-        raise KraftliteError(
-            ErrorCode.INVALID_REQUEST, f"mechanism must be one of {', '.join(scram.MECHANISMS)}"
-        )
-    iterations = int_field(body, "iterations", scram.MIN_ITERATIONS)
-    if not scram.MIN_ITERATIONS <= iterations <= scram.MAX_ITERATIONS:
-        raise KraftliteError(
-            ErrorCode.INVALID_REQUEST,
-            f"iterations must be in [{scram.MIN_ITERATIONS}, {scram.MAX_ITERATIONS}]",
-        )
+    wanted = _admin_body(admin_bodies.UserRequest, await read_json_object(request))
+    name, mechanism = access.validate_user_name(wanted.name), wanted.mechanism
     credential = await asyncio.to_thread(
-        scram.make_credential, name, password, str(mechanism), secrets.token_bytes(32), iterations
+        scram.make_credential,
+        name,
+        wanted.password,
+        mechanism,
+        secrets.token_bytes(32),
+        wanted.iterations,
     )
     await controller.submit(lambda image: access.set_user_credential(image, credential))
     audit_change(request, "user_credential_set", user=name, mechanism=mechanism)
@@ -660,21 +626,23 @@ async def delete_user(request: web.Request) -> web.StreamResponse:
 @needs_active_controller
 async def create_acl(request: web.Request) -> web.StreamResponse:
     controller = request.app[CONTROLLER]
-    wanted = acls.acl_from_request(uuid.uuid4().hex, await read_json_object(request))
+    body = _admin_body(admin_bodies.AclRequest, await read_json_object(request))
+    wanted = acls.acl_from_request(uuid.uuid4().hex, admin_bodies.given(body))
     stored = await controller.submit(lambda image: access.create_acls(image, (wanted,)))
     audit_change(request, "acl_created", acl=acls.acl_view(stored[0]))
     return json_response(acls.acl_view(stored[0]), status=201)
 
 
 def _acl_filter(values: Mapping[str, object]) -> dict[str, str]:
-    return acls.filter_from_request(values)
+    """A list or delete filter (a query's fields or a body's), typed as one."""
+    return acls.filter_from_request(admin_bodies.given(_admin_body(admin_bodies.AclFilter, values)))
 
 
 async def list_acls(request: web.Request) -> web.Response:
     image = request.app[CONTROLLER].image
     if len(request.query) != len(set(request.query)):
         raise KraftliteError(ErrorCode.INVALID_REQUEST, "each ACL filter field at most once")
-    wanted = _acl_filter(request.query)
+    wanted = _acl_filter(dict(request.query))
     matching = [a for _, a in sorted(image.acls.items()) if acls.matches_filter(a, wanted)]
     return json_response({"acls": [acls.acl_view(a) for a in matching]})
 
@@ -690,10 +658,10 @@ async def delete_acls(request: web.Request) -> web.StreamResponse:
 
 @needs_active_controller
 async def alter_quotas(request: web.Request) -> web.StreamResponse:
-    body = await read_json_object(request)
-    principal = body.get("principal")
+    wanted = _admin_body(admin_bodies.QuotaRequest, await read_json_object(request))
+    principal = wanted.principal
     quotas = await request.app[CONTROLLER].submit(
-        lambda image: access.alter_quotas(image, principal, body)
+        lambda image: access.alter_quotas(image, principal, admin_bodies.given(wanted))
     )
     audit_change(request, "quotas_altered", quota_principal=principal, quotas=quotas)
     return json_response({"principal": principal, **quotas})

@@ -4,9 +4,10 @@ brokers at `GET /v1/openapi.json`.
 Each operation is one `_operation(...)` call: its parameters, body, answers and the error codes
 it can return. Error answers are derived from kraftlite.errors (each code's HTTP status and
 retriability) and topic configs from kraftlite.metadata.topics, so the document follows the
-code; the admin bodies' schemas are generated from their types (protocol/admin.py, with
-msgspec). tests/unit/test_openapi.py checks that the document is valid OpenAPI 3.1, that it has
-every route the broker app registers, and that it names only real error codes. The consumer
+code; the admin bodies' schemas are generated from the types the controllers decode them with
+(protocol/admin.py and admin_bodies.py, with msgspec). tests/unit/test_openapi.py checks that
+the document is valid OpenAPI 3.1, that it has every route the broker app registers, that it
+names only real error codes, and that each admin body's schema is its type's. The consumer
 group operations are in the contract but not served yet: they carry
 `"x-kraftlite-status": "planned"`. Paths under /v1/internal are not public and not here.
 Pure: no I/O.
@@ -20,10 +21,11 @@ from typing import Any, Final
 import msgspec
 
 from kraftlite import __version__
-from kraftlite.controller.access import USER_NAME_EXCLUDED
+from kraftlite.controller.elastic import BROKER_CONFIGS, MAX_CONFIG_VALUE
 from kraftlite.errors import ERROR_INFO, ErrorCode
 from kraftlite.metadata.topics import CONFIG_VALUES, TOPIC_CONFIGS
-from kraftlite.protocol import admin, names
+from kraftlite.protocol import admin, admin_bodies, names
+from kraftlite.protocol.admin_bodies import USER_NAME_EXCLUDED
 
 Json = dict[str, Any]
 
@@ -118,63 +120,30 @@ _PARTITION_INDEX = _int("partition index", minimum=0, maximum=2**31 - 1)
 _OFFSET = _long("offset", minimum=0)
 _BROKER_ID = _int("broker id; -1 for none")
 _INT64: Final[Json] = {"minimum": -(2**63), "maximum": 2**63 - 1}
-_PORT = "([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
 
-_ACL_FIELDS: Final[Json] = {
-    "principal": _str(
-        "User:<name>, or User:* for every principal", pattern="^User:" + names.pattern(250)[1:]
-    ),
-    "host": _str("the client's address, or * for any", default="*", pattern=names.pattern(255)),
-    "operation": _str(
-        enum=[
-            "ALL",
-            "READ",
-            "WRITE",
-            "CREATE",
-            "DELETE",
-            "ALTER",
-            "DESCRIBE",
-            "CLUSTER_ACTION",
-            "DESCRIBE_CONFIGS",
-            "ALTER_CONFIGS",
-            "IDEMPOTENT_WRITE",
-        ]
-    ),
-    "permission": _str(enum=["ALLOW", "DENY"], default="ALLOW"),
-    "resource_type": _str(enum=["TOPIC", "GROUP", "CLUSTER"]),
-    "resource_name": _str(
-        "a name, or * (LITERAL) for every one; ignored for CLUSTER", pattern=names.pattern(255)
-    ),
-    "pattern_type": _str(enum=["LITERAL", "PREFIXED"], default="LITERAL"),
-}
+
+def _body_schemas() -> Json:
+    """The admin bodies' schemas, generated from the types the controllers decode them with
+    (protocol/admin.py, admin_bodies.py): the document cannot say other than the servers do.
+    A rule about a whole body (admin_bodies.py rule 2) msgspec states where the body is
+    referenced; it goes into the body's own schema here, so every reference has it."""
+    wholes, schemas = msgspec.json.schema_components(
+        admin_bodies.DOCUMENTED_BODIES, ref_template=admin.REF_TEMPLATE
+    )
+    for whole in wholes:
+        name = whole.pop("$ref").removeprefix(admin.REF_TEMPLATE.format(name=""))
+        schemas[name] = {**schemas[name], **whole}
+    return schemas
+
+
+BODY_SCHEMAS: Final = _body_schemas()
 _QUOTA_FIELDS: Final[Json] = {
-    key: {"type": ["number", "null"], "exclusiveMinimum": 0, "exclusiveMaximum": 2**53}
-    for key in ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
+    name: schema
+    for name, schema in BODY_SCHEMAS["QuotaRequest"]["properties"].items()
+    if name != "principal"
 }
-
-# The admin bodies brokers send the controllers, from the types both ends decode them with
-# (protocol/admin.py): the document cannot say other than the servers do.
-_, BODY_SCHEMAS = msgspec.json.schema_components(
-    admin.DOCUMENTED_BODIES, ref_template=admin.REF_TEMPLATE
-)
 
 SCHEMAS: Final[Json] = {
-    "UserRequest": _object(
-        {
-            "name": _str(
-                "1-255 characters: no controls, spaces or any of :*/?#%\\",
-                pattern=names.pattern(255, USER_NAME_EXCLUDED),
-            ),
-            "password": _str(
-                "kept only as a salted SCRAM credential (at most 1024 bytes of UTF-8)",
-                minLength=1,
-                maxLength=256,
-            ),
-            "mechanism": _str(enum=["SCRAM-SHA-256", "SCRAM-SHA-512"], default="SCRAM-SHA-256"),
-            "iterations": _int(minimum=4096, maximum=100_000, default=4096),
-        },
-        required=["name", "password"],
-    ),
     "User": _object(
         {
             "name": _str(),
@@ -185,25 +154,12 @@ SCHEMAS: Final[Json] = {
         required=["name", "credentials"],
     ),
     "Users": _object({"users": _array(_ref("User"))}, required=["users"]),
-    "AclRequest": {
-        **_object(_ACL_FIELDS, required=["principal", "operation", "resource_type"]),
-        "if": {"properties": {"resource_type": {"const": "CLUSTER"}}},
-        "else": {"required": ["resource_name"]},  # a TOPIC or GROUP ACL names its resource
-    },
-    "Acl": _object({"id": _str(), **_ACL_FIELDS}, required=["id", *_ACL_FIELDS]),
+    "Acl": _object(
+        {"id": _str(), **BODY_SCHEMAS["AclRequest"]["properties"]},
+        required=["id", *BODY_SCHEMAS["AclRequest"]["properties"]],
+    ),
     "Acls": _object({"acls": _array(_ref("Acl"))}, required=["acls"]),
-    "AclFilter": _object(
-        _ACL_FIELDS,
-        description="ACLs matching every field given (at least one)",
-        minProperties=1,
-        additionalProperties=False,
-    ),
     "AclsDeleted": _object({"deleted": _array(_ref("Acl"))}, required=["deleted"]),
-    "QuotaRequest": _object(
-        {"principal": _str(pattern="^User:.{1,255}$"), **_QUOTA_FIELDS},
-        required=["principal"],
-        anyOf=[{"required": [key]} for key in _QUOTA_FIELDS],
-    ),
     "Quota": _object({"principal": _str(), **_QUOTA_FIELDS}, required=["principal"]),
     "Quotas": _object({"quotas": _array(_ref("Quota"))}, required=["quotas"]),
     "ProducerId": _object(
@@ -451,33 +407,22 @@ SCHEMAS: Final[Json] = {
         },
         required=["leader_id", "term", "commit_index", "metadata_offset", "voters"],
     ),
-    "BrokerConfigsRequest": _object(
+    "BrokerConfigsUpdate": _object(
         {
-            "configs": _object(
-                {
-                    "replication.throttled.rate": {
-                        "anyOf": [
-                            {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
-                            {"type": "string", "pattern": "^[1-9][0-9]{0,17}$"},
-                            {"type": "null"},
-                        ]
-                    }
-                },
-                minProperties=1,
-                additionalProperties=False,
-            )
+            name: {
+                "anyOf": [
+                    {"type": "integer", "minimum": minimum, "maximum": MAX_CONFIG_VALUE},
+                    {"type": "string", "pattern": "^[1-9][0-9]{0,17}$"},
+                    {"type": "null"},
+                ]
+            }
+            for name, minimum in BROKER_CONFIGS.items()
         },
-        required=["configs"],
-    ),
-    "AddVoterRequest": _object(
-        {
-            "id": _int("its node id", minimum=0, maximum=2**31 - 1),
-            "raft": _str("its Raft address, HOST:PORT", pattern=f"^[A-Za-z0-9.-]+:{_PORT}$"),
-            "url": _str(
-                "its HTTP URL, http(s)://HOST:PORT", pattern=f"^https?://[A-Za-z0-9.-]+:{_PORT}$"
-            ),
-        },
-        required=["id", "raft", "url"],
+        description="Dynamic broker config values (integers, as numbers or decimal strings); "
+        "null resets one to the broker's static config. Unknown names and bad values: "
+        "INVALID_CONFIG.",
+        minProperties=1,
+        additionalProperties=False,
     ),
     "BrokerConfigs": _object(
         {"id": _int(), "configs": _map(_str(), "name -> value")}, required=["id", "configs"]
@@ -499,29 +444,6 @@ SCHEMAS: Final[Json] = {
         },
         required=["moves"],
     ),
-    "RebalanceRequest": _object({"dry_run": _bool("plan only", default=False)}),
-    "AlterTopicRequest": _object(
-        {"replication_factor": _int(minimum=1, maximum=64)}, required=["replication_factor"]
-    ),
-    "ElectionsRequest": _object(
-        {
-            "type": {"enum": ["preferred"], "default": "preferred"},
-            "partitions": {
-                "anyOf": [
-                    _array(
-                        _object(
-                            {"topic": _ref("TopicName"), "partition": _PARTITION_INDEX},
-                            required=["topic", "partition"],
-                        ),
-                        minItems=1,
-                        maxItems=10_000,
-                    ),
-                    {"type": "null"},
-                ],
-                "description": "null or absent: every partition not led by its preferred replica",
-            },
-        }
-    ),
     "Elections": _object(
         {
             "elections": _array(
@@ -538,36 +460,6 @@ SCHEMAS: Final[Json] = {
             )
         },
         required=["elections"],
-    ),
-    "ReassignmentsRequest": _object(
-        {
-            "partitions": _array(
-                _object(
-                    {
-                        "topic": _ref("TopicName"),
-                        "partition": _PARTITION_INDEX,
-                        "replicas": {
-                            "anyOf": [
-                                _array(
-                                    _int(minimum=0, maximum=2**31 - 1),
-                                    minItems=1,
-                                    maxItems=64,
-                                    uniqueItems=True,
-                                ),
-                                {"type": "null"},
-                            ],
-                            "description": "the target replica list (its first is the "
-                            "preferred leader), or null to cancel the partition's move",
-                        },
-                    },
-                    required=["topic", "partition", "replicas"],
-                ),
-                minItems=1,
-                maxItems=5_000,
-                description="each partition at most once",
-            )
-        },
-        required=["partitions"],
     ),
     "Reassignment": _object(
         {
@@ -1482,7 +1374,7 @@ PATHS: Final[Json] = {
             {"200": _answer("the ACLs", _ref("Acls"))},
             parameters=[
                 _query(name, "only ACLs with this value", schema)
-                for name, schema in _ACL_FIELDS.items()
+                for name, schema in BODY_SCHEMAS["AclFilter"]["properties"].items()
             ],
         ),
         "post": _operation(
@@ -1643,7 +1535,7 @@ PATHS: Final[Json] = {
             "(bytes/s, at least 1): what the broker, as leader, sends replicas catching up "
             "in a reassignment; unset: the broker's static config (unthrottled by default).",
             parameters=[_BROKER_PARAM],
-            body=_json_body("BrokerConfigsRequest"),
+            body=_json_body("AlterBrokerConfigsBody"),
             errors=[
                 *_BODY,
                 ErrorCode.INVALID_CONFIG,

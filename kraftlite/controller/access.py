@@ -26,16 +26,13 @@ from kraftlite.metadata.records import (
     RemoveUserScramCredentialRecord,
     UserScramCredentialRecord,
 )
-from kraftlite.protocol import names
+from kraftlite.protocol import admin_bodies, names
+from kraftlite.protocol.admin_bodies import QUOTA_KEYS, USER_NAME_EXCLUDED
 from kraftlite.security import acls
 from kraftlite.security.scram import MECHANISMS, MIN_ITERATIONS
 
-MAX_USER_NAME: Final = 255
 MAX_ACLS: Final = 100_000
-QUOTA_KEYS: Final = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
-
-
-USER_NAME_EXCLUDED: Final = ":*/?#%\\ "  # principal syntax, wildcards, URL syntax, spaces
+MAX_USER_NAME: Final = admin_bodies.MAX_USER_NAME  # the Kafka edge's too
 
 
 def validate_user_name(name: object) -> str:

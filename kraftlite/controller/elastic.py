@@ -32,7 +32,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -54,7 +54,7 @@ from kraftlite.metadata.records import (
     UnregisterBrokerRecord,
 )
 from kraftlite.metadata.topics import effective_config
-from kraftlite.protocol.admin import MAX_PARTITIONS
+from kraftlite.protocol.admin_bodies import PartitionRef
 
 # ------------------------------------------------------------------------------ views
 
@@ -369,17 +369,17 @@ def _replace_at_once(
 
 
 def alter_replication_factor(
-    image: MetadataImage, name: str, factor: object
+    image: MetadataImage, name: str, factor: int
 ) -> ControllerResult[list[rebalance.Move]]:
     """A topic's replication factor changed by reassigning its partitions."""
     topic = image.topic(name)
     if topic is None:
         raise KraftliteError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
     placement = _placement(image)
-    if isinstance(factor, bool) or not isinstance(factor, int) or not 0 < factor <= len(placement):
+    if not 0 < factor <= len(placement):
         raise KraftliteError(
             ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"replication factor {factor!r} needs 1-{len(placement)} (live brokers)",
+            f"replication factor {factor} needs 1-{len(placement)} (live brokers)",
         )
     min_isr = int(effective_config(topic.configs, "min.insync.replicas"))
     if factor < min_isr:  # acks=all could never be answered again
@@ -414,13 +414,13 @@ MAX_CONFIG_VALUE = 2**63 - 1
 
 
 def alter_broker_configs(
-    image: MetadataImage, broker_id: int, configs: object
+    image: MetadataImage, broker_id: int, configs: Mapping[str, object]
 ) -> ControllerResult[dict[str, str]]:
     """Set (value) or reset (None) a broker's dynamic configs; the response is the
     broker's dynamic configs after. Checked whole: one bad name or value changes nothing."""
     _registered(image, broker_id)
-    if not isinstance(configs, dict) or not configs:
-        raise KraftliteError(ErrorCode.INVALID_CONFIG, "configs must be a non-empty object")
+    if not configs:
+        raise KraftliteError(ErrorCode.INVALID_CONFIG, "configs must name a config")
     records: list[MetadataRecord] = []
     after = dict(image.broker_configs.get(broker_id, {}))
     for name, value in sorted(configs.items()):
@@ -457,41 +457,16 @@ class Election:
     error: KraftliteError | None = None
 
 
-def parse_partitions(items: object) -> list[tuple[str, int]] | None:
-    """`[{"topic", "partition"}]`, or None (every partition)."""
-    if items is None:
-        return None
-    if not isinstance(items, list) or not 0 < len(items) <= MAX_PARTITIONS:
-        raise KraftliteError(
-            ErrorCode.INVALID_REQUEST, f"partitions must be a list of 1-{MAX_PARTITIONS} objects"
-        )
-    parsed = []
-    for position, item in enumerate(items):
-        topic = item.get("topic") if isinstance(item, dict) else None
-        index = item.get("partition") if isinstance(item, dict) else None
-        if (
-            not isinstance(topic, str)
-            or isinstance(index, bool)
-            or not isinstance(index, int)
-            or index < 0
-        ):
-            raise KraftliteError(
-                ErrorCode.INVALID_REQUEST,
-                f"partitions[{position}] needs a topic and a partition index",
-            )
-        parsed.append((topic, index))
-    return list(dict.fromkeys(parsed))
-
-
 def elect_preferred(
-    image: MetadataImage, partitions: list[tuple[str, int]] | None
+    image: MetadataImage, partitions: Iterable[PartitionRef] | None
 ) -> ControllerResult[list[Election]]:
-    """Rule 6, for `partitions` (every partition not led by its preferred replica if None)."""
+    """Rule 6, for `partitions` (each once; every partition not led by its preferred
+    replica if None)."""
     wanted: list[tuple[TopicImage, int, PartitionRegistration]] = []
     if partitions is None:
         wanted = [(t, i, p) for t, i, p in image.partitions() if p.leader != p.replicas[0]]
     else:
-        for name, index in partitions:
+        for name, index in dict.fromkeys((p.topic, p.partition) for p in partitions):
             topic = image.topic(name)
             p = None if topic is None else topic.partitions.get(index)
             if topic is None or p is None:

@@ -43,20 +43,18 @@ from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from kraftlite.metadata.records import NO_LEADER, MetadataRecord, PartitionChangeRecord
 from kraftlite.metadata.topics import effective_config
+from kraftlite.protocol import admin
+from kraftlite.protocol.admin_bodies import (
+    MAX_REPLICAS,
+    PartitionReassignment,
+    ReassignmentsRequest,
+)
+from kraftlite.protocol.internal import MessageError
 
-# One Raft batch's worth (quorum_controller.MAX_BATCH_RECORDS): a request commits whole, so
-# it is never decided again half-way (rule 5 holds for every request)
-MAX_REASSIGNMENTS_PER_REQUEST = 5_000
-MAX_REPLICAS = 64  # Kafka has no limit; a list longer than any cluster here is a mistake
-
-
-@dataclass(frozen=True, slots=True)
-class Reassignment:
-    """One item of a request: move `topic`-`partition` to `replicas`, or cancel (None)."""
-
-    topic: str
-    partition: int
-    replicas: tuple[int, ...] | None
+# One item of a request: move `topic`-`partition` to `replicas`, or cancel (None). A request
+# holds at most one Raft batch's worth (admin_bodies.MAX_REASSIGNMENTS_PER_REQUEST): it commits
+# whole, so it is never decided again half-way (rule 5 holds for every request).
+Reassignment = PartitionReassignment
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,47 +67,24 @@ class ReassignmentOutcome:
     error: KraftliteError | None = None
 
 
-def parse_reassignments(body: object) -> list[Reassignment]:
-    """`{"partitions": [{"topic", "partition", "replicas": [ids] | null}]}`: the request's
-    shape (INVALID_REQUEST), before any lookup."""
-    items = body.get("partitions") if isinstance(body, Mapping) else None
-    if not isinstance(items, list) or not 0 < len(items) <= MAX_REASSIGNMENTS_PER_REQUEST:
-        raise KraftliteError(
-            ErrorCode.INVALID_REQUEST,
-            f"partitions must be a list of 1-{MAX_REASSIGNMENTS_PER_REQUEST} objects",
-        )
-    parsed = []
+def parse_reassignments(body: Mapping[str, Any]) -> tuple[Reassignment, ...]:
+    """`POST /v1/reassignments`'s body, `{"partitions": [{"topic", "partition", "replicas":
+    [ids] | null}]}`: its shape by its type (protocol/admin_bodies.py; INVALID_REQUEST),
+    then each partition at most once (rule 5), before any lookup."""
+    try:
+        items = admin.decode(ReassignmentsRequest, body).partitions
+    except MessageError as exc:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"bad body: {exc}") from None
     seen: set[tuple[str, int]] = set()
     for position, item in enumerate(items):
-        if not isinstance(item, Mapping):
-            raise _bad_item(position, "is not an object")
-        topic, index, replicas = item.get("topic"), item.get("partition"), item.get("replicas")
-        if not isinstance(topic, str) or not topic:
-            raise _bad_item(position, "needs a topic name")
-        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-            raise _bad_item(position, "needs a partition index (0 or more)")
-        if "replicas" not in item:
-            raise _bad_item(position, "needs replicas: a list of broker ids, or null to cancel")
-        if replicas is not None and (
-            not isinstance(replicas, list)
-            or not all(isinstance(b, int) and not isinstance(b, bool) for b in replicas)
-        ):
-            raise _bad_item(position, "replicas must be a list of broker ids, or null")
-        if (topic, index) in seen:
+        if (item.topic, item.partition) in seen:
             raise KraftliteError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"partitions[{position}] names {topic}-{index} twice",
+                f"partitions[{position}] names {item.topic}-{item.partition} twice",
                 position=position,
             )
-        seen.add((topic, index))
-        parsed.append(Reassignment(topic, index, None if replicas is None else tuple(replicas)))
-    return parsed
-
-
-def _bad_item(position: int, problem: str) -> KraftliteError:
-    return KraftliteError(
-        ErrorCode.INVALID_REQUEST, f"partitions[{position}] {problem}", position=position
-    )
+        seen.add((item.topic, item.partition))
+    return items
 
 
 def alter_reassignments(

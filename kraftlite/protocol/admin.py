@@ -11,15 +11,17 @@ Rules:
    the controller's decisions check, with their own error codes (INVALID_TOPIC_EXCEPTION,
    INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG), as Kafka clients expect;
    a field's schema states those rules for the document (`extra_json_schema`, or a
-   reference to the document's TopicName and TopicConfigsUpdate, built from the rules in
-   metadata/topics.py). Every integer's schema is bounded: one past 64 bits is no JSON
-   integer to the server (it parses as a float), and the type refuses it.
+   reference to the document's TopicName, TopicConfigsUpdate and BrokerConfigsUpdate,
+   built from the rules in metadata/topics.py and controller/elastic.py). Every integer's
+   schema is bounded: one past 64 bits is no JSON integer to the server (it parses as a
+   float), and the type refuses it.
 2. A request (`AdminRequest`) knows its method, its route (a name is one percent-quoted
    path segment: urls.py), its body, and how to read the controllers' answer (MessageError
    for one that is not).
 3. These are the public API's bodies (POST /v1/topics, ...; docs/api-v1): no version
    field; they change only as the API v1 contract may, compatibly. Unknown fields are
-   ignored, as everywhere in the API.
+   ignored, as everywhere in the API. The API's other admin bodies, which no broker sends
+   (users, ACLs, quotas, reassignments, ...), are typed alike in admin_bodies.py.
 Pure: no I/O.
 """
 
@@ -43,7 +45,8 @@ def _ref(name: str) -> dict[str, Any]:
     return {"$ref": REF_TEMPLATE.format(name=name)}
 
 
-# Rule 1: a name and configs are the decisions' to check (metadata/topics.py).
+# Rule 1: a name and configs are the decisions' to check (metadata/topics.py; a broker's
+# configs: controller/elastic.py).
 TopicName = Annotated[str, Meta(extra_json_schema=_ref("TopicName"))]
 Configs = Annotated[dict[str, Any], Meta(extra_json_schema=_ref("TopicConfigsUpdate"))]
 ConfigValue = str | int | bool | None  # what a broker sends; None resets to the default
@@ -167,6 +170,12 @@ class AlterConfigsRequest(msgspec.Struct, frozen=True):
         return _read(TopicAnswer, body)
 
 
+class AlterBrokerConfigsBody(msgspec.Struct, frozen=True):
+    """Sets the dynamic broker configs named (others are unchanged); null resets one."""
+
+    configs: Annotated[dict[str, Any], Meta(extra_json_schema=_ref("BrokerConfigsUpdate"))]
+
+
 class AlterBrokerConfigsRequest(msgspec.Struct, frozen=True):
     """Set (a value) or reset (None) dynamic configs of broker `broker_id`."""
 
@@ -179,18 +188,20 @@ class AlterBrokerConfigsRequest(msgspec.Struct, frozen=True):
         return f"/v1/brokers/{int(self.broker_id)}/configs"
 
     def body(self) -> msgspec.Struct:
-        return AlterConfigsBody(self.configs)
+        return AlterBrokerConfigsBody(self.configs)
 
     def answer(self, body: bytes) -> None:
         return None
 
 
-# Bodies whose schemas the OpenAPI document takes from here (api/openapi.py).
+# Bodies whose schemas the OpenAPI document takes from here (api/openapi.py, with the
+# public API's other admin bodies: admin_bodies.DOCUMENTED_BODIES).
 DOCUMENTED_BODIES: Final = (
     CreateTopicRequest,
     CreateTopicsRequest,
     CreatePartitionsBody,
     AlterConfigsBody,
+    AlterBrokerConfigsBody,
 )
 
 
@@ -239,7 +250,12 @@ def decode(kind: type[S], data: Any) -> S:
 
 
 def _read(kind: type[S], body: bytes) -> S:
+    """A controller's answer as `kind`, or MessageError (whatever is wrong with it)."""
     try:
         return msgspec.json.decode(body, type=kind)
     except (msgspec.ValidationError, msgspec.DecodeError) as exc:
         raise MessageError(str(exc)) from None
+    except UnicodeDecodeError:  # a string that is not UTF-8, where msgspec keeps one
+        raise MessageError("a string is not UTF-8") from None
+    except RecursionError:  # msgspec has no depth limit of its own
+        raise MessageError("nested too deep") from None

@@ -16,7 +16,8 @@ from openapi_spec_validator import OpenAPIV31SpecValidator, validate
 from kraftlite.api import errors as api_errors
 from kraftlite.api.openapi import BATCH_TYPE, OPENAPI, PLANNED, PROBLEM_JSON, STATUS_EXTENSION
 from kraftlite.errors import ErrorCode
-from kraftlite.protocol import admin, headers
+from kraftlite.protocol import admin, admin_bodies, headers
+from kraftlite.protocol.internal import MessageError
 
 BROKER_APP = Path(__file__).resolve().parents[2] / "kraftlite" / "api" / "broker_app.py"
 METHODS = {"get", "post", "put", "delete", "patch", "head", "options"}
@@ -171,75 +172,327 @@ def test_every_topic_config_has_a_value_schema_that_takes_its_default() -> None:
 # ---------------------------------------------------------------------------- typed bodies
 
 
+# The JSON bodies the controllers decode, by operation: each one's schema is its type's.
+CONTROLLER_BODIES = {
+    ("post", "/v1/topics/{topic}/partitions"): "CreatePartitionsBody",
+    ("put", "/v1/topics/{topic}/configs"): "AlterConfigsBody",
+    ("patch", "/v1/topics/{topic}"): "AlterTopicRequest",
+    ("put", "/v1/brokers/{broker_id}/configs"): "AlterBrokerConfigsBody",
+    ("post", "/v1/cluster/rebalance"): "RebalanceRequest",
+    ("post", "/v1/elections"): "ElectionsRequest",
+    ("post", "/v1/reassignments"): "ReassignmentsRequest",
+    ("post", "/v1/users"): "UserRequest",
+    ("post", "/v1/acls"): "AclRequest",
+    ("delete", "/v1/acls"): "AclFilter",
+    ("post", "/v1/quotas"): "QuotaRequest",
+    ("post", "/v1/quorum/voters"): "AddVoterRequest",
+}
+PREFIX = "#/components/schemas/"
+
+
+def request_bodies() -> dict[tuple[str, str], Any]:
+    return {
+        (method, path): operation["requestBody"]["content"]["application/json"]["schema"]
+        for method, path, operation in operations()
+        if "application/json" in operation.get("requestBody", {}).get("content", {})
+    }
+
+
 def test_the_admin_body_schemas_are_the_ones_their_types_generate() -> None:
-    """The bodies brokers send the controllers (protocol/admin.py), as the document serves
-    them: generated from the same types the controllers decode them with, not hand-copied."""
+    """The bodies the controllers decode (protocol/admin.py, admin_bodies.py), as the
+    document serves them: generated from the same types, not hand-copied; a rule about a
+    whole body (admin_bodies.py rule 2) is in the body's own schema."""
     served = orjson.loads(orjson.dumps(OPENAPI))["components"]["schemas"]
-    _, generated = msgspec.json.schema_components(
-        admin.DOCUMENTED_BODIES, ref_template=admin.REF_TEMPLATE
+    wholes, generated = msgspec.json.schema_components(
+        admin_bodies.DOCUMENTED_BODIES, ref_template=admin.REF_TEMPLATE
     )
     assert set(generated) == {
         "CreateTopicRequest",
         "CreateTopicsRequest",
         "CreatePartitionsBody",
         "AlterConfigsBody",
+        "AlterBrokerConfigsBody",
+        "UserRequest",
+        "AclRequest",
+        "AclFilter",
+        "QuotaRequest",
+        "ReassignmentsRequest",
+        "PartitionReassignment",
+        "ElectionsRequest",
+        "PartitionRef",
+        "RebalanceRequest",
+        "AlterTopicRequest",
+        "AddVoterRequest",
     }
-    for name, schema in generated.items():
-        assert served[name] == orjson.loads(orjson.dumps(schema)), name
+    rules = {w["$ref"].removeprefix(PREFIX): w for w in orjson.loads(orjson.dumps(wholes))}
+    assert {name for name, rule in rules.items() if len(rule) > 1} == {
+        "AclRequest",
+        "AclFilter",
+        "QuotaRequest",
+    }
+    for name, schema in orjson.loads(orjson.dumps(generated)).items():
+        whole = {k: v for k, v in rules.get(name, {}).items() if k != "$ref"}
+        assert served[name] == schema | whole, name
         assert schema["description"], name  # carried by the type's docstring
     # the operations take them, and every reference resolves
-    bodies = {
-        (method, path): operation["requestBody"]["content"]["application/json"]["schema"]
-        for method, path, operation in operations()
-        if "application/json" in operation.get("requestBody", {}).get("content", {})
-    }
-    assert bodies["post", "/v1/topics/{topic}/partitions"] == {
-        "$ref": "#/components/schemas/CreatePartitionsBody"
-    }
-    assert bodies["put", "/v1/topics/{topic}/configs"] == {
-        "$ref": "#/components/schemas/AlterConfigsBody"
-    }
-    assert {"$ref": "#/components/schemas/CreateTopicRequest"} in bodies["post", "/v1/topics"][
-        "oneOf"
-    ]
-    prefix = "#/components/schemas/"
+    bodies = request_bodies()
+    for operation, name in CONTROLLER_BODIES.items():
+        assert bodies[operation] == {"$ref": PREFIX + name}, operation
+    assert {"$ref": PREFIX + "CreateTopicRequest"} in bodies["post", "/v1/topics"]["oneOf"]
+    assert {"$ref": PREFIX + "CreateTopicsRequest"} in bodies["post", "/v1/topics"]["oneOf"]
     refs = {n["$ref"] for n in walk(OPENAPI) if isinstance(n, dict) and "$ref" in n}
     for ref in refs:
-        if ref.startswith(prefix):
-            assert ref.removeprefix(prefix) in served, ref
+        if ref.startswith(PREFIX):
+            assert ref.removeprefix(PREFIX) in served, ref
+
+
+def test_every_controller_body_is_typed() -> None:
+    """Every JSON body served by the controllers has a type: the document's operations with
+    a JSON body are the table above, the broker's own (produce, groups) and topic creation."""
+    broker_bodies = {
+        ("post", "/v1/topics"),
+        ("post", "/v1/topics/{topic}/records"),
+        ("post", "/v1/topics/{topic}/partitions/{partition}/records"),
+        ("post", "/v1/groups/{group}/members"),
+        ("post", "/v1/groups/{group}/members/{member_id}/heartbeat"),
+        ("post", "/v1/groups/{group}/offsets"),
+    }
+    assert set(request_bodies()) == set(CONTROLLER_BODIES) | broker_bodies
+
+
+def test_the_acl_query_is_the_acl_filter() -> None:
+    """GET /v1/acls's query fields are DELETE /v1/acls's body: one type (AclFilter)."""
+    parameters = OPENAPI["paths"]["/v1/acls"]["get"]["parameters"]
+    filter_fields = OPENAPI["components"]["schemas"]["AclFilter"]["properties"]
+    assert {p["name"]: p["schema"] for p in parameters} == filter_fields
+
+
+def validator(kind: Any) -> Any:
+    """The document's schema of body `kind`, resolved in the document as served."""
+    from jsonschema import Draft202012Validator  # noqa: PLC0415
+
+    ref = f"#/components/schemas/{kind.__name__}"
+    return Draft202012Validator({"$ref": ref, "components": OPENAPI["components"]})
+
+
+VALID_BODIES: list[tuple[type[Any], dict[str, Any]]] = [
+    (admin.CreateTopicRequest, {"name": "orders"}),
+    (
+        admin.CreateTopicRequest,
+        {
+            "name": "orders",
+            "partitions": 3,
+            "replication_factor": None,
+            "configs": {"retention.ms": "1000", "cleanup.policy": None},
+        },
+    ),
+    (admin.CreateTopicsRequest, {"topics": [{"name": "a"}, {"name": "b", "partitions": 2}]}),
+    (admin.CreatePartitionsBody, {"count": 4}),
+    (admin.AlterConfigsBody, {"configs": {"min.insync.replicas": 2}}),
+    (admin.AlterBrokerConfigsBody, {"configs": {"replication.throttled.rate": "1024"}}),
+    (admin.AlterBrokerConfigsBody, {"configs": {"replication.throttled.rate": None}}),
+    (admin_bodies.UserRequest, {"name": "alice", "password": "s3cret"}),
+    (
+        admin_bodies.UserRequest,
+        {"name": "bob", "password": "é" * 256, "mechanism": "SCRAM-SHA-512", "iterations": 100_000},
+    ),
+    (
+        admin_bodies.AclRequest,
+        {
+            "principal": "User:alice",
+            "operation": "READ",
+            "resource_type": "TOPIC",
+            "resource_name": "t",
+        },
+    ),
+    (
+        admin_bodies.AclRequest,
+        {"principal": "User:*", "operation": "ALL", "resource_type": "CLUSTER"},
+    ),
+    (
+        admin_bodies.AclRequest,
+        {
+            "principal": "User:bob",
+            "operation": "WRITE",
+            "resource_type": "GROUP",
+            "resource_name": "g-",
+            "pattern_type": "PREFIXED",
+            "permission": "DENY",
+            "host": "10.0.0.1",
+        },
+    ),
+    (admin_bodies.AclFilter, {"principal": "User:alice"}),
+    (admin_bodies.AclFilter, {"operation": "READ", "resource_type": "TOPIC", "host": "*"}),
+    (admin_bodies.QuotaRequest, {"principal": "User:alice", "producer_byte_rate": 1024}),
+    (admin_bodies.QuotaRequest, {"principal": "User:a", "consumer_byte_rate": None}),
+    (admin_bodies.QuotaRequest, {"principal": "User:a", "request_percentage": 0.5}),
+    (
+        admin_bodies.ReassignmentsRequest,
+        {
+            "partitions": [
+                {"topic": "t", "partition": 0, "replicas": [1, 2, 3]},
+                {"topic": "t", "partition": 1, "replicas": None},
+            ]
+        },
+    ),
+    (admin_bodies.ElectionsRequest, {}),
+    (admin_bodies.ElectionsRequest, {"type": "preferred", "partitions": None}),
+    (admin_bodies.ElectionsRequest, {"partitions": [{"topic": "t", "partition": 0}]}),
+    (admin_bodies.RebalanceRequest, {}),
+    (admin_bodies.RebalanceRequest, {"dry_run": True}),
+    (admin_bodies.AlterTopicRequest, {"replication_factor": 3}),
+    (admin_bodies.AddVoterRequest, {"id": 4, "raft": "127.0.0.1:5004", "url": "http://c4:8084"}),
+]
+
+# Refused by the type (INVALID_REQUEST) and by the document alike: the server enforces what
+# the document says.
+WRONG_SHAPES: list[tuple[type[Any], Any]] = [
+    (admin_bodies.UserRequest, {"name": "alice"}),
+    (admin_bodies.UserRequest, {"name": "a b", "password": "x"}),
+    (admin_bodies.UserRequest, {"name": "a:b", "password": "x"}),
+    (admin_bodies.UserRequest, {"name": "a" * 256, "password": "x"}),
+    (admin_bodies.UserRequest, {"name": "alice", "password": ""}),
+    (admin_bodies.UserRequest, {"name": "alice", "password": "x" * 257}),
+    (admin_bodies.UserRequest, {"name": "alice", "password": "x", "mechanism": "PLAIN"}),
+    (admin_bodies.UserRequest, {"name": "alice", "password": "x", "iterations": 4095}),
+    (admin_bodies.UserRequest, {"name": "alice", "password": "x", "iterations": 100_001}),
+    (admin_bodies.UserRequest, {"name": "alice", "password": "x", "iterations": True}),
+    (
+        admin_bodies.AclRequest,
+        {"principal": "alice", "operation": "READ", "resource_type": "CLUSTER"},
+    ),
+    (
+        admin_bodies.AclRequest,
+        {"principal": "User:", "operation": "READ", "resource_type": "CLUSTER"},
+    ),
+    (
+        admin_bodies.AclRequest,
+        {"principal": "User:a", "operation": "read", "resource_type": "CLUSTER"},
+    ),
+    (
+        admin_bodies.AclRequest,
+        {"principal": "User:a", "operation": "READ", "resource_type": "USER"},
+    ),
+    (
+        admin_bodies.AclRequest,
+        {"principal": "User:a", "operation": "READ", "resource_type": "TOPIC", "resource_name": ""},
+    ),
+    (
+        admin_bodies.AclRequest,
+        {"principal": "User:a", "operation": "READ", "resource_type": "CLUSTER", "host": None},
+    ),
+    (admin_bodies.AclFilter, {"permision": "DENY"}),  # misspelt: never a wider filter
+    (admin_bodies.AclFilter, {"operation": "write"}),
+    (admin_bodies.AclFilter, {"principal": "alice"}),
+    (admin_bodies.AclFilter, {"principal": None}),
+    (admin_bodies.QuotaRequest, {"producer_byte_rate": 1}),
+    (admin_bodies.QuotaRequest, {"principal": "alice", "producer_byte_rate": 1}),
+    (admin_bodies.QuotaRequest, {"principal": "User:", "producer_byte_rate": 1}),
+    (admin_bodies.QuotaRequest, {"principal": "User:a", "producer_byte_rate": 0}),
+    (admin_bodies.QuotaRequest, {"principal": "User:a", "producer_byte_rate": 2**53}),
+    (admin_bodies.QuotaRequest, {"principal": "User:a", "consumer_byte_rate": True}),
+    (admin_bodies.QuotaRequest, {"principal": "User:a", "consumer_byte_rate": "fast"}),
+    (admin_bodies.ReassignmentsRequest, {}),
+    (admin_bodies.ReassignmentsRequest, {"partitions": []}),
+    (admin_bodies.ReassignmentsRequest, {"partitions": "all"}),
+    (admin_bodies.ReassignmentsRequest, {"partitions": [{"topic": "t", "partition": 0}]}),
+    (
+        admin_bodies.ReassignmentsRequest,
+        {"partitions": [{"topic": "t", "partition": -1, "replicas": [1]}]},
+    ),
+    (
+        admin_bodies.ReassignmentsRequest,
+        {"partitions": [{"topic": "t", "partition": 2**31, "replicas": [1]}]},
+    ),
+    (
+        admin_bodies.ReassignmentsRequest,
+        {"partitions": [{"topic": "t", "partition": 0, "replicas": ["1"]}]},
+    ),
+    (
+        admin_bodies.ReassignmentsRequest,
+        {"partitions": [{"topic": "t", "partition": 0, "replicas": [True]}]},
+    ),
+    (
+        admin_bodies.ReassignmentsRequest,
+        {"partitions": [{"topic": "t", "replicas": [1]} for _ in range(5_001)]},
+    ),
+    (admin_bodies.ElectionsRequest, {"type": "unclean"}),
+    (admin_bodies.ElectionsRequest, {"partitions": []}),
+    (admin_bodies.ElectionsRequest, {"partitions": [{"topic": "t"}]}),
+    (admin_bodies.ElectionsRequest, {"partitions": [{"topic": "t", "partition": -1}]}),
+    (admin_bodies.RebalanceRequest, {"dry_run": "yes"}),
+    (admin_bodies.AlterTopicRequest, {}),
+    (admin_bodies.AlterTopicRequest, {"replication_factor": "3"}),
+    (admin.AlterBrokerConfigsBody, {}),
+    (admin.AlterBrokerConfigsBody, {"configs": "replication.throttled.rate=1"}),
+    (admin_bodies.AddVoterRequest, {"id": -1, "raft": "h:1", "url": "http://h:2"}),
+    (admin_bodies.AddVoterRequest, {"id": 2**31, "raft": "h:1", "url": "http://h:2"}),
+    (admin_bodies.AddVoterRequest, {"id": 1, "raft": 5, "url": "http://h:2"}),
+    (admin_bodies.AddVoterRequest, {"id": 1, "raft": "h:1"}),
+]
 
 
 def test_documented_admin_bodies_decode_as_the_controllers_decode_them() -> None:
     """A body the document takes, the controllers' type takes too; and what a broker sends
     of it (all fields, defaults included) the document takes in turn."""
-    from jsonschema import Draft202012Validator  # noqa: PLC0415
-
-    def validator(kind: type[Any]) -> Draft202012Validator:
-        ref = f"#/components/schemas/{kind.__name__}"  # resolved in the document, as served
-        return Draft202012Validator({"$ref": ref, "components": OPENAPI["components"]})
-
-    samples: list[tuple[type[Any], dict[str, Any]]] = [
-        (admin.CreateTopicRequest, {"name": "orders"}),
-        (
-            admin.CreateTopicRequest,
-            {
-                "name": "orders",
-                "partitions": 3,
-                "replication_factor": None,
-                "configs": {"retention.ms": "1000", "cleanup.policy": None},
-            },
-        ),
-        (admin.CreateTopicsRequest, {"topics": [{"name": "a"}, {"name": "b", "partitions": 2}]}),
-        (admin.CreatePartitionsBody, {"count": 4}),
-        (admin.AlterConfigsBody, {"configs": {"min.insync.replicas": 2}}),
-    ]
-    for kind, body in samples:
+    for kind, body in VALID_BODIES:
         validator(kind).validate(body)
         decoded = admin.decode(kind, body)
         validator(kind).validate(orjson.loads(msgspec.json.encode(decoded)))
+    assert {kind for kind, _ in VALID_BODIES} >= {
+        getattr(kind, "__origin__", kind) for kind in admin_bodies.DOCUMENTED_BODIES
+    }
+
+
+@pytest.mark.parametrize(("kind", "body"), WRONG_SHAPES)
+def test_a_wrong_shape_is_refused_by_the_type_and_the_document(kind: Any, body: Any) -> None:
+    assert not validator(kind).is_valid(body)
+    with pytest.raises(MessageError):
+        admin.decode(kind, body)
+
+
+def test_the_decisions_rules_are_in_the_document() -> None:
+    """What a type lets through for a decision to refuse with its own code (protocol/admin.py
+    rule 1, admin_bodies.py rules 1 and 2), the document refuses already."""
     for kind, body in [
         (admin.CreateTopicRequest, {"name": "x", "partitions": 0}),
         (admin.CreateTopicRequest, {"name": "bad name"}),
         (admin.AlterConfigsBody, {"configs": {"no.such": "1"}}),
-    ]:  # the decisions' rules, stated in the document (protocol/admin.py rule 1)
+        (admin.AlterBrokerConfigsBody, {"configs": {}}),  # INVALID_CONFIG
+        (admin.AlterBrokerConfigsBody, {"configs": {"nope": 1}}),
+        (admin.AlterBrokerConfigsBody, {"configs": {"replication.throttled.rate": 0}}),
+        (admin_bodies.AlterTopicRequest, {"replication_factor": 0}),  # INVALID_REPLICATION_FACTOR
+        (admin_bodies.AlterTopicRequest, {"replication_factor": 65}),
+        (  # INVALID_REPLICA_ASSIGNMENT
+            admin_bodies.ReassignmentsRequest,
+            {"partitions": [{"topic": "t", "partition": 0, "replicas": []}]},
+        ),
+        (
+            admin_bodies.ReassignmentsRequest,
+            {"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 1]}]},
+        ),
+        (  # UNKNOWN_TOPIC_OR_PARTITION
+            admin_bodies.ElectionsRequest,
+            {"partitions": [{"topic": "bad name", "partition": 0}]},
+        ),
+        (
+            admin_bodies.AclRequest,
+            {"principal": "User:a", "operation": "READ", "resource_type": "TOPIC"},
+        ),
+        (
+            admin_bodies.AclRequest,
+            {
+                "principal": "User:a",
+                "operation": "READ",
+                "resource_type": "GROUP",
+                "resource_name": "*",
+                "pattern_type": "PREFIXED",
+            },
+        ),
+        (admin_bodies.AclFilter, {}),
+        (admin_bodies.QuotaRequest, {"principal": "User:a"}),
+        (admin_bodies.AddVoterRequest, {"id": 1, "raft": "h", "url": "http://h:2"}),
+        (admin_bodies.AddVoterRequest, {"id": 1, "raft": "h:1", "url": "ftp://h:2"}),
+    ]:
+        admin.decode(kind, body)  # the type's to pass
         assert not validator(kind).is_valid(body), body
