@@ -54,7 +54,7 @@ from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.assignor import TopicPartition
 from kraftlite.groups.coordinator import GroupCoordinator
 from kraftlite.groups.offsets import CommittedOffset
-from kraftlite.metadata.topics import INTERNAL_TOPICS
+from kraftlite.metadata.topics import INTERNAL_TOPICS, validate_topic_name
 from kraftlite.protocol import admin
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol.admin import AdminRequest
@@ -521,8 +521,10 @@ class BrokerService:
 
     async def auto_create(self, topic: str, *, headers: dict[str, str] | None) -> None:
         """Rule 6: create `topic` with the defaults, for the caller `headers` name (the
-        controllers authorize it again); done when this broker's metadata holds it. Another
-        request creating it first is no error."""
+        controllers authorize it again); done when this broker's metadata holds it (or a
+        moment later, when another request created it first). A name no topic may have is
+        INVALID_TOPIC_EXCEPTION here, before any call."""
+        validate_topic_name(topic)
         defaults = self.topic_defaults
         wanted = admin.CreateTopicRequest(
             topic, partitions=defaults.partitions, replication_factor=defaults.replication_factor
@@ -532,7 +534,20 @@ class BrokerService:
         except KraftliteError as exc:
             if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
+            await self._until_known(topic)  # another's creation: its metadata is coming
+            return
         log.info("topic_auto_created", topic=topic)
+
+    async def _until_known(self, topic: str, timeout_s: float = 2.0) -> None:
+        """Until this broker's metadata holds `topic`, for at most `timeout_s`."""
+        replicas = self.broker.replicas
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while replicas.image.topic(topic) is None:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            await replicas.image_changed.wait(remaining)
 
 
 def _lag(found: Offsets | None, committed: int) -> int | None:

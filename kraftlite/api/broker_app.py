@@ -98,24 +98,44 @@ def _timeout_s(request: web.Request) -> float:
     return timeout_ms / 1000
 
 
-async def _auto_create(request: web.Request, topic: str, body: bytes, index: int = 0) -> None:
-    """The service's rule 6 for a produce: a topic that does not exist is created first,
-    where `auto.create.topics.enable` allows it and the client may CREATE on the cluster or
-    the topic (else the produce answers UNKNOWN_TOPIC_OR_PARTITION, as before). The body is
-    checked first, so a request refused for its body creates nothing; and a partition the
-    new topic would not have is no reason to create it."""
+async def _auto_create(request: web.Request, topic: str, body: bytes, index: int | None) -> None:
+    """The service's rule 6 for a produce (to partition `index`; None: to the topic): a
+    topic that does not exist is created first, where `auto.create.topics.enable` allows it
+    and the client may CREATE on the cluster or the topic (else the produce answers
+    UNKNOWN_TOPIC_OR_PARTITION, as before, and the refusal is audited). A body refused for
+    its type or shape (records naming partitions the new topic would not have, or another
+    than the path's) creates nothing. (As with Kafka, whose producers create a topic by
+    asking for its metadata, a batch refused later, for its CRC or its size, may leave it.)"""
     service = request.app[SERVICE]
-    if not service.auto_creates(topic) or index >= service.topic_defaults.partitions:
+    partitions = service.topic_defaults.partitions
+    if not service.auto_creates(topic) or (index is not None and index >= partitions):
         return
+    create = Action(Operation.CREATE, ResourceType.TOPIC, topic)
     if not (
         may(request, Action(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME))
-        or may(request, Action(Operation.CREATE, ResourceType.TOPIC, topic))
+        or may(request, create)
     ):
+        request.app[GATE].audit_refused(caller(request), [create], edge="http", api="produce")
         return
     if request.content_type == BATCH_TYPE:
         _record_count(body)
     elif request.content_type in {"application/json", ""}:
-        await _json_work(request, body, lambda: json_records.parse_produce_body(_json_object(body)))
+        parsed = await _json_work(
+            request, body, lambda: json_records.parse_produce_body(_json_object(body))
+        )
+        for i, (wanted, _) in enumerate(parsed):
+            if wanted is not None and (
+                wanted != index if index is not None else wanted >= partitions
+            ):
+                raise KraftliteError(
+                    ErrorCode.INVALID_REQUEST
+                    if index is not None
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"records[{i}].partition is {wanted}: the topic would have partitions "
+                    f"0-{partitions - 1}"
+                    if index is None
+                    else f"records[{i}].partition is {wanted}, but this is partition {index}",
+                )
     else:
         raise KraftliteError(
             ErrorCode.UNSUPPORTED_MEDIA_TYPE,
@@ -307,6 +327,8 @@ async def produce_to_partition(request: web.Request) -> web.StreamResponse:
     service.refuse_internal(topic)
     acks, timeout_s = _acks(request), _timeout_s(request)
     body = await request.read()
+    if not body:  # a bad request is that before it is anyone's to relay
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "a produce request carries records")
     await _auto_create(request, topic, body, index)
     target = await _leader_or_relay(request, topic, index, body)
     if isinstance(target, web.Response):
@@ -409,7 +431,7 @@ async def produce_to_topic(request: web.Request) -> web.StreamResponse:
             "produce to a topic takes JSON; send binary batches to a partition",
         )
     body = await request.read()
-    await _auto_create(request, name, body)
+    await _auto_create(request, name, body, None)
     count = service.partition_count(name)
     sticky, now = service.sticky_partition(count), service.broker.clock.now_ms()
     groups = await _json_work(request, body, lambda: _spread(body, name, count, sticky, now))
@@ -528,7 +550,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     binary = BATCH_TYPE in request.headers.get("Accept", "")
     if not binary:  # decoded record by record
         max_bytes = min(max_bytes, MAX_JSON_FETCH_BYTES)
-    encoding = json_records.encoding_of(query.get("encoding"), "encoding")
+    encoding = json_records.encoding_of(query.get("encoding", "utf8"), "encoding")
     try:
         fetched = await service.fetch(
             topic, index, offset, max_bytes, max_wait_ms, count_records=binary

@@ -521,7 +521,14 @@ SCHEMAS: Final[Json] = {
                 "description": "values in the value encoding; an object or [name, value] pairs",
                 "anyOf": [
                     _map(_str(nullable=True)),
-                    _array(_array(_str(nullable=True), minItems=2, maxItems=2)),
+                    _array(
+                        {
+                            "type": "array",
+                            "prefixItems": [_str(), _str(nullable=True)],
+                            "items": False,
+                            "minItems": 2,
+                        }
+                    ),
                 ],
             },
             "partition": _int(
@@ -1150,7 +1157,16 @@ PATHS: Final[Json] = {
             "own status. JSON bodies over json.request.max.bytes are refused before parsing.",
             parameters=_params("acks", "timeout_ms"),
             body=_json_body("ProduceRequest"),
-            errors=[*_BODY, *_UNKNOWN, ErrorCode.UNSUPPORTED_MEDIA_TYPE],
+            errors=[
+                *_BODY,
+                *_UNKNOWN,
+                ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+                # when every partition failed: that error (a record's timestamp, its size)
+                ErrorCode.INVALID_TIMESTAMP,
+                ErrorCode.MESSAGE_TOO_LARGE,
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                ErrorCode.REQUEST_TIMED_OUT,
+            ],
         ),
     },
     "/v1/topics/{topic}/partitions/{partition}/records": {
@@ -1173,6 +1189,7 @@ PATHS: Final[Json] = {
                 *_BODY,
                 ErrorCode.CORRUPT_MESSAGE,
                 *_LEADER,
+                ErrorCode.INVALID_TIMESTAMP,
                 ErrorCode.MESSAGE_TOO_LARGE,
                 ErrorCode.UNSUPPORTED_MEDIA_TYPE,
                 ErrorCode.NOT_ENOUGH_REPLICAS,

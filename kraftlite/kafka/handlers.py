@@ -620,6 +620,7 @@ class Session:
             self.who, Action(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
         )
         for name in dict.fromkeys(names):
+            await self._went_through()
             if not name or is_internal_topic(name) or not service.auto_creates(name):
                 continue
             if not gate.allowed(self.who, Action(Operation.DESCRIBE, ResourceType.TOPIC, name)):
@@ -639,7 +640,15 @@ class Session:
             except TimeoutError:
                 codes[name] = LEADER_NOT_AVAILABLE
             except KraftliteError as exc:
-                codes[name] = kafka_code(exc)
+                # a bad name or a refusal is the client's to know; anything else (too few
+                # live brokers, no controller) is retriable for it: librdkafka fails queued
+                # records at once on any other error for a topic with no partitions, and
+                # Kafka's brokers answer so too
+                final = exc.code in {
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                }
+                codes[name] = kafka_code(exc) if final else LEADER_NOT_AVAILABLE
             else:
                 if self.image.topic(name) is None:  # created, not yet in this metadata
                     codes[name] = LEADER_NOT_AVAILABLE

@@ -24,8 +24,7 @@ def _bad(message: str) -> KraftliteError:
 
 
 def encoding_of(value: object, what: str) -> str:
-    if value is None:
-        return "utf8"
+    """`value` as an encoding (callers pass "utf8" for one left out: null is none)."""
     if value not in ENCODINGS and value != "utf-8":
         raise _bad(f"{what} must be one of {', '.join(ENCODINGS)}")
     return "base64" if value == "base64" else "utf8"
@@ -45,12 +44,10 @@ def _to_bytes(value: object, encoding: str, where: str) -> bytes | None:
 
 
 def _headers(value: object, encoding: str, where: str) -> tuple[tuple[str, bytes], ...]:
-    if value is None:
-        return ()
     pairs: Iterable[Any]
     if isinstance(value, dict):
         pairs = value.items()
-    elif isinstance(value, list):
+    elif isinstance(value, list | tuple):
         pairs = value
     else:
         raise _bad(f"{where} must be an object or a list of [name, value] pairs")
@@ -64,9 +61,10 @@ def _headers(value: object, encoding: str, where: str) -> tuple[tuple[str, bytes
 
 
 def _optional_int(record: dict[str, Any], name: str, where: str) -> int | None:
-    value = record.get(name)
-    if value is None:
+    """An integer field that may be left out (None); null is no integer (the document)."""
+    if name not in record:
         return None
+    value = record[name]
     if isinstance(value, float) and value.is_integer():  # JSON Schema: 1.0 is an integer
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not -(2**63) <= value < 2**63:
@@ -79,8 +77,9 @@ def parse_produce_body(body: dict[str, Any]) -> list[tuple[int | None, Record]]:
     records = body.get("records")
     if not isinstance(records, list) or not records:
         raise _bad("records must be a non-empty list")
-    key_encoding = encoding_of(body.get("key_encoding"), "key_encoding")
-    value_encoding = encoding_of(body.get("value_encoding"), "value_encoding")
+    # absent means utf8; an explicit null is no encoding (the OpenAPI document says so)
+    key_encoding = encoding_of(body.get("key_encoding", "utf8"), "key_encoding")
+    value_encoding = encoding_of(body.get("value_encoding", "utf8"), "value_encoding")
     parsed = []
     for i, record in enumerate(records):
         where = f"records[{i}]"
@@ -98,7 +97,7 @@ def parse_produce_body(body: dict[str, Any]) -> list[tuple[int | None, Record]]:
                 Record(
                     value=_to_bytes(record.get("value"), value_encoding, f"{where}.value"),
                     key=_to_bytes(record.get("key"), key_encoding, f"{where}.key"),
-                    headers=_headers(record.get("headers"), value_encoding, f"{where}.headers"),
+                    headers=_headers(record.get("headers", ()), value_encoding, f"{where}.headers"),
                     timestamp=timestamp,
                 ),
             )

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import structlog
 
-from kraftlite.errors import ErrorCode
+from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.kafka import handlers
 from kraftlite.kafka.handlers import SERVED, CloseConnection
 from kraftlite.metadata.records import (
@@ -43,6 +43,7 @@ from tests.harness.inprocess import (
 )
 
 ALICE = "User:alice"
+LEADER_NOT_AVAILABLE = 5  # Kafka's error code
 _acl_ids = itertools.count()
 
 
@@ -246,6 +247,31 @@ async def test_auto_creation_needs_create_on_the_cluster_or_the_topic(
     # the controllers authorize the call as the client (its principal travels with it)
     ((_, _, _, headers),) = twin.calls
     assert headers is not None and ALICE in headers.values()
+
+
+async def test_auto_creation_answers_kafka_clients_codes_they_act_on(
+    node: InProcessBroker,
+) -> None:
+    """A name no topic may have is INVALID_TOPIC_EXCEPTION, before any controller call; a
+    refusal for the cluster's state (too few live brokers) is LEADER_NOT_AVAILABLE, which
+    librdkafka retries (any other code fails its queued records at once); v0-3 always
+    create; one request creates at most 100 topics, the rest asked again."""
+    kafka = node.connect()
+    twin = ControllerTwin(
+        node, KraftliteError(ErrorCode.INVALID_REPLICATION_FACTOR, "3 replicas, 2 live")
+    )
+    node.broker.controllers = twin  # type: ignore[assignment]
+    bad, later = (await metadata(kafka, "a/b", "later", auto_create=True))["topics"]
+    assert bad["error_code"] == int(ErrorCode.INVALID_TOPIC_EXCEPTION)
+    assert later["error_code"] == LEADER_NOT_AVAILABLE
+    assert [call[2]["name"] for call in twin.calls] == ["later"]
+    node.broker.controllers = ControllerTwin(node)  # type: ignore[assignment]
+    old = await kafka.call(ApiKey.METADATA, 1, {"topics": [{"name": "old-client"}]})
+    assert old["topics"][0]["error_code"] == 0  # no flag before v4: always created
+    names = [f"many-{i}" for i in range(150)]
+    answered = (await metadata(kafka, *names, auto_create=True))["topics"]
+    codes = collections.Counter(t["error_code"] for t in answered)
+    assert codes == {0: 100, LEADER_NOT_AVAILABLE: 50}, codes
 
 
 async def test_auto_creation_is_off_with_the_setting(node: InProcessBroker) -> None:

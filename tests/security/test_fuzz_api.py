@@ -11,7 +11,11 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-from schemathesis.checks import not_a_server_error, positive_data_acceptance
+from schemathesis.checks import (
+    negative_data_rejection,
+    not_a_server_error,
+    positive_data_acceptance,
+)
 
 from kraftlite.api.openapi import OPENAPI
 from tests.harness.processes import Cluster, http
@@ -24,7 +28,12 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:Skipped test cases with unsupported payload media types"),
 ]
 schema = schemathesis.openapi.from_dict(OPENAPI)
-STATE_DEPENDENT = {"INVALID_REPLICATION_FACTOR", "INVALID_PARTITIONS", "INVALID_REPLICA_ASSIGNMENT"}
+STATE_DEPENDENT = {
+    "INVALID_REPLICATION_FACTOR",
+    "INVALID_PARTITIONS",
+    "INVALID_REPLICA_ASSIGNMENT",
+    "INVALID_TIMESTAMP",  # a record's timestamp against the broker's clock
+}
 
 
 @pytest.fixture(scope="module")
@@ -50,13 +59,22 @@ def test_the_api_answers_as_documented(case: Any, cluster: Cluster) -> None:
     # 503/504 are documented, retriable answers (no leader yet, acks not in time with a
     # fuzzed timeout_ms of 1); a 500 (an unexpected exception) is always a bug
     response = case.call(base_url=cluster.urls[1], timeout=30)
-    case.validate_response(response, excluded_checks=[not_a_server_error, positive_data_acceptance])
+    excluded = [not_a_server_error, positive_data_acceptance]
+    if response.status_code == 421:
+        # NOT_LEADER_OR_FOLLOWER with no_forward: the wrong broker says so before it reads
+        # the body (the leader checks it); fuzzed topics exist, auto-created (issue 25)
+        excluded.append(negative_data_rejection)
+    case.validate_response(response, excluded_checks=excluded)
     assert response.status_code != 500, response.text
     # Schema-valid requests are accepted, unless what refuses them depends on the cluster's
-    # state, which no schema can say (more replicas than live brokers, a topic that exists)
+    # state, which no schema can say (more replicas than live brokers, a topic that exists,
+    # a timestamp far from the broker's clock)
     positive = case.meta is not None and case.meta.generation.mode.is_positive
     if positive and response.status_code == 400:
-        assert response.json().get("error_code") in STATE_DEPENDENT, response.text
+        answer = response.json()
+        if "but this is partition" in answer.get("message", ""):
+            return  # a record naming another partition than the path's: said in words only
+        assert answer.get("error_code") in STATE_DEPENDENT, response.text
 
 
 def test_the_cluster_is_healthy_after_the_fuzzing(cluster: Cluster) -> None:
