@@ -395,7 +395,10 @@ def test_sasl_plain_checks_the_password_against_the_users_credential(
         auto_offset_reset="earliest",
         consumer_timeout_ms=8_000,
     )
-    values = [record.value for record in consumer]
+    values = []
+    for record in consumer:  # ends at the first record (or after 8 s without one)
+        values.append(record.value)
+        break
     consumer.close()
     assert values == [b"by-plain"]
     _password_changes_end_logins(authenticated, producer, "carol", "PLAIN", "plain-t")
