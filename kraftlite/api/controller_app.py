@@ -346,8 +346,9 @@ async def create_topic(request: web.Request) -> web.StreamResponse:
     if "topics" in body:
         return await _create_topics(request, _admin_body(admin.CreateTopicsRequest, body))
     wanted = _admin_body(admin.CreateTopicRequest, body)
-    await controller.submit(
-        lambda image: decisions.create_topic(
+
+    def decide(image: MetadataImage) -> decisions.ControllerResult[str]:
+        return decisions.create_topic(
             image,
             wanted.name,
             wanted.partitions,
@@ -359,8 +360,12 @@ async def create_topic(request: web.Request) -> web.StreamResponse:
             internal=wanted.internal
             and wanted.name in INTERNAL_TOPICS
             and caller(request).is_cluster,
+            replica_assignment=wanted.replica_assignment,
         )
-    )
+
+    if wanted.validate_only:  # the decision is pure: run it on the image, commit nothing
+        return json_response(decisions.would_be_topic(wanted.name, decide(controller.image)))
+    await controller.submit(decide)
     response = _topic_or_404(controller, wanted.name)
     response.set_status(201)
     return response

@@ -465,12 +465,19 @@ def create_topic(
     *,
     rng: random.Random,
     internal: bool = False,
+    replica_assignment: Sequence[Sequence[int]] | None = None,
 ) -> ControllerResult[str]:
-    """Create a topic; the response is its topic id. Replicas are placed on live brokers."""
+    """Create a topic; the response is its topic id. Replicas are placed on live brokers,
+    or where `replica_assignment` says (`_manual_assignment`: then it gives the partition
+    count and the replication factor, and `partitions` and `replication_factor` are not
+    read)."""
     validate_topic_name(name, internal=internal)
     assert isinstance(name, str)
     if name in image.topic_ids:
         raise KraftliteError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name} already exists")
+    if replica_assignment is not None:
+        placed = _manual_assignment(image, replica_assignment)
+        return _topic_records(name, placed, configs, rng)
     if (
         isinstance(partitions, bool)
         or not isinstance(partitions, int)
@@ -490,6 +497,18 @@ def create_topic(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"replication factor {factor!r} needs 1-{len(brokers)} (live brokers: {len(brokers)})",
         )
+    placed = [(r, r) for r in assign_replicas(brokers, partitions, factor, rng)]
+    return _topic_records(name, placed, configs, rng)
+
+
+def _topic_records(
+    name: str,
+    placed: Sequence[tuple[tuple[int, ...], tuple[int, ...]]],
+    configs: object,
+    rng: random.Random,
+) -> ControllerResult[str]:
+    """A new topic's records: each partition's (replicas, ISR), the first of the ISR its
+    leader."""
     checked = validate_topic_configs({} if configs is None else configs)
     topic_id = _topic_id(rng)
     records: list[MetadataRecord] = [TopicRecord(name=name, topic_id=topic_id)]
@@ -498,17 +517,43 @@ def create_topic(
         for key, value in sorted(checked.items())
         if value is not None
     ]
-    for index, replicas in enumerate(assign_replicas(brokers, partitions, factor, rng)):
+    for index, (replicas, isr) in enumerate(placed):
         records.append(
             PartitionRecord(
-                topic_id=topic_id,
-                partition=index,
-                replicas=replicas,
-                isr=replicas,
-                leader=replicas[0],
+                topic_id=topic_id, partition=index, replicas=replicas, isr=isr, leader=isr[0]
             )
         )
     return ControllerResult(tuple(records), topic_id)
+
+
+def _manual_assignment(
+    image: MetadataImage, assignment: Sequence[Sequence[int]]
+) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Kafka's CreateTopics with replica assignments (KRaft's rules): 1 to MAX_PARTITIONS
+    partitions, each with the same number of distinct registered brokers; its ISR the
+    live ones among them (a fenced broker joins when it fetches again), led by the first
+    of them; a partition with no live replica is refused. INVALID_REPLICA_ASSIGNMENT."""
+
+    def refuse(why: str) -> KraftliteError:
+        return KraftliteError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, why)
+
+    if not 0 < len(assignment) <= MAX_PARTITIONS:
+        raise refuse(f"an assignment names 1-{MAX_PARTITIONS} partitions")
+    factor = len(assignment[0])
+    placed = []
+    for index, replicas in enumerate(assignment):
+        if len(replicas) != factor or factor == 0:
+            raise refuse(f"partition {index} has {len(replicas)} replicas, partition 0 {factor}")
+        if len(set(replicas)) != len(replicas):
+            raise refuse(f"partition {index} names a broker twice: {list(replicas)}")
+        unknown = [b for b in replicas if b not in image.brokers]
+        if unknown:
+            raise refuse(f"partition {index} names brokers that are not registered: {unknown}")
+        isr = tuple(b for b in replicas if image.is_live(b))
+        if not isr:
+            raise refuse(f"every broker of partition {index} is fenced or shutting down")
+        placed.append((tuple(replicas), isr))
+    return placed
 
 
 @dataclass(frozen=True, slots=True)
@@ -537,7 +582,7 @@ def create_topics(
         )
     for spec in specs:  # what the request itself gets wrong refuses it whole
         _check_topic_spec(spec)
-    total = sum(spec.partitions for spec in specs)
+    total = sum(spec.partition_count for spec in specs)
     if total > MAX_PARTITIONS:
         raise KraftliteError(
             ErrorCode.INVALID_PARTITIONS,
@@ -554,7 +599,13 @@ def create_topics(
             continue
         try:
             result = create_topic(
-                image, name, spec.partitions, spec.replication_factor, spec.configs, rng=rng
+                image,
+                name,
+                spec.partitions,
+                spec.replication_factor,
+                spec.configs,
+                rng=rng,
+                replica_assignment=spec.replica_assignment,
             )
         except KraftliteError as exc:
             outcomes.append(TopicCreated(name, error=exc))
@@ -567,6 +618,10 @@ def create_topics(
 
 def _check_topic_spec(spec: CreateTopicRequest) -> None:
     """The checks of `create_topic` that need no image: a name, counts and configs."""
+    if spec.validate_only:
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, "validate_only is for one topic at a time, not a batch"
+        )
     validate_topic_name(spec.name)
     if not 0 < spec.partitions <= MAX_PARTITIONS:
         raise KraftliteError(
@@ -780,3 +835,20 @@ def alter_partitions(
 
 def topic_partition_counts(image: MetadataImage) -> Mapping[str, int]:
     return {topic.name: len(topic.partitions) for topic in image.topics.values()}
+
+
+def would_be_topic(name: str, result: ControllerResult[str]) -> dict[str, object]:
+    """What `create_topic`'s records would make of topic `name`, as the API shows a topic
+    (its `topic_id` empty: nothing was created; Kafka's validate_only)."""
+    configs = {r.name: r.value for r in result.records if isinstance(r, ConfigRecord)}
+    partitions = [
+        {
+            "partition": r.partition,
+            "leader": r.leader,
+            "replicas": list(r.replicas),
+            "isr": list(r.isr),
+        }
+        for r in result.records
+        if isinstance(r, PartitionRecord)
+    ]
+    return {"name": name, "topic_id": "", "configs": configs, "partitions": partitions}

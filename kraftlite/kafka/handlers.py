@@ -141,6 +141,39 @@ def _message(exc: KraftliteError) -> str:
     return exc.message[:_MAX_MESSAGE]
 
 
+def _creatable(topic: bodies.CreatableTopic, validate_only: bool) -> admin.CreateTopicRequest:
+    """A CreateTopics entry as the controllers' request. With replica assignments (their
+    partitions 0 to n-1, in any order), the partition count and replication factor must be
+    left at -1, as Kafka asks; without, -1 means the defaults."""
+    assignments = topic.get("assignments") or []
+    placed: tuple[tuple[int, ...], ...] | None = None
+    if assignments:
+        if topic.get("num_partitions", -1) != -1 or topic.get("replication_factor", -1) != -1:
+            raise KraftliteError(
+                ErrorCode.INVALID_REQUEST,
+                "both num_partitions or replication_factor and assignments were set",
+            )
+        by_index = {a["partition_index"]: tuple(a["broker_ids"]) for a in assignments}
+        if sorted(by_index) != list(range(len(assignments))):
+            raise KraftliteError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "assignments must name partitions 0 to n-1, each once",
+            )
+        placed = tuple(by_index[i] for i in range(len(assignments)))
+    return admin.CreateTopicRequest(
+        topic["name"],
+        partitions=max(topic.get("num_partitions", -1), 1),  # -1: the default, 1
+        replication_factor=(
+            topic["replication_factor"] if topic.get("replication_factor", -1) > 0 else None
+        ),
+        configs={
+            c["name"]: c["value"] for c in topic.get("configs", []) if c.get("value") is not None
+        },
+        replica_assignment=placed,
+        validate_only=validate_only,
+    )
+
+
 def _config_changes(resource: bodies.AlterConfigsResource, position: int) -> dict[str, str | None]:
     """An IncrementalAlterConfigs resource's changes: SET a value, DELETE back to the
     default (None); APPEND and SUBTRACT act on list-valued configs, which have none here."""
@@ -1301,31 +1334,23 @@ class Session:
                 entry["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 answers.append(entry)
                 continue
-            if validate_only or topic.get("assignments"):
-                entry.update(
-                    {
-                        "error_code": INVALID_REQUEST,
-                        "error_message": "validate_only and manual assignments are not served here",
-                    }
-                )
-                answers.append(entry)
-                continue
-            wanted = admin.CreateTopicRequest(
-                name,
-                partitions=max(topic.get("num_partitions", -1), 1),  # -1: the default, 1
-                replication_factor=(
-                    topic["replication_factor"] if topic.get("replication_factor", -1) > 0 else None
-                ),
-                configs={
-                    c["name"]: c["value"]
-                    for c in topic.get("configs", [])
-                    if c.get("value") is not None
-                },
-            )
             try:
-                await self._admin(deadline, wanted)
+                wanted = _creatable(topic, validate_only)
+                answered = await self._admin(deadline, wanted)
             except KraftliteError as exc:
                 entry.update({"error_code": kafka_code(exc), "error_message": _message(exc)})
+                answers.append(entry)
+                continue
+            if validate_only:  # the topic it would be: nothing was created
+                first_answered = answered.partitions[0] if answered.partitions else None
+                entry.update(
+                    {
+                        "num_partitions": len(answered.partitions),
+                        "replication_factor": (
+                            0 if first_answered is None else len(first_answered.replicas)
+                        ),
+                    }
+                )
                 answers.append(entry)
                 continue
             described = self.image.topic(name)

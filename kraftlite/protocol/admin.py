@@ -38,6 +38,7 @@ from kraftlite.protocol.internal import MessageError
 MAX_PARTITIONS: Final = 10_000  # partitions of one topic, and of one CreateTopics in all
 MAX_TOPICS_PER_REQUEST: Final = 1_000
 MAX_REPLICATION_FACTOR: Final = 2**15 - 1  # Kafka's (an int16); the live brokers, first
+MAX_ASSIGNED_REPLICAS: Final = 1024  # brokers one partition of an assignment names
 REF_TEMPLATE: Final = "#/components/schemas/{name}"  # where the document keeps schemas
 
 
@@ -74,8 +75,42 @@ class CreateTopicRequest(msgspec.Struct, frozen=True):
             "INVALID_TOPIC_EXCEPTION as for any other name starting with __"
         ),
     ] = False
+    replica_assignment: Annotated[
+        Annotated[
+            tuple[
+                Annotated[
+                    tuple[Annotated[int, Meta(ge=0, le=2**31 - 1)], ...],
+                    Meta(min_length=1, max_length=MAX_ASSIGNED_REPLICAS),
+                ],
+                ...,
+            ],
+            Meta(min_length=1, max_length=MAX_PARTITIONS),
+        ]
+        | None,
+        Meta(
+            description="the brokers of each partition, in order, the first its preferred "
+            "leader (Kafka's CreateTopics assignments): it sets the partition count and the "
+            "replication factor, and `partitions` and `replication_factor` are not read. "
+            "Every partition names the same number of distinct registered brokers, at least "
+            "one of them live; else INVALID_REPLICA_ASSIGNMENT"
+        ),
+    ] = None
+    validate_only: Annotated[
+        bool,
+        Meta(
+            description="check the request against the cluster as it is, create nothing "
+            "(Kafka's validate_only): the answer is the topic it would be, with an empty "
+            "topic_id, or the error. One topic at a time (not in the batch form)"
+        ),
+    ] = False
 
     method: ClassVar[str] = "POST"
+
+    @property
+    def partition_count(self) -> int:
+        """The partitions the topic gets: its assignment's, else `partitions`."""
+        assignment = self.replica_assignment
+        return self.partitions if assignment is None else len(assignment)
 
     def route(self) -> str:
         return "/v1/topics"

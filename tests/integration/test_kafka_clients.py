@@ -214,6 +214,30 @@ def test_admin_client_creates_describes_and_deletes_topics(cluster: Cluster) -> 
     )
 
 
+def test_admin_client_creates_with_replica_assignments_and_validates_only(
+    cluster: Cluster,
+) -> None:
+    """Issue 25 (librdkafka's test 0081 starts so): CreateTopics with a replica assignment
+    places each partition's replicas as asked, the first leading; validate_only creates
+    nothing; a bad assignment is INVALID_REPLICA_ASSIGNMENT."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    name = f"placed-{uuid.uuid4().hex[:6]}"
+    assignment = [[3, 1], [1, 2], [2, 3]]
+    check = admin.create_topics([NewTopic(name, replica_assignment=assignment)], validate_only=True)
+    check[name].result(30)
+    assert http("GET", cluster.urls[1] + f"/v1/topics/{name}")[0] == 404  # nothing made
+    admin.create_topics([NewTopic(name, replica_assignment=assignment)])[name].result(30)
+    wait_until(
+        lambda: http("GET", cluster.urls[1] + f"/v1/topics/{name}")[0] == 200, 10, "the topic"
+    )
+    described = admin.list_topics(name, timeout=10).topics[name]
+    assert {i: p.replicas for i, p in described.partitions.items()} == dict(enumerate(assignment))
+    assert {i: p.leader for i, p in described.partitions.items()} == {0: 3, 1: 1, 2: 2}
+    bad = f"bad-{uuid.uuid4().hex[:6]}"
+    with pytest.raises(KafkaException, match=r"INVALID_REPLICA_ASSIGNMENT|[Rr]eplica"):
+        admin.create_topics([NewTopic(bad, replica_assignment=[[1, 9]])])[bad].result(30)
+
+
 def test_brokers_show_their_kafka_address(cluster: Cluster) -> None:
     status, answer = http("GET", cluster.urls[1] + "/v1/brokers")
     assert status == 200, answer

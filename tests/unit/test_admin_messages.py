@@ -41,6 +41,8 @@ def test_each_request_knows_its_method_route_and_body() -> None:
             "replication_factor": 2,
             "configs": {"retention.ms": "1"},
             "internal": False,
+            "replica_assignment": None,  # fields an older controller ignores
+            "validate_only": False,
         },
     )
     assert wire(admin.DeleteTopicRequest("orders")) == ("DELETE", "/v1/topics/orders", None)
@@ -311,3 +313,12 @@ def test_a_bad_controller_answer_is_a_message_error() -> None:
     for body in (b'{"name":"\xff","topic_id":"x"}', b"[" * 5000 + b"]" * 5000):
         with pytest.raises(MessageError):
             request.answer(body)
+
+
+def test_a_create_with_an_assignment_counts_its_partitions() -> None:
+    wanted = admin.CreateTopicRequest("t", replica_assignment=((1, 2), (2, 3), (3, 1)))
+    assert wanted.partition_count == 3
+    assert admin.CreateTopicRequest("t", 4).partition_count == 4
+    for bad in ([], [[]], [[-1]], [[1]] * 10_001, "1,2"):
+        with pytest.raises(MessageError):
+            admin.decode(admin.CreateTopicRequest, {"name": "t", "replica_assignment": bad})

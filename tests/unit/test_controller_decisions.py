@@ -259,6 +259,66 @@ def test_default_replication_factor_is_min_3_live_brokers() -> None:
     assert len(result.records[1].replicas) == 2
 
 
+def test_a_topic_created_with_a_replica_assignment() -> None:
+    """Kafka's CreateTopics with assignments (issue 25): the brokers of each partition as
+    given, the first live one leading; `partitions` and the factor are not read."""
+    image = brokers(1, 2, 3, 4)
+    result = d.create_topic(
+        image, "placed", 99, 7, rng=random.Random(0), replica_assignment=((4, 1), (2, 3))
+    )
+    image = commit(image, result)
+    assert [(p.replicas, p.isr, p.leader) for p in image.topic("placed").partitions.values()] == [
+        ((4, 1), (4, 1), 4),
+        ((2, 3), (2, 3), 2),
+    ]
+    for assignment, why in (
+        (((1, 2), (3,)), "replicas, partition 0 2"),  # not the same factor everywhere
+        (((1, 1),), "twice"),
+        (((1, 9),), "not registered"),
+        ((), "1-"),
+    ):
+        refused = error(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            d.create_topic,
+            image,
+            "nope",
+            rng=random.Random(0),
+            replica_assignment=assignment,
+        )
+        assert why in refused.message, refused
+
+
+def test_an_assignment_on_fenced_brokers_leads_on_a_live_one_or_is_refused() -> None:
+    image = brokers(1, 2, 3)
+    image = commit(image, d.fence_expired_brokers(image, [1]))
+    (only,) = (
+        commit(
+            image, d.create_topic(image, "t", rng=random.Random(0), replica_assignment=((1, 2),))
+        )
+        .topic("t")
+        .partitions.values()
+    )
+    assert (only.replicas, only.isr, only.leader) == ((1, 2), (2,), 2)
+    image = commit(image, d.fence_expired_brokers(image, [2]))
+    error(
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        d.create_topic,
+        image,
+        "u",
+        rng=random.Random(0),
+        replica_assignment=((1, 2),),
+    )
+
+
+def test_validate_only_shows_the_topic_it_would_be() -> None:
+    image = brokers(1, 2)
+    result = d.create_topic(image, "t", 2, 2, {"retention.ms": 5}, rng=random.Random(1))
+    view = d.would_be_topic("t", result)
+    assert view["topic_id"] == "" and view["configs"] == {"retention.ms": "5"}
+    assert [p["partition"] for p in view["partitions"]] == [0, 1]  # type: ignore[union-attr]
+    assert image.topic("t") is None  # nothing committed
+
+
 def test_delete_add_partitions_and_alter_configs() -> None:
     image = with_topic(brokers(1, 2, 3), partitions=2, rf=2)
     result = d.create_partitions(image, "t", 4, rng=random.Random(1))
