@@ -32,6 +32,8 @@ async def test_admin_call_answers_once_this_broker_has_the_change(node: InProces
         "replication_factor": None,
         "configs": {"retention.ms": "-1"},
         "internal": False,
+        "replica_assignment": None,
+        "validate_only": False,
     }
     assert await node.service.admin_call(admin.DeleteTopicRequest("events")) is None
     assert node.image.topic("events") is None
@@ -66,6 +68,8 @@ async def test_the_coordinator_asks_for_its_offsets_topic_as_a_broker() -> None:
             "replication_factor": 1,
             "configs": {"retention.ms": -1, "min.insync.replicas": 1},
             "internal": True,
+            "replica_assignment": None,
+            "validate_only": False,
         }
         await node.coordinator.ensure_offsets_topic()  # there now: no call
         assert len(controller.calls) == 1
