@@ -38,6 +38,7 @@ from kraftlite.controller import access
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import OFFSETS_TOPIC
 from kraftlite.groups.offsets import CommittedOffset
+from kraftlite.kafka import acl_apis
 from kraftlite.kafka.fetch_sessions import (
     FINAL_EPOCH,
     NO_SESSION,
@@ -49,8 +50,9 @@ from kraftlite.kafka.fetch_sessions import (
 from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.records import UserScramCredentialRecord
 from kraftlite.metadata.topics import TOPIC_CONFIGS, is_internal_topic, validate_topic_name
-from kraftlite.protocol import admin, names
+from kraftlite.protocol import admin, admin_bodies, names
 from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol.internal import MessageError
 from kraftlite.protocol.kafka import bodies, messages, records
 from kraftlite.protocol.kafka.bodies import AnyResponse
 from kraftlite.protocol.kafka.messages import ApiKey, Request
@@ -288,6 +290,9 @@ SERVED: Final = frozenset(
         ApiKey.DESCRIBE_CLUSTER,
         ApiKey.OFFSET_FOR_LEADER_EPOCH,
         ApiKey.INIT_PRODUCER_ID,
+        ApiKey.DESCRIBE_ACLS,
+        ApiKey.CREATE_ACLS,
+        ApiKey.DELETE_ACLS,
         ApiKey.SASL_HANDSHAKE,
         ApiKey.SASL_AUTHENTICATE,
         ApiKey.CONSUMER_GROUP_HEARTBEAT,
@@ -370,6 +375,9 @@ class Session:
             ApiKey.DESCRIBE_CLUSTER: self.describe_cluster,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
+            ApiKey.DESCRIBE_ACLS: self.describe_acls,
+            ApiKey.CREATE_ACLS: self.create_acls,
+            ApiKey.DELETE_ACLS: self.delete_acls,
             ApiKey.SASL_HANDSHAKE: self.sasl_handshake,
             ApiKey.SASL_AUTHENTICATE: self.sasl_authenticate,
             ApiKey.CONSUMER_GROUP_HEARTBEAT: self.consumer_group_heartbeat,
@@ -1474,6 +1482,159 @@ class Session:
                     code = kafka_code(exc)
             results.append({"group_id": group, "error_code": code})
         return {"results": results}
+
+    # -- ACLs ----------------------------------------------------------------------------------
+
+    async def describe_acls(self, request: Request) -> bodies.DescribeAclsResponse:
+        """The ACLs matching the filter (Kafka's matching, acl_apis.py rule 4), as the
+        controllers list them for `GET /v1/acls`; DESCRIBE on the cluster, as Kafka asks."""
+        body = cast(bodies.DescribeAclsRequest, request.body)
+        if not self._may(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+            return {
+                "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                "error_message": "DESCRIBE on the cluster is needed",
+                "resources": [],
+            }
+        deadline = self._admin_deadline(MAX_ADMIN_TIMEOUT_MS)
+        try:
+            found = await self._acls_matching(acl_apis.KafkaFilter.of(body), deadline)
+        except KraftliteError as exc:
+            return {"error_code": kafka_code(exc), "error_message": _message(exc), "resources": []}
+        await self._went_through(len(found))
+        return {"error_code": NONE, "error_message": None, "resources": acl_apis.resources(found)}
+
+    async def _acls_matching(
+        self, wanted: acl_apis.KafkaFilter, deadline: float
+    ) -> list[acl_apis.KafkaAcl]:
+        problem = wanted.problem()
+        if problem is not None:
+            raise KraftliteError(ErrorCode.INVALID_REQUEST, problem)
+        listed = await self._acls_listed(wanted, deadline)
+        return [kafka for _, kafka in listed]
+
+    async def _acls_listed(
+        self, wanted: acl_apis.KafkaFilter, deadline: float
+    ) -> list[tuple[admin.AclAnswer, acl_apis.KafkaAcl]]:
+        """The controllers' ACLs that `wanted` (a filter without a problem) matches, as
+        they are and in Kafka's terms."""
+        narrowed = wanted.narrowed()
+        if narrowed is None:
+            return []
+        try:
+            selecting = admin.decode(admin_bodies.AclFilter, narrowed[0])
+        except MessageError:  # a value no ACL can hold (a principal not User:...)
+            return []
+        listed = await self._admin(deadline, admin.ListAclsRequest(selecting))
+        found = []
+        for acl in listed:
+            kafka = acl_apis.kafka_acl(acl)
+            if kafka is not None and wanted.matches(kafka):
+                found.append((acl, kafka))
+        return found
+
+    async def create_acls(self, request: Request) -> bodies.CreateAclsResponse:
+        """Each ACL through `POST /v1/acls`, one at a time; ALTER on the cluster, as Kafka
+        asks (the controllers ask it again of the client). An entry of a type kraftlite
+        has no ACLs of, or that Kafka refuses, is INVALID_REQUEST (acl_apis.py rules 1-3)."""
+        creations = cast(bodies.CreateAclsRequest, request.body)["creations"]
+        await self._went_through(len(creations))
+        if not self._may(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+            return {
+                "results": [
+                    {
+                        "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                        "error_message": "ALTER on the cluster is needed",
+                    }
+                    for _ in creations
+                ]
+            }
+        deadline = self._admin_deadline(MAX_ADMIN_TIMEOUT_MS)
+        results: list[bodies.AclCreationResult] = []
+        for n, creation in enumerate(creations):
+            if n >= acl_apis.MAX_ACL_ENTRIES:
+                results.append({"error_code": INVALID_REQUEST, "error_message": "too many ACLs"})
+                continue
+            try:
+                wanted = admin.decode(admin_bodies.AclRequest, acl_apis.acl_request(creation))
+                await self._admin(deadline, admin.CreateAclRequest(wanted))
+            except MessageError as exc:  # the controllers' own check of the body, first here
+                message = str(exc)[:_MAX_MESSAGE]
+                results.append({"error_code": INVALID_REQUEST, "error_message": message})
+                continue
+            except KraftliteError as exc:
+                results.append({"error_code": kafka_code(exc), "error_message": _message(exc)})
+                continue
+            results.append({"error_code": NONE, "error_message": None})
+        return {"results": results}
+
+    async def delete_acls(self, request: Request) -> bodies.DeleteAclsResponse:
+        """Each filter's ACLs through `DELETE /v1/acls`; ALTER on the cluster, as Kafka
+        asks. A filter the controllers' filter says exactly is one call; one it does not
+        (MATCH, every field ANY) lists the ACLs, picks those Kafka's filter matches and
+        deletes each (at most MAX_ACL_ENTRIES)."""
+        filters = cast(bodies.DeleteAclsRequest, request.body)["filters"]
+        await self._went_through(len(filters))
+        if not self._may(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+            return {
+                "filter_results": [
+                    {
+                        "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                        "error_message": "ALTER on the cluster is needed",
+                        "matching_acls": [],
+                    }
+                    for _ in filters
+                ]
+            }
+        deadline = self._admin_deadline(MAX_ADMIN_TIMEOUT_MS)
+        results: list[bodies.DeleteAclsFilterResult] = []
+        for n, entry in enumerate(filters):
+            if n >= acl_apis.MAX_ACL_ENTRIES:
+                results.append({"error_code": INVALID_REQUEST, "error_message": "too many filters"})
+                continue
+            try:
+                deleted = await self._delete_acls(acl_apis.KafkaFilter.of(entry), deadline)
+            except KraftliteError as exc:
+                results.append({"error_code": kafka_code(exc), "error_message": _message(exc)})
+                continue
+            matching = [acl_apis.matching_acl(acl) for acl in deleted]
+            results.append({"error_code": NONE, "error_message": None, "matching_acls": matching})
+        return {"filter_results": results}
+
+    async def _delete_acls(
+        self, wanted: acl_apis.KafkaFilter, deadline: float
+    ) -> list[acl_apis.KafkaAcl]:
+        problem = wanted.problem()
+        if problem is not None:
+            raise KraftliteError(ErrorCode.INVALID_REQUEST, problem)
+        narrowed = wanted.narrowed()
+        if narrowed is None:
+            return []
+        fields, exact = narrowed
+        if exact and fields:
+            try:
+                selecting = admin.decode(admin_bodies.AclFilter, fields)
+            except MessageError:  # a value no ACL can hold
+                return []
+            deleted = await self._admin(deadline, admin.DeleteAclsRequest(selecting))
+            return [kafka for kafka in map(acl_apis.kafka_acl, deleted) if kafka is not None]
+        listed = await self._acls_listed(wanted, deadline)
+        if len(listed) > acl_apis.MAX_ACL_ENTRIES:
+            raise KraftliteError(
+                ErrorCode.INVALID_REQUEST,
+                f"the filter matches {len(listed)} ACLs, over {acl_apis.MAX_ACL_ENTRIES} "
+                "at once: narrow it",
+            )
+        found: list[acl_apis.KafkaAcl] = []
+        for acl, _ in listed:
+            try:
+                one = admin.decode(admin_bodies.AclFilter, acl_apis.exact_filter(acl))
+            except MessageError:  # no filter names it: HTTP's DELETE could not either
+                continue
+            for gone in await self._admin(deadline, admin.DeleteAclsRequest(one)):
+                kafka = acl_apis.kafka_acl(gone)
+                if kafka is not None:
+                    found.append(kafka)
+        return found
 
     # -- configs ---------------------------------------------------------------------------
 

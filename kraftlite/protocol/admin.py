@@ -1,8 +1,8 @@
 """Typed admin calls a broker makes of the controllers, for a client (the Kafka edge's
-CreateTopics, DeleteTopics, CreatePartitions and IncrementalAlterConfigs) or for itself (the
-group coordinator's offsets topic), and the bodies the controllers decode: one type at both
-ends, and the OpenAPI document's schemas of those bodies generated from it (api/openapi.py),
-so document, sender and server cannot drift.
+CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs and the ACL APIs) or for
+itself (the group coordinator's offsets topic), and the bodies the controllers decode: one
+type at both ends, and the OpenAPI document's schemas of those bodies generated from it
+(api/openapi.py), so document, sender and server cannot drift.
 
 Rules:
 1. A body type holds the wire shape: msgspec decodes and type-checks it in one step, and a
@@ -20,20 +20,26 @@ Rules:
    for one that is not).
 3. These are the public API's bodies (POST /v1/topics, ...; docs/api-v1): no version
    field; they change only as the API v1 contract may, compatibly. Unknown fields are
-   ignored, as everywhere in the API. The API's other admin bodies, which no broker sends
-   (users, ACLs, quotas, reassignments, ...), are typed alike in admin_bodies.py.
+   ignored, as everywhere in the API. The API's other admin bodies (users, ACLs, quotas,
+   reassignments, ...) are typed alike in admin_bodies.py; of those a broker sends only the
+   ACLs' (`CreateAclRequest`, `ListAclsRequest`, `DeleteAclsRequest` carry them).
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Final, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Protocol, TypeVar
+from urllib.parse import quote, urlencode
 
 import msgspec
 from msgspec import Meta
 
 from kraftlite.protocol import urls
 from kraftlite.protocol.internal import MessageError
+
+if TYPE_CHECKING:  # admin_bodies imports this module
+    from kraftlite.protocol.admin_bodies import AclFilter, AclRequest
 
 MAX_PARTITIONS: Final = 10_000  # partitions of one topic, and of one CreateTopics in all
 MAX_TOPICS_PER_REQUEST: Final = 1_000
@@ -229,6 +235,63 @@ class AlterBrokerConfigsRequest(msgspec.Struct, frozen=True):
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class CreateAclRequest:
+    """Add one ACL (POST /v1/acls): the controllers answer it as stored (an equal one that
+    exists is kept)."""
+
+    acl: AclRequest
+
+    method: ClassVar[str] = "POST"
+
+    def route(self) -> str:
+        return "/v1/acls"
+
+    def body(self) -> msgspec.Struct:
+        return self.acl
+
+    def answer(self, body: bytes) -> AclAnswer:
+        return _read(AclAnswer, body)
+
+
+@dataclass(frozen=True, slots=True)
+class ListAclsRequest:
+    """The ACLs matching `filter` (GET /v1/acls, its fields the query's; none: every ACL)."""
+
+    filter: AclFilter
+
+    method: ClassVar[str] = "GET"
+
+    def route(self) -> str:
+        query = urlencode(msgspec.to_builtins(self.filter), quote_via=quote)
+        return f"/v1/acls?{query}" if query else "/v1/acls"
+
+    def body(self) -> msgspec.Struct | None:
+        return None
+
+    def answer(self, body: bytes) -> tuple[AclAnswer, ...]:
+        return _read(AclsAnswer, body).acls
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteAclsRequest:
+    """Delete every ACL matching `filter` (DELETE /v1/acls; the controllers refuse a filter
+    that names no field); the answer is the ACLs deleted."""
+
+    filter: AclFilter
+
+    method: ClassVar[str] = "DELETE"
+
+    def route(self) -> str:
+        return "/v1/acls"
+
+    def body(self) -> msgspec.Struct:
+        return self.filter
+
+    def answer(self, body: bytes) -> tuple[AclAnswer, ...]:
+        return _read(DeletedAclsAnswer, body).deleted
+
+
 # Bodies whose schemas the OpenAPI document takes from here (api/openapi.py, with the
 # public API's other admin bodies: admin_bodies.DOCUMENTED_BODIES).
 DOCUMENTED_BODIES: Final = (
@@ -258,6 +321,27 @@ class TopicAnswer(msgspec.Struct, frozen=True):
     topic_id: str
     configs: dict[str, str] = {}
     partitions: tuple[PartitionAnswer, ...] = ()
+
+
+class AclAnswer(msgspec.Struct, frozen=True):
+    """An ACL as the controllers show it (security/acls.py's `acl_view`)."""
+
+    id: str
+    principal: str
+    host: str
+    operation: str
+    permission: str
+    resource_type: str
+    resource_name: str
+    pattern_type: str
+
+
+class AclsAnswer(msgspec.Struct, frozen=True):
+    acls: tuple[AclAnswer, ...] = ()
+
+
+class DeletedAclsAnswer(msgspec.Struct, frozen=True):
+    deleted: tuple[AclAnswer, ...] = ()
 
 
 A_co = TypeVar("A_co", covariant=True)

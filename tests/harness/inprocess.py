@@ -29,6 +29,7 @@ import asyncio
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
+from urllib.parse import parse_qsl, urlsplit
 
 import aiohttp
 import orjson
@@ -36,15 +37,19 @@ import orjson
 from kraftlite.broker.broker import Broker, BrokerSettings
 from kraftlite.broker.partition import Partition
 from kraftlite.clock import ManualClock
+from kraftlite.controller import access
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import OFFSETS_TOPIC, GroupCoordinator, GroupSettings
 from kraftlite.kafka.handlers import Handlers, Session
 from kraftlite.metadata import records as r
 from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.views import topic_view
+from kraftlite.protocol import admin, admin_bodies
 from kraftlite.protocol.headers import METADATA_VERSION
+from kraftlite.protocol.internal import MessageError
 from kraftlite.protocol.kafka import messages
 from kraftlite.protocol.kafka import records as kafka_records
+from kraftlite.security import acls
 from kraftlite.security.authenticator import Authenticator, AuthSettings
 from kraftlite.security.cluster_auth import derive_key
 from kraftlite.security.gate import Gate
@@ -313,7 +318,8 @@ class ControllerTwin:
     """Answers the broker's controller calls: applies the change to the broker's metadata
     a moment after it answers (as a controller's answer outruns the metadata fetch), and
     names the version that holds it; or raises `error` (for TOPIC_ALREADY_EXISTS, the topic
-    arrives a moment later, as another broker's creation would)."""
+    arrives a moment later, as another broker's creation would). The ACL routes (GET, POST
+    and DELETE /v1/acls) are answered by the controllers' own decisions (`_acls`)."""
 
     def __init__(self, node: InProcessBroker, error: KraftliteError | None = None) -> None:
         self.node = node
@@ -331,6 +337,9 @@ class ControllerTwin:
             if self.error.code is ErrorCode.TOPIC_ALREADY_EXISTS:  # another broker's, coming
                 asyncio.get_running_loop().call_later(0.05, node.create_topic, wanted["name"])
             raise self.error
+        route = urlsplit(path)
+        if route.path == "/v1/acls":
+            return self._acls(method, dict(parse_qsl(route.query)) if method == "GET" else wanted)
         version = node.image.version + 1
         if method == "DELETE":
             topic_id = topic_id_for(path.rsplit("/", 1)[1])
@@ -345,3 +354,33 @@ class ControllerTwin:
         await asyncio.sleep(0.1)  # the view of the topic as the controller has it
         view = topic_view(node.image.topics[topic_id_for(wanted["name"])])
         return 201, orjson.dumps(view), {METADATA_VERSION: str(version)}
+
+    def _acls(self, method: str, wanted: Any) -> tuple[int, Any, dict[str, str]]:
+        """controller_app.py's create_acl, list_acls and delete_acls: the same body types
+        and decisions, the change applied to the broker's metadata at once (the ACL routes
+        name no metadata version to wait for)."""
+        image = self.node.image
+        try:
+            if method == "POST":
+                body = admin.decode(admin_bodies.AclRequest, wanted)
+            else:
+                body = admin.decode(admin_bodies.AclFilter, wanted)
+        except MessageError as exc:
+            raise KraftliteError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+        if method == "POST":
+            acl = acls.acl_from_request(uuid.uuid4().hex, admin_bodies.given(body))
+            created = access.create_acls(image, (acl,))
+            if created.records:
+                self.node.apply(*created.records)
+            return 201, orjson.dumps(acls.acl_view(created.response[0])), {}
+        selecting = acls.filter_from_request(admin_bodies.given(body))
+        if method == "GET":
+            matching = [
+                a for _, a in sorted(image.acls.items()) if acls.matches_filter(a, selecting)
+            ]
+            return 200, orjson.dumps({"acls": [acls.acl_view(a) for a in matching]}), {}
+        assert method == "DELETE", method
+        deleted = access.delete_acls(image, selecting)
+        if deleted.records:
+            self.node.apply(*deleted.records)
+        return 200, orjson.dumps({"deleted": [acls.acl_view(a) for a in deleted.response]}), {}

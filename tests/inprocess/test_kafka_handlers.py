@@ -529,3 +529,273 @@ async def test_plain_turned_off_is_refused_and_not_offered(secured: InProcessBro
     scram = secured.connect()
     offered = await scram.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-512"})
     assert offered["error_code"] == 0 and offered["mechanisms"] == ["SCRAM-SHA-512"]
+
+
+# -- ACLs ----------------------------------------------------------------------------------------
+
+# Kafka's codes (org.apache.kafka.common.resource / .acl)
+ANY, MATCH, LITERAL, PREFIXED = 1, 2, 3, 4  # pattern types (ANY is every enum's 1)
+TOPIC, CLUSTER, USER = 2, 4, 7  # resource types
+READ, WRITE, ALTER, DESCRIBE, CREATE_TOKENS = 3, 4, 7, 8, 13  # operations
+DENY, ALLOW = 2, 3  # permissions
+INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
+
+
+def acl_creation(
+    principal: str,
+    operation: int,
+    name: str = "orders",
+    *,
+    kind: int = TOPIC,
+    pattern: int = LITERAL,
+    host: str = "*",
+    permission: int = ALLOW,
+) -> dict[str, Any]:
+    return {
+        "resource_type": kind,
+        "resource_name": name,
+        "resource_pattern_type": pattern,
+        "principal": principal,
+        "host": host,
+        "operation": operation,
+        "permission_type": permission,
+    }
+
+
+def acl_filter(
+    kind: int = ANY,
+    name: str | None = None,
+    pattern: int = ANY,
+    principal: str | None = None,
+    operation: int = ANY,
+) -> dict[str, Any]:
+    return {
+        "resource_type_filter": kind,
+        "resource_name_filter": name,
+        "pattern_type_filter": pattern,
+        "principal_filter": principal,
+        "host_filter": None,
+        "operation": operation,
+        "permission_type": ANY,
+    }
+
+
+async def test_acls_are_created_described_and_deleted_through_the_controllers_routes(
+    node: InProcessBroker,
+) -> None:
+    """CreateAcls, DescribeAcls and DeleteAcls are POST, GET and DELETE /v1/acls for the
+    client (issue 25): the same decisions as the HTTP API's, with Kafka's codes, Kafka's
+    filter semantics (MATCH: the ACLs that apply to a name) and `kafka-cluster` for the
+    cluster resource."""
+    twin = ControllerTwin(node)
+    node.broker.controllers = twin  # type: ignore[assignment]
+    kafka = node.connect()
+    created = await kafka.call(
+        ApiKey.CREATE_ACLS,
+        3,
+        {
+            "creations": [
+                acl_creation(ALICE, READ),
+                acl_creation("User:bob", WRITE, "ord", pattern=PREFIXED, permission=DENY),
+                acl_creation(ALICE, DESCRIBE, "kafka-cluster", kind=CLUSTER),
+                acl_creation("User:carol", READ, "*"),
+            ]
+        },
+    )
+    assert created["results"] == [{"error_code": 0, "error_message": None}] * 4
+    assert [(m, p) for m, p, _, _ in twin.calls] == [("POST", "/v1/acls")] * 4
+    assert all(headers is not None and ANONYMOUS in headers.values() for *_, headers in twin.calls)
+    stored = sorted(
+        (a.resource_type, a.resource_name, a.principal) for a in node.image.acls.values()
+    )
+    assert stored == [
+        ("CLUSTER", "kraftlite-cluster", ALICE),  # the HTTP API's name for it
+        ("TOPIC", "*", "User:carol"),
+        ("TOPIC", "ord", "User:bob"),
+        ("TOPIC", "orders", ALICE),
+    ]
+
+    twin.calls.clear()
+    alices = await kafka.call(ApiKey.DESCRIBE_ACLS, 2, acl_filter(principal=ALICE))
+    assert (alices["error_code"], alices["error_message"]) == (0, None)
+    assert alices["resources"] == [
+        {
+            "resource_type": TOPIC,
+            "resource_name": "orders",
+            "pattern_type": LITERAL,
+            "acls": [
+                {"principal": ALICE, "host": "*", "operation": READ, "permission_type": ALLOW}
+            ],
+        },
+        {
+            "resource_type": CLUSTER,
+            "resource_name": "kafka-cluster",
+            "pattern_type": LITERAL,
+            "acls": [
+                {"principal": ALICE, "host": "*", "operation": DESCRIBE, "permission_type": ALLOW}
+            ],
+        },
+    ]
+    ((method, path, body, _),) = twin.calls  # the filter travels as GET /v1/acls's query
+    assert (method, path, body) == ("GET", "/v1/acls?principal=User%3Aalice", None)
+    # MATCH: every ACL that applies to topic "orders" (its name, `*`, prefixes of it), v1
+    matching = await kafka.call(ApiKey.DESCRIBE_ACLS, 1, acl_filter(TOPIC, "orders", MATCH))
+    assert [(r["resource_name"], r["pattern_type"]) for r in matching["resources"]] == [
+        ("*", LITERAL),
+        ("ord", PREFIXED),
+        ("orders", LITERAL),
+    ]
+    literal = await kafka.call(ApiKey.DESCRIBE_ACLS, 3, acl_filter(TOPIC, "ord", LITERAL))
+    assert literal["resources"] == []  # "ord" is a PREFIXED pattern, not a LITERAL one
+
+    # a filter the controllers' says exactly is one DELETE; a MATCH is listed, then each
+    # ACL it matches is deleted by every field
+    twin.calls.clear()
+    deleted = await kafka.call(
+        ApiKey.DELETE_ACLS,
+        3,
+        {
+            "filters": [
+                acl_filter(CLUSTER, "kafka-cluster", LITERAL),
+                acl_filter(TOPIC, "orders", MATCH, operation=READ),
+            ]
+        },
+    )
+    cluster, topic = deleted["filter_results"]
+    assert (cluster["error_code"], topic["error_code"]) == (0, 0)
+    assert cluster["matching_acls"] == [
+        {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": CLUSTER,
+            "resource_name": "kafka-cluster",
+            "pattern_type": LITERAL,
+            "principal": ALICE,
+            "host": "*",
+            "operation": DESCRIBE,
+            "permission_type": ALLOW,
+        }
+    ]
+    assert sorted((a["resource_name"], a["principal"]) for a in topic["matching_acls"]) == [
+        ("*", "User:carol"),
+        ("orders", ALICE),
+    ]  # bob's is a DENY of WRITE
+    calls = [(m, b) for m, _, b, _ in twin.calls]
+    assert calls[:2] == [
+        ("DELETE", {"resource_type": "CLUSTER", "pattern_type": "LITERAL"}),
+        ("GET", None),
+    ]
+    # then one DELETE per matched ACL, in the order the controllers listed them
+    assert sorted(calls[2:], key=lambda call: str(call[1])) == sorted(
+        [("DELETE", _every_field("User:carol", "*")), ("DELETE", _every_field(ALICE, "orders"))],
+        key=lambda call: str(call[1]),
+    )
+    assert twin.calls[1][1] == "/v1/acls?operation=READ&resource_type=TOPIC"
+    assert [(a.principal, a.operation) for a in node.image.acls.values()] == [("User:bob", "WRITE")]
+
+
+def _every_field(principal: str, name: str) -> dict[str, str]:
+    return {
+        "principal": principal,
+        "host": "*",
+        "operation": "READ",
+        "permission": "ALLOW",
+        "resource_type": "TOPIC",
+        "resource_name": name,
+        "pattern_type": "LITERAL",
+    }
+
+
+async def test_acl_apis_need_alter_or_describe_on_the_cluster(
+    secured: InProcessBroker, audit: list[MutableMapping[str, Any]]
+) -> None:
+    """Kafka's rule: ALTER on the cluster to create or delete ACLs, DESCRIBE to list them;
+    refused at the edge, before any controller call, with CLUSTER_AUTHORIZATION_FAILED for
+    every entry and one audit line per request."""
+    twin = ControllerTwin(secured)
+    secured.broker.controllers = twin  # type: ignore[assignment]
+    alice = secured.connect(certificate_principal=ALICE)
+    refused = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    creations = {"creations": [acl_creation(ALICE, READ), acl_creation(ALICE, WRITE)]}
+    answer = await alice.call(ApiKey.CREATE_ACLS, 2, creations)
+    assert [r["error_code"] for r in answer["results"]] == [refused, refused]
+    described = await alice.call(ApiKey.DESCRIBE_ACLS, 2, acl_filter())
+    assert (described["error_code"], described["resources"]) == (refused, [])
+    answer = await alice.call(ApiKey.DELETE_ACLS, 2, {"filters": [acl_filter(principal=ALICE)]})
+    assert [r["error_code"] for r in answer["filter_results"]] == [refused]
+    assert twin.calls == []
+    assert [(line["operation"], line["resource_type"], line["api"]) for line in denials(audit)] == [
+        ("ALTER", "CLUSTER", "CreateAcls"),
+        ("DESCRIBE", "CLUSTER", "DescribeAcls"),
+        ("ALTER", "CLUSTER", "DeleteAcls"),
+    ]
+
+    secured.apply(
+        AccessControlEntryRecord(
+            id="alice-alters-the-cluster",
+            resource_type="CLUSTER",
+            resource_name="kraftlite-cluster",
+            pattern_type="LITERAL",
+            principal=ALICE,
+            host="*",
+            operation="ALTER",
+            permission_type="ALLOW",
+        )
+    )
+    answer = await alice.call(ApiKey.CREATE_ACLS, 2, creations)
+    assert [r["error_code"] for r in answer["results"]] == [0, 0]
+    # the controllers authorize the call as the client too (its principal travels with it)
+    assert all(headers is not None and ALICE in headers.values() for *_, headers in twin.calls)
+    described = await alice.call(ApiKey.DESCRIBE_ACLS, 2, acl_filter(TOPIC))  # ALTER implies it
+    assert [len(r["acls"]) for r in described["resources"]] == [2]
+
+
+async def test_acl_entries_kafka_refuses_or_kraftlite_has_none_of(node: InProcessBroker) -> None:
+    """UNKNOWN or undefined codes, ANY or MATCH in a creation, a cluster not named
+    kafka-cluster, a principal the controllers' type refuses: INVALID_REQUEST for that entry,
+    with no controller call. Kafka's types kraftlite has no ACLs of (USER resources,
+    CREATE_TOKENS) cannot be created, and a filter naming one matches nothing. At most
+    1,000 creations or filters per request."""
+    twin = ControllerTwin(node)
+    node.broker.controllers = twin  # type: ignore[assignment]
+    kafka = node.connect()
+    bad = [
+        acl_creation(ALICE, READ, kind=USER),
+        acl_creation(ALICE, READ, kind=0),
+        acl_creation(ALICE, READ, pattern=MATCH),
+        acl_creation(ALICE, CREATE_TOKENS),
+        acl_creation(ALICE, 99),
+        acl_creation(ALICE, READ, permission=ANY),
+        acl_creation(ALICE, ALTER, "my-cluster", kind=CLUSTER),
+        acl_creation(ALICE, READ, ""),
+        acl_creation("Group:admins", READ),
+    ]
+    answer = await kafka.call(ApiKey.CREATE_ACLS, 3, {"creations": bad})
+    assert [r["error_code"] for r in answer["results"]] == [INVALID_REQUEST] * len(bad)
+    assert all(r["error_message"] for r in answer["results"])
+    assert twin.calls == [] and not node.image.acls
+
+    for wrong in (acl_filter(kind=0), acl_filter(pattern=99), acl_filter(operation=0)):
+        described = await kafka.call(ApiKey.DESCRIBE_ACLS, 3, wrong)
+        assert (described["error_code"], described["resources"]) == (INVALID_REQUEST, [])
+    for nothing in (
+        acl_filter(kind=USER),
+        acl_filter(operation=CREATE_TOKENS),
+        acl_filter(principal="Group:admins"),
+        acl_filter(CLUSTER, "my-cluster", LITERAL),
+    ):
+        described = await kafka.call(ApiKey.DESCRIBE_ACLS, 3, nothing)
+        assert (described["error_code"], described["resources"]) == (0, [])
+    deleted = await kafka.call(
+        ApiKey.DELETE_ACLS, 3, {"filters": [acl_filter(operation=0), acl_filter(kind=USER)]}
+    )
+    assert [(r["error_code"], r["matching_acls"]) for r in deleted["filter_results"]] == [
+        (INVALID_REQUEST, []),
+        (0, []),
+    ]
+    assert twin.calls == []
+
+    many = await kafka.call(ApiKey.CREATE_ACLS, 3, {"creations": [bad[0]] * 1001})
+    assert many["results"][-1] == {"error_code": INVALID_REQUEST, "error_message": "too many ACLs"}
+    many = await kafka.call(ApiKey.DELETE_ACLS, 3, {"filters": [acl_filter(kind=USER)] * 1001})
+    assert [r["error_code"] for r in many["filter_results"][-2:]] == [0, INVALID_REQUEST]

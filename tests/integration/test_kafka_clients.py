@@ -223,10 +223,15 @@ def test_admin_client_creates_with_replica_assignments_and_validates_only(
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     name = f"placed-{uuid.uuid4().hex[:6]}"
     assignment = [[3, 1], [1, 2], [2, 3]]
-    check = admin.create_topics([NewTopic(name, replica_assignment=assignment)], validate_only=True)
+    check = admin.create_topics(
+        [NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment)],
+        validate_only=True,
+    )
     check[name].result(30)
     assert http("GET", cluster.urls[1] + f"/v1/topics/{name}")[0] == 404  # nothing made
-    admin.create_topics([NewTopic(name, replica_assignment=assignment)])[name].result(30)
+    admin.create_topics(
+        [NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment)]
+    )[name].result(30)
     wait_until(
         lambda: http("GET", cluster.urls[1] + f"/v1/topics/{name}")[0] == 200, 10, "the topic"
     )
@@ -235,7 +240,9 @@ def test_admin_client_creates_with_replica_assignments_and_validates_only(
     assert {i: p.leader for i, p in described.partitions.items()} == {0: 3, 1: 1, 2: 2}
     bad = f"bad-{uuid.uuid4().hex[:6]}"
     with pytest.raises(KafkaException, match=r"INVALID_REPLICA_ASSIGNMENT|[Rr]eplica"):
-        admin.create_topics([NewTopic(bad, replica_assignment=[[1, 9]])])[bad].result(30)
+        admin.create_topics([NewTopic(bad, num_partitions=1, replica_assignment=[[1, 9]])])[
+            bad
+        ].result(30)
 
 
 def test_brokers_show_their_kafka_address(cluster: Cluster) -> None:
@@ -560,6 +567,111 @@ def test_admin_client_configs_partitions_cluster_and_groups(cluster: Cluster) ->
     admin.delete_consumer_groups(["g-del"])["g-del"].result(30)
     status, listed = http("GET", cluster.urls[1] + "/v1/groups/g-del/offsets")
     assert status == 200 and listed["offsets"] == []
+
+
+def test_admin_clients_create_describe_and_delete_acls(cluster: Cluster) -> None:
+    """Issue 25: CreateAcls, DescribeAcls and DeleteAcls (librdkafka at v2, kafka-python at
+    v3) are the HTTP API's ACL routes: what one edge creates the other lists and deletes.
+    This cluster has no `auth.required`, and keeps ACLs as its HTTP API does."""
+    from confluent_kafka.admin import (  # noqa: PLC0415
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    principal = f"User:acl-{uuid.uuid4().hex[:6]}"
+    allow, deny = AclPermissionType.ALLOW, AclPermissionType.DENY
+    literal, prefixed = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
+    read = AclBinding(
+        ResourceType.TOPIC, "acl-orders", literal, principal, "*", AclOperation.READ, allow
+    )
+    write = AclBinding(
+        ResourceType.TOPIC, "acl-", prefixed, principal, "10.1.2.3", AclOperation.WRITE, deny
+    )
+    on_cluster = AclBinding(  # librdkafka's BROKER is Kafka's CLUSTER (4)
+        ResourceType.BROKER, "kafka-cluster", literal, principal, "*", AclOperation.ALTER, allow
+    )
+    for future in admin.create_acls([read, write, on_cluster]).values():
+        assert future.result(30) is None
+    status, listed = http("GET", cluster.urls[2] + f"/v1/acls?principal={principal}")
+    assert status == 200, listed
+    assert sorted((a["resource_type"], a["resource_name"]) for a in listed["acls"]) == [
+        ("CLUSTER", "kraftlite-cluster"),
+        ("TOPIC", "acl-"),
+        ("TOPIC", "acl-orders"),
+    ]
+
+    def every(kind: Any = ResourceType.ANY, name: str | None = None, pattern: Any = None) -> Any:
+        return AclBindingFilter(
+            kind,
+            name,
+            pattern or ResourcePatternType.ANY,
+            principal,
+            None,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+
+    assert set(admin.describe_acls(every()).result(30)) == {read, write, on_cluster}
+    applying = every(ResourceType.TOPIC, "acl-orders", ResourcePatternType.MATCH)
+    assert set(admin.describe_acls(applying).result(30)) == {read, write}
+    other_cluster = AclBinding(
+        ResourceType.BROKER, "my-cluster", literal, principal, "*", AclOperation.ALTER, allow
+    )
+    with pytest.raises(KafkaException, match=r"INVALID_REQUEST|kafka-cluster"):
+        admin.create_acls([other_cluster])[other_cluster].result(30)
+    deleted = admin.delete_acls([applying])[applying].result(30)
+    assert set(deleted) == {read, write}
+    assert admin.describe_acls(every()).result(30) == [on_cluster]
+
+    # kafka-python (v3, flexible) sees and deletes what librdkafka created
+    from kafka.admin import (  # noqa: PLC0415 - a test-only client
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourcePatternFilter,
+    )
+    from kafka.admin import ResourceType as KafkaResourceType  # noqa: PLC0415
+
+    other = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        group = ACL(
+            principal,
+            "*",
+            ACLOperation.DESCRIBE,
+            ACLPermissionType.ALLOW,
+            ResourcePattern(KafkaResourceType.GROUP, "billing", ACLResourcePatternType.LITERAL),
+        )
+        assert other.create_acls([group])["failed"] == []
+        everything = ACLFilter(
+            principal,
+            None,
+            ACLOperation.ANY,
+            ACLPermissionType.ANY,
+            ResourcePatternFilter(KafkaResourceType.ANY, None, ACLResourcePatternType.ANY),
+        )
+        found, _ = other.describe_acls(everything)
+        assert sorted(
+            (a.resource_pattern.resource_type, a.resource_pattern.resource_name) for a in found
+        ) == [
+            (KafkaResourceType.GROUP, "billing"),
+            (KafkaResourceType.CLUSTER, "kafka-cluster"),
+        ]
+        ((_, matching, error),) = other.delete_acls([everything])
+        assert error.errno == 0 and len(matching) == 2
+    finally:
+        other.close()
+    assert admin.describe_acls(every()).result(30) == []
+    status, listed = http("GET", cluster.urls[1] + f"/v1/acls?principal={principal}")
+    assert status == 200 and listed["acls"] == []
 
 
 def test_offset_for_leader_epoch_tells_where_an_epoch_ends(cluster: Cluster) -> None:

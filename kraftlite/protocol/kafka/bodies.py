@@ -645,6 +645,98 @@ class OffsetForLeaderEpochResponse(TypedDict, total=False):
     topics: list[OffsetForLeaderTopicResult]  # []OffsetForLeaderTopicResult, 0+
 
 
+class DescribeAclsRequest(TypedDict):
+    resource_type_filter: int  # int8, 0+
+    resource_name_filter: str | None  # string, 0+, nullable 0+
+    pattern_type_filter: int  # int8, 1+
+    principal_filter: str | None  # string, 0+, nullable 0+
+    host_filter: str | None  # string, 0+, nullable 0+
+    operation: int  # int8, 0+
+    permission_type: int  # int8, 0+
+
+
+class AclDescription(TypedDict, total=False):
+    principal: str  # string, 0+
+    host: str  # string, 0+
+    operation: int  # int8, 0+
+    permission_type: int  # int8, 0+
+
+
+class DescribeAclsResource(TypedDict, total=False):
+    resource_type: int  # int8, 0+
+    resource_name: str  # string, 0+
+    pattern_type: int  # int8, 1+
+    acls: list[AclDescription]  # []AclDescription, 0+
+
+
+class DescribeAclsResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    error_code: int  # int16, 0+
+    error_message: str | None  # string, 0+, nullable 0+
+    resources: list[DescribeAclsResource]  # []DescribeAclsResource, 0+
+
+
+class AclCreation(TypedDict):
+    resource_type: int  # int8, 0+
+    resource_name: str  # string, 0+
+    resource_pattern_type: int  # int8, 1+
+    principal: str  # string, 0+
+    host: str  # string, 0+
+    operation: int  # int8, 0+
+    permission_type: int  # int8, 0+
+
+
+class CreateAclsRequest(TypedDict):
+    creations: list[AclCreation]  # []AclCreation, 0+
+
+
+class AclCreationResult(TypedDict, total=False):
+    error_code: int  # int16, 0+
+    error_message: str | None  # string, 0+, nullable 0+
+
+
+class CreateAclsResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    results: list[AclCreationResult]  # []AclCreationResult, 0+
+
+
+class DeleteAclsFilter(TypedDict):
+    resource_type_filter: int  # int8, 0+
+    resource_name_filter: str | None  # string, 0+, nullable 0+
+    pattern_type_filter: int  # int8, 1+
+    principal_filter: str | None  # string, 0+, nullable 0+
+    host_filter: str | None  # string, 0+, nullable 0+
+    operation: int  # int8, 0+
+    permission_type: int  # int8, 0+
+
+
+class DeleteAclsRequest(TypedDict):
+    filters: list[DeleteAclsFilter]  # []DeleteAclsFilter, 0+
+
+
+class DeleteAclsMatchingAcl(TypedDict, total=False):
+    error_code: int  # int16, 0+
+    error_message: str | None  # string, 0+, nullable 0+
+    resource_type: int  # int8, 0+
+    resource_name: str  # string, 0+
+    pattern_type: int  # int8, 1+
+    principal: str  # string, 0+
+    host: str  # string, 0+
+    operation: int  # int8, 0+
+    permission_type: int  # int8, 0+
+
+
+class DeleteAclsFilterResult(TypedDict, total=False):
+    error_code: int  # int16, 0+
+    error_message: str | None  # string, 0+, nullable 0+
+    matching_acls: list[DeleteAclsMatchingAcl]  # []DeleteAclsMatchingAcl, 0+
+
+
+class DeleteAclsResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    filter_results: list[DeleteAclsFilterResult]  # []DeleteAclsFilterResult, 0+
+
+
 class DescribeConfigsResource(TypedDict):
     resource_type: int  # int8, 0+
     resource_name: str  # string, 0+
@@ -851,6 +943,9 @@ AnyResponse: TypeAlias = (
     | DeleteTopicsResponse
     | InitProducerIdResponse
     | OffsetForLeaderEpochResponse
+    | DescribeAclsResponse
+    | CreateAclsResponse
+    | DeleteAclsResponse
     | DescribeConfigsResponse
     | SaslAuthenticateResponse
     | CreatePartitionsResponse

@@ -75,6 +75,9 @@ CreateTopics (19)          2-7     0-4 -> 4                <=7 -> 7             
 DeleteTopics (20)          1-6     0-4 -> 4                <=6 -> 6             0-3 -> 3
 InitProducerId (22)        0-4     0-4 -> 4                <=4 -> 4             0 -> 0
 OffsetForLeaderEpoch (23)  2-4     2 -> 2                  <=4 -> 4             not used
+DescribeAcls (29)          1-3     0-2 -> 2                <=3 -> 3             not used
+CreateAcls (30)            1-3     0-2 -> 2                <=3 -> 3             not used
+DeleteAcls (31)            1-3     0-2 -> 2                <=3 -> 3             not used
 DescribeConfigs (32)       1-4     0-1 -> 1                <=4 -> 4             0-2 -> 2
 SaslAuthenticate (36)      0-2     0-1 -> 1                <=2 -> 2             0-1 -> 1
 CreatePartitions (37)      0-3     0-2 -> 2                <=3 -> 3             0-1 -> 1
@@ -91,7 +94,9 @@ and OffsetCommit and OffsetFetch v9+ (its feature map), so both go to 9; OffsetF
 the multi-group layout (`groups`), which librdkafka then sends with one group and
 kafka-python with v8. ApiVersions v4 has v3's layout (it only lets SupportedFeatures carry
 a MinVersion of 0, KAFKA-17011); serving it spares kafka-python, which asks with v4 first,
-a KIP-511 round trip. Fetch stays at 12: v13+ names topics by id only.
+a KIP-511 round trip. Fetch stays at 12: v13+ names topics by id only. The ACL APIs start
+at v1: v0 (no pattern types) is deprecated in Kafka's schemas and gone in 4.0 (KIP-896);
+kafka-python's schemas start there too, and librdkafka sends v1+ whenever it is served.
 """
 
 from __future__ import annotations
@@ -133,6 +138,9 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
@@ -1141,6 +1149,93 @@ _API_LIST: Final = (
                     f("Partition", "int32", "0+"),
                     f("LeaderEpoch", "int32", "1+", default=-1),
                     f("EndOffset", "int64", "0+", default=-1),
+                )),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.DESCRIBE_ACLS,
+        "1-3",
+        "2+",
+        request=(
+            f("ResourceTypeFilter", "int8", "0+"),
+            f("ResourceNameFilter", "string", "0+", nullable="0+"),
+            f("PatternTypeFilter", "int8", "1+", default=3),
+            f("PrincipalFilter", "string", "0+", nullable="0+"),
+            f("HostFilter", "string", "0+", nullable="0+"),
+            f("Operation", "int8", "0+"),
+            f("PermissionType", "int8", "0+"),
+        ),
+        response=(
+            THROTTLE,
+            f("ErrorCode", "int16", "0+"),
+            f("ErrorMessage", "string", "0+", nullable="0+"),
+            f("Resources", "[]DescribeAclsResource", "0+", fields=(
+                f("ResourceType", "int8", "0+"),
+                f("ResourceName", "string", "0+"),
+                f("PatternType", "int8", "1+", default=3),
+                f("Acls", "[]AclDescription", "0+", fields=(
+                    f("Principal", "string", "0+"),
+                    f("Host", "string", "0+"),
+                    f("Operation", "int8", "0+"),
+                    f("PermissionType", "int8", "0+"),
+                )),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.CREATE_ACLS,
+        "1-3",
+        "2+",
+        request=(
+            f("Creations", "[]AclCreation", "0+", fields=(
+                f("ResourceType", "int8", "0+"),
+                f("ResourceName", "string", "0+"),
+                f("ResourcePatternType", "int8", "1+", default=3),
+                f("Principal", "string", "0+"),
+                f("Host", "string", "0+"),
+                f("Operation", "int8", "0+"),
+                f("PermissionType", "int8", "0+"),
+            )),
+        ),
+        response=(
+            THROTTLE,
+            f("Results", "[]AclCreationResult", "0+", fields=(
+                f("ErrorCode", "int16", "0+"),
+                f("ErrorMessage", "string", "0+", nullable="0+"),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.DELETE_ACLS,
+        "1-3",
+        "2+",
+        request=(
+            f("Filters", "[]DeleteAclsFilter", "0+", fields=(
+                f("ResourceTypeFilter", "int8", "0+"),
+                f("ResourceNameFilter", "string", "0+", nullable="0+"),
+                f("PatternTypeFilter", "int8", "1+", default=3),
+                f("PrincipalFilter", "string", "0+", nullable="0+"),
+                f("HostFilter", "string", "0+", nullable="0+"),
+                f("Operation", "int8", "0+"),
+                f("PermissionType", "int8", "0+"),
+            )),
+        ),
+        response=(
+            THROTTLE,
+            f("FilterResults", "[]DeleteAclsFilterResult", "0+", fields=(
+                f("ErrorCode", "int16", "0+"),
+                f("ErrorMessage", "string", "0+", nullable="0+"),
+                f("MatchingAcls", "[]DeleteAclsMatchingAcl", "0+", fields=(
+                    f("ErrorCode", "int16", "0+"),
+                    f("ErrorMessage", "string", "0+", nullable="0+"),
+                    f("ResourceType", "int8", "0+"),
+                    f("ResourceName", "string", "0+"),
+                    f("PatternType", "int8", "1+", default=3),
+                    f("Principal", "string", "0+"),
+                    f("Host", "string", "0+"),
+                    f("Operation", "int8", "0+"),
+                    f("PermissionType", "int8", "0+"),
                 )),
             )),
         ),
