@@ -286,11 +286,13 @@ def resources(acls: Iterable[KafkaAcl]) -> list[bodies.DescribeAclsResource]:
     ]
 
 
-def matching_acl(acl: KafkaAcl) -> bodies.DeleteAclsMatchingAcl:
-    """One of a DeleteAcls filter's deleted ACLs."""
+def matching_acl(
+    acl: KafkaAcl, error_code: int = 0, error_message: str | None = None
+) -> bodies.DeleteAclsMatchingAcl:
+    """One of a DeleteAcls filter's ACLs: deleted, or the error that kept it."""
     return {
-        "error_code": 0,
-        "error_message": None,
+        "error_code": error_code,
+        "error_message": error_message,
         "resource_type": acl.resource_type,
         "resource_name": acl.resource_name,
         "pattern_type": acl.pattern_type,

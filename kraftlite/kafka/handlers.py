@@ -1596,13 +1596,22 @@ class Session:
             except KraftliteError as exc:
                 results.append({"error_code": kafka_code(exc), "error_message": _message(exc)})
                 continue
-            matching = [acl_apis.matching_acl(acl) for acl in deleted]
+            matching = [
+                acl_apis.matching_acl(acl)
+                if error is None
+                else acl_apis.matching_acl(acl, kafka_code(error), _message(error))
+                for acl, error in deleted
+            ]
             results.append({"error_code": NONE, "error_message": None, "matching_acls": matching})
         return {"filter_results": results}
 
     async def _delete_acls(
         self, wanted: acl_apis.KafkaFilter, deadline: float
-    ) -> list[acl_apis.KafkaAcl]:
+    ) -> list[tuple[acl_apis.KafkaAcl, KraftliteError | None]]:
+        """The ACLs the filter deleted, each with the error that kept it (None: deleted).
+        Listed then deleted one by one, a failure (the controllers', the deadline's, the
+        caller's own ALTER grant among those deleted) is that ACL's alone, as Kafka answers
+        per ACL: the answer names every ACL that is gone and every one that is not."""
         problem = wanted.problem()
         if problem is not None:
             raise KraftliteError(ErrorCode.INVALID_REQUEST, problem)
@@ -1616,7 +1625,9 @@ class Session:
             except MessageError:  # a value no ACL can hold
                 return []
             deleted = await self._admin(deadline, admin.DeleteAclsRequest(selecting))
-            return [kafka for kafka in map(acl_apis.kafka_acl, deleted) if kafka is not None]
+            return [
+                (kafka, None) for kafka in map(acl_apis.kafka_acl, deleted) if kafka is not None
+            ]
         listed = await self._acls_listed(wanted, deadline)
         if len(listed) > acl_apis.MAX_ACL_ENTRIES:
             raise KraftliteError(
@@ -1624,16 +1635,20 @@ class Session:
                 f"the filter matches {len(listed)} ACLs, over {acl_apis.MAX_ACL_ENTRIES} "
                 "at once: narrow it",
             )
-        found: list[acl_apis.KafkaAcl] = []
+        found: list[tuple[acl_apis.KafkaAcl, KraftliteError | None]] = []
         for acl, _ in listed:
             try:
                 one = admin.decode(admin_bodies.AclFilter, acl_apis.exact_filter(acl))
             except MessageError:  # no filter names it: HTTP's DELETE could not either
                 continue
-            for gone in await self._admin(deadline, admin.DeleteAclsRequest(one)):
-                kafka = acl_apis.kafka_acl(gone)
-                if kafka is not None:
-                    found.append(kafka)
+            try:
+                gone = await self._admin(deadline, admin.DeleteAclsRequest(one))
+            except KraftliteError as exc:
+                kept = acl_apis.kafka_acl(acl)
+                if kept is not None:
+                    found.append((kept, exc))
+                continue
+            found += [(kafka, None) for kafka in map(acl_apis.kafka_acl, gone) if kafka is not None]
         return found
 
     # -- configs ---------------------------------------------------------------------------
