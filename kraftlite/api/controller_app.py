@@ -326,6 +326,9 @@ async def _create_topics(request: web.Request, wanted: admin.CreateTopicsRequest
     image = controller.image
     answers: list[dict[str, object]] = []
     for outcome in outcomes:
+        if outcome.would_be is not None:
+            answers.append(outcome.would_be)
+            continue
         topic = image.topic(outcome.name) if outcome.error is None else None
         if topic is not None:
             answers.append(topic_view(topic))

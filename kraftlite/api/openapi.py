@@ -494,6 +494,26 @@ SCHEMAS: Final[Json] = {
         },
         required=["reassignments"],
     ),
+    "ValidatedTopic": _object(
+        {
+            "name": _str(),
+            "topic_id": _str("empty: validate_only created nothing", const=""),
+            "configs": _map(_str()),
+            "partitions": _array(
+                _object(
+                    {
+                        "partition": _PARTITION_INDEX,
+                        "leader": _BROKER_ID,
+                        "replicas": _array(_BROKER_ID),
+                        "isr": _array(_BROKER_ID),
+                    },
+                    required=["partition", "leader", "replicas", "isr"],
+                )
+            ),
+        },
+        required=["name", "topic_id", "configs", "partitions"],
+        description="The topic a create would make (validate_only): nothing was created.",
+    ),
     "CreateTopicsAnswer": _object(
         {
             "topics": {
@@ -501,6 +521,7 @@ SCHEMAS: Final[Json] = {
                 "items": {
                     "anyOf": [
                         _ref("Topic"),
+                        _ref("ValidatedTopic"),
                         _object(
                             {"name": _str(), "error_code": _str(), "message": _str()},
                             required=["name", "error_code", "message"],
@@ -535,6 +556,7 @@ SCHEMAS: Final[Json] = {
                 "the partition; else murmur2 of the key (Kafka's default partitioner), "
                 "else one partition per request",
                 minimum=0,
+                maximum=2**31 - 1,
             ),
             "timestamp": _long("unix milliseconds; default the broker's clock", minimum=0),
         },
@@ -1026,7 +1048,11 @@ PATHS: Final[Json] = {
                 "201": _answer(
                     "created: the topic as GET /v1/topics/{topic} returns it", _ref("Topic")
                 ),
-                "200": _answer("the batch form: each topic's outcome", _ref("CreateTopicsAnswer")),
+                "200": _answer(
+                    "the batch form: each topic's outcome; or, validate_only, the topic it "
+                    "would be",
+                    {"oneOf": [_ref("CreateTopicsAnswer"), _ref("ValidatedTopic")]},
+                ),
             },
             description="Forwarded to the active controller. Replicas are placed on live "
             'brokers, rack-aware. The batch form (`{"topics": [...]}`) creates many '
@@ -1048,6 +1074,7 @@ PATHS: Final[Json] = {
                 ErrorCode.INVALID_PARTITIONS,
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 ErrorCode.INVALID_CONFIG,
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 ErrorCode.TOPIC_ALREADY_EXISTS,
                 *_CONTROLLER,
             ],

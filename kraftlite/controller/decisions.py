@@ -558,11 +558,13 @@ def _manual_assignment(
 
 @dataclass(frozen=True, slots=True)
 class TopicCreated:
-    """One topic's outcome in a CreateTopics: its id, or the error that refused it."""
+    """One topic's outcome in a CreateTopics: its id, or the error that refused it, or
+    (validate_only) the topic it would be."""
 
     name: str
     topic_id: str | None = None
     error: KraftliteError | None = None
+    would_be: dict[str, object] | None = None
 
 
 def create_topics(
@@ -610,6 +612,9 @@ def create_topics(
         except KraftliteError as exc:
             outcomes.append(TopicCreated(name, error=exc))
             continue
+        if spec.validate_only:  # checked against the image as it is; nothing of it kept
+            outcomes.append(TopicCreated(name, would_be=would_be_topic(name, result)))
+            continue
         seen.add(name)
         records += result.records
         outcomes.append(TopicCreated(name, result.response))
@@ -618,10 +623,6 @@ def create_topics(
 
 def _check_topic_spec(spec: CreateTopicRequest) -> None:
     """The checks of `create_topic` that need no image: a name, counts and configs."""
-    if spec.validate_only:
-        raise KraftliteError(
-            ErrorCode.INVALID_REQUEST, "validate_only is for one topic at a time, not a batch"
-        )
     validate_topic_name(spec.name)
     if not 0 < spec.partitions <= MAX_PARTITIONS:
         raise KraftliteError(

@@ -106,7 +106,7 @@ class CreateTopicRequest(msgspec.Struct, frozen=True):
         Meta(
             description="check the request against the cluster as it is, create nothing "
             "(Kafka's validate_only): the answer is the topic it would be, with an empty "
-            "topic_id, or the error. One topic at a time (not in the batch form)"
+            "topic_id, or the error (in the batch form, for this topic alone)"
         ),
     ] = False
 

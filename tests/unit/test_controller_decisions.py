@@ -591,3 +591,17 @@ def test_voters_are_recorded_whole_with_a_new_voters_url() -> None:
     assert d.record_voters(image, {"h:1": 1, "h:4": 4, "h:2": 2}, 4, "http://h:9404").records == ()
     removed = commit(image, d.record_voters(image, {"h:1": 1, "h:2": 2}))
     assert removed.voters == {1: "h:1", 2: "h:2"}
+
+
+def test_a_batch_validates_only_the_topics_that_ask() -> None:
+    image = brokers(1, 2)
+    result = d.create_topics(
+        image,
+        [CreateTopicRequest("checked", 2, validate_only=True), CreateTopicRequest("made", 1)],
+        rng=random.Random(3),
+    )
+    checked, made = result.response
+    assert checked.would_be is not None and checked.would_be["topic_id"] == ""
+    assert made.topic_id is not None and made.would_be is None
+    image = commit(image, result)
+    assert image.topic("checked") is None and image.topic("made") is not None
