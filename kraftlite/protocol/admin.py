@@ -36,7 +36,7 @@ import msgspec
 from msgspec import Meta
 
 from kraftlite.protocol import urls
-from kraftlite.protocol.internal import MessageError
+from kraftlite.protocol.internal import MessageError, decoding
 
 if TYPE_CHECKING:  # admin_bodies imports this module
     from kraftlite.protocol.admin_bodies import AclFilter, AclRequest
@@ -370,11 +370,5 @@ def decode(kind: type[S], data: Any) -> S:
 
 def _read(kind: type[S], body: bytes) -> S:
     """A controller's answer as `kind`, or MessageError (whatever is wrong with it)."""
-    try:
+    with decoding():
         return msgspec.json.decode(body, type=kind)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        raise MessageError(str(exc)) from None
-    except UnicodeDecodeError:  # a string that is not UTF-8, where msgspec keeps one
-        raise MessageError("a string is not UTF-8") from None
-    except RecursionError:  # msgspec has no depth limit of its own
-        raise MessageError("nested too deep") from None

@@ -25,8 +25,9 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Annotated, Any, Final, Generic, Literal, Self, TypedDict, TypeVar, Union
 
 import msgspec
@@ -55,6 +56,19 @@ class MessageError(ValueError):
     """A body that is not a valid message of this version."""
 
 
+@contextlib.contextmanager
+def decoding() -> Iterator[None]:
+    """Whatever is wrong with a JSON body msgspec decodes, as a MessageError (rule 2)."""
+    try:
+        yield
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise MessageError(str(exc)) from None
+    except UnicodeDecodeError:  # a string that is not UTF-8, where msgspec keeps one
+        raise MessageError("a string is not UTF-8") from None
+    except RecursionError:  # msgspec has no depth limit of its own
+        raise MessageError("nested too deep") from None
+
+
 class Message(msgspec.Struct, frozen=True, tag_field="v", tag=VERSION):
     """A top-level message (rule 1): `"v"` is its msgspec tag, encoded first, required."""
 
@@ -69,14 +83,8 @@ class Message(msgspec.Struct, frozen=True, tag_field="v", tag=VERSION):
     @classmethod
     def decode(cls, body: bytes | memoryview | str) -> Self:
         """Rule 2: the message in a JSON body, or MessageError."""
-        try:
+        with decoding():
             return _checked(cls, _decoder(cls).decode(body))
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            raise MessageError(str(exc)) from None
-        except UnicodeDecodeError:  # a string that is not UTF-8, where msgspec keeps one
-            raise MessageError("a string is not UTF-8") from None
-        except RecursionError:  # msgspec has no depth limit of its own
-            raise MessageError("nested too deep") from None
 
     @classmethod
     def from_json(cls, data: Any) -> Self:
