@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import hmac
 import secrets
 import time
@@ -38,7 +39,7 @@ from kraftlite.controller import access
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import OFFSETS_TOPIC
 from kraftlite.groups.offsets import CommittedOffset
-from kraftlite.kafka import acl_apis
+from kraftlite.kafka import acl_apis, cluster_apis, group_apis, user_apis
 from kraftlite.kafka.fetch_sessions import (
     FINAL_EPOCH,
     NO_SESSION,
@@ -176,7 +177,9 @@ def _creatable(topic: bodies.CreatableTopic, validate_only: bool) -> admin.Creat
     )
 
 
-def _config_changes(resource: bodies.AlterConfigsResource, position: int) -> dict[str, str | None]:
+def _config_changes(
+    resource: bodies.IncrementalAlterConfigsRequestAlterConfigsResource, position: int
+) -> dict[str, str | None]:
     """An IncrementalAlterConfigs resource's changes: SET a value, DELETE back to the
     default (None); APPEND and SUBTRACT act on list-valued configs, which have none here."""
     if position >= MAX_ADMIN_TOPICS:
@@ -263,9 +266,18 @@ class Handlers:
         return messages.encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)
 
 
+# An API answered by a module of its own (cluster_apis.py, user_apis.py, group_apis.py):
+# a function of the connection's session and the request.
+ModuleHandler = Callable[["Session", Request], Awaitable[AnyResponse | None]]
+# The APIs answered by modules of their own, each a function of the session and request.
+_MODULE_APIS: Final[Mapping[ApiKey, ModuleHandler]] = {
+    **cluster_apis.APIS,
+    **user_apis.APIS,
+    **group_apis.APIS,
+}
 # The APIs this listener answers (a subset of what messages.py can decode): ApiVersions
 # lists only these, so a client never sends one that would close its connection.
-SERVED: Final = frozenset(
+SERVED: Final = _MODULE_APIS.keys() | frozenset(
     {
         ApiKey.API_VERSIONS,
         ApiKey.METADATA,
@@ -382,6 +394,8 @@ class Session:
             ApiKey.SASL_AUTHENTICATE: self.sasl_authenticate,
             ApiKey.CONSUMER_GROUP_HEARTBEAT: self.consumer_group_heartbeat,
         }
+        for key, answer in _MODULE_APIS.items():
+            self._apis[key] = functools.partial(answer, self)
         assert self._apis.keys() == SERVED
 
     def close(self) -> None:
@@ -875,14 +889,14 @@ class Session:
         converted = await self._kafka_records(
             [r.data for r in found.values() if isinstance(r, Fetched) and r.data]
         )
-        by_topic: dict[str, list[bodies.PartitionData]] = {}
+        by_topic: dict[str, list[bodies.FetchResponsePartitionData]] = {}
         for key, position in plan.partitions:
             result = found.get(key)
             code = refused.get(key)
             if code is None and isinstance(result, KraftliteError):
                 code = kafka_code(result)
             if code is not None or not isinstance(result, Fetched):
-                entry: bodies.PartitionData = {
+                entry: bodies.FetchResponsePartitionData = {
                     "partition_index": key[1],
                     "error_code": INVALID_REQUEST if code is None else code,
                     "high_watermark": -1,
@@ -1251,10 +1265,14 @@ class Session:
 
     async def describe_groups(self, request: Request) -> bodies.DescribeGroupsResponse:
         body = cast(bodies.DescribeGroupsRequest, request.body)
-        groups: list[bodies.DescribedGroup] = []
+        groups: list[bodies.DescribeGroupsResponseDescribedGroup] = []
         for group in body["groups"]:
             refused = self._group_refusal(group, Operation.DESCRIBE)
-            entry: bodies.DescribedGroup = {"group_id": group, "group_state": "Dead", "members": []}
+            entry: bodies.DescribeGroupsResponseDescribedGroup = {
+                "group_id": group,
+                "group_state": "Dead",
+                "members": [],
+            }
             if refused is not None:
                 groups.append({**entry, "error_code": refused})
                 continue
@@ -1266,7 +1284,12 @@ class Session:
             if described is None:
                 groups.append({**entry, "error_code": NONE})
                 continue
-            groups.append(cast(bodies.DescribedGroup, {**entry, "error_code": NONE, **described}))
+            groups.append(
+                cast(
+                    bodies.DescribeGroupsResponseDescribedGroup,
+                    {**entry, "error_code": NONE, **described},
+                )
+            )
         return {"groups": groups}
 
     async def list_groups(self, request: Request) -> bodies.ListGroupsResponse:

@@ -330,6 +330,7 @@ def _strategy(spec: Field, version: int, depth: int = 0) -> st.SearchStrategy[An
             "int16": st.integers(-(2**15), 2**15 - 1),
             "int32": st.integers(-(2**31), 2**31 - 1),
             "int64": st.integers(-(2**63), 2**63 - 1),
+            "float64": st.floats(allow_nan=False),
             "bool": st.booleans(),
             "uuid": st.uuids(),
             "string": st.text(max_size=8),

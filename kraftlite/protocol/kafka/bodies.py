@@ -116,7 +116,7 @@ class AbortedTransaction(TypedDict, total=False):
     first_offset: int  # int64, 4+
 
 
-class PartitionData(TypedDict, total=False):
+class FetchResponsePartitionData(TypedDict, total=False):
     partition_index: int  # int32, 0+
     error_code: int  # int16, 0+
     high_watermark: int  # int64, 0+
@@ -132,7 +132,7 @@ class PartitionData(TypedDict, total=False):
 
 class FetchableTopicResponse(TypedDict, total=False):
     topic: str  # string, 0-12
-    partitions: list[PartitionData]  # []PartitionData, 0+
+    partitions: list[FetchResponsePartitionData]  # []PartitionData, 0+
 
 
 class FetchResponse(TypedDict, total=False):
@@ -452,7 +452,7 @@ class DescribedGroupMember(TypedDict, total=False):
     member_assignment: bytes  # bytes, 0+
 
 
-class DescribedGroup(TypedDict, total=False):
+class DescribeGroupsResponseDescribedGroup(TypedDict, total=False):
     error_code: int  # int16, 0+
     group_id: str  # string, 0+
     group_state: str  # string, 0+
@@ -464,7 +464,7 @@ class DescribedGroup(TypedDict, total=False):
 
 class DescribeGroupsResponse(TypedDict, total=False):
     throttle_time_ms: int  # int32, 1+
-    groups: list[DescribedGroup]  # []DescribedGroup, 0+
+    groups: list[DescribeGroupsResponseDescribedGroup]  # []DescribedGroup, 0+
 
 
 class ListGroupsRequest(TypedDict):
@@ -596,6 +596,37 @@ class DeletableTopicResult(TypedDict, total=False):
 class DeleteTopicsResponse(TypedDict, total=False):
     throttle_time_ms: int  # int32, 1+
     responses: list[DeletableTopicResult]  # []DeletableTopicResult, 0+
+
+
+class DeleteRecordsPartition(TypedDict):
+    partition_index: int  # int32, 0+
+    offset: int  # int64, 0+
+
+
+class DeleteRecordsTopic(TypedDict):
+    name: str  # string, 0+
+    partitions: list[DeleteRecordsPartition]  # []DeleteRecordsPartition, 0+
+
+
+class DeleteRecordsRequest(TypedDict):
+    topics: list[DeleteRecordsTopic]  # []DeleteRecordsTopic, 0+
+    timeout_ms: int  # int32, 0+
+
+
+class DeleteRecordsPartitionResult(TypedDict, total=False):
+    partition_index: int  # int32, 0+
+    low_watermark: int  # int64, 0+
+    error_code: int  # int16, 0+
+
+
+class DeleteRecordsTopicResult(TypedDict, total=False):
+    name: str  # string, 0+
+    partitions: list[DeleteRecordsPartitionResult]  # []DeleteRecordsPartitionResult, 0+
+
+
+class DeleteRecordsResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    topics: list[DeleteRecordsTopicResult]  # []DeleteRecordsTopicResult, 0+
 
 
 class InitProducerIdRequest(TypedDict):
@@ -779,6 +810,69 @@ class DescribeConfigsResponse(TypedDict, total=False):
     results: list[DescribeConfigsResult]  # []DescribeConfigsResult, 0+
 
 
+class AlterConfigsRequestAlterableConfig(TypedDict):
+    name: str  # string, 0+
+    value: str | None  # string, 0+, nullable 0+
+
+
+class AlterConfigsRequestAlterConfigsResource(TypedDict):
+    resource_type: int  # int8, 0+
+    resource_name: str  # string, 0+
+    configs: list[AlterConfigsRequestAlterableConfig]  # []AlterableConfig, 0+
+
+
+class AlterConfigsRequest(TypedDict):
+    resources: list[AlterConfigsRequestAlterConfigsResource]  # []AlterConfigsResource, 0+
+    validate_only: bool  # bool, 0+
+
+
+class AlterConfigsResourceResponse(TypedDict, total=False):
+    error_code: int  # int16, 0+
+    error_message: str | None  # string, 0+, nullable 0+
+    resource_type: int  # int8, 0+
+    resource_name: str  # string, 0+
+
+
+class AlterConfigsResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    responses: list[AlterConfigsResourceResponse]  # []AlterConfigsResourceResponse, 0+
+
+
+class DescribableLogDirTopic(TypedDict):
+    topic: str  # string, 0+
+    partitions: list[int]  # []int32, 0+
+
+
+class DescribeLogDirsRequest(TypedDict):
+    topics: list[DescribableLogDirTopic] | None  # []DescribableLogDirTopic, 0+, nullable 0+
+
+
+class DescribeLogDirsPartition(TypedDict, total=False):
+    partition_index: int  # int32, 0+
+    partition_size: int  # int64, 0+
+    offset_lag: int  # int64, 0+
+    is_future_key: bool  # bool, 0+
+
+
+class DescribeLogDirsTopic(TypedDict, total=False):
+    name: str  # string, 0+
+    partitions: list[DescribeLogDirsPartition]  # []DescribeLogDirsPartition, 0+
+
+
+class DescribeLogDirsResult(TypedDict, total=False):
+    error_code: int  # int16, 0+
+    log_dir: str  # string, 0+
+    topics: list[DescribeLogDirsTopic]  # []DescribeLogDirsTopic, 0+
+    total_bytes: int  # int64, 4+
+    usable_bytes: int  # int64, 4+
+
+
+class DescribeLogDirsResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    error_code: int  # int16, 3+
+    results: list[DescribeLogDirsResult]  # []DescribeLogDirsResult, 0+
+
+
 class SaslAuthenticateRequest(TypedDict):
     auth_bytes: bytes  # bytes, 0+
 
@@ -832,33 +926,315 @@ class DeleteGroupsResponse(TypedDict, total=False):
     results: list[DeletableGroupResult]  # []DeletableGroupResult, 0+
 
 
-class AlterableConfig(TypedDict):
+class ElectLeadersRequestTopicPartitions(TypedDict):
+    topic: str  # string, 0+
+    partitions: list[int]  # []int32, 0+
+
+
+class ElectLeadersRequest(TypedDict):
+    election_type: int  # int8, 1+
+    # []TopicPartitions, 0+, nullable 0+
+    topic_partitions: list[ElectLeadersRequestTopicPartitions] | None
+    timeout_ms: int  # int32, 0+
+
+
+class PartitionResult(TypedDict, total=False):
+    partition_id: int  # int32, 0+
+    error_code: int  # int16, 0+
+    error_message: str | None  # string, 0+, nullable 0+
+
+
+class ReplicaElectionResult(TypedDict, total=False):
+    topic: str  # string, 0+
+    partition_result: list[PartitionResult]  # []PartitionResult, 0+
+
+
+class ElectLeadersResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    error_code: int  # int16, 1+
+    replica_election_results: list[ReplicaElectionResult]  # []ReplicaElectionResult, 0+
+
+
+class IncrementalAlterConfigsRequestAlterableConfig(TypedDict):
     name: str  # string, 0+
     config_operation: int  # int8, 0+
     value: str | None  # string, 0+, nullable 0+
 
 
-class AlterConfigsResource(TypedDict):
+class IncrementalAlterConfigsRequestAlterConfigsResource(TypedDict):
     resource_type: int  # int8, 0+
     resource_name: str  # string, 0+
-    configs: list[AlterableConfig]  # []AlterableConfig, 0+
+    configs: list[IncrementalAlterConfigsRequestAlterableConfig]  # []AlterableConfig, 0+
 
 
 class IncrementalAlterConfigsRequest(TypedDict):
-    resources: list[AlterConfigsResource]  # []AlterConfigsResource, 0+
+    # []AlterConfigsResource, 0+
+    resources: list[IncrementalAlterConfigsRequestAlterConfigsResource]
     validate_only: bool  # bool, 0+
-
-
-class AlterConfigsResourceResponse(TypedDict, total=False):
-    error_code: int  # int16, 0+
-    error_message: str | None  # string, 0+, nullable 0+
-    resource_type: int  # int8, 0+
-    resource_name: str  # string, 0+
 
 
 class IncrementalAlterConfigsResponse(TypedDict, total=False):
     throttle_time_ms: int  # int32, 0+
     responses: list[AlterConfigsResourceResponse]  # []AlterConfigsResourceResponse, 0+
+
+
+class ReassignablePartition(TypedDict):
+    partition_index: int  # int32, 0+
+    replicas: list[int] | None  # []int32, 0+, nullable 0+
+
+
+class ReassignableTopic(TypedDict):
+    name: str  # string, 0+
+    partitions: list[ReassignablePartition]  # []ReassignablePartition, 0+
+
+
+class AlterPartitionReassignmentsRequest(TypedDict):
+    timeout_ms: int  # int32, 0+
+    topics: list[ReassignableTopic]  # []ReassignableTopic, 0+
+
+
+class ReassignablePartitionResponse(TypedDict, total=False):
+    partition_index: int  # int32, 0+
+    error_code: int  # int16, 0+
+    error_message: str | None  # string, 0+, nullable 0+
+
+
+class ReassignableTopicResponse(TypedDict, total=False):
+    name: str  # string, 0+
+    partitions: list[ReassignablePartitionResponse]  # []ReassignablePartitionResponse, 0+
+
+
+class AlterPartitionReassignmentsResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    error_code: int  # int16, 0+
+    error_message: str | None  # string, 0+, nullable 0+
+    responses: list[ReassignableTopicResponse]  # []ReassignableTopicResponse, 0+
+
+
+class ListPartitionReassignmentsTopics(TypedDict):
+    name: str  # string, 0+
+    partition_indexes: list[int]  # []int32, 0+
+
+
+class ListPartitionReassignmentsRequest(TypedDict):
+    timeout_ms: int  # int32, 0+
+    # []ListPartitionReassignmentsTopics, 0+, nullable 0+
+    topics: list[ListPartitionReassignmentsTopics] | None
+
+
+class OngoingPartitionReassignment(TypedDict, total=False):
+    partition_index: int  # int32, 0+
+    replicas: list[int]  # []int32, 0+
+    adding_replicas: list[int]  # []int32, 0+
+    removing_replicas: list[int]  # []int32, 0+
+
+
+class OngoingTopicReassignment(TypedDict, total=False):
+    name: str  # string, 0+
+    partitions: list[OngoingPartitionReassignment]  # []OngoingPartitionReassignment, 0+
+
+
+class ListPartitionReassignmentsResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    error_code: int  # int16, 0+
+    error_message: str | None  # string, 0+, nullable 0+
+    topics: list[OngoingTopicReassignment]  # []OngoingTopicReassignment, 0+
+
+
+class OffsetDeleteRequestPartition(TypedDict):
+    partition_index: int  # int32, 0+
+
+
+class OffsetDeleteRequestTopic(TypedDict):
+    name: str  # string, 0+
+    partitions: list[OffsetDeleteRequestPartition]  # []OffsetDeleteRequestPartition, 0+
+
+
+class OffsetDeleteRequest(TypedDict):
+    group_id: str  # string, 0+
+    topics: list[OffsetDeleteRequestTopic]  # []OffsetDeleteRequestTopic, 0+
+
+
+class OffsetDeleteResponsePartition(TypedDict, total=False):
+    partition_index: int  # int32, 0+
+    error_code: int  # int16, 0+
+
+
+class OffsetDeleteResponseTopic(TypedDict, total=False):
+    name: str  # string, 0+
+    partitions: list[OffsetDeleteResponsePartition]  # []OffsetDeleteResponsePartition, 0+
+
+
+class OffsetDeleteResponse(TypedDict, total=False):
+    error_code: int  # int16, 0+
+    throttle_time_ms: int  # int32, 0+
+    topics: list[OffsetDeleteResponseTopic]  # []OffsetDeleteResponseTopic, 0+
+
+
+class ComponentData(TypedDict):
+    entity_type: str  # string, 0+
+    match_type: int  # int8, 0+
+    match: str | None  # string, 0+, nullable 0+
+
+
+class DescribeClientQuotasRequest(TypedDict):
+    components: list[ComponentData]  # []ComponentData, 0+
+    strict: bool  # bool, 0+
+
+
+class DescribeClientQuotasResponseEntityData(TypedDict, total=False):
+    entity_type: str  # string, 0+
+    entity_name: str | None  # string, 0+, nullable 0+
+
+
+class ValueData(TypedDict, total=False):
+    key: str  # string, 0+
+    value: float  # float64, 0+
+
+
+class DescribeClientQuotasResponseEntryData(TypedDict, total=False):
+    entity: list[DescribeClientQuotasResponseEntityData]  # []EntityData, 0+
+    values: list[ValueData]  # []ValueData, 0+
+
+
+class DescribeClientQuotasResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    error_code: int  # int16, 0+
+    error_message: str | None  # string, 0+, nullable 0+
+    entries: list[DescribeClientQuotasResponseEntryData] | None  # []EntryData, 0+, nullable 0+
+
+
+class AlterClientQuotasRequestEntityData(TypedDict):
+    entity_type: str  # string, 0+
+    entity_name: str | None  # string, 0+, nullable 0+
+
+
+class OpData(TypedDict):
+    key: str  # string, 0+
+    value: float  # float64, 0+
+    remove: bool  # bool, 0+
+
+
+class AlterClientQuotasRequestEntryData(TypedDict):
+    entity: list[AlterClientQuotasRequestEntityData]  # []EntityData, 0+
+    ops: list[OpData]  # []OpData, 0+
+
+
+class AlterClientQuotasRequest(TypedDict):
+    entries: list[AlterClientQuotasRequestEntryData]  # []EntryData, 0+
+    validate_only: bool  # bool, 0+
+
+
+class AlterClientQuotasResponseEntityData(TypedDict, total=False):
+    entity_type: str  # string, 0+
+    entity_name: str | None  # string, 0+, nullable 0+
+
+
+class AlterClientQuotasResponseEntryData(TypedDict, total=False):
+    error_code: int  # int16, 0+
+    error_message: str | None  # string, 0+, nullable 0+
+    entity: list[AlterClientQuotasResponseEntityData]  # []EntityData, 0+
+
+
+class AlterClientQuotasResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    entries: list[AlterClientQuotasResponseEntryData]  # []EntryData, 0+
+
+
+class UserName(TypedDict):
+    name: str  # string, 0+
+
+
+class DescribeUserScramCredentialsRequest(TypedDict):
+    users: list[UserName] | None  # []UserName, 0+, nullable 0+
+
+
+class CredentialInfo(TypedDict, total=False):
+    mechanism: int  # int8, 0+
+    iterations: int  # int32, 0+
+
+
+class DescribeUserScramCredentialsResult(TypedDict, total=False):
+    user: str  # string, 0+
+    error_code: int  # int16, 0+
+    error_message: str | None  # string, 0+, nullable 0+
+    credential_infos: list[CredentialInfo]  # []CredentialInfo, 0+
+
+
+class DescribeUserScramCredentialsResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    error_code: int  # int16, 0+
+    error_message: str | None  # string, 0+, nullable 0+
+    results: list[DescribeUserScramCredentialsResult]  # []DescribeUserScramCredentialsResult, 0+
+
+
+class ScramCredentialDeletion(TypedDict):
+    name: str  # string, 0+
+    mechanism: int  # int8, 0+
+
+
+class ScramCredentialUpsertion(TypedDict):
+    name: str  # string, 0+
+    mechanism: int  # int8, 0+
+    iterations: int  # int32, 0+
+    salt: bytes  # bytes, 0+
+    salted_password: bytes  # bytes, 0+
+
+
+class AlterUserScramCredentialsRequest(TypedDict):
+    deletions: list[ScramCredentialDeletion]  # []ScramCredentialDeletion, 0+
+    upsertions: list[ScramCredentialUpsertion]  # []ScramCredentialUpsertion, 0+
+
+
+class AlterUserScramCredentialsResult(TypedDict, total=False):
+    user: str  # string, 0+
+    error_code: int  # int16, 0+
+    error_message: str | None  # string, 0+, nullable 0+
+
+
+class AlterUserScramCredentialsResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    results: list[AlterUserScramCredentialsResult]  # []AlterUserScramCredentialsResult, 0+
+
+
+class DescribeQuorumRequestPartitionData(TypedDict):
+    partition_index: int  # int32, 0+
+
+
+class DescribeQuorumRequestTopicData(TypedDict):
+    topic_name: str  # string, 0+
+    partitions: list[DescribeQuorumRequestPartitionData]  # []PartitionData, 0+
+
+
+class DescribeQuorumRequest(TypedDict):
+    topics: list[DescribeQuorumRequestTopicData]  # []TopicData, 0+
+
+
+class ReplicaState(TypedDict, total=False):
+    replica_id: int  # int32, 0+
+    log_end_offset: int  # int64, 0+
+    last_fetch_timestamp: int  # int64, 1+
+    last_caught_up_timestamp: int  # int64, 1+
+
+
+class DescribeQuorumResponsePartitionData(TypedDict, total=False):
+    partition_index: int  # int32, 0+
+    error_code: int  # int16, 0+
+    leader_id: int  # int32, 0+
+    leader_epoch: int  # int32, 0+
+    high_watermark: int  # int64, 0+
+    current_voters: list[ReplicaState]  # []ReplicaState, 0+
+    observers: list[ReplicaState]  # []ReplicaState, 0+
+
+
+class DescribeQuorumResponseTopicData(TypedDict, total=False):
+    topic_name: str  # string, 0+
+    partitions: list[DescribeQuorumResponsePartitionData]  # []PartitionData, 0+
+
+
+class DescribeQuorumResponse(TypedDict, total=False):
+    error_code: int  # int16, 0+
+    topics: list[DescribeQuorumResponseTopicData]  # []TopicData, 0+
 
 
 class DescribeClusterRequest(TypedDict):
@@ -882,6 +1258,41 @@ class DescribeClusterResponse(TypedDict, total=False):
     controller_id: int  # int32, 0+
     brokers: list[DescribeClusterBroker]  # []DescribeClusterBroker, 0+
     cluster_authorized_operations: int  # int32, 0+
+
+
+class TopicRequest(TypedDict):
+    name: str  # string, 0+
+    partition_indexes: list[int]  # []int32, 0+
+
+
+class DescribeProducersRequest(TypedDict):
+    topics: list[TopicRequest]  # []TopicRequest, 0+
+
+
+class ProducerState(TypedDict, total=False):
+    producer_id: int  # int64, 0+
+    producer_epoch: int  # int32, 0+
+    last_sequence: int  # int32, 0+
+    last_timestamp: int  # int64, 0+
+    coordinator_epoch: int  # int32, 0+
+    current_txn_start_offset: int  # int64, 0+
+
+
+class PartitionResponse(TypedDict, total=False):
+    partition_index: int  # int32, 0+
+    error_code: int  # int16, 0+
+    error_message: str | None  # string, 0+, nullable 0+
+    active_producers: list[ProducerState]  # []ProducerState, 0+
+
+
+class TopicResponse(TypedDict, total=False):
+    name: str  # string, 0+
+    partitions: list[PartitionResponse]  # []PartitionResponse, 0+
+
+
+class DescribeProducersResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    topics: list[TopicResponse]  # []TopicResponse, 0+
 
 
 class ConsumerGroupHeartbeatRequestTopicPartitions(TypedDict):
@@ -908,7 +1319,7 @@ class ConsumerGroupHeartbeatResponseTopicPartitions(TypedDict, total=False):
     partitions: list[int]  # []int32, 0+
 
 
-class Assignment(TypedDict, total=False):
+class ConsumerGroupHeartbeatResponseAssignment(TypedDict, total=False):
     topic_partitions: list[ConsumerGroupHeartbeatResponseTopicPartitions]  # []TopicPartitions, 0+
 
 
@@ -919,7 +1330,52 @@ class ConsumerGroupHeartbeatResponse(TypedDict, total=False):
     member_id: str | None  # string, 0+, nullable 0+
     member_epoch: int  # int32, 0+
     heartbeat_interval_ms: int  # int32, 0+
-    assignment: Assignment | None  # Assignment, 0+, nullable 0+
+    assignment: ConsumerGroupHeartbeatResponseAssignment | None  # Assignment, 0+, nullable 0+
+
+
+class ConsumerGroupDescribeRequest(TypedDict):
+    group_ids: list[str]  # []string, 0+
+    include_authorized_operations: bool  # bool, 0+
+
+
+class ConsumerGroupDescribeResponseTopicPartitions(TypedDict, total=False):
+    topic_id: uuid.UUID  # uuid, 0+
+    topic_name: str  # string, 0+
+    partitions: list[int]  # []int32, 0+
+
+
+class ConsumerGroupDescribeResponseAssignment(TypedDict, total=False):
+    topic_partitions: list[ConsumerGroupDescribeResponseTopicPartitions]  # []TopicPartitions, 0+
+
+
+class Member(TypedDict, total=False):
+    member_id: str  # string, 0+
+    instance_id: str | None  # string, 0+, nullable 0+
+    rack_id: str | None  # string, 0+, nullable 0+
+    member_epoch: int  # int32, 0+
+    client_id: str  # string, 0+
+    client_host: str  # string, 0+
+    subscribed_topic_names: list[str]  # []string, 0+
+    subscribed_topic_regex: str | None  # string, 0+, nullable 0+
+    assignment: ConsumerGroupDescribeResponseAssignment  # Assignment, 0+
+    target_assignment: ConsumerGroupDescribeResponseAssignment  # Assignment, 0+
+
+
+class ConsumerGroupDescribeResponseDescribedGroup(TypedDict, total=False):
+    error_code: int  # int16, 0+
+    error_message: str | None  # string, 0+, nullable 0+
+    group_id: str  # string, 0+
+    group_state: str  # string, 0+
+    group_epoch: int  # int32, 0+
+    assignment_epoch: int  # int32, 0+
+    assignor_name: str  # string, 0+
+    members: list[Member]  # []Member, 0+
+    authorized_operations: int  # int32, 0+
+
+
+class ConsumerGroupDescribeResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    groups: list[ConsumerGroupDescribeResponseDescribedGroup]  # []DescribedGroup, 0+
 
 
 # Any response body (what a handler returns).
@@ -941,16 +1397,30 @@ AnyResponse: TypeAlias = (
     | ApiVersionsResponse
     | CreateTopicsResponse
     | DeleteTopicsResponse
+    | DeleteRecordsResponse
     | InitProducerIdResponse
     | OffsetForLeaderEpochResponse
     | DescribeAclsResponse
     | CreateAclsResponse
     | DeleteAclsResponse
     | DescribeConfigsResponse
+    | AlterConfigsResponse
+    | DescribeLogDirsResponse
     | SaslAuthenticateResponse
     | CreatePartitionsResponse
     | DeleteGroupsResponse
+    | ElectLeadersResponse
     | IncrementalAlterConfigsResponse
+    | AlterPartitionReassignmentsResponse
+    | ListPartitionReassignmentsResponse
+    | OffsetDeleteResponse
+    | DescribeClientQuotasResponse
+    | AlterClientQuotasResponse
+    | DescribeUserScramCredentialsResponse
+    | AlterUserScramCredentialsResponse
+    | DescribeQuorumResponse
     | DescribeClusterResponse
+    | DescribeProducersResponse
     | ConsumerGroupHeartbeatResponse
+    | ConsumerGroupDescribeResponse
 )

@@ -136,18 +136,32 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
     CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 # ------------------------------------------------------------------------------- the DSL
@@ -584,6 +598,19 @@ def _codec(api_key: ApiKey, version: int, response: bool) -> StructCodec:
 f = field
 THROTTLE = f("ThrottleTimeMs", "int32", "0+")
 _UNKNOWN_AUTHORIZED: Final = -(2**31)
+_REPLICA_STATE: Final = (  # DescribeQuorum's common struct
+    f("ReplicaId", "int32", "0+"),
+    f("LogEndOffset", "int64", "0+"),
+    f("LastFetchTimestamp", "int64", "1+", default=-1),
+    f("LastCaughtUpTimestamp", "int64", "1+", default=-1),
+)
+_DESCRIBED_ASSIGNMENT: Final = (  # ConsumerGroupDescribe's common struct
+    f("TopicPartitions", "[]TopicPartitions", "0+", fields=(
+        f("TopicId", "uuid", "0+"),
+        f("TopicName", "string", "0+"),
+        f("Partitions", "[]int32", "0+"),
+    )),
+)
 
 _API_LIST: Final = (
     api(
@@ -1408,6 +1435,390 @@ _API_LIST: Final = (
                     f("TopicId", "uuid", "0+"),
                     f("Partitions", "[]int32", "0+"),
                 )),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.DELETE_RECORDS,
+        "0-2",
+        "2+",
+        request=(
+            f("Topics", "[]DeleteRecordsTopic", "0+", fields=(
+                f("Name", "string", "0+"),
+                f("Partitions", "[]DeleteRecordsPartition", "0+", fields=(
+                    f("PartitionIndex", "int32", "0+"),
+                    f("Offset", "int64", "0+"),
+                )),
+            )),
+            f("TimeoutMs", "int32", "0+"),
+        ),
+        response=(
+            THROTTLE,
+            f("Topics", "[]DeleteRecordsTopicResult", "0+", fields=(
+                f("Name", "string", "0+"),
+                f("Partitions", "[]DeleteRecordsPartitionResult", "0+", fields=(
+                    f("PartitionIndex", "int32", "0+"),
+                    f("LowWatermark", "int64", "0+"),
+                    f("ErrorCode", "int16", "0+"),
+                )),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.ALTER_CONFIGS,
+        "0-2",
+        "2+",
+        request=(
+            f("Resources", "[]AlterConfigsResource", "0+", fields=(
+                f("ResourceType", "int8", "0+"),
+                f("ResourceName", "string", "0+"),
+                f("Configs", "[]AlterableConfig", "0+", fields=(
+                    f("Name", "string", "0+"),
+                    f("Value", "string", "0+", nullable="0+"),
+                )),
+            )),
+            f("ValidateOnly", "bool", "0+"),
+        ),
+        response=(
+            THROTTLE,
+            f("Responses", "[]AlterConfigsResourceResponse", "0+", fields=(
+                f("ErrorCode", "int16", "0+"),
+                f("ErrorMessage", "string", "0+", nullable="0+"),
+                f("ResourceType", "int8", "0+"),
+                f("ResourceName", "string", "0+"),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.DESCRIBE_LOG_DIRS,
+        "1-4",
+        "2+",
+        request=(
+            f("Topics", "[]DescribableLogDirTopic", "0+", nullable="0+", fields=(
+                f("Topic", "string", "0+"),
+                f("Partitions", "[]int32", "0+"),
+            )),
+        ),
+        response=(
+            THROTTLE,
+            f("ErrorCode", "int16", "3+"),
+            f("Results", "[]DescribeLogDirsResult", "0+", fields=(
+                f("ErrorCode", "int16", "0+"),
+                f("LogDir", "string", "0+"),
+                f("Topics", "[]DescribeLogDirsTopic", "0+", fields=(
+                    f("Name", "string", "0+"),
+                    f("Partitions", "[]DescribeLogDirsPartition", "0+", fields=(
+                        f("PartitionIndex", "int32", "0+"),
+                        f("PartitionSize", "int64", "0+"),
+                        f("OffsetLag", "int64", "0+"),
+                        f("IsFutureKey", "bool", "0+"),
+                    )),
+                )),
+                f("TotalBytes", "int64", "4+", default=-1),
+                f("UsableBytes", "int64", "4+", default=-1),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.ELECT_LEADERS,
+        "0-2",
+        "2+",
+        request=(
+            f("ElectionType", "int8", "1+"),
+            f("TopicPartitions", "[]TopicPartitions", "0+", nullable="0+", fields=(
+                f("Topic", "string", "0+"),
+                f("Partitions", "[]int32", "0+"),
+            )),
+            f("TimeoutMs", "int32", "0+", default=60000),
+        ),
+        response=(
+            THROTTLE,
+            f("ErrorCode", "int16", "1+"),
+            f("ReplicaElectionResults", "[]ReplicaElectionResult", "0+", fields=(
+                f("Topic", "string", "0+"),
+                f("PartitionResult", "[]PartitionResult", "0+", fields=(
+                    f("PartitionId", "int32", "0+"),
+                    f("ErrorCode", "int16", "0+"),
+                    f("ErrorMessage", "string", "0+", nullable="0+"),
+                )),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        "0",
+        "0+",
+        request=(
+            f("TimeoutMs", "int32", "0+", default=60000),
+            f("Topics", "[]ReassignableTopic", "0+", fields=(
+                f("Name", "string", "0+"),
+                f("Partitions", "[]ReassignablePartition", "0+", fields=(
+                    f("PartitionIndex", "int32", "0+"),
+                    f("Replicas", "[]int32", "0+", nullable="0+", default=None),
+                )),
+            )),
+        ),
+        response=(
+            THROTTLE,
+            f("ErrorCode", "int16", "0+"),
+            f("ErrorMessage", "string", "0+", nullable="0+"),
+            f("Responses", "[]ReassignableTopicResponse", "0+", fields=(
+                f("Name", "string", "0+"),
+                f("Partitions", "[]ReassignablePartitionResponse", "0+", fields=(
+                    f("PartitionIndex", "int32", "0+"),
+                    f("ErrorCode", "int16", "0+"),
+                    f("ErrorMessage", "string", "0+", nullable="0+"),
+                )),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.LIST_PARTITION_REASSIGNMENTS,
+        "0",
+        "0+",
+        request=(
+            f("TimeoutMs", "int32", "0+", default=60000),
+            f("Topics", "[]ListPartitionReassignmentsTopics", "0+", nullable="0+", default=None,
+              fields=(
+                f("Name", "string", "0+"),
+                f("PartitionIndexes", "[]int32", "0+"),
+            )),
+        ),
+        response=(
+            THROTTLE,
+            f("ErrorCode", "int16", "0+"),
+            f("ErrorMessage", "string", "0+", nullable="0+"),
+            f("Topics", "[]OngoingTopicReassignment", "0+", fields=(
+                f("Name", "string", "0+"),
+                f("Partitions", "[]OngoingPartitionReassignment", "0+", fields=(
+                    f("PartitionIndex", "int32", "0+"),
+                    f("Replicas", "[]int32", "0+"),
+                    f("AddingReplicas", "[]int32", "0+"),
+                    f("RemovingReplicas", "[]int32", "0+"),
+                )),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.OFFSET_DELETE,
+        "0",
+        "none",
+        request=(
+            f("GroupId", "string", "0+"),
+            f("Topics", "[]OffsetDeleteRequestTopic", "0+", fields=(
+                f("Name", "string", "0+"),
+                f("Partitions", "[]OffsetDeleteRequestPartition", "0+", fields=(
+                    f("PartitionIndex", "int32", "0+"),
+                )),
+            )),
+        ),
+        response=(
+            f("ErrorCode", "int16", "0+"),
+            THROTTLE,
+            f("Topics", "[]OffsetDeleteResponseTopic", "0+", fields=(
+                f("Name", "string", "0+"),
+                f("Partitions", "[]OffsetDeleteResponsePartition", "0+", fields=(
+                    f("PartitionIndex", "int32", "0+"),
+                    f("ErrorCode", "int16", "0+"),
+                )),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.DESCRIBE_CLIENT_QUOTAS,
+        "0-1",
+        "1+",
+        request=(
+            f("Components", "[]ComponentData", "0+", fields=(
+                f("EntityType", "string", "0+"),
+                f("MatchType", "int8", "0+"),
+                f("Match", "string", "0+", nullable="0+"),
+            )),
+            f("Strict", "bool", "0+"),
+        ),
+        response=(
+            THROTTLE,
+            f("ErrorCode", "int16", "0+"),
+            f("ErrorMessage", "string", "0+", nullable="0+"),
+            f("Entries", "[]EntryData", "0+", nullable="0+", fields=(
+                f("Entity", "[]EntityData", "0+", fields=(
+                    f("EntityType", "string", "0+"),
+                    f("EntityName", "string", "0+", nullable="0+"),
+                )),
+                f("Values", "[]ValueData", "0+", fields=(
+                    f("Key", "string", "0+"),
+                    f("Value", "float64", "0+"),
+                )),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.ALTER_CLIENT_QUOTAS,
+        "0-1",
+        "1+",
+        request=(
+            f("Entries", "[]EntryData", "0+", fields=(
+                f("Entity", "[]EntityData", "0+", fields=(
+                    f("EntityType", "string", "0+"),
+                    f("EntityName", "string", "0+", nullable="0+"),
+                )),
+                f("Ops", "[]OpData", "0+", fields=(
+                    f("Key", "string", "0+"),
+                    f("Value", "float64", "0+"),
+                    f("Remove", "bool", "0+"),
+                )),
+            )),
+            f("ValidateOnly", "bool", "0+"),
+        ),
+        response=(
+            THROTTLE,
+            f("Entries", "[]EntryData", "0+", fields=(
+                f("ErrorCode", "int16", "0+"),
+                f("ErrorMessage", "string", "0+", nullable="0+"),
+                f("Entity", "[]EntityData", "0+", fields=(
+                    f("EntityType", "string", "0+"),
+                    f("EntityName", "string", "0+", nullable="0+"),
+                )),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+        "0",
+        "0+",
+        request=(
+            f("Users", "[]UserName", "0+", nullable="0+", fields=(f("Name", "string", "0+"),)),
+        ),
+        response=(
+            THROTTLE,
+            f("ErrorCode", "int16", "0+"),
+            f("ErrorMessage", "string", "0+", nullable="0+"),
+            f("Results", "[]DescribeUserScramCredentialsResult", "0+", fields=(
+                f("User", "string", "0+"),
+                f("ErrorCode", "int16", "0+"),
+                f("ErrorMessage", "string", "0+", nullable="0+"),
+                f("CredentialInfos", "[]CredentialInfo", "0+", fields=(
+                    f("Mechanism", "int8", "0+"),
+                    f("Iterations", "int32", "0+"),
+                )),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        "0",
+        "0+",
+        request=(
+            f("Deletions", "[]ScramCredentialDeletion", "0+", fields=(
+                f("Name", "string", "0+"),
+                f("Mechanism", "int8", "0+"),
+            )),
+            f("Upsertions", "[]ScramCredentialUpsertion", "0+", fields=(
+                f("Name", "string", "0+"),
+                f("Mechanism", "int8", "0+"),
+                f("Iterations", "int32", "0+"),
+                f("Salt", "bytes", "0+"),
+                f("SaltedPassword", "bytes", "0+"),
+            )),
+        ),
+        response=(
+            THROTTLE,
+            f("Results", "[]AlterUserScramCredentialsResult", "0+", fields=(
+                f("User", "string", "0+"),
+                f("ErrorCode", "int16", "0+"),
+                f("ErrorMessage", "string", "0+", nullable="0+"),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.DESCRIBE_QUORUM,
+        "0-1",
+        "0+",
+        request=(
+            f("Topics", "[]TopicData", "0+", fields=(
+                f("TopicName", "string", "0+"),
+                f("Partitions", "[]PartitionData", "0+", fields=(
+                    f("PartitionIndex", "int32", "0+"),
+                )),
+            )),
+        ),
+        response=(
+            f("ErrorCode", "int16", "0+"),
+            f("Topics", "[]TopicData", "0+", fields=(
+                f("TopicName", "string", "0+"),
+                f("Partitions", "[]PartitionData", "0+", fields=(
+                    f("PartitionIndex", "int32", "0+"),
+                    f("ErrorCode", "int16", "0+"),
+                    f("LeaderId", "int32", "0+"),
+                    f("LeaderEpoch", "int32", "0+"),
+                    f("HighWatermark", "int64", "0+"),
+                    f("CurrentVoters", "[]ReplicaState", "0+", fields=_REPLICA_STATE),
+                    f("Observers", "[]ReplicaState", "0+", fields=_REPLICA_STATE),
+                )),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.DESCRIBE_PRODUCERS,
+        "0",
+        "0+",
+        request=(
+            f("Topics", "[]TopicRequest", "0+", fields=(
+                f("Name", "string", "0+"),
+                f("PartitionIndexes", "[]int32", "0+"),
+            )),
+        ),
+        response=(
+            THROTTLE,
+            f("Topics", "[]TopicResponse", "0+", fields=(
+                f("Name", "string", "0+"),
+                f("Partitions", "[]PartitionResponse", "0+", fields=(
+                    f("PartitionIndex", "int32", "0+"),
+                    f("ErrorCode", "int16", "0+"),
+                    f("ErrorMessage", "string", "0+", nullable="0+", default=None),
+                    f("ActiveProducers", "[]ProducerState", "0+", fields=(
+                        f("ProducerId", "int64", "0+"),
+                        f("ProducerEpoch", "int32", "0+"),
+                        f("LastSequence", "int32", "0+", default=-1),
+                        f("LastTimestamp", "int64", "0+", default=-1),
+                        f("CoordinatorEpoch", "int32", "0+"),
+                        f("CurrentTxnStartOffset", "int64", "0+", default=-1),
+                    )),
+                )),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.CONSUMER_GROUP_DESCRIBE,
+        "0",
+        "0+",
+        request=(
+            f("GroupIds", "[]string", "0+"),
+            f("IncludeAuthorizedOperations", "bool", "0+"),
+        ),
+        response=(
+            THROTTLE,
+            f("Groups", "[]DescribedGroup", "0+", fields=(
+                f("ErrorCode", "int16", "0+"),
+                f("ErrorMessage", "string", "0+", nullable="0+", default=None),
+                f("GroupId", "string", "0+"),
+                f("GroupState", "string", "0+"),
+                f("GroupEpoch", "int32", "0+"),
+                f("AssignmentEpoch", "int32", "0+"),
+                f("AssignorName", "string", "0+"),
+                f("Members", "[]Member", "0+", fields=(
+                    f("MemberId", "string", "0+"),
+                    f("InstanceId", "string", "0+", nullable="0+", default=None),
+                    f("RackId", "string", "0+", nullable="0+", default=None),
+                    f("MemberEpoch", "int32", "0+"),
+                    f("ClientId", "string", "0+"),
+                    f("ClientHost", "string", "0+"),
+                    f("SubscribedTopicNames", "[]string", "0+"),
+                    f("SubscribedTopicRegex", "string", "0+", nullable="0+", default=None),
+                    f("Assignment", "Assignment", "0+", fields=_DESCRIBED_ASSIGNMENT),
+                    f("TargetAssignment", "Assignment", "0+", fields=_DESCRIBED_ASSIGNMENT),
+                )),
+                f("AuthorizedOperations", "int32", "0+", default=_UNKNOWN_AUTHORIZED),
             )),
         ),
     ),
