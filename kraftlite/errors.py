@@ -46,6 +46,7 @@ class ErrorCode(IntEnum):
     INVALID_REPLICA_ASSIGNMENT = 39
     NO_REASSIGNMENT_IN_PROGRESS = 85
     PREFERRED_LEADER_NOT_AVAILABLE = 80
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83  # no live replica may lead (an unclean election)
     ELECTION_NOT_NEEDED = 84
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
@@ -59,6 +60,8 @@ class ErrorCode(IntEnum):
     FETCH_SESSION_ID_NOT_FOUND = 70
     INVALID_FETCH_SESSION_EPOCH = 71
     GROUP_MAX_SIZE_REACHED = 81
+    GROUP_SUBSCRIBED_TO_TOPIC = 86  # OffsetDelete: the group's members consume the topic
+    FENCED_INSTANCE_ID = 82  # KIP-345: another member holds this group.instance.id now
     THROTTLING_QUOTA_EXCEEDED = 89
     RESOURCE_NOT_FOUND = 91
     KAFKA_STORAGE_ERROR = 56
@@ -69,6 +72,7 @@ class ErrorCode(IntEnum):
     BROKER_ID_NOT_REGISTERED = 102
     INELIGIBLE_REPLICA = 107
     FENCED_MEMBER_EPOCH = 110
+    UNRELEASED_INSTANCE_ID = 111  # KIP-848: the instance id is held by an active member
     STALE_MEMBER_EPOCH = 113
     UNSUPPORTED_MEDIA_TYPE = 1001  # HTTP-only: no Kafka equivalent
     BROKER_IN_USE = 1002  # kraftlite's own: a broker still holding replicas cannot be removed
@@ -121,6 +125,9 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
         409, True, "the preferred leader is not live and in sync"
     ),
     ErrorCode.ELECTION_NOT_NEEDED: ErrorInfo(409, False, "the preferred replica already leads"),
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: ErrorInfo(
+        409, True, "no live replica can lead the partition"
+    ),
     ErrorCode.BROKER_IN_USE: ErrorInfo(409, False, "the broker still holds replicas"),
     ErrorCode.DUPLICATE_VOTER: ErrorInfo(409, False, "already a voter"),
     ErrorCode.VOTER_NOT_FOUND: ErrorInfo(404, False, "no such voter"),
@@ -152,6 +159,15 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.FETCH_SESSION_ID_NOT_FOUND: ErrorInfo(409, True, "no such fetch session"),
     ErrorCode.INVALID_FETCH_SESSION_EPOCH: ErrorInfo(409, True, "fetch session epoch is stale"),
     ErrorCode.GROUP_MAX_SIZE_REACHED: ErrorInfo(409, False, "the group is full"),
+    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: ErrorInfo(
+        409, False, "the group's members consume the topic"
+    ),
+    ErrorCode.FENCED_INSTANCE_ID: ErrorInfo(
+        409, False, "a newer member joined with this group.instance.id"
+    ),
+    ErrorCode.UNRELEASED_INSTANCE_ID: ErrorInfo(
+        409, False, "an active member still holds this group.instance.id"
+    ),
     ErrorCode.THROTTLING_QUOTA_EXCEEDED: ErrorInfo(429, True, "quota exceeded"),
     ErrorCode.STALE_MEMBER_EPOCH: ErrorInfo(409, False, "member epoch is stale"),
     ErrorCode.RESOURCE_NOT_FOUND: ErrorInfo(404, False, "no such resource"),

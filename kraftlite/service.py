@@ -31,6 +31,10 @@ Rules:
    `default.replication.factor` replicas (unset: min(3, live brokers), as any new topic);
    never a name starting with "__"; only for a caller that may CREATE on the cluster or the
    topic (the edge asks the gate, and the controllers authorize the call again).
+7. A partition's idempotent producers (Kafka's DescribeProducers) are its leader's state
+   (broker/producer_state.py), as values: id, epoch, last sequence, and the broker's time
+   of its last batch there, which stands in for Kafka's last batch timestamp (a new
+   leader's state counts every producer as seen when it was rebuilt).
 """
 
 from __future__ import annotations
@@ -79,6 +83,15 @@ class Produced(NamedTuple):
     first_offset: int | None
     last_offset: int | None
     log_start_offset: int
+
+
+class ActiveProducer(NamedTuple):
+    """An idempotent producer a partition's leader keeps state for (Kafka's DescribeProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int  # of its last batch here
+    last_seen_ms: int  # when the leader last appended for it (or rebuilt its state: rule 7)
 
 
 class FetchWanted(NamedTuple):
@@ -279,6 +292,44 @@ class BrokerService:
             return Produced(None, None, partition.log.log_start_offset)
         info = await partition.produce(batch, acks, timeout_s)
         return Produced(info.first_offset, info.last_offset, partition.log.log_start_offset)
+
+    async def delete_records(self, topic: str, index: int, offset: int, timeout_s: float) -> int:
+        """Kafka's DeleteRecords for one partition this broker leads: its log start moves
+        to `offset` (-1: the high watermark) on every replica that could lead
+        (broker/partition.py); answers the low watermark once they all have. Never an
+        internal topic (rule 4): the coordinator keeps the offsets topic's history."""
+        self.refuse_internal(topic)
+        return await self._leader(topic, index).delete_records(offset, timeout_s)
+
+    async def active_producers(
+        self, topic: str, index: int, max_listed: int | None = None
+    ) -> list[ActiveProducer]:
+        """Rule 7: the idempotent producers of a partition this broker leads, by id, as its
+        next batch would find them (producers silent past producer.id.expiration.ms left
+        out); rebuilt from the log the first time a leader epoch needs them. A partition
+        keeping state for more than `max_listed` producers (expired ones too) is
+        INVALID_REQUEST before any is listed. The list is made on a worker thread (a
+        partition keeps up to 100,000) while the partition's producer state is locked, as
+        its idempotent appends lock it: they wait, so what is listed is one moment's."""
+        partition = self._leader(topic, index)
+        async with partition.locked_producer_states() as states:
+            kept = len(states.entries)
+            if max_listed is not None and kept > max_listed:
+                raise KraftliteError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"{topic}-{index} keeps state for {kept} producers, more than the "
+                    f"{max_listed} this answer has room for: ask for fewer partitions",
+                )
+            now = self.broker.clock.now_ms()
+
+            def listed() -> list[ActiveProducer]:
+                return sorted(
+                    ActiveProducer(pid, e.epoch, e.batches[-1].last_sequence, e.last_seen_ms)
+                    for pid, e in states.entries.items()
+                    if e.batches and now - e.last_seen_ms <= states.expiration_ms
+                )
+
+            return listed() if kept <= 1_000 else await asyncio.to_thread(listed)
 
     # -- fetch and offsets -----------------------------------------------------------------
 

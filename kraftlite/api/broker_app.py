@@ -609,6 +609,28 @@ async def list_offsets(request: web.Request) -> web.StreamResponse:
     return json_response({"offset": offset, "timestamp": timestamp})
 
 
+async def delete_records(request: web.Request) -> web.StreamResponse:
+    """Kafka's DeleteRecords for one partition (`{"offset": N}`, -1: the high watermark):
+    the partition's log start moves to the offset on every replica that could lead, and the
+    answer is its low watermark then (broker/replica_state.py rule 6). Relayed to the
+    leader."""
+    service = request.app[SERVICE]
+    topic, index = request.match_info["topic"], _partition_index(request)
+    service.refuse_internal(topic)
+    timeout_s = _timeout_s(request)
+    body = await request.read()
+    offset = _json_object(body).get("offset")
+    if type(offset) is not int or not -1 <= offset <= 2**63 - 1:
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, "offset must be an integer: an offset, or -1 for the HW"
+        )
+    target = await _leader_or_relay(request, topic, index, body)
+    if isinstance(target, web.Response):
+        return target
+    low = await service.delete_records(topic, index, offset, timeout_s)
+    return json_response({"topic": topic, "partition": index, "low_watermark": low})
+
+
 # ---------------------------------------------------------------------------- internal
 
 
@@ -760,6 +782,7 @@ def make_broker_app(
     r.add_post("/v1/topics/{topic}/partitions/{partition}/records", produce_to_partition)
     r.add_get("/v1/topics/{topic}/partitions/{partition}/records", fetch)
     r.add_get("/v1/topics/{topic}/partitions/{partition}/offsets", list_offsets)
+    r.add_post("/v1/topics/{topic}/partitions/{partition}/delete-records", delete_records)
     r.add_get("/v1/groups", groups.list_groups)
     r.add_get("/v1/groups/{group}", groups.describe)
     r.add_post("/v1/groups/{group}/members", groups.join)
@@ -767,6 +790,7 @@ def make_broker_app(
     r.add_delete("/v1/groups/{group}/members/{member_id}", groups.leave)
     r.add_post("/v1/groups/{group}/offsets", groups.commit)
     r.add_get("/v1/groups/{group}/offsets", groups.fetch_offsets)
+    r.add_delete("/v1/groups/{group}/offsets", groups.delete_offsets)
     r.add_post("/v1/tokens", issue_token)
     r.add_post("/v1/producer-ids", new_producer_id)
     r.add_get("/v1/users", admin_passthrough)  # users, ACLs, quotas: the controllers' metadata

@@ -56,6 +56,7 @@ from kraftlite.controller.quorum_controller import QuorumController
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata import rebalance
 from kraftlite.metadata.image import MetadataImage
+from kraftlite.metadata.records import UserScramCredentialRecord
 from kraftlite.metadata.topics import INTERNAL_TOPICS
 from kraftlite.metadata.views import broker_view, partition_health, topic_view
 from kraftlite.protocol import admin, admin_bodies
@@ -167,8 +168,18 @@ METRICS: web.AppKey[tuple[CollectorRegistry, controller_metrics.ControllerCollec
 )
 
 
-async def quorum(request: web.Request) -> web.Response:
+async def quorum(request: web.Request) -> web.StreamResponse:
+    """This controller's view of the quorum; with `?leader=true`, the active controller's
+    (forwarded there, one hop), which alone knows each voter's lag and, as `observers`,
+    each broker's metadata offset (Kafka's DescribeQuorum asks for that one)."""
     controller = request.app[CONTROLLER]
+    leader_view = request.query.get("leader", "false")
+    if leader_view not in {"true", "false"}:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "leader is true or false")
+    if leader_view == "true":
+        forwarded = await _forward_or_refuse(request)
+        if forwarded is not None:
+            return forwarded
     status = controller.log.status()
     leader_id = controller.leader_id()
     voters = []
@@ -208,8 +219,20 @@ async def quorum(request: web.Request) -> web.Response:
                 "snapshots_served": request.app[METADATA].snapshots_served,
             },
             "voters": voters,
+            **({"observers": _observers(controller)} if controller.is_active() else {}),
         }
     )
+
+
+def _observers(controller: QuorumController) -> list[dict[str, int]]:
+    """The registered brokers' metadata offsets, as their last heartbeats to this (active)
+    controller reported them, and how many metadata batches each lacks."""
+    image = controller.image
+    return [
+        {"id": broker_id, "metadata_offset": version, "lag": max(image.version - version, 0)}
+        for broker_id, version in sorted(controller.broker_metadata_versions.items())
+        if broker_id in image.brokers
+    ]
 
 
 @needs_active_controller
@@ -571,15 +594,14 @@ async def alter_topic(request: web.Request) -> web.StreamResponse:
 async def elect_leaders(request: web.Request) -> web.StreamResponse:
     controller = request.app[CONTROLLER]
     wanted = _admin_body(admin_bodies.ElectionsRequest, await read_json_object(request))
-    elections = await controller.submit(
-        lambda image: elastic.elect_preferred(image, wanted.partitions), offload=True
-    )
+    elect = elastic.elect_preferred if wanted.type == "preferred" else elastic.elect_unclean
+    elections = await controller.submit(lambda image: elect(image, wanted.partitions), offload=True)
     answers = [
         {"topic": e.topic, "partition": e.partition, "leader": e.leader}
         | ({} if e.error is None else {"error_code": e.error.code.name, "message": e.error.message})
         for e in elections
     ]
-    audit_change(request, "preferred_leaders_elected", partitions=len(answers))
+    audit_change(request, f"{wanted.type}_leaders_elected", partitions=len(answers))
     response = json_response({"elections": answers})
     response.headers[METADATA_VERSION] = str(controller.image.version)
     return response
@@ -591,21 +613,38 @@ async def elect_leaders(request: web.Request) -> web.StreamResponse:
 @needs_active_controller
 async def create_user(request: web.Request) -> web.StreamResponse:
     """Create a user or change its password: the credential is computed here (the password
-    goes no further) and committed as a record."""
+    goes no further), or was computed by the client (salt and keys, never a password: the
+    Kafka edge's AlterUserScramCredentials), and is committed as a record. The answer names
+    the metadata version that holds it, for the broker's read-your-writes."""
     controller = request.app[CONTROLLER]
     wanted = _admin_body(admin_bodies.UserRequest, await read_json_object(request))
     name, mechanism = access.validate_user_name(wanted.name), wanted.mechanism
-    credential = await asyncio.to_thread(
-        scram.make_credential,
-        name,
-        wanted.password,
-        mechanism,
-        secrets.token_bytes(32),
-        wanted.iterations,
-    )
+    if isinstance(wanted.password, str):
+        credential = await asyncio.to_thread(
+            scram.make_credential,
+            name,
+            wanted.password,
+            mechanism,
+            secrets.token_bytes(32),
+            wanted.iterations,
+        )
+    else:  # the type holds all three (UserRequest.__post_init__)
+        assert isinstance(wanted.salt, str) and isinstance(wanted.stored_key, str)
+        assert isinstance(wanted.server_key, str)
+        credential = UserScramCredentialRecord(
+            name=name,
+            mechanism=mechanism,
+            salt=wanted.salt,
+            stored_key=wanted.stored_key,
+            server_key=wanted.server_key,
+            iterations=wanted.iterations,
+        )
     await controller.submit(lambda image: access.set_user_credential(image, credential))
-    audit_change(request, "user_credential_set", user=name, mechanism=mechanism)
-    return json_response(_user_view(controller.image, name), status=201)
+    computed = "here" if isinstance(wanted.password, str) else "by the client"
+    audit_change(request, "user_credential_set", user=name, mechanism=mechanism, computed=computed)
+    response = json_response(_user_view(controller.image, name), status=201)
+    response.headers[METADATA_VERSION] = str(controller.image.version)
+    return response
 
 
 def _user_view(image: MetadataImage, name: str) -> dict[str, object]:
@@ -625,10 +664,23 @@ async def list_users(request: web.Request) -> web.Response:
 
 @needs_active_controller
 async def delete_user(request: web.Request) -> web.StreamResponse:
+    """The user, or with `?mechanism=` only its credential for that mechanism (Kafka's
+    AlterUserScramCredentials deletions; the user goes with its last one)."""
     name = request.match_info["name"]
-    await request.app[CONTROLLER].submit(lambda image: access.delete_user(image, name))
-    audit_change(request, "user_deleted", user=name)
-    return web.Response(status=204)
+    mechanisms = request.query.getall("mechanism", [])
+    if len(mechanisms) > 1 or any(m not in scram.MECHANISMS for m in mechanisms):
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST,
+            f"mechanism: at most one of {', '.join(sorted(scram.MECHANISMS))}",
+        )
+    mechanism = mechanisms[0] if mechanisms else None
+    controller = request.app[CONTROLLER]
+    await controller.submit(lambda image: access.delete_user(image, name, mechanism))
+    if mechanism is None:
+        audit_change(request, "user_deleted", user=name)
+    else:
+        audit_change(request, "user_credential_deleted", user=name, mechanism=mechanism)
+    return web.Response(status=204, headers={METADATA_VERSION: str(controller.image.version)})
 
 
 @needs_active_controller
@@ -672,7 +724,9 @@ async def alter_quotas(request: web.Request) -> web.StreamResponse:
         lambda image: access.alter_quotas(image, principal, admin_bodies.given(wanted))
     )
     audit_change(request, "quotas_altered", quota_principal=principal, quotas=quotas)
-    return json_response({"principal": principal, **quotas})
+    response = json_response({"principal": principal, **quotas})
+    response.headers[METADATA_VERSION] = str(request.app[CONTROLLER].image.version)
+    return response
 
 
 async def list_quotas(request: web.Request) -> web.Response:

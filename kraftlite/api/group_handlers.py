@@ -14,8 +14,8 @@ from kraftlite.api.app_keys import SERVICE
 from kraftlite.api.auth import describe_topic_action, may
 from kraftlite.api.errors import json_response, read_json_object
 from kraftlite.api.relay import relay
-from kraftlite.errors import ErrorCode, KraftliteError
-from kraftlite.groups.offsets import CommittedOffset, check_count
+from kraftlite.errors import ERROR_INFO, ErrorCode, KraftliteError
+from kraftlite.groups.offsets import CommittedOffset, check_count, check_deletion_count
 from kraftlite.metadata.topics import validate_topic_name
 from kraftlite.protocol import names
 
@@ -139,6 +139,40 @@ async def commit(request: web.Request) -> web.Response:
         group, member_id, _int(body, "member_epoch", optional=True), parsed
     )
     return web.Response(status=204)
+
+
+async def delete_offsets(request: web.Request) -> web.Response:
+    """Kafka's OffsetDelete (groups/coordinator.py rule 6, the Kafka edge's too):
+    `{"partitions": [{"topic", "partition"}]}`, each answered deleted or with why not; the
+    group's refusals (GROUP_ID_NOT_FOUND, GROUP_NOT_EMPTY) are the whole answer. DELETE on
+    the group and READ on every topic named are checked before (api/permissions.py)."""
+    group = _group_name(request)
+    if (forwarded := await _at_coordinator(request, group)) is not None:
+        return forwarded
+    body = await read_json_object(request)
+    entries = body.get("partitions")
+    if not isinstance(entries, list) or not entries:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, "partitions must be a non-empty list")
+    check_deletion_count(len(entries))
+    asked: list[tuple[str, int]] = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
+            raise KraftliteError(ErrorCode.INVALID_REQUEST, f"partitions[{i}] needs a topic")
+        validate_topic_name(entry["topic"])
+        partition = _int(entry, "partition")
+        assert partition is not None
+        if partition < 0:
+            raise KraftliteError(ErrorCode.INVALID_REQUEST, f"partitions[{i}]: negative number")
+        asked.append((entry["topic"], partition))
+    deletion = await request.app[SERVICE].coordinator.delete_offsets(group, asked)
+    answered: list[dict[str, Any]] = []
+    for topic, partition in asked:
+        entry = {"topic": topic, "partition": partition}
+        refused = deletion.refused.get((topic, partition))
+        if refused is not None:
+            entry |= {"error_code": refused.name, "message": ERROR_INFO[refused].message}
+        answered.append(entry)
+    return json_response({"group": group, "partitions": answered})
 
 
 async def fetch_offsets(request: web.Request) -> web.Response:

@@ -404,6 +404,18 @@ SCHEMAS: Final[Json] = {
                     required=["id", "address", "state"],
                 )
             ),
+            "observers": _array(
+                _object(
+                    {
+                        "id": _int("a broker's id"),
+                        "metadata_offset": _int("the metadata offset its last heartbeat gave"),
+                        "lag": _int("metadata batches it lacks"),
+                    },
+                    required=["id", "metadata_offset", "lag"],
+                ),
+                description="the brokers following the metadata: only in the active "
+                "controller's answer",
+            ),
         },
         required=["leader_id", "term", "commit_index", "metadata_offset", "voters"],
     ),
@@ -636,6 +648,26 @@ SCHEMAS: Final[Json] = {
         },
         required=["offset"],
     ),
+    "DeleteRecordsRequest": _object(
+        {
+            "offset": _long(
+                "the new log start: records below it are deleted; -1: the high watermark. "
+                "Above the high watermark: OFFSET_OUT_OF_RANGE",
+                minimum=-1,
+            )
+        },
+        required=["offset"],
+    ),
+    "DeletedRecords": _object(
+        {
+            "topic": _str(),
+            "partition": _PARTITION_INDEX,
+            "low_watermark": _long(
+                "the smallest log start over the replicas that could lead", minimum=0
+            ),
+        },
+        required=["topic", "partition", "low_watermark"],
+    ),
     # Consumer groups.
     "TopicPartitions": _object(
         {"topic": _ref("TopicName"), "partitions": _array(_PARTITION_INDEX)},
@@ -684,7 +716,7 @@ SCHEMAS: Final[Json] = {
                     {
                         "topic": _ref("TopicName"),
                         "partition": _PARTITION_INDEX,
-                        "offset": _long("at most the partition's high watermark", minimum=0),
+                        "offset": _long("any, as Kafka takes it: even past the end", minimum=0),
                         "metadata": _str("at most offset.metadata.max.bytes (4096) of UTF-8"),
                     },
                     required=["topic", "partition", "offset"],
@@ -694,6 +726,43 @@ SCHEMAS: Final[Json] = {
             ),
         },
         required=["offsets"],
+    ),
+    "DeleteOffsetsRequest": _object(
+        {
+            "partitions": _array(
+                _object(
+                    {"topic": _ref("TopicName"), "partition": _PARTITION_INDEX},
+                    required=["topic", "partition"],
+                ),
+                minItems=1,
+                maxItems=10_000,
+            )
+        },
+        required=["partitions"],
+    ),
+    "DeletedOffsets": _object(
+        {
+            "group": _str(),
+            "partitions": _array(
+                _object(
+                    {
+                        "topic": _ref("TopicName"),
+                        "partition": _PARTITION_INDEX,
+                        "error_code": _str(
+                            "absent when the offset is deleted (or there was none)",
+                            enum=[
+                                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.name,
+                                ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC.name,
+                            ],
+                        ),
+                        "message": _str(),
+                    },
+                    required=["topic", "partition"],
+                ),
+                description="each partition asked, in order",
+            ),
+        },
+        required=["group", "partitions"],
     ),
     "GroupOffsets": _object(
         {
@@ -1263,6 +1332,29 @@ PATHS: Final[Json] = {
             errors=[ErrorCode.INVALID_REQUEST, *_LEADER],
         ),
     },
+    "/v1/topics/{topic}/partitions/{partition}/delete-records": {
+        "parameters": _params(*_PARTITION_PARAMS),
+        "post": _operation(
+            "delete_records",
+            "topics",
+            "Delete the records below an offset (Kafka's DeleteRecords)",
+            {"200": _answer("every replica that could lead deleted them", _ref("DeletedRecords"))},
+            description="Moves the partition's log start to `offset` (-1: the high watermark) "
+            "on the leader at once, and answers once every replica that could lead (the ISR "
+            "and the live replicas) has moved its own there; after that no replica serves a "
+            "record below it. Forwarded to the partition's leader unless "
+            "X-Kraftlite-No-Forward is sent. REQUEST_TIMED_OUT: the leader's log start has "
+            "moved, and its followers follow it as they fetch.",
+            parameters=_params("timeout_ms"),
+            body=_json_body("DeleteRecordsRequest"),
+            errors=[
+                *_BODY,
+                *_LEADER,
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                ErrorCode.REQUEST_TIMED_OUT,
+            ],
+        ),
+    },
     # Consumer groups: any broker, forwarded to the group's coordinator.
     "/v1/groups": {
         "get": _operation(
@@ -1334,8 +1426,8 @@ PATHS: Final[Json] = {
             description="KIP-848's rules: an unknown member (or no member_id while the group "
             "has members) is UNKNOWN_MEMBER_ID; a newer epoch than the member's, or a partition "
             "it does not own, FENCED_MEMBER_EPOCH; an epoch older than the one the partition "
-            "was assigned at, STALE_MEMBER_EPOCH. Offsets must lie between 0 and the "
-            "partition's high watermark; all or nothing.",
+            "was assigned at, STALE_MEMBER_EPOCH. Offsets are 0 to 2^63-1, as Kafka takes them "
+            "(past the log's end, the consumer resets at its fetch); all or nothing.",
             body=_json_body("CommitOffsetsRequest"),
             errors=[
                 *_BODY,
@@ -1353,6 +1445,30 @@ PATHS: Final[Json] = {
             "The group's committed offsets and lag",
             {"200": _answer("the offsets", _ref("GroupOffsets"))},
             errors=_COORDINATOR,
+        ),
+        "delete": _operation(
+            "delete_group_offsets",
+            "groups",
+            "Delete committed offsets (Kafka's OffsetDelete)",
+            {"200": _answer("each partition's outcome", _ref("DeletedOffsets"))},
+            description="Needs DELETE on the group and READ on every topic named. The "
+            "group must exist (GROUP_ID_NOT_FOUND; a classic group of members that are not "
+            "consumers: GROUP_NOT_EMPTY). Each partition is then deleted, or answered "
+            "UNKNOWN_TOPIC_OR_PARTITION, or GROUP_SUBSCRIBED_TO_TOPIC while the group's "
+            "members consume its topic. The deletion is a tombstone per offset in "
+            "__consumer_offsets, acknowledged by its ISR: it survives a coordinator move. "
+            "Forwarded to the group's coordinator.",
+            body=_json_body("DeleteOffsetsRequest"),
+            errors=[
+                *_BODY,
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                ErrorCode.GROUP_NOT_EMPTY,
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                ErrorCode.NOT_COORDINATOR,
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                ErrorCode.REQUEST_TIMED_OUT,
+            ],
         ),
     },
     "/v1/producer-ids": {
@@ -1393,7 +1509,9 @@ PATHS: Final[Json] = {
             "Create a user or change its password",
             {"201": _answer("the user", _ref("User"))},
             description="Forwarded to the active controller, which keeps a salted SCRAM "
-            "credential (RFC 5802) as a metadata record. Send it over TLS.",
+            "credential (RFC 5802) as a metadata record. Send it over TLS. Instead of a "
+            "password, a credential computed elsewhere (salt, stored_key and server_key, as "
+            "Kafka's kafka-configs takes them): the password then never reaches the cluster.",
             body=_json_body("UserRequest"),
             errors=[*_BODY, *_CONTROLLER],
         ),
@@ -1405,9 +1523,17 @@ PATHS: Final[Json] = {
         "delete": _operation(
             "delete_user",
             "security",
-            "Delete a user; its tokens stop working",
+            "Delete a user, or one of its credentials; its tokens stop working",
             {"204": _answer("deleted")},
-            errors=[ErrorCode.RESOURCE_NOT_FOUND, *_CONTROLLER],
+            parameters=[
+                _query(
+                    "mechanism",
+                    "only the user's credential for this mechanism (the user goes with its "
+                    "last one); RESOURCE_NOT_FOUND when it has none",
+                    {"enum": BODY_SCHEMAS["UserRequest"]["properties"]["mechanism"]["enum"]},
+                )
+            ],
+            errors=[ErrorCode.RESOURCE_NOT_FOUND, ErrorCode.INVALID_REQUEST, *_CONTROLLER],
         ),
     },
     "/v1/acls": {
@@ -1463,8 +1589,18 @@ PATHS: Final[Json] = {
             "cluster",
             "The controller quorum: leader, term, commit index and voters",
             {"200": _answer("the quorum", _ref("Quorum"))},
-            description="Needs DESCRIBE on the cluster; a broker passes it to a controller.",
-            errors=_CONTROLLER,
+            description="Needs DESCRIBE on the cluster; a broker passes it to a controller. "
+            "The answer is that controller's view; with leader=true, the active "
+            "controller's (forwarded there), which alone knows the voters' lags and the "
+            "brokers' metadata offsets.",
+            parameters=[
+                _query(
+                    "leader",
+                    "the active controller's view",
+                    {"enum": ["true", "false"], "default": "false"},
+                )
+            ],
+            errors=[ErrorCode.INVALID_REQUEST, *_CONTROLLER],
         )
     },
     "/v1/quorum/voters": {
@@ -1633,10 +1769,13 @@ PATHS: Final[Json] = {
         "post": _operation(
             "elect_leaders",
             "cluster",
-            "Preferred leader election",
+            "Preferred or unclean leader election",
             {"200": _answer("each partition's leader, or why it did not move", _ref("Elections"))},
-            description="Needs ALTER on the cluster. Leadership moves to each partition's "
-            "first replica where it is live and in sync.",
+            description="Needs ALTER on the cluster. Preferred: leadership moves to each "
+            "partition's first replica where it is live and in sync. Unclean (Kafka's "
+            "UNCLEAN election): a partition without a leader gets one, from outside the ISR "
+            "if no in-sync replica is live, whatever unclean.leader.election.enable says; "
+            "records only the lost in-sync replicas held are lost.",
             body={"required": False, "content": {JSON: {"schema": _ref("ElectionsRequest")}}},
             errors=[*_BODY, *_UNKNOWN, *_CONTROLLER],
         )

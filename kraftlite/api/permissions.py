@@ -4,14 +4,17 @@ Rules:
 1. Every route of both apps has an entry (tests/unit/test_permissions.py checks it against
    the routers), so a new endpoint cannot be served unchecked.
 2. Actions come from the path; where the resource is in the body (a topic created, the
-   topics a group member subscribes to or commits for), from the parsed body, checked
-   before the handler runs. Lists (topics, groups) are filtered by DESCRIBE in the handler.
+   topics a group member subscribes to or commits for, those whose offsets are deleted),
+   from the parsed body, checked before the handler runs. Lists (topics, groups) are
+   filtered by DESCRIBE in the handler.
 3. Kafka's choices, API by API: the broker list (Metadata, DescribeCluster) for any
    authenticated client; DescribeQuorum DESCRIBE cluster; DescribeTopics DESCRIBE topic;
    CreateTopics CREATE on the cluster or the topic; DeleteTopics DELETE; CreatePartitions ALTER;
    AlterConfigs ALTER_CONFIGS; Produce WRITE; Fetch READ; ListOffsets DESCRIBE;
+   DeleteRecords DELETE topic;
    consumer group heartbeat READ group and DESCRIBE each subscribed topic; OffsetCommit
-   READ group and READ topic; OffsetFetch and DescribeGroups DESCRIBE group; ListGroups
+   READ group and READ topic; OffsetDelete DELETE group and READ topic; OffsetFetch and
+   DescribeGroups DESCRIBE group; ListGroups
    DESCRIBE cluster; users, ACLs: ALTER / DESCRIBE cluster; quotas ALTER_CONFIGS /
    DESCRIBE_CONFIGS cluster; AlterPartitionReassignments, ElectLeaders, UnregisterBroker,
    drains, rebalances and replication factor changes (they move replicas) ALTER cluster;
@@ -81,6 +84,14 @@ def _commit(request: web.Request, body: Mapping[str, Any]) -> list[Action]:
     ]
 
 
+def _delete_offsets(request: web.Request, body: Mapping[str, Any]) -> list[Action]:
+    group = request.match_info["group"]
+    return [Action(Operation.DELETE, ResourceType.GROUP, group)] + [
+        Action(Operation.READ, ResourceType.TOPIC, t)
+        for t in _names(body.get("partitions"), "topic")
+    ]
+
+
 def _create_topic(request: web.Request, body: Mapping[str, Any]) -> list[Action]:
     """CREATE on the cluster, or else on the topic (Kafka accepts either); in the batch
     form (`{"topics": [...]}`) on every topic named, or the request is refused whole."""
@@ -96,7 +107,7 @@ def _create_topic(request: web.Request, body: Mapping[str, Any]) -> list[Action]
     return [Action(Operation.CREATE, ResourceType.TOPIC, name) for name in sorted(names)]
 
 
-_BODY_RULES: Final = {_join, _commit, _create_topic}
+_BODY_RULES: Final = {_join, _commit, _delete_offsets, _create_topic}
 
 # (method, route) -> rule; both apps' routes (a controller serves a subset)
 PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
@@ -118,6 +129,7 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("POST", "/v1/topics/{topic}/partitions/{partition}/records"): _topic(Operation.WRITE),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/records"): _topic(Operation.READ),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets"): _topic(Operation.DESCRIBE),
+    ("POST", "/v1/topics/{topic}/partitions/{partition}/delete-records"): _topic(Operation.DELETE),
     ("GET", "/v1/groups"): _cluster(Operation.DESCRIBE),
     ("GET", "/v1/groups/{group}"): _group(Operation.DESCRIBE),
     ("POST", "/v1/groups/{group}/members"): _join,
@@ -125,6 +137,7 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("DELETE", "/v1/groups/{group}/members/{member_id}"): _group(Operation.READ),
     ("POST", "/v1/groups/{group}/offsets"): _commit,
     ("GET", "/v1/groups/{group}/offsets"): _group(Operation.DESCRIBE),
+    ("DELETE", "/v1/groups/{group}/offsets"): _delete_offsets,
     ("POST", "/v1/tokens"): AUTHENTICATED,
     # Kafka asks WRITE on some topic (or IDEMPOTENT_WRITE) of InitProducerId; an id alone
     # writes nothing: each batch is authorized for its own topic

@@ -152,6 +152,7 @@ class FollowerFetcher:
             partition.leader_epoch,
             partition.log.log_end_offset,
             partition.log.latest_epoch,
+            partition.log.log_start_offset,
         )
 
     def _request(self) -> tuple[ReplicaFetchRequest, dict[PartitionKey, FetchPosition]]:
@@ -214,8 +215,12 @@ class FollowerFetcher:
                 self._forgotten.add(key)
             elif self._position(partition) == sent:
                 self._dirty.discard(key)  # else it moved meanwhile: send it again
+        adopting = []
         for item, data in zip(answer.partitions, segments, strict=True):
-            self._take(item, data)
+            if self._take(item, data):
+                adopting.append(item)
+        for item in adopting:  # after every append: these may wait for a worker thread
+            await self._follow_log_start(item)
 
     async def _round(self, url: str, request: bytes) -> bytes:
         """One request and its answer over the stream to the leader at `url` (opened
@@ -264,13 +269,15 @@ class FollowerFetcher:
             with contextlib.suppress(Exception):
                 await stream.close()
 
-    def _take(self, item: PartitionFetchAnswer, data: memoryview) -> None:
+    def _take(self, item: PartitionFetchAnswer, data: memoryview) -> bool:
+        """Apply one partition's answer; whether the follower must then adopt the leader's
+        log start (`_follow_log_start`)."""
         key = (item.topic_id, item.partition)
         partition = self.partitions.get(key)
         sent = self._sent.get(key)
         if partition is None or sent is None:
-            return
-        before = (partition.log.log_end_offset, partition.log.latest_epoch)
+            return False
+        before = self._position_facts(partition)
         try:  # one partition's failure must not stop the others
             failed = self._apply(partition, sent.leader_epoch, item, data)
         except Exception as exc:  # noqa: BLE001 - logged; the partition backs off
@@ -278,8 +285,36 @@ class FollowerFetcher:
             failed = True
         if failed:
             self._backoff_until[key] = asyncio.get_running_loop().time() + ERROR_BACKOFF_S
-        elif (partition.log.log_end_offset, partition.log.latest_epoch) != before:
+            return False
+        if self._position_facts(partition) != before:
             self._dirty.add(key)  # the leader learns our new position in the next round
+        return item.error_code is None and item.log_start_offset > partition.log.log_start_offset
+
+    async def _follow_log_start(self, item: PartitionFetchAnswer) -> None:
+        key = (item.topic_id, item.partition)
+        partition, sent = self.partitions.get(key), self._sent.get(key)
+        if partition is None or sent is None:
+            return
+        before = self._position_facts(partition)
+        try:
+            await partition.follow_log_start(item.log_start_offset, sent.leader_epoch)
+        except Exception as exc:  # noqa: BLE001 - logged; the partition backs off
+            log.warning("replica_log_start_failed", partition=partition.name, error=repr(exc))
+            self._backoff_until[key] = asyncio.get_running_loop().time() + ERROR_BACKOFF_S
+            return
+        if self._position_facts(partition) != before:
+            self._dirty.add(key)  # the leader hears our new log start (DeleteRecords waits)
+
+    def log_start_moved(self, key: PartitionKey) -> None:
+        """This replica's own retention moved its log start: the leader must hear it."""
+        if key in self.partitions:
+            self._dirty.add(key)
+            self._changed.set()
+
+    @staticmethod
+    def _position_facts(partition: Partition) -> tuple[int, int, int]:
+        log = partition.log
+        return log.log_end_offset, log.latest_epoch, log.log_start_offset
 
     def _apply(
         self, partition: Partition, epoch: int, answer: PartitionFetchAnswer, data: memoryview

@@ -101,7 +101,10 @@ class ReplicaLog(Protocol):
 
     def truncate_fully_and_start_at(self, offset: int) -> None: ...
 
-    def delete_before(self, offset: int) -> int: ...
+    def advance_log_start(self, offset: int) -> int:
+        """Move the log start up to `offset` (never past the high watermark), whole
+        batches below it deleted, a batch holding it kept; the records no longer readable."""
+        ...
 
     def apply_retention(
         self,

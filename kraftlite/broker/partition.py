@@ -15,9 +15,11 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TypeVar
 
 from kraftlite.broker import replica_state as rs
 from kraftlite.broker.log_store import ReplicaLog
@@ -30,6 +32,9 @@ from kraftlite.metadata.records import NO_LEADER
 from kraftlite.metadata.topics import effective_config
 from kraftlite.protocol import batch as batch_format
 from kraftlite.storage.log import AppendInfo
+
+T = TypeVar("T")
+_LOW_WATERMARK_POLL_S = 1.0  # a backstop: reports and ISR changes wake the waiters
 
 
 class Role(Enum):
@@ -107,6 +112,7 @@ class Partition:
         self.configs: Mapping[str, str] = {}
         self.state: rs.LeaderState | None = None  # when leader
         self.hw_moved = Notifier()  # higher watermark or a role change (wakes local waiters)
+        self.low_watermark_moved = Notifier()  # a follower's log start moved (DeleteRecords)
         # Told of every change, with whom it concerns (`Tell`); the replica manager wakes
         # fetch sessions and marks the partition for ISR checks and HW checkpoints.
         self.on_change: Callable[[Partition, Tell], None] | None = None
@@ -138,6 +144,7 @@ class Partition:
     def apply_registration(self, registration: PartitionRegistration) -> None:
         """Become what the committed registration says (called for every change)."""
         self.registration = registration
+        self.low_watermark_moved.notify()  # the ISR, or the leadership, may have changed
         now = self._clock.monotonic_ms()
         if registration.leader == self.broker_id:
             if self.state is not None and self.state.leader_epoch == registration.leader_epoch:
@@ -157,6 +164,7 @@ class Partition:
                     self.log.log_end_offset,
                     self.log.high_watermark,
                     now,
+                    self.log.log_start_offset,
                 )
             self.role = Role.LEADER
             self._advance_high_watermark()
@@ -268,6 +276,15 @@ class Partition:
             self._producers, self._producers_epoch = rebuilt, epoch
         return self._producers
 
+    @contextlib.asynccontextmanager
+    async def locked_producer_states(self) -> AsyncIterator[ProducerStates]:
+        """This leader's idempotent producers as its next batch would find them (Kafka's
+        DescribeProducers reads them), rebuilt from the log if this leader epoch has not
+        needed them yet, and locked as the idempotent appends lock them: they wait until
+        the block ends, so what it reads (on any thread) is one moment's."""
+        async with self._producers_lock:
+            yield await self._producer_states()
+
     def _append(self, batch: bytes | memoryview, acks: Acks) -> AppendInfo:
         """Check min.insync.replicas (acks=all) and append as leader."""
         state = self._leader_state()
@@ -286,26 +303,49 @@ class Partition:
     async def _wait_for_high_watermark(
         self, target: int, epoch: int, timeout_s: float
     ) -> rs.LeaderState:
+        return await self._wait_as_leader(
+            epoch,
+            timeout_s,
+            lambda state: state if state.high_watermark >= target else None,
+            self.hw_moved,
+            moved="leadership moved before the records were replicated; "
+            "they may or may not survive, so retry",
+            late=lambda: (
+                "the records were appended by the leader but not replicated to the "
+                "in-sync replicas in time; they may still be committed"
+            ),
+        )
+
+    async def _wait_as_leader(
+        self,
+        epoch: int,
+        timeout_s: float,
+        reached: Callable[[rs.LeaderState], T | None],
+        woken_by: Notifier,
+        *,
+        moved: str,
+        late: Callable[[], str],
+        poll_s: float | None = None,
+    ) -> T:
+        """Wait, as leader of `epoch`, until `reached` answers something, re-checked at
+        every wake-up of `woken_by` (and every `poll_s`); NOT_LEADER_OR_FOLLOWER (`moved`)
+        once the epoch is not ours, REQUEST_TIMED_OUT (`late()`) after `timeout_s`."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
             if self.state is None or self.state.leader_epoch != epoch:
                 raise KraftliteError(
                     ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                    f"{self.name}: leadership moved before the records were replicated; "
-                    "they may or may not survive, so retry",
+                    f"{self.name}: {moved}",
                     leader_id=self.leader_id,
                 )
-            if self.state.high_watermark >= target:
-                return self.state
+            answer = reached(self.state)
+            if answer is not None:
+                return answer
             remaining = deadline - loop.time()
             if remaining <= 0:
-                raise KraftliteError(
-                    ErrorCode.REQUEST_TIMED_OUT,
-                    f"{self.name}: the records were appended by the leader but not replicated "
-                    "to the in-sync replicas in time; they may still be committed",
-                )
-            await self.hw_moved.wait(remaining)
+                raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, f"{self.name}: {late()}")
+            await woken_by.wait(remaining if poll_s is None else min(remaining, poll_s))
 
     def _advance_high_watermark(self) -> None:
         if self.state is None:
@@ -316,6 +356,53 @@ class Partition:
             self.log.set_high_watermark(self.state.high_watermark)
             self.hw_moved.notify()
             self.changed(Tell.LATER)  # with their next answer: no round of its own
+
+    # -- DeleteRecords --------------------------------------------------------------------
+
+    async def delete_records(self, offset: int, timeout_s: float) -> int:
+        """Kafka's DeleteRecords, as leader: move the log start to `offset` (-1: the high
+        watermark), then wait until every replica that could lead has moved its own there
+        (replica_state rule 6). Answers the low watermark then. OFFSET_OUT_OF_RANGE above
+        the high watermark; an offset at or below the log start changes nothing, and is
+        answered once the replicas are there too. The leader's log start moves at once and
+        stays moved even if the wait times out (REQUEST_TIMED_OUT) or leadership moves
+        (NOT_LEADER_OR_FOLLOWER): the followers follow it as they fetch."""
+        state = self._leader_state()
+        log = self.log
+        target = log.high_watermark if offset == -1 else offset
+        if not 0 <= target <= log.high_watermark:
+            raise KraftliteError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"{self.name}: offset {offset} is above the high watermark {log.high_watermark}",
+                log_start_offset=log.log_start_offset,
+                high_watermark=log.high_watermark,
+            )
+        epoch = state.leader_epoch
+        if target > log.log_start_offset:
+            await asyncio.to_thread(log.advance_log_start, target)
+            self.changed(Tell.NOW)  # followers hear the new log start at once
+        if self.state is not None and self.state.leader_epoch == epoch:
+            # whether this call moved it or an earlier one (or retention) had: no replica
+            # joins the ISR below it from now on (replica_state rule 6)
+            self.state = rs.records_deleted(self.state, log.log_start_offset)
+
+        def low_enough(state: rs.LeaderState) -> int | None:
+            low = rs.low_watermark(state, log.log_start_offset, self.is_eligible)
+            return low if low >= target else None
+
+        return await self._wait_as_leader(
+            epoch,
+            timeout_s,
+            low_enough,
+            self.low_watermark_moved,  # a follower's report, an ISR or leadership change
+            moved="leadership moved before every replica deleted the records; retry (the "
+            "log start stays where it moved)",
+            late=lambda: (
+                f"the leader's log starts at {log.log_start_offset}, but not every "
+                "live replica that could lead has said it deleted the records yet"
+            ),
+            poll_s=_LOW_WATERMARK_POLL_S,  # liveness changes wake no one
+        )
 
     # -- consumer reads -----------------------------------------------------------------
 
@@ -353,13 +440,14 @@ class Partition:
 
     # -- follower fetches, on the leader ------------------------------------------------
 
-    def replica_fetch(
+    def replica_fetch(  # noqa: PLR0917 - a fetch position's fields
         self,
         follower_id: int,
         leader_epoch: int,
         fetch_offset: int,
         last_fetched_epoch: int,
         max_bytes: int,
+        log_start: int = rs.UNKNOWN_OFFSET,
     ) -> ReplicaFetchResult:
         state = self._leader_state()
         if leader_epoch < state.leader_epoch:
@@ -396,7 +484,11 @@ class Partition:
                 high_watermark=log.high_watermark,
             )
         now = self._clock.monotonic_ms()
-        self.state = rs.record_fetch(state, follower_id, fetch_offset, log.log_end_offset, now)
+        self.state = rs.record_fetch(
+            state, follower_id, fetch_offset, log.log_end_offset, now, log_start
+        )
+        if log_start != state.followers.get(follower_id, rs.FollowerProgress()).log_start_offset:
+            self.low_watermark_moved.notify()
         self.changed(Tell.NO)
         self._advance_high_watermark()
         proposal = None
@@ -469,6 +561,7 @@ class Partition:
             self.state, committed.partition_epoch, committed.replicas, committed.isr
         )
         self._advance_high_watermark()
+        self.low_watermark_moved.notify()
 
     def isr_change_refused(self, proposal: IsrProposal) -> None:
         """The controller definitely did not commit `proposal`: propose again later. Only for
@@ -500,21 +593,27 @@ class Partition:
         elif result.data:
             log.append_replicated(result.data)
         log.set_high_watermark(min(result.high_watermark, log.log_end_offset))
-        self._follow_log_start(result.log_start_offset)
         self.changed(Tell.NO)  # a new high watermark to checkpoint
 
+    async def follow_log_start(self, leader_log_start: int, leader_epoch: int) -> None:
+        """Drop what lies below the leader's log start (Kafka's maybeIncrementLogStartOffset),
+        after `append_from_leader` applied the same answer: the leader can no longer vouch
+        for it, so it may be a divergent suffix of an old epoch that the epoch check, which
+        only sees the leader's remaining epochs, cannot catch. On a worker thread: a
+        DeleteRecords may delete much of the log at once."""
+        if self.role is not Role.FOLLOWER or self.leader_epoch != leader_epoch:
+            return
+        if leader_log_start > self.log.log_start_offset:
+            await asyncio.to_thread(self._follow_log_start, leader_log_start)
+
     def _follow_log_start(self, leader_log_start: int) -> None:
-        """Drop what lies below the leader's log start (Kafka's maybeIncrementLogStartOffset):
-        the leader can no longer vouch for it, so it may be a divergent suffix of an old epoch
-        that the epoch check, which only sees the leader's remaining epochs, cannot catch.
-        """
         log = self.log
         if leader_log_start <= log.log_start_offset:
             return
         if log.log_end_offset <= leader_log_start:
             log.truncate_fully_and_start_at(leader_log_start)
         else:
-            log.delete_before(leader_log_start)
+            log.advance_log_start(leader_log_start)
 
     def reset_to_leader_start(self, log_start_offset: int, leader_epoch: int) -> None:
         """The leader no longer has what we would fetch next (retention): start over there."""

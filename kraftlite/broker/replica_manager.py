@@ -418,6 +418,7 @@ class ReplicaManager:
                 position.fetch_offset,
                 position.last_fetched_epoch,
                 max_bytes,
+                position.log_start_offset,
             )
         except KraftliteError as exc:
             return _error_answer(topic_id, index, exc), b""
@@ -662,6 +663,9 @@ class ReplicaManager:
             for partition, count in deleted:
                 log.info("retention", partition=partition.name, deleted_records=count)
                 partition.changed()  # followers hear of the new log start
+                fetcher = self._fetchers.get(partition.leader_id)
+                if partition.role is Role.FOLLOWER and fetcher is not None:
+                    fetcher.log_start_moved((partition.topic_id, partition.index))  # the leader too
 
 
 def _checkpoint_all(logs: list[ReplicaLog]) -> None:

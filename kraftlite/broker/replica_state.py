@@ -22,6 +22,16 @@ Pure: time and the leader's log end offset are arguments. Kafka's rules (Partiti
    round still fetches it, at the position the session holds. So when the leader appends to
    a partition, a follower whose LEO was the leader's end is credited with being caught up
    at its session's last round (`sessions_fetched`), as if that round had named it.
+6. A follower's fetch also says where its log starts. The *low watermark* is the smallest
+   log start over the leader, the maximal ISR and every other replica the leader's metadata
+   says is live (Kafka's lowWatermarkIfLeader): once it has reached a DeleteRecords' offset,
+   no replica that could lead serves below it. A replica joins the ISR only with its log
+   start at or past `deleted_to` (the last DeleteRecords of this leader, or the log start
+   it took leadership with), so a replica that was down meanwhile cannot lead with records
+   a DeleteRecords removed. A follower of an older version reports no log start
+   (UNKNOWN_OFFSET): it holds the low watermark (DeleteRecords times out until it is
+   upgraded), and it joins the ISR only of a log nothing was deleted from (its own
+   adoption of a log start keeps whole batches, so it may still hold deleted records).
 """
 
 from __future__ import annotations
@@ -47,14 +57,17 @@ class FollowerProgress:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     leader_end_at_last_fetch: int = 0
+    log_start_offset: int = UNKNOWN_OFFSET  # rule 6: what its last fetch said
 
-    def fetched(self, fetch_offset: int, leader_end: int, now_ms: int) -> FollowerProgress:
+    def fetched(
+        self, fetch_offset: int, leader_end: int, now_ms: int, log_start: int = UNKNOWN_OFFSET
+    ) -> FollowerProgress:
         caught_up = self.last_caught_up_ms
         if fetch_offset >= leader_end:
             caught_up = max(caught_up, now_ms)
         elif fetch_offset >= self.leader_end_at_last_fetch:
             caught_up = max(caught_up, self.last_fetch_ms)
-        return FollowerProgress(fetch_offset, caught_up, now_ms, leader_end)
+        return FollowerProgress(fetch_offset, caught_up, now_ms, leader_end, log_start)
 
     def is_caught_up(self, leader_end: int, now_ms: int, max_lag_ms: int) -> bool:
         return self.log_end_offset == leader_end or now_ms - self.last_caught_up_ms <= max_lag_ms
@@ -74,6 +87,7 @@ class LeaderState:
     # After a refused change, no expansion at a fetch before this (a fenced follower that
     # keeps fetching would otherwise be proposed, and refused, at every fetch).
     fetch_expansion_after_ms: int = 0
+    deleted_to: int = 0  # rule 6
 
     @property
     def maximal_isr(self) -> frozenset[int]:
@@ -89,6 +103,7 @@ def become_leader(  # noqa: PLR0917 - the registration's fields plus the log's s
     log_end_offset: int,
     high_watermark: int,
     now_ms: int,
+    log_start_offset: int = 0,
 ) -> LeaderState:
     """A fresh leader: followers start with an unknown LEO but a full lag allowance, so the
     ISR the controller gave is not shrunk before anyone could fetch.
@@ -107,6 +122,7 @@ def become_leader(  # noqa: PLR0917 - the registration's fields plus the log's s
         log_end_offset,
         min(high_watermark, log_end_offset),
         followers,
+        deleted_to=log_start_offset,
     )
 
 
@@ -130,16 +146,42 @@ def with_registration(
     )
 
 
-def record_fetch(
-    state: LeaderState, follower_id: int, fetch_offset: int, leader_end: int, now_ms: int
+def record_fetch(  # noqa: PLR0917 - the fetch's facts
+    state: LeaderState,
+    follower_id: int,
+    fetch_offset: int,
+    leader_end: int,
+    now_ms: int,
+    log_start: int = UNKNOWN_OFFSET,
 ) -> LeaderState:
-    """A follower asked for `fetch_offset`: its LEO. Unknown replicas are ignored."""
+    """A follower asked for `fetch_offset`: its LEO; its log start is `log_start` (rule 6).
+    Unknown replicas are ignored."""
     progress = state.followers.get(follower_id)
     if progress is None:
         return state
     followers = dict(state.followers)
-    followers[follower_id] = progress.fetched(fetch_offset, leader_end, now_ms)
+    followers[follower_id] = progress.fetched(fetch_offset, leader_end, now_ms, log_start)
     return replace(state, followers=followers)
+
+
+def low_watermark(state: LeaderState, leader_log_start: int, eligible: Eligible = anyone) -> int:
+    """Rule 6: the smallest log start over the leader, the maximal ISR and the live
+    replicas (UNKNOWN_OFFSET while one has not said)."""
+    low = leader_log_start
+    members = state.maximal_isr
+    for replica in state.replicas:
+        if replica == state.broker_id or (replica not in members and not eligible(replica)):
+            continue
+        progress = state.followers.get(replica)
+        low = min(low, UNKNOWN_OFFSET if progress is None else progress.log_start_offset)
+    return low
+
+
+def records_deleted(state: LeaderState, log_start: int) -> LeaderState:
+    """Rule 6: a DeleteRecords moved this leader's log start to `log_start`."""
+    if log_start <= state.deleted_to:
+        return state
+    return replace(state, deleted_to=log_start)
 
 
 def sessions_fetched(
@@ -248,6 +290,13 @@ def _may_join(state: LeaderState, replica: int, eligible: Eligible) -> bool:
         and eligible(replica)
         and progress is not None
         and progress.log_end_offset >= max(state.high_watermark, state.epoch_start_offset)
+        # rule 6: an older follower, which says nothing of its log start, only where
+        # nothing was ever deleted from this log
+        and (
+            state.deleted_to == 0
+            if progress.log_start_offset == UNKNOWN_OFFSET
+            else progress.log_start_offset >= state.deleted_to
+        )
     )
 
 

@@ -9,9 +9,11 @@ from rich.console import Console
 from rich.table import Table
 
 from kraftlite.cli.common import (
+    EXIT_API_ERROR,
     Connection,
     api_errors,
     bootstrap_option,
+    fail,
     output_option,
     print_json,
     show,
@@ -20,7 +22,8 @@ from kraftlite.cli.common import (
 
 @click.group()
 def groups() -> None:
-    """Consumer groups: list, describe (members, assignments, offsets and lag)."""
+    """Consumer groups: list, describe (members, assignments, offsets and lag), delete
+    offsets."""
 
 
 @groups.command("list")
@@ -65,6 +68,50 @@ def groups_describe(group: str, bootstrap: Connection, output: str) -> None:
     console = Console()
     console.print(members)
     console.print(lag)
+
+
+@groups.command("delete-offsets")
+@click.argument("group")
+@click.argument("topics", nargs=-1, required=True, metavar="TOPIC[:PARTITION,...]...")
+@bootstrap_option
+@output_option
+@api_errors
+def groups_delete_offsets(
+    group: str, topics: tuple[str, ...], bootstrap: Connection, output: str
+) -> None:
+    """Delete GROUP's committed offsets (Kafka's OffsetDelete, kafka-consumer-groups.sh
+    --delete-offsets): of every partition of each TOPIC, or of those listed after it
+    (orders:0,2). The group must have no members consuming those topics: a partition whose
+    topic they consume keeps its offset (GROUP_SUBSCRIBED_TO_TOPIC), and the exit code is 1."""
+    wanted: list[tuple[str, int]] = []
+    with bootstrap.admin() as admin:
+        for spec in topics:
+            topic, listed, indexes = spec.partition(":")
+            if not listed:
+                count = len(admin.describe_topic(topic)["partitions"])
+                wanted += [(topic, index) for index in range(count)]
+                continue
+            try:
+                wanted += [(topic, int(index)) for index in indexes.split(",")]
+            except ValueError:
+                raise click.BadParameter(
+                    f"{spec!r} is not TOPIC or TOPIC:PARTITION,...", param_hint="TOPICS"
+                ) from None
+        answered = admin.delete_group_offsets(group, wanted)
+    show(answered, output, _deleted_table)
+    kept = [a for a in answered if "error_code" in a]
+    if kept:
+        fail(
+            f"{kept[0]['error_code']}: {len(kept)} of {len(answered)} offsets not deleted",
+            EXIT_API_ERROR,
+        )
+
+
+def _deleted_table(answered: list[dict[str, Any]]) -> Table:
+    table = Table("topic", "partition", "deleted")
+    for entry in answered:
+        table.add_row(entry["topic"], str(entry["partition"]), entry.get("error_code", "yes"))
+    return table
 
 
 def _groups_table(listed: list[dict[str, Any]]) -> Table:

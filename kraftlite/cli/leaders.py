@@ -1,4 +1,4 @@
-"""`kraftlite leaders elect`: preferred leader election."""
+"""`kraftlite leaders elect`: preferred (or, asked for, unclean) leader election."""
 
 from __future__ import annotations
 
@@ -28,14 +28,25 @@ def leaders() -> None:
 @leaders.command("elect")
 @click.option("--topic", help="Only this topic's partitions (default: every partition).")
 @click.option("--partition", "partitions", type=click.IntRange(0), multiple=True)
+@click.option(
+    "--unclean",
+    is_flag=True,
+    help="Give leaderless partitions a leader from any live replica, in sync or not "
+    "(records only the lost in-sync replicas held are lost).",
+)
 @bootstrap_option
 @output_option
 @api_errors
 def leaders_elect(
-    topic: str | None, partitions: tuple[int, ...], bootstrap: Connection, output: str
+    topic: str | None,
+    partitions: tuple[int, ...],
+    unclean: bool,
+    bootstrap: Connection,
+    output: str,
 ) -> None:
     """Move leadership back to each partition's preferred (first) replica where it is live
-    and in sync. Exit 1 if one could not move."""
+    and in sync (with --unclean: elect a leader where there is none, from any live
+    replica). Exit 1 if one could not move."""
     if partitions and topic is None:
         raise click.UsageError("--partition needs --topic")
     with bootstrap.admin() as admin:
@@ -45,7 +56,7 @@ def leaders_elect(
                 p["partition"] for p in admin.describe_topic(topic)["partitions"]
             ]
             wanted = [(topic, i) for i in indexes]
-        elections: list[dict[str, Any]] = admin.elect_preferred_leaders(wanted)
+        elections: list[dict[str, Any]] = admin.elect_preferred_leaders(wanted, unclean=unclean)
     failed = [
         e
         for e in elections

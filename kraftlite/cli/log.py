@@ -75,6 +75,7 @@ def _summary(storage: LogStorage, name: str, with_records: bool) -> dict[str, An
             }
             for batch in batch_format.decode_stream(log.read(log.log_start_offset, 1 << 62))
             for r in batch.records()
+            if r.offset >= log.log_start_offset  # the first batch may hold deleted ones
         ]
     return summary
 

@@ -76,6 +76,46 @@ def topics_delete(name: str, bootstrap: Connection) -> None:
     click.echo(f"deleted {name}", err=True)
 
 
+@topics.command("delete-records")
+@click.argument("name")
+@click.option(
+    "--offset",
+    type=click.IntRange(-1),
+    required=True,
+    help="Delete the records below this offset; -1: every committed record (the HW).",
+)
+@click.option(
+    "--partition",
+    "partitions",
+    type=click.IntRange(0),
+    multiple=True,
+    help="Only these partitions (repeatable); default: all.",
+)
+@bootstrap_option
+@output_option
+@api_errors
+def topics_delete_records(
+    name: str, offset: int, partitions: tuple[int, ...], bootstrap: Connection, output: str
+) -> None:
+    """Delete a topic's records below an offset (Kafka's kafka-delete-records): each
+    partition's log start moves there on every replica that could lead it."""
+    with bootstrap.admin() as admin:
+        chosen = partitions or tuple(
+            p["partition"] for p in admin.describe_topic(name)["partitions"]
+        )
+        moved = [
+            {"partition": p, "low_watermark": admin.delete_records(name, p, offset)} for p in chosen
+        ]
+    show(moved, output, _low_watermarks_table)
+
+
+def _low_watermarks_table(moved: list[dict[str, Any]]) -> Table:
+    table = Table("partition", "low watermark")
+    for entry in moved:
+        table.add_row(str(entry["partition"]), str(entry["low_watermark"]))
+    return table
+
+
 @topics.command("alter")
 @click.argument("name")
 @click.option(

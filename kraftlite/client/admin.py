@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kraftlite.client.credentials import Credentials
@@ -65,6 +65,21 @@ class Admin:
         await self._transport.call("DELETE", f"/v1/topics/{name}")
         self._transport.invalidate(name)
 
+    async def delete_records(
+        self, topic: str, partition: int, offset: int, *, timeout_ms: int = 30_000
+    ) -> int:
+        """Delete the records of `topic`'s `partition` below `offset` (-1: the high
+        watermark), as Kafka's DeleteRecords. Returns the partition's low watermark once
+        every replica that could lead has deleted them: no replica serves below it since."""
+        answer = await self._transport.call(
+            "POST",
+            f"/v1/topics/{topic}/partitions/{int(partition)}/delete-records",
+            {"offset": offset},
+            timeout_s=timeout_ms / 1000 + 10,
+            timeout_ms=str(int(timeout_ms)),
+        )
+        return int(answer["low_watermark"])
+
     async def create_partitions(self, name: str, count: int) -> dict[str, Any]:
         grown: dict[str, Any] = await self._transport.call(
             "POST", f"/v1/topics/{name}/partitions", {"count": count}
@@ -90,6 +105,19 @@ class Admin:
         """Committed offsets with each partition's high watermark and lag."""
         answer = await self._transport.call("GET", f"/v1/groups/{group}/offsets")
         return list(answer["offsets"])
+
+    async def delete_group_offsets(
+        self, group: str, partitions: Iterable[tuple[str, int]]
+    ) -> list[dict[str, Any]]:
+        """Delete the group's committed offsets of `partitions` ((topic, partition) pairs;
+        Kafka's OffsetDelete). One entry per partition, in order: `{"topic", "partition"}`
+        when deleted (or there was none), with `error_code` and `message` when not
+        (GROUP_SUBSCRIBED_TO_TOPIC while the group's members consume the topic,
+        UNKNOWN_TOPIC_OR_PARTITION). The group's own refusals (GROUP_ID_NOT_FOUND,
+        GROUP_NOT_EMPTY) are raised."""
+        body = {"partitions": [{"topic": t, "partition": p} for t, p in partitions]}
+        answer = await self._transport.call("DELETE", f"/v1/groups/{group}/offsets", body)
+        return list(answer["partitions"])
 
     # -- users, ACLs, quotas, tokens (docs/security.md) ------------------------------------
 
@@ -229,12 +257,14 @@ class Admin:
         return list(answer["moves"])
 
     async def elect_preferred_leaders(
-        self, partitions: Sequence[tuple[str, int]] | None = None
+        self, partitions: Sequence[tuple[str, int]] | None = None, *, unclean: bool = False
     ) -> list[dict[str, Any]]:
         """Leadership back to each partition's first replica (every partition not led by it
         if `partitions` is None). An entry per partition: `{"topic", "partition", "leader"}`
-        plus `error_code` and `message` for one that did not move."""
-        body: dict[str, Any] = {"type": "preferred"}
+        plus `error_code` and `message` for one that did not move. With `unclean`, instead
+        a leader for each partition that has none, from any live replica, in sync or not
+        (Kafka's unclean election: what only the lost in-sync replicas held is lost)."""
+        body: dict[str, Any] = {"type": "unclean" if unclean else "preferred"}
         if partitions is not None:
             body["partitions"] = [{"topic": t, "partition": p} for t, p in partitions]
         answer = await self._transport.call("POST", "/v1/elections", body)

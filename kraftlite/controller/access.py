@@ -3,7 +3,11 @@ the records to commit (as decisions.py does for brokers and topics).
 
 Rules:
 1. A user is a name with one SCRAM credential per mechanism; the request carries the
-   credential the edge computed (scram.py), never a password.
+   credential the edge computed (scram.py) or a client computed (Kafka's
+   AlterUserScramCredentials, or POST /v1/users with salt and keys), never a password.
+   Either way it must be one kraftlite could have made: a known mechanism, MIN_ITERATIONS
+   to MAX_ITERATIONS, a salt of admin_bodies' size bounds and keys of the mechanism's digest
+   size, in base64. Deleting takes the user whole, or one mechanism's credential.
 2. ACLs are added whole; adding one equal to an existing ACL (every field but the id) adds
    nothing, as Kafka's CreateAcls. Deleting takes a filter and answers what it removed.
 3. Quotas are per principal: producer_byte_rate, consumer_byte_rate (bytes/s, > 0) and
@@ -12,6 +16,9 @@ Rules:
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -27,9 +34,14 @@ from kraftlite.metadata.records import (
     UserScramCredentialRecord,
 )
 from kraftlite.protocol import admin_bodies, names
-from kraftlite.protocol.admin_bodies import QUOTA_KEYS, USER_NAME_EXCLUDED
+from kraftlite.protocol.admin_bodies import (
+    MAX_SALT_BYTES,
+    MIN_SALT_BYTES,
+    QUOTA_KEYS,
+    USER_NAME_EXCLUDED,
+)
 from kraftlite.security import acls
-from kraftlite.security.scram import MECHANISMS, MIN_ITERATIONS
+from kraftlite.security.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 
 MAX_ACLS: Final = 100_000
 MAX_USER_NAME: Final = admin_bodies.MAX_USER_NAME  # the Kafka edge's too
@@ -46,13 +58,40 @@ def validate_user_name(name: object) -> str:
     return name
 
 
+def _base64(text: str) -> bytes | None:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def credential_problem(credential: UserScramCredentialRecord) -> str | None:
+    """Rule 1: why no credential kraftlite makes could be `credential`, or None. Names no
+    value of it (the keys are secrets' kin)."""
+    digest = MECHANISMS.get(credential.mechanism)
+    if digest is None:
+        return f"unsupported SCRAM mechanism (one of {', '.join(sorted(MECHANISMS))})"
+    if not MIN_ITERATIONS <= credential.iterations <= MAX_ITERATIONS:
+        return f"iterations must be {MIN_ITERATIONS} to {MAX_ITERATIONS}"
+    salt = _base64(credential.salt)
+    if salt is None or not MIN_SALT_BYTES <= len(salt) <= MAX_SALT_BYTES:
+        return f"the salt must be {MIN_SALT_BYTES} to {MAX_SALT_BYTES} bytes, in base64"
+    size = hashlib.new(digest).digest_size
+    for name, key in (("stored_key", credential.stored_key), ("server_key", credential.server_key)):
+        decoded = _base64(key)
+        if decoded is None or len(decoded) != size:
+            return f"{name} must be {size} bytes ({credential.mechanism}'s digest), in base64"
+    return None
+
+
 def set_user_credential(
     image: MetadataImage, credential: UserScramCredentialRecord
 ) -> ControllerResult[None]:
     """Rule 1: create the user, or replace its credential for that mechanism."""
     validate_user_name(credential.name)
-    if credential.mechanism not in MECHANISMS or credential.iterations < MIN_ITERATIONS:
-        raise KraftliteError(ErrorCode.INVALID_REQUEST, "unsupported SCRAM mechanism")
+    problem = credential_problem(credential)
+    if problem is not None:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, problem)
     return ControllerResult((credential,), None)
 
 
@@ -66,12 +105,21 @@ def bootstrap_user(
     return ControllerResult((credential,), True)
 
 
-def delete_user(image: MetadataImage, name: str) -> ControllerResult[None]:
+def delete_user(
+    image: MetadataImage, name: str, mechanism: str | None = None
+) -> ControllerResult[None]:
+    """Rule 1: the user's every credential, or only its credential for `mechanism` (the
+    user goes with its last one)."""
     credentials = image.users.get(name)
     if not credentials:
         raise KraftliteError(ErrorCode.RESOURCE_NOT_FOUND, f"no user {name!r}")
+    if mechanism is not None and mechanism not in credentials:
+        raise KraftliteError(
+            ErrorCode.RESOURCE_NOT_FOUND, f"user {name!r} has no {mechanism} credential"
+        )
+    wanted = sorted(credentials) if mechanism is None else [mechanism]
     records: tuple[MetadataRecord, ...] = tuple(
-        RemoveUserScramCredentialRecord(name=name, mechanism=m) for m in sorted(credentials)
+        RemoveUserScramCredentialRecord(name=name, mechanism=m) for m in wanted
     )
     return ControllerResult(records, None)
 
@@ -118,8 +166,15 @@ def alter_quotas(
     image: MetadataImage, principal: object, values: Mapping[str, Any]
 ) -> ControllerResult[dict[str, float]]:
     """Rule 3; the answer is the principal's quotas afterwards."""
-    if not isinstance(principal, str) or not principal.startswith("User:") or len(principal) > 260:
-        raise KraftliteError(ErrorCode.INVALID_REQUEST, "principal must be User:<name>")
+    if (
+        not isinstance(principal, str)
+        or not principal.startswith("User:")
+        or len(principal) == len("User:")
+        or not names.is_name(principal, 260)  # no control characters: audit lines echo it
+    ):
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, "principal must be User:<name>, no control characters"
+        )
     records: list[MetadataRecord] = []
     result = dict(image.quotas.get(principal, {}))
     for key in QUOTA_KEYS:

@@ -28,11 +28,18 @@ Rules:
    from, and never by an unclean election.
 6. A preferred leader election moves leadership to each partition's first replica where
    that one is live and in the ISR; otherwise that partition's answer says why.
+7. An unclean election (Kafka's UNCLEAN, KIP-460) gives a partition without a leader one,
+   as decisions.py rule 3 with unclean election on, whatever the topic's config says (an
+   operator asked for it: records only the lost in-sync replicas held are lost); a
+   partition with a leader answers ELECTION_NOT_NEEDED, one with no live replica (other
+   than one being added) ELIGIBLE_LEADERS_NOT_AVAILABLE. Never an internal topic's: the
+   brokers' own state (committed offsets) would be lost with them, so they are left out of
+   "every partition without a leader" and a named one answers INVALID_REQUEST.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -53,7 +60,7 @@ from kraftlite.metadata.records import (
     MetadataRecord,
     UnregisterBrokerRecord,
 )
-from kraftlite.metadata.topics import effective_config
+from kraftlite.metadata.topics import effective_config, is_internal_topic
 from kraftlite.protocol.admin_bodies import PartitionRef
 
 # ------------------------------------------------------------------------------ views
@@ -457,23 +464,33 @@ class Election:
     error: KraftliteError | None = None
 
 
+def _electing(
+    image: MetadataImage,
+    partitions: Iterable[PartitionRef] | None,
+    needed: Callable[[PartitionRegistration], bool],
+) -> list[tuple[TopicImage, int, PartitionRegistration]]:
+    """The partitions an election names (each once; UNKNOWN_TOPIC_OR_PARTITION for one
+    that does not exist), or, for None, every partition that `needed` says needs one."""
+    if partitions is None:
+        return [(t, i, p) for t, i, p in image.partitions() if needed(p)]
+    wanted = []
+    for name, index in dict.fromkeys((p.topic, p.partition) for p in partitions):
+        topic = image.topic(name)
+        p = None if topic is None else topic.partitions.get(index)
+        if topic is None or p is None:
+            raise KraftliteError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {name}-{index}"
+            )
+        wanted.append((topic, index, p))
+    return wanted
+
+
 def elect_preferred(
     image: MetadataImage, partitions: Iterable[PartitionRef] | None
 ) -> ControllerResult[list[Election]]:
     """Rule 6, for `partitions` (each once; every partition not led by its preferred
     replica if None)."""
-    wanted: list[tuple[TopicImage, int, PartitionRegistration]] = []
-    if partitions is None:
-        wanted = [(t, i, p) for t, i, p in image.partitions() if p.leader != p.replicas[0]]
-    else:
-        for name, index in dict.fromkeys((p.topic, p.partition) for p in partitions):
-            topic = image.topic(name)
-            p = None if topic is None else topic.partitions.get(index)
-            if topic is None or p is None:
-                raise KraftliteError(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {name}-{index}"
-                )
-            wanted.append((topic, index, p))
+    wanted = _electing(image, partitions, lambda p: p.leader != p.replicas[0])
     records: list[MetadataRecord] = []
     outcomes = []
     for topic, index, p in wanted:
@@ -500,4 +517,51 @@ def elect_preferred(
         if change is not None:
             records.append(change)
         outcomes.append(Election(topic.name, index, preferred))
+    return ControllerResult(tuple(records), outcomes, atomic=False)
+
+
+def elect_unclean(
+    image: MetadataImage, partitions: Iterable[PartitionRef] | None
+) -> ControllerResult[list[Election]]:
+    """Rule 7, for `partitions` (each once; every partition without a leader if None)."""
+    wanted = _electing(image, partitions, lambda p: p.leader == NO_LEADER)
+    records: list[MetadataRecord] = []
+    outcomes = []
+    for topic, index, p in wanted:
+        if is_internal_topic(topic.name):
+            if partitions is not None:
+                refusal = KraftliteError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"{topic.name} is internal: it gets no unclean election",
+                )
+                outcomes.append(Election(topic.name, index, p.leader, refusal))
+            continue
+        if p.leader != NO_LEADER:
+            outcomes.append(
+                Election(
+                    topic.name,
+                    index,
+                    p.leader,
+                    KraftliteError(ErrorCode.ELECTION_NOT_NEEDED, "the partition has a leader"),
+                )
+            )
+            continue
+        leader, isr = elect_leader(p, image.is_live, True, image.can_lead)
+        if leader == NO_LEADER:
+            outcomes.append(
+                Election(
+                    topic.name,
+                    index,
+                    NO_LEADER,
+                    KraftliteError(
+                        ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                        f"none of the replicas {list(p.replicas)} is live",
+                    ),
+                )
+            )
+            continue
+        change = partition_change(topic.topic_id, index, p, leader=leader, isr=isr)
+        if change is not None:
+            records.append(change)
+        outcomes.append(Election(topic.name, index, leader))
     return ControllerResult(tuple(records), outcomes, atomic=False)

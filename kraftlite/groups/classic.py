@@ -9,12 +9,15 @@ Rules (Kafka's GroupCoordinator, trimmed to what clients rely on):
 1. States: Empty -> PreparingRebalance -> CompletingRebalance -> Stable, back to
    PreparingRebalance whenever membership changes (a join, a leave, an expired session).
 2. A JoinGroup waits until every known member has joined again, or the longest rebalance
-   timeout passes (members that did not rejoin are removed), plus `initial_delay_ms` when
-   the group starts from Empty (Kafka's group.initial.rebalance.delay.ms), so consumers
-   starting together land in one generation. Then the generation goes up by one, the
-   protocol every member supports that most members prefer is chosen, the leader stays if
-   it is still a member, and every waiting join is answered; only the leader's answer lists
-   the members and their subscription metadata.
+   timeout passes, plus `initial_delay_ms` when the group starts from Empty (Kafka's
+   group.initial.rebalance.delay.ms), so consumers starting together land in one
+   generation. Then dynamic members that did not join again are removed (static ones stay:
+   rule 8), the generation goes up by one, the protocol every member supports that most
+   members prefer is chosen, the leader stays if it joined again (else one that did), and
+   every waiting join is answered; only the leader's answer lists the members and their
+   subscription metadata. A member that joins again with its member id while nothing
+   changed for it (Stable and not the leader, or CompletingRebalance, with the same
+   protocols and metadata) is told the current generation and starts no rebalance.
 3. SyncGroup: the leader's carries the assignment; it makes the group Stable and answers
    every member's waiting SyncGroup with its share. A sync of a past generation is
    ILLEGAL_GENERATION; one while a rebalance is being prepared is REBALANCE_IN_PROGRESS.
@@ -30,15 +33,29 @@ Rules (Kafka's GroupCoordinator, trimmed to what clients rely on):
    send the assignment within the rebalance timeout, or it is removed and the others
    join again. A ticker runs while a rebalance is under way; when this broker no longer
    coordinates the group it answers every waiter NOT_COORDINATOR (`close`).
-8. A member with a `group.instance.id` that joins again with no member id replaces its
-   earlier self (Kafka's static membership fences the old member id).
 7. Membership is soft state (Kafka keeps it in the offsets topic): after a coordinator
    moves, members get UNKNOWN_MEMBER_ID and join again; committed offsets are kept.
+8. Static membership (KIP-345, Kafka's ClassicGroup and GroupMetadataManager): a member
+   with a `group.instance.id` keeps its place in the group while it is away (a restart
+   sends no LeaveGroup), until its session times out. When it joins again with no member
+   id it gets a new one that replaces the old (the old one's waiting join or sync, and any
+   later request naming it with that instance id, is FENCED_INSTANCE_ID). A follower back
+   in a Stable group whose protocol would not change, subscribing to the same topics,
+   starts no rebalance: the join is answered at once with the current generation and its
+   SyncGroup gets the assignment its old self had; the other members notice nothing.
+   Otherwise (the leader back, another state, another protocol or subscription) it
+   rebalances as any join: a leader must know it leads, since only the leader's client
+   watches the subscribed topics' partition counts, and a pre-v9 JoinGroup (all this
+   coordinator serves) has no skip_assignment to tell a leader it need not assign. Every
+   request that names an instance id is checked against the member holding it (unknown:
+   UNKNOWN_MEMBER_ID; another member id: FENCED_INSTANCE_ID); LeaveGroup may name members
+   by instance id alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -112,7 +129,8 @@ class ClassicGroup:
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
     ) -> dict[str, Any]:
-        """Rule 2: the JoinGroup answer once the generation is formed (or a refusal)."""
+        """Rules 2 and 8: the JoinGroup answer once the generation is formed, or at once
+        when nothing changes for the group (or a refusal)."""
         self._check_open()
         if not protocols or not protocol_type:
             raise KraftliteError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "no protocols offered")
@@ -121,25 +139,44 @@ class ClassicGroup:
                 ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                 f"group {self.name} uses protocol type {self.protocol_type}, not {protocol_type}",
             )
+        # a static member back without its member id (rule 8): its old self is replaced
+        replaced = None if member_id or instance_id is None else self.static_member(instance_id)
         offered = {name for name, _ in protocols}
-        others = [m for m in self.members.values() if m.member_id != member_id]
-        if others and not offered & self._common({n for n, _ in protocols}, others):
+        others = [
+            m for m in self.members.values() if m.member_id != member_id and m is not replaced
+        ]
+        if others and not offered & self._common(offered, others):
             raise KraftliteError(
                 ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                 f"none of {sorted(offered)} is supported by every member of {self.name}",
             )
         now = self.now_ms()
         if member_id:
-            member = self.members.get(member_id)
-            if member is None:
-                raise KraftliteError(
-                    ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not a member of {self.name}"
-                )
+            member = self._validated(member_id, instance_id)
+            unchanged = member.protocols == protocols
+            self._update(member, protocols, session_timeout_ms, rebalance_timeout_ms, now)
+            if unchanged and (
+                self.state is State.COMPLETING_REBALANCE
+                or (self.state is State.STABLE and member_id != self.leader)
+            ):  # rule 2: nothing changed for the group; the current generation
+                return self._join_answer(member, self.leader)
+        elif replaced is not None:
+            follower = replaced.member_id != self.leader
+            same_topics = self.protocol_name is not None and same_subscription(
+                protocol_type,
+                replaced.metadata(self.protocol_name),
+                next((m for name, m in protocols if name == self.protocol_name), None),
+            )
+            member = self._replace(replaced, client_id, client_host)
+            self._update(member, protocols, session_timeout_ms, rebalance_timeout_ms, now)
+            if (
+                follower
+                and self.state is State.STABLE
+                and same_topics
+                and self._choose_protocol() == self.protocol_name
+            ):  # rule 8: a follower back, no rebalance
+                return self._join_answer(member, self.leader)
         else:
-            if instance_id is not None:  # a static member back: its old self is fenced
-                for old in [m for m in self.members.values() if m.instance_id == instance_id]:
-                    del self.members[old.member_id]
-                    self._fail_waiters(old, ErrorCode.UNKNOWN_MEMBER_ID)
             if len(self.members) >= self.max_size:
                 raise KraftliteError(
                     ErrorCode.GROUP_MAX_SIZE_REACHED, f"group {self.name} has {self.max_size}"
@@ -156,10 +193,6 @@ class ClassicGroup:
                 now,
             )
             self.members[member_id] = member
-        member.protocols = protocols
-        member.session_timeout_ms = session_timeout_ms
-        member.rebalance_timeout_ms = rebalance_timeout_ms
-        member.last_seen_ms = now
         self.protocol_type = protocol_type
         if member.join_waiter is not None and not member.join_waiter.done():
             member.join_waiter.set_exception(
@@ -171,6 +204,85 @@ class ClassicGroup:
             self._prepare_rebalance(from_empty=self.state is State.EMPTY)
         self._maybe_complete_join()
         return await waiter
+
+    @staticmethod
+    def _update(
+        member: Member,
+        protocols: list[tuple[str, bytes]],
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        now: int,
+    ) -> None:
+        member.protocols = protocols
+        member.session_timeout_ms = session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.last_seen_ms = now
+
+    def static_member(self, instance_id: str) -> Member | None:
+        """The member holding this group.instance.id, if any (at most one: rule 8)."""
+        return next((m for m in self.members.values() if m.instance_id == instance_id), None)
+
+    def _replace(self, old: Member, client_id: str, client_host: str) -> Member:
+        """Rule 8: a new member id for a static member; the old one is fenced, its
+        assignment (and leadership) carried over."""
+        del self.members[old.member_id]
+        self._fail_waiters(old, ErrorCode.FENCED_INSTANCE_ID)
+        member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+        member = Member(
+            member_id,
+            old.instance_id,
+            client_id,
+            client_host,
+            old.session_timeout_ms,
+            old.rebalance_timeout_ms,
+            old.protocols,
+            old.last_seen_ms,
+            assignment=old.assignment,
+        )
+        self.members[member_id] = member
+        if self.leader == old.member_id:
+            self.leader = member_id
+        return member
+
+    def _validated(self, member_id: str, instance_id: str | None) -> Member:
+        """Kafka's ClassicGroup.validateMember: the member, if the request may speak for it."""
+        if instance_id is not None:
+            holder = self.static_member(instance_id)
+            if holder is None:
+                raise KraftliteError(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"no member of {self.name} has group.instance.id {instance_id}",
+                )
+            if holder.member_id != member_id:
+                raise KraftliteError(
+                    ErrorCode.FENCED_INSTANCE_ID,
+                    f"group.instance.id {instance_id} of {self.name} is held by a newer member",
+                )
+        member = self.members.get(member_id)
+        if member is None:
+            raise KraftliteError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not a member of {self.name}"
+            )
+        return member
+
+    def _join_answer(self, member: Member, leader: str | None) -> dict[str, Any]:
+        """The JoinGroup answer of the current generation; the member list for the leader."""
+        everyone = [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.instance_id,
+                "metadata": m.metadata(self.protocol_name or ""),
+            }
+            for m in self.members.values()
+        ]
+        return {
+            "generation_id": self.generation,
+            "protocol_type": self.protocol_type,
+            "protocol_name": self.protocol_name,
+            "leader": leader,
+            "member_id": member.member_id,
+            "members": everyone if member.member_id == leader else [],
+        }
 
     @staticmethod
     def _common(offered: set[str], members: list[Member]) -> set[str]:
@@ -200,43 +312,39 @@ class ClassicGroup:
             self._complete_join()
 
     def _complete_join(self) -> None:
-        """Rule 2: form the next generation from the members that joined."""
-        for member_id in [m for m, member in self.members.items() if member.join_waiter is None]:
+        """Rule 2: form the next generation from the members that joined (and the static
+        members away, rule 8)."""
+        for member_id in [
+            m.member_id
+            for m in self.members.values()
+            if m.join_waiter is None and m.instance_id is None
+        ]:
             del self.members[member_id]
+        joined = [m for m in self.members.values() if m.join_waiter is not None]
+        if self.members and not joined:  # only static members away: no one to lead yet;
+            # wait on (Kafka does too) until one is back or their sessions end (`expire`)
+            longest = max(m.rebalance_timeout_ms for m in self.members.values())
+            self._deadline_ms = self.now_ms() + longest
+            self._tick_later()
+            return
         self.generation += 1
         if not self.members:
             self._to_empty()
             return
         self.protocol_name = self._choose_protocol()
-        if self.leader not in self.members:
-            self.leader = next(iter(self.members))
+        if self.leader not in self.members or self.members[self.leader].join_waiter is None:
+            self.leader = joined[0].member_id
         self.state = State.COMPLETING_REBALANCE
         now = self.now_ms()
         longest = max(m.rebalance_timeout_ms for m in self.members.values())
         self._deadline_ms = now + longest  # by then the leader has sent the assignment
-        everyone = [
-            {
-                "member_id": m.member_id,
-                "group_instance_id": m.instance_id,
-                "metadata": m.metadata(self.protocol_name),
-            }
-            for m in self.members.values()
-        ]
         for member in self.members.values():
-            member.last_seen_ms = now
             member.assignment = EMPTY_ASSIGNMENT
             waiter, member.join_waiter = member.join_waiter, None
-            if waiter is not None and not waiter.done():
-                waiter.set_result(
-                    {
-                        "generation_id": self.generation,
-                        "protocol_type": self.protocol_type,
-                        "protocol_name": self.protocol_name,
-                        "leader": self.leader,
-                        "member_id": member.member_id,
-                        "members": everyone if member.member_id == self.leader else [],
-                    }
-                )
+            if waiter is not None:
+                member.last_seen_ms = now
+                if not waiter.done():
+                    waiter.set_result(self._join_answer(member, self.leader))
         self._tick_later()
 
     def _choose_protocol(self) -> str:
@@ -257,10 +365,15 @@ class ClassicGroup:
     # -- syncing ---------------------------------------------------------------------------
 
     async def sync(
-        self, member_id: str, generation: int, assignments: dict[str, bytes]
+        self,
+        member_id: str,
+        generation: int,
+        assignments: dict[str, bytes],
+        instance_id: str | None = None,
     ) -> tuple[str | None, str | None, bytes]:
         """Rule 3: (protocol type, protocol name, this member's assignment)."""
         self._check_open()
+        self._validated(member_id, instance_id)
         member = self._member(member_id, generation)
         if self.state is State.STABLE:
             return self.protocol_type, self.protocol_name, member.assignment
@@ -304,26 +417,30 @@ class ClassicGroup:
 
     # -- heartbeats, leaving, expiry -------------------------------------------------------
 
-    def heartbeat(self, member_id: str, generation: int) -> None:
+    def heartbeat(self, member_id: str, generation: int, instance_id: str | None = None) -> None:
         """Rule 4; raises the error the heartbeat answers."""
         self._check_open()
         self.expire()
-        if self.state is State.PREPARING_REBALANCE and member_id in self.members:
-            self.members[member_id].last_seen_ms = self.now_ms()
+        member = self._validated(member_id, instance_id)
+        if self.state is State.PREPARING_REBALANCE:
+            member.last_seen_ms = self.now_ms()
         self._member(member_id, generation)
 
     def leave(self, member_id: str, instance_id: str | None = None) -> None:
-        """A member leaves, named by its member id or (a static member) its instance id."""
+        """A member leaves, named by its member id or (a static member, LeaveGroup v3+) by
+        its instance id alone; both named must agree (rule 8)."""
         self._check_open()
-        if not member_id and instance_id:
-            member_id = next(
-                (m.member_id for m in self.members.values() if m.instance_id == instance_id), ""
-            )
-        member = self.members.pop(member_id, None)
-        if member is None:
-            raise KraftliteError(
-                ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not a member of {self.name}"
-            )
+        if member_id:
+            member = self._validated(member_id, instance_id)
+        else:
+            found = None if instance_id is None else self.static_member(instance_id)
+            if found is None:
+                raise KraftliteError(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"no member of {self.name} has group.instance.id {instance_id}",
+                )
+            member = found
+        del self.members[member.member_id]
         self._removed([member])
 
     def expire(self) -> None:
@@ -381,22 +498,18 @@ class ClassicGroup:
 
     # -- offsets, description, shutdown ------------------------------------------------------
 
-    def check_commit(self, member_id: str, generation: int) -> None:
-        """Rule 5."""
+    def check_commit(self, member_id: str, generation: int, instance_id: str | None = None) -> None:
+        """Rule 5 (and rule 8's check of the instance id)."""
         self._check_open()
         self.expire()
-        if generation < 0 and not member_id:
+        if generation < 0 and not member_id and instance_id is None:
             if self.members:
                 raise KraftliteError(
                     ErrorCode.ILLEGAL_GENERATION,
                     f"group {self.name} has members: commit as one of them",
                 )
             return
-        member = self.members.get(member_id)
-        if member is None:
-            raise KraftliteError(
-                ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not a member of {self.name}"
-            )
+        member = self._validated(member_id, instance_id)
         if generation != self.generation:
             raise KraftliteError(
                 ErrorCode.ILLEGAL_GENERATION,
@@ -447,3 +560,37 @@ class ClassicGroup:
     def _check_open(self) -> None:
         if self._closed:
             raise KraftliteError(ErrorCode.NOT_COORDINATOR, "the coordinator moved")
+
+
+def subscribed_topics(metadata: bytes) -> frozenset[str] | None:
+    """The topics of a consumer's subscription metadata (Kafka's ConsumerProtocolSubscription,
+    every version: int16 version, then the topics as an array of strings; what follows, user
+    data, owned partitions, generation and rack, changes from one join to the next), or None
+    when it cannot be read so."""
+    try:
+        (count,) = struct.unpack_from(">i", metadata, 2)
+        if not 0 <= count <= len(metadata):
+            return None
+        position, topics = 6, set()
+        for _ in range(count):
+            (size,) = struct.unpack_from(">h", metadata, position)
+            position += 2
+            if size < 0 or position + size > len(metadata):
+                return None
+            topics.add(metadata[position : position + size].decode())
+            position += size
+    except (struct.error, UnicodeDecodeError):
+        return None
+    return frozenset(topics)
+
+
+def same_subscription(protocol_type: str, before: bytes, after: bytes | None) -> bool:
+    """Rule 8: does a static member that joins again subscribe as it did? For consumers, the
+    same topics; for any other protocol type (Kafka Connect's, say), the same metadata."""
+    if after is None:
+        return False
+    if protocol_type == "consumer":
+        topics_before, topics_after = subscribed_topics(before), subscribed_topics(after)
+        if topics_before is not None and topics_after is not None:
+            return topics_before == topics_after
+    return before == after

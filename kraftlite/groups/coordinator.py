@@ -22,11 +22,35 @@ Rules:
    count, metadata size, partitions that exist), who (`group.Group` rule 7), then
    0 <= offset <= high watermark (which may ask a leader), then who again (membership may
    have moved meanwhile); the batch must fit `max.message.bytes` of the offsets topic.
+6. Deleting a group's offsets (Kafka's OffsetDelete, `delete_offsets`), for both edges: the
+   group must exist (GROUP_ID_NOT_FOUND); a classic group with members of a protocol type
+   other than "consumer" is GROUP_NOT_EMPTY (Kafka's ClassicGroup.validateOffsetDelete).
+   The topics it consumes are its KIP-848 members' subscriptions, or its classic members'
+   read from their subscription metadata for the chosen protocol (unreadable, or no
+   protocol chosen yet: every topic). Then offsets.py rule 6 decides; the tombstones are
+   one batch appended with acks=all, as a commit is (rule 2), so the deletion survives a
+   coordinator move; the view forgets an offset only once they are acknowledged. The log
+   and the view must agree on what comes last, so a deletion waits for the group's commits
+   in flight, and the group's new commits wait for the deletion (`_CommitGate`): without
+   that, a commit appended before the tombstones but acknowledged after them would stay in
+   the view while the log says deleted, and a coordinator move would lose it.
+7. KIP-848's ConsumerGroupDescribe (`describe_consumer`): a group that does not exist, or
+   is a classic group with members, is GROUP_ID_NOT_FOUND (Kafka: "not a consumer
+   group"); a group with committed offsets and no members is an empty one. Each member
+   with its subscription, its assignment and its target assignment (what the assignor
+   would give it now, assignor.py). kraftlite keeps no group epoch: the group's epoch and
+   its assignment epoch are its members' highest epoch (0 when it has none). The assignor
+   runs over every subscribed partition, so a caller with a budget of items gets
+   INVALID_REQUEST before it runs for a group whose answer may not fit
+   (`description_bound`: members, their topics and assignments, and the subscribed
+   topics' partitions).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,16 +59,19 @@ import structlog
 
 from kraftlite.broker.partition import Acks, Partition, Role
 from kraftlite.errors import ErrorCode, KraftliteError
-from kraftlite.groups.assignor import TopicPartition
-from kraftlite.groups.classic import ClassicGroup
+from kraftlite.groups.assignor import TopicPartition, assign
+from kraftlite.groups.classic import ClassicGroup, subscribed_topics
 from kraftlite.groups.group import DEFAULT_MAX_SIZE, Group, MemberAnswer
 from kraftlite.groups.offsets import (
     DEFAULT_OFFSET_METADATA_MAX_BYTES,
     CommittedOffset,
+    OffsetDeletion,
     check_count,
+    check_deletion_count,
     check_in_range,
     check_metadata,
     check_partitions,
+    plan_deletion,
 )
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol.admin import CreateTopicRequest
@@ -57,6 +84,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
 _KEY_PREFIX = b"offset\x00"
+CONSUMER_PROTOCOL = "consumer"  # the classic protocol type of consumers (Kafka's ConsumerProtocol)
+ASSIGNOR_NAME = "uniform"  # Kafka's name for the uniform assignor, which assignor.py follows
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +102,43 @@ class GroupSettings:
     classic_min_session_timeout_ms: int = 6_000  # group.min.session.timeout.ms
     classic_max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
     initial_rebalance_delay_ms: int = 3_000  # group.initial.rebalance.delay.ms
+
+
+class _CommitGate:
+    """Rule 6 for one group: commits run together, a deletion alone. A deletion waits for
+    the commits in flight to be acknowledged and holds new ones until its tombstones are,
+    so the view and the log agree on which came last. `users`: the coordinator's count of
+    those holding or waiting for it (it forgets the gate at 0)."""
+
+    def __init__(self) -> None:
+        self.users = 0
+        self._commits = 0
+        self._deleting = False
+        self._changed = asyncio.Condition()
+
+    @contextlib.asynccontextmanager
+    async def committing(self) -> AsyncIterator[None]:
+        async with self._changed:
+            await self._changed.wait_for(lambda: not self._deleting)
+            self._commits += 1
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self._commits -= 1
+                self._changed.notify_all()
+
+    @contextlib.asynccontextmanager
+    async def deleting(self) -> AsyncIterator[None]:
+        async with self._changed:
+            await self._changed.wait_for(lambda: not self._deleting and not self._commits)
+            self._deleting = True
+        try:
+            yield
+        finally:
+            async with self._changed:
+                self._deleting = False
+                self._changed.notify_all()
 
 
 @dataclass
@@ -164,11 +230,82 @@ def parse_offset_record(
         raise BadOffsetRecordError(f"unreadable offset commit record: {exc!r}") from None
 
 
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    """A KIP-848 member as ConsumerGroupDescribe shows it (rule 7)."""
+
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    member_epoch: int
+    topics: tuple[str, ...]  # its subscription, sorted
+    assignment: frozenset[TopicPartition]  # what its last answer gave it
+    target: frozenset[TopicPartition]  # what the assignor would give it now
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescription:
+    """A KIP-848 group as ConsumerGroupDescribe shows it (rule 7)."""
+
+    group: str
+    state: str  # Kafka's names: "empty", "reconciling", "stable"
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: tuple[MemberDescription, ...]  # by member id
+
+
+def description_bound(group: Group, partition_counts: Mapping[str, int]) -> int:
+    """Rule 7, pure: at least the items `describe_consumer_group` would show (each member,
+    its topics, its assignment and its target: targets are one assignor answer, so together
+    at most the subscribed topics' partitions), found without running the assignor."""
+    members = group.members.values()
+    subscribed = {t for m in members for t in m.topics}
+    return (
+        sum(1 + len(m.topics) + len(m.assignment) for m in members)
+        + sum(partition_counts.get(t, 0) for t in subscribed)
+        or 1
+    )
+
+
+def describe_consumer_group(
+    group: Group, partition_counts: Mapping[str, int]
+) -> ConsumerGroupDescription:
+    """Rule 7, pure: `partition_counts` holds the members' subscribed topics that exist."""
+    members = sorted(group.members.values(), key=lambda m: m.member_id)
+    targets = assign(
+        {m.member_id: m.topics for m in members},
+        partition_counts,
+        {m.member_id: m.assignment for m in members},
+    )
+    epoch = max((m.epoch for m in members), default=0)
+    return ConsumerGroupDescription(
+        group.name,
+        group.state,
+        epoch,
+        epoch,
+        ASSIGNOR_NAME,
+        tuple(
+            MemberDescription(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.epoch,
+                tuple(sorted(m.topics)),
+                m.assignment,
+                targets.get(m.member_id, frozenset()),
+            )
+            for m in members
+        ),
+    )
+
+
 class GroupCoordinator:
     def __init__(self, broker: Broker, settings: GroupSettings | None = None) -> None:
         self.broker = broker
         self.settings = settings or GroupSettings()
         self._shards: dict[int, Shard] = {}
+        self._gates: dict[str, _CommitGate] = {}  # rule 6: per group, while in use
 
     # -- routing ----------------------------------------------------------------------------
 
@@ -296,6 +433,7 @@ class GroupCoordinator:
         session_timeout_ms: int | None,
         *,
         reports: bool = False,
+        instance_id: str | None = None,
     ) -> dict[str, Any]:
         timeout = (
             min(self.settings.default_session_timeout_ms, self.settings.max_session_timeout_ms)
@@ -328,6 +466,7 @@ class GroupCoordinator:
                 self._now(),
                 self._counts(topics),
                 reports=reports,
+                instance_id=instance_id,
             )
         finally:  # a refused join leaves no group behind
             shard.drop_if_empty(group)
@@ -348,13 +487,32 @@ class GroupCoordinator:
         client_id: str,
         topics: list[str] | None,
         reported: frozenset[TopicPartition] | None,
+        *,
+        instance_id: str | None = None,
     ) -> dict[str, Any]:
-        """KIP-848's heartbeat (group.py rule 9): epoch 0 joins, or rejoins a member that
-        exists (a fenced client keeps its member id); any other epoch heartbeats."""
+        """KIP-848's heartbeat (group.py rule 9): epoch 0 joins a member id the group does
+        not have, takes over an away static member (group.py rule 10), or is refused for an
+        instance id held by another member or for an away member's id without its instance
+        (all `Group.join`'s); epoch 0 of an active member, with its own instance id if any
+        (a fenced client keeps its member id), and any other epoch heartbeat, which takes a
+        new subscription and checks the instance id."""
         _, shard = self._shard(group)
         state = shard.existing(group, self._now())
-        if member_epoch == 0 and member_id not in state.members:
-            return self.join(group, member_id, client_id, topics or [], None, reports=True)
+        member = state.members.get(member_id)
+        if member_epoch == 0 and (
+            member is None
+            or member.away
+            or (instance_id is not None and state.static_member(instance_id) is not member)
+        ):
+            return self.join(
+                group,
+                member_id,
+                client_id,
+                topics or [],
+                None,
+                reports=True,
+                instance_id=instance_id,
+            )
         subscribed = {t for m in state.members.values() for t in m.topics} | set(topics or [])
         result = state.heartbeat(
             member_id,
@@ -363,13 +521,25 @@ class GroupCoordinator:
             self._counts(subscribed),
             topics=topics,
             reported=reported,
+            instance_id=instance_id,
         )
         return self._answer(result)
 
-    def leave(self, group: str, member_id: str) -> None:
+    def leave(
+        self,
+        group: str,
+        member_id: str,
+        *,
+        instance_id: str | None = None,
+        temporary: bool = False,
+    ) -> None:
+        """A member leaves; a static one leaving `temporary` (KIP-848's epoch -2) keeps its
+        assignment for its session (group.py rule 10)."""
         _, shard = self._shard(group)
         try:
-            shard.existing(group, self._now()).leave(member_id, self._now())
+            shard.existing(group, self._now()).leave(
+                member_id, self._now(), instance_id=instance_id, temporary=temporary
+            )
         finally:
             shard.drop_if_empty(group)
 
@@ -436,16 +606,30 @@ class GroupCoordinator:
         offsets: list[tuple[TopicPartition, CommittedOffset]],
         *,
         generation: int | None = None,
+        instance_id: str | None = None,
     ) -> None:
         """Rule 5, then rule 2: append the commit (acks=all), then make it visible.
-        `generation` is a classic member's (Kafka's OffsetCommit), checked by its group."""
+        `generation` is a classic member's (Kafka's OffsetCommit), checked by its group, as
+        is its `instance_id` (classic.py rule 8)."""
         partition, shard = self._shard(group)
         partitions = [tp for tp, _ in offsets]
         check_count(len(offsets))
         check_metadata(offsets, self.settings.offset_metadata_max_bytes)
         check_partitions(partitions, self._counts({topic for topic, _ in partitions}))
-        self._check_member(shard, group, member_id, member_epoch, generation, partitions)
+        self._check_member(
+            shard, group, member_id, member_epoch, generation, partitions, instance_id
+        )
         check_in_range(offsets)
+        async with self._gated(group, deleting=False):
+            await self._append_commit(partition, shard, group, offsets)
+
+    async def _append_commit(
+        self,
+        partition: Partition,
+        shard: Shard,
+        group: str,
+        offsets: list[tuple[TopicPartition, CommittedOffset]],
+    ) -> None:
         now = self.broker.clock.now_ms()
         records = [
             batch_format.Record(
@@ -455,22 +639,9 @@ class GroupCoordinator:
             )
             for tp, c in offsets
         ]
-        batch = batch_format.encode_records(records, now)
-        limit = partition.config_int("max.message.bytes")
-        if len(batch) > limit:  # Kafka: INVALID_COMMIT_OFFSET_SIZE
-            raise KraftliteError(
-                ErrorCode.RECORD_LIST_TOO_LARGE,
-                f"the commit is {len(batch)} bytes, over max.message.bytes of {OFFSETS_TOPIC} "
-                f"({limit}): commit fewer partitions or less metadata",
-            )
-        try:
-            await partition.produce(batch, Acks.ALL, self.settings.commit_timeout_s)
-        except KraftliteError as exc:
-            if exc.code is ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                raise KraftliteError(
-                    ErrorCode.NOT_COORDINATOR, f"coordinator moved during the commit: {exc.message}"
-                ) from None
-            raise
+        await self._append(
+            partition, records, now, "the commit", "commit fewer partitions or less metadata"
+        )
         if self._shards.get(partition.index) is shard and partition.role is Role.LEADER:
             target = shard.offsets.setdefault(group, {})
             for tp, committed in offsets:
@@ -484,13 +655,14 @@ class GroupCoordinator:
         member_epoch: int | None,
         generation: int | None,
         partitions: list[TopicPartition],
+        instance_id: str | None = None,
     ) -> None:
         """Who may commit: a classic group's member of its generation (classic.py rule 5),
         else kraftlite's rule (group.Group rule 7). A commit outside any membership
         (generation -1, no member) is for a group with no members of either kind."""
         classic = shard.classic.get(group)
         if generation is not None and classic is not None and classic.members:
-            classic.check_commit(member_id or "", generation)
+            classic.check_commit(member_id or "", generation, instance_id)
             return
         if generation is not None:  # Kafka's OffsetCommit
             if member_id and member_id in shard.existing(group, self._now()).members:
@@ -513,7 +685,13 @@ class GroupCoordinator:
     async def delete_group(self, group: str) -> None:
         """Kafka's DeleteGroups: a group with no members loses its committed offsets (one
         tombstone per partition, appended with acks=all before the view forgets them).
-        GROUP_ID_NOT_FOUND if it has none, GROUP_NOT_EMPTY while it has members."""
+        GROUP_ID_NOT_FOUND if it has none, GROUP_NOT_EMPTY while it has members. As a
+        deletion of offsets (rule 6), after the group's commits in flight."""
+        self._shard(group)  # NOT_COORDINATOR before waiting for anything
+        async with self._gated(group, deleting=True):
+            await self._delete_group(group)
+
+    async def _delete_group(self, group: str) -> None:
         partition, shard = self._shard(group)
         classic = shard.classic.get(group)
         if shard.existing(group, self._now()).members or (classic and classic.members):
@@ -526,16 +704,7 @@ class GroupCoordinator:
             batch_format.Record(value=None, key=offset_key(group, t, p), timestamp=now)
             for t, p in committed
         ]
-        try:
-            await partition.produce(
-                batch_format.encode_records(tombstones, now),
-                Acks.ALL,
-                self.settings.commit_timeout_s,
-            )
-        except KraftliteError as exc:
-            if exc.code is ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                raise KraftliteError(ErrorCode.NOT_COORDINATOR, exc.message) from None
-            raise
+        await self._append(partition, tombstones, now, "the deletion", "commit less first")
         if self._shards.get(partition.index) is shard and partition.role is Role.LEADER:
             remaining = shard.offsets.get(group, {})
             for tp in committed:  # only what was tombstoned: a commit meanwhile stays
@@ -545,6 +714,115 @@ class GroupCoordinator:
             if classic is not None and not classic.members:
                 classic.close()
                 shard.classic.pop(group, None)
+
+    async def delete_offsets(
+        self, group: str, partitions: Sequence[TopicPartition]
+    ) -> OffsetDeletion:
+        """Rule 6 (Kafka's OffsetDelete): each partition's outcome, the tombstones
+        acknowledged; or the group's refusal, raised, with nothing deleted (GROUP_ID_NOT_FOUND,
+        GROUP_NOT_EMPTY, NOT_COORDINATOR, INVALID_REQUEST past offsets.py's bound)."""
+        check_deletion_count(len(partitions))
+        self._shard(group)  # NOT_COORDINATOR before waiting for anything
+        async with self._gated(group, deleting=True):  # no commit of the group in flight
+            return await self._delete_offsets(group, partitions)
+
+    async def _delete_offsets(
+        self, group: str, partitions: Sequence[TopicPartition]
+    ) -> OffsetDeletion:
+        partition, shard = self._shard(group)
+        state = shard.existing(group, self._now())
+        if not shard.exists(group):
+            raise KraftliteError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group} does not exist")
+        deletion = plan_deletion(
+            partitions,
+            shard.offsets.get(group, {}),
+            self._counts({topic for topic, _ in partitions}),
+            self._consumed_topics(shard, group, state),
+        )
+        if not deletion.tombstoned:
+            return deletion
+        now = self.broker.clock.now_ms()
+        tombstones = [
+            batch_format.Record(value=None, key=offset_key(group, t, p), timestamp=now)
+            for t, p in deletion.tombstoned
+        ]
+        await self._append(
+            partition, tombstones, now, "the deletion", "name fewer partitions at once"
+        )
+        if self._shards.get(partition.index) is shard and partition.role is Role.LEADER:
+            remaining = shard.offsets.get(group, {})
+            for tp in deletion.tombstoned:  # no commit of the group ran meanwhile (rule 6)
+                remaining.pop(tp, None)
+            if not remaining:
+                shard.offsets.pop(group, None)
+        return deletion
+
+    async def _append(
+        self,
+        partition: Partition,
+        records: list[batch_format.Record],
+        now: int,
+        what: str,
+        instead: str,
+    ) -> None:
+        """Rule 2: records appended to the group's offsets partition as one batch, with
+        acks=all; RECORD_LIST_TOO_LARGE past its max.message.bytes (Kafka's
+        INVALID_COMMIT_OFFSET_SIZE), NOT_COORDINATOR if it stopped leading meanwhile."""
+        batch = batch_format.encode_records(records, now)
+        limit = partition.config_int("max.message.bytes")
+        if len(batch) > limit:
+            raise KraftliteError(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"{what} is {len(batch)} bytes, over max.message.bytes of {OFFSETS_TOPIC} "
+                f"({limit}): {instead}",
+            )
+        try:
+            await partition.produce(batch, Acks.ALL, self.settings.commit_timeout_s)
+        except KraftliteError as exc:
+            if exc.code is ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                raise KraftliteError(
+                    ErrorCode.NOT_COORDINATOR, f"coordinator moved during {what}: {exc.message}"
+                ) from None
+            raise
+
+    @contextlib.asynccontextmanager
+    async def _gated(self, group: str, *, deleting: bool) -> AsyncIterator[None]:
+        """Rule 6: inside the group's gate, as a deletion or as a commit."""
+        gate = self._gates.get(group)
+        if gate is None:
+            gate = self._gates[group] = _CommitGate()
+        gate.users += 1  # with the lookup, before any wait: never a second gate for a group
+        try:
+            async with gate.deleting() if deleting else gate.committing():
+                yield
+        finally:
+            gate.users -= 1
+            if not gate.users and self._gates.get(group) is gate:
+                del self._gates[group]
+
+    @staticmethod
+    def _consumed_topics(shard: Shard, group: str, state: Group) -> frozenset[str] | None:
+        """Rule 6: the topics the group's members consume; None when that cannot be known
+        (every topic then counts as consumed); GROUP_NOT_EMPTY for a classic group whose
+        members are not consumers."""
+        classic = shard.classic.get(group)
+        if classic is None or not classic.members:
+            return frozenset(t for m in state.members.values() for t in m.topics)
+        if classic.protocol_type != CONSUMER_PROTOCOL:
+            raise KraftliteError(
+                ErrorCode.GROUP_NOT_EMPTY,
+                f"group {group} has members of protocol type {classic.protocol_type!r}: "
+                "its offsets can be deleted once it has none",
+            )
+        if classic.protocol_name is None:  # no generation yet: nothing says what they read
+            return None
+        topics: set[str] = set()
+        for member in classic.members.values():
+            read = subscribed_topics(member.metadata(classic.protocol_name))
+            if read is None:
+                return None
+            topics |= read
+        return frozenset(topics)
 
     def committed(self, group: str) -> dict[TopicPartition, CommittedOffset]:
         _, shard = self._shard(group)
@@ -559,6 +837,32 @@ class GroupCoordinator:
                 f"group {group} does not exist (no members and no committed offsets)",
             )
         return state.describe()
+
+    def describe_consumer(
+        self, group: str, max_items: int | None = None
+    ) -> ConsumerGroupDescription:
+        """Rule 7: KIP-848's ConsumerGroupDescribe of one group; INVALID_REQUEST, before the
+        assignor runs, when it may show more than `max_items` items (`description_bound`)."""
+        _, shard = self._shard(group)
+        state = shard.existing(group, self._now())
+        classic = shard.classic.get(group)
+        if classic is not None and classic.members:
+            raise KraftliteError(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"group {group} is not a consumer group: its members use the classic "
+                "protocol (DescribeGroups describes it)",
+            )
+        if not shard.exists(group):
+            raise KraftliteError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group} does not exist")
+        topics = {t for m in state.members.values() for t in m.topics}
+        counts = self._counts(topics)
+        if max_items is not None and description_bound(state, counts) > max_items:
+            raise KraftliteError(
+                ErrorCode.INVALID_REQUEST,
+                f"group {group} may be more than the {max_items} items left in this answer: "
+                "ask for fewer groups at once",
+            )
+        return describe_consumer_group(state, counts)
 
     def coordinated_offsets(self) -> dict[str, dict[TopicPartition, CommittedOffset]]:
         """The committed offsets of every group this broker coordinates now."""

@@ -31,6 +31,22 @@ Rules (server-side assignment in the spirit of KIP-848):
    that lists nothing confirms nothing. So rule 3 holds for it too.
 8. A group holds at most `max_size` members (`group.consumer.max.size`): a new member of a
    full group is refused with GROUP_MAX_SIZE_REACHED; a retried join of a member is not new.
+10. Static members (KIP-848's InstanceId, Kafka's GroupMetadataManager): a member may carry
+   an instance id, held by one member at a time. Leaving with epoch -2 (a static member's
+   leave, its process restarting) is temporary: the member stays `away`, owning its
+   assignment (what it was told to release is released: it holds nothing now) until its
+   session times out (rule 5), so nobody else gets those partitions meanwhile. A join
+   (epoch 0) naming that instance id takes the away member over, under its own member id:
+   the same assignment, owned since the same epochs, and the same member epoch, so nothing
+   moves unless the target moved. While the holder is active, a join naming its instance
+   id under another member id is UNRELEASED_INSTANCE_ID (the same member id joining again
+   is a retry); a heartbeat or leave naming the instance id with another member id is
+   FENCED_INSTANCE_ID, an instance id nobody holds UNKNOWN_MEMBER_ID. An away member's
+   heartbeats and commits are FENCED_MEMBER_EPOCH (it must join again), and so is a join
+   naming its member id but not its instance id (Kafka's answer to an epoch-0 heartbeat
+   for a member at epoch -2), which changes nothing: only its instance takes it over, so
+   nobody else extends its session and its partitions are freed when that ends. Epoch -1
+   leaves for good.
 """
 
 from __future__ import annotations
@@ -56,6 +72,8 @@ class Member:
     owned_since: dict[TopicPartition, int] = field(default_factory=dict)
     confirmed_epoch: int = 0  # the last epoch the member confirmed holding
     reports: bool = False  # a KIP-848 client: it says what it holds (rule 9)
+    instance_id: str | None = None  # a static member's group.instance.id (rule 10)
+    away: bool = False  # left with epoch -2: keeps its assignment for its session (rule 10)
 
     @property
     def owned(self) -> frozenset[TopicPartition]:
@@ -108,9 +126,34 @@ class Group:
         partition_counts: Mapping[str, int],
         *,
         reports: bool = False,
+        instance_id: str | None = None,
     ) -> MemberAnswer:
         self.expire(now_ms)
+        holder = None if instance_id is None else self.static_member(instance_id)
+        if holder is not None and (holder.away or holder.member_id != member_id):  # rule 10
+            if not holder.away:
+                raise KraftliteError(
+                    ErrorCode.UNRELEASED_INSTANCE_ID,
+                    f"instance id {instance_id} of group {self.name} is held by an active "
+                    "member: it must leave (epoch -2) or time out first",
+                )
+            return self._take_over(
+                holder,
+                member_id,
+                client_id,
+                topics,
+                session_timeout_ms,
+                now_ms,
+                partition_counts,
+                reports=reports,
+            )
         existing = self.members.get(member_id)
+        if existing is not None and existing.away:  # rule 10: not its instance (else taken
+            raise KraftliteError(  # over above); its session is not this request's to keep
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"member {member_id} of group {self.name} left (epoch -2) as a static member: "
+                "only a join naming its instance id takes it over; join with another member id",
+            )
         if existing is not None:  # a retried join (its answer was lost): the same member
             existing.last_seen_ms = now_ms
             return MemberAnswer(member_id, existing.epoch, existing.assignment)
@@ -121,9 +164,70 @@ class Group:
                 "(group.consumer.max.size)",
             )
         self.members[member_id] = Member(
-            member_id, client_id, frozenset(topics), session_timeout_ms, now_ms, reports=reports
+            member_id,
+            client_id,
+            frozenset(topics),
+            session_timeout_ms,
+            now_ms,
+            reports=reports,
+            instance_id=instance_id,
         )
         return self._answer(member_id, now_ms, partition_counts)
+
+    def _take_over(  # noqa: PLR0917 - a join request's fields
+        self,
+        away: Member,
+        member_id: str,
+        client_id: str,
+        topics: Iterable[str],
+        session_timeout_ms: int,
+        now_ms: int,
+        partition_counts: Mapping[str, int],
+        *,
+        reports: bool,
+    ) -> MemberAnswer:
+        """Rule 10: a static member back under `member_id` (new or its old one) takes over
+        what its away self owned, at the same epoch."""
+        if member_id != away.member_id and member_id in self.members:
+            raise KraftliteError(
+                ErrorCode.INVALID_REQUEST,
+                f"member id {member_id} is another member's in group {self.name}",
+            )
+        del self.members[away.member_id]
+        self.members[member_id] = Member(
+            member_id,
+            client_id,
+            frozenset(topics),
+            session_timeout_ms,
+            now_ms,
+            epoch=away.epoch,
+            assignment=away.assignment,
+            owned_since=dict(away.owned_since),
+            confirmed_epoch=away.confirmed_epoch,
+            reports=reports,
+            instance_id=away.instance_id,
+        )
+        return self._answer(member_id, now_ms, partition_counts)
+
+    def static_member(self, instance_id: str) -> Member | None:
+        """The member holding this instance id, if any (rule 10)."""
+        return next((m for m in self.members.values() if m.instance_id == instance_id), None)
+
+    def _check_instance(self, member_id: str, instance_id: str | None) -> None:
+        """Rule 10: a request naming an instance id speaks for the member holding it."""
+        if instance_id is None:
+            return
+        holder = self.static_member(instance_id)
+        if holder is None:
+            raise KraftliteError(
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                f"no member of group {self.name} holds instance id {instance_id}: join again",
+            )
+        if holder.member_id != member_id:
+            raise KraftliteError(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"instance id {instance_id} of group {self.name} is held by another member",
+            )
 
     def heartbeat(
         self,
@@ -134,12 +238,15 @@ class Group:
         *,
         topics: Iterable[str] | None = None,
         reported: frozenset[TopicPartition] | None = None,
+        instance_id: str | None = None,
     ) -> MemberAnswer:
         """Rule 2, and 9 for a member that reports what it holds (`reported`, KIP-848's
         heartbeat; None: nothing said). `topics`: a new subscription, taken once the epoch
         checked out."""
         self.expire(now_ms)
+        self._check_instance(member_id, instance_id)
         member = self._member(member_id)
+        self._check_present(member)
         if member_epoch > member.epoch:
             raise KraftliteError(
                 ErrorCode.FENCED_MEMBER_EPOCH,
@@ -164,10 +271,35 @@ class Group:
             member.confirmed_epoch = member_epoch
         return self._answer(member_id, now_ms, partition_counts)
 
-    def leave(self, member_id: str, now_ms: int) -> None:
+    def leave(
+        self,
+        member_id: str,
+        now_ms: int,
+        *,
+        instance_id: str | None = None,
+        temporary: bool = False,
+    ) -> None:
+        """The member leaves; a static member (`instance_id`) leaving `temporary` (epoch -2)
+        stays away, owning its assignment, until its session ends (rule 10)."""
         self.expire(now_ms)
-        self._member(member_id)
+        self._check_instance(member_id, instance_id)
+        member = self._member(member_id)
+        if instance_id is not None and temporary:
+            member.away = True
+            member.last_seen_ms = now_ms
+            member.owned_since = {
+                tp: since for tp, since in member.owned_since.items() if tp in member.assignment
+            }
+            return
         del self.members[member_id]
+
+    @staticmethod
+    def _check_present(member: Member) -> None:
+        if member.away:
+            raise KraftliteError(
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"member {member.member_id} left the group (epoch -2): join again with epoch 0",
+            )
 
     def expire(self, now_ms: int) -> list[str]:
         """Rule 5: remove members whose session ran out; their ids."""
@@ -236,6 +368,7 @@ class Group:
                 )
             return
         member = self._member(member_id)
+        self._check_present(member)
         if member_epoch is None:
             raise KraftliteError(
                 ErrorCode.INVALID_REQUEST, "a commit with member_id needs its member_epoch"

@@ -1,4 +1,5 @@
-"""What a group may commit, apart from who commits it (that is `group.Group` rule 7). Pure.
+"""What a group may commit, apart from who commits it (that is `group.Group` rule 7), and
+what deleting its offsets does (Kafka's OffsetDelete). Pure.
 
 Rules:
 1. A commit carries at most `MAX_OFFSETS_PER_COMMIT` entries (INVALID_REQUEST), and its
@@ -16,11 +17,22 @@ Rules:
    OFFSET_OUT_OF_RANGE at its fetch, on both edges, and resets by its `auto.offset.reset`.
 5. A commit is all or nothing: one refused entry refuses the request, and nothing of it is
    written.
+6. Deleting committed offsets (Kafka's OffsetDelete, the group coordinator's deleteOffsets)
+   names at most `MAX_OFFSETS_PER_DELETE` partitions (INVALID_REQUEST, nothing deleted).
+   Each partition asked is answered on its own: UNKNOWN_TOPIC_OR_PARTITION when its topic or
+   index does not exist (Kafka's KafkaApis checks it before the coordinator);
+   GROUP_SUBSCRIBED_TO_TOPIC when the group consumes its topic (its consumers would lose
+   their place), every topic counting as consumed when the group's subscriptions cannot be
+   read (Kafka's ClassicGroup.isSubscribedToTopic); else deleted: a tombstone when it has a
+   committed offset, nothing when it has none, answered alike (as Kafka answers). A
+   partition named twice is answered twice and tombstoned once.
+7. The group's own checks come first and refuse the whole request (coordinator.py rule 6):
+   a deletion is never half applied, and its tombstones are one batch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -28,6 +40,7 @@ from kraftlite.groups.assignor import TopicPartition
 
 DEFAULT_OFFSET_METADATA_MAX_BYTES = 4096  # offset.metadata.max.bytes, Kafka's default
 MAX_OFFSETS_PER_COMMIT = 10_000  # rule 1 (kraftlite's; no Kafka equivalent)
+MAX_OFFSETS_PER_DELETE = MAX_OFFSETS_PER_COMMIT  # rule 6 (Kafka: the request size only)
 MAX_OFFSET = 2**63 - 1  # rule 4: Kafka's offsets are int64
 
 
@@ -91,3 +104,46 @@ def check_in_range(offsets: Sequence[tuple[TopicPartition, CommittedOffset]]) ->
                 topic=topic,
                 partition=partition,
             )
+
+
+def check_deletion_count(count: int) -> None:
+    """Rule 6's bound."""
+    if count > MAX_OFFSETS_PER_DELETE:
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST,
+            f"a deletion names at most {MAX_OFFSETS_PER_DELETE} partitions; this one {count}",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeletion:
+    """Rule 6's answer for one group: `refused`, the partitions asked that are not deleted
+    with why (UNKNOWN_TOPIC_OR_PARTITION or GROUP_SUBSCRIBED_TO_TOPIC; the others are);
+    `tombstoned`, the partitions whose committed offsets go (each once, in the order
+    asked)."""
+
+    refused: Mapping[TopicPartition, ErrorCode]
+    tombstoned: tuple[TopicPartition, ...]
+
+
+def plan_deletion(
+    asked: Sequence[TopicPartition],
+    committed: Mapping[TopicPartition, CommittedOffset],
+    partition_counts: Mapping[str, int],
+    subscribed: Collection[str] | None,
+) -> OffsetDeletion:
+    """Rule 6. `committed`: the group's offsets now; `partition_counts`: topic ->
+    partitions, for the topics that exist; `subscribed`: the topics the group consumes, None
+    when they cannot be known (then every topic counts as consumed)."""
+    check_deletion_count(len(asked))
+    refused: dict[TopicPartition, ErrorCode] = {}
+    tombstoned: dict[TopicPartition, None] = {}
+    for topic, partition in asked:
+        count = partition_counts.get(topic)
+        if count is None or not 0 <= partition < count:
+            refused[topic, partition] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif subscribed is None or topic in subscribed:
+            refused[topic, partition] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+        elif (topic, partition) in committed:
+            tombstoned[topic, partition] = None
+    return OffsetDeletion(refused, tuple(tombstoned))

@@ -39,7 +39,15 @@ from kraftlite.controller import access
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import OFFSETS_TOPIC
 from kraftlite.groups.offsets import CommittedOffset
-from kraftlite.kafka import acl_apis, cluster_apis, group_apis, user_apis
+from kraftlite.kafka import acl_apis, cluster_apis, group_apis, records_apis, user_apis
+from kraftlite.kafka.codes import (
+    INVALID_REQUEST,
+    MAX_ADMIN_TIMEOUT_MS,
+    MAX_MESSAGE,
+    NONE,
+    kafka_code,
+)
+from kraftlite.kafka.codes import message as _message
 from kraftlite.kafka.fetch_sessions import (
     FINAL_EPOCH,
     NO_SESSION,
@@ -71,9 +79,7 @@ T = TypeVar("T")
 A = TypeVar("A")
 B = TypeVar("B")
 audit = structlog.get_logger("kraftlite.audit")
-NONE = 0  # Kafka's error code for success
 UNSUPPORTED_VERSION = 35
-INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 _NO_TOPIC_ID = uuid.UUID(int=0)
 _AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 INVALID_GROUP_ID = 24
@@ -90,10 +96,8 @@ RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4  # DescribeConfigs resource types
 SOURCE_TOPIC, SOURCE_DYNAMIC, SOURCE_STATIC, SOURCE_DEFAULT = 1, 2, 4, 5  # config sources
 OP_SET, OP_DELETE = 0, 1  # IncrementalAlterConfigs operations
 MAX_ADMIN_TOPICS = 100  # topics one CreateTopics or DeleteTopics may name
-MAX_ADMIN_TIMEOUT_MS = 60_000
 LEADER_NOT_AVAILABLE = 5
 UNKNOWN_TOPIC_ID = 100
-_MAX_MESSAGE = 1024  # error messages sent back are cut here (classic strings hold 32 KiB)
 INVALID_REQUIRED_ACKS = 21
 REQUEST_DECOMPRESSED_MAX_BYTES = 64 << 20  # what one produce request may decompress to
 _INLINE_CONVERT_BYTES = 64 << 10  # larger record sets are converted on a worker thread
@@ -140,8 +144,20 @@ def _topic_name_ok(name: str) -> bool:
     return True
 
 
-def _message(exc: KraftliteError) -> str:
-    return exc.message[:_MAX_MESSAGE]
+def _instance_id(value: str | None) -> str | None:
+    """A group request's static instance id (`group.instance.id`), the same on every group
+    API: absent, null and "" are none (a client may send "" for unset; Kafka's own clients
+    send null), else it must be one Kafka's clients would send (`names.is_instance_id`),
+    or INVALID_REQUEST: it is kept per member and shown by DescribeGroups and
+    ConsumerGroupDescribe."""
+    if not value:
+        return None
+    if not names.is_instance_id(value):
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST,
+            f"a group.instance.id is 1-{names.MAX_INSTANCE_ID} of [a-zA-Z0-9._-], not '.' or '..'",
+        )
+    return value
 
 
 def _creatable(topic: bodies.CreatableTopic, validate_only: bool) -> admin.CreateTopicRequest:
@@ -191,11 +207,6 @@ def _config_changes(
             raise KraftliteError(ErrorCode.INVALID_REQUEST, "only SET and DELETE are served")
         changes[config["name"]] = config["value"] if operation == OP_SET else None
     return changes
-
-
-def kafka_code(exc: KraftliteError) -> int:
-    """Rule 3."""
-    return INVALID_REQUEST if exc.code >= 1000 else int(exc.code)
 
 
 def _topic_id(image_topic_id: str) -> uuid.UUID:
@@ -274,6 +285,7 @@ _MODULE_APIS: Final[Mapping[ApiKey, ModuleHandler]] = {
     **cluster_apis.APIS,
     **user_apis.APIS,
     **group_apis.APIS,
+    **records_apis.APIS,
 }
 # The APIs this listener answers (a subset of what messages.py can decode): ApiVersions
 # lists only these, so a client never sends one that would close its connection.
@@ -796,7 +808,7 @@ class Session:
             return await _produce_error(index, kafka_code(exc), _message(exc))
         except WireError as exc:  # CorruptRecordsError included
             return await _produce_error(
-                index, int(ErrorCode.CORRUPT_MESSAGE), str(exc)[:_MAX_MESSAGE]
+                index, int(ErrorCode.CORRUPT_MESSAGE), str(exc)[:MAX_MESSAGE]
             )
         return {
             "index": index,
@@ -1103,7 +1115,12 @@ class Session:
         if wanted:
             try:
                 await self.service.coordinator.commit(
-                    group, member_id, None, wanted, generation=epoch
+                    group,
+                    member_id,
+                    None,
+                    wanted,
+                    generation=epoch,
+                    instance_id=_instance_id(body.get("group_instance_id")),
                 )
             except KraftliteError as exc:
                 for key, _ in wanted:
@@ -1187,11 +1204,12 @@ class Session:
         session = body["session_timeout_ms"]
         rebalance = body["rebalance_timeout_ms"] if request.api_version >= 1 else session
         try:
+            instance = _instance_id(body.get("group_instance_id"))  # before making a group
             await self.service.coordinator.ensure_offsets_topic()
             classic = self.service.coordinator.classic_for_join(group, session)
             joined = await classic.join(
                 member_id=body["member_id"],
-                instance_id=body.get("group_instance_id") or None,
+                instance_id=instance,
                 client_id=request.client_id or "",
                 client_host=self.who.host,
                 session_timeout_ms=session,
@@ -1213,7 +1231,10 @@ class Session:
         try:
             classic = self.service.coordinator.classic(group)
             protocol_type, protocol_name, assignment = await classic.sync(
-                body["member_id"], body["generation_id"], assignments
+                body["member_id"],
+                body["generation_id"],
+                assignments,
+                _instance_id(body.get("group_instance_id")),
             )
         except KraftliteError as exc:
             return {"error_code": kafka_code(exc)}
@@ -1231,7 +1252,11 @@ class Session:
             return {"error_code": refused}
         try:
             classic = self.service.coordinator.classic(body["group_id"])
-            classic.heartbeat(body["member_id"], body["generation_id"])
+            classic.heartbeat(
+                body["member_id"],
+                body["generation_id"],
+                _instance_id(body.get("group_instance_id")),
+            )
         except KraftliteError as exc:
             return {"error_code": kafka_code(exc)}
         return {"error_code": NONE}
@@ -1252,7 +1277,7 @@ class Session:
             code = NONE
             try:
                 self.service.coordinator.classic(group).leave(
-                    member["member_id"], member.get("group_instance_id")
+                    member["member_id"], _instance_id(member.get("group_instance_id"))
                 )
             except KraftliteError as exc:
                 code = kafka_code(exc)
@@ -1581,7 +1606,7 @@ class Session:
                 wanted = admin.decode(admin_bodies.AclRequest, acl_apis.acl_request(creation))
                 await self._admin(deadline, admin.CreateAclRequest(wanted))
             except MessageError as exc:  # the controllers' own check of the body, first here
-                message = str(exc)[:_MAX_MESSAGE]
+                message = str(exc)[:MAX_MESSAGE]
                 results.append({"error_code": INVALID_REQUEST, "error_message": message})
                 continue
             except KraftliteError as exc:
@@ -1978,19 +2003,22 @@ class Session:
         coordinator = self.service.coordinator
         reported = self._reported(body["topic_partitions"])
         try:
+            instance = _instance_id(body["instance_id"])
             await coordinator.ensure_offsets_topic()
-            if epoch < 0:
-                coordinator.leave(group, member_id)
+            if epoch < 0:  # -2: a static member's leave keeps its assignment a session long
+                coordinator.leave(group, member_id, instance_id=instance, temporary=epoch == -2)
                 return {**answer, "error_code": NONE}
             if problem is not None:
                 if epoch > 0:  # a refused subscription change still keeps the member alive
-                    coordinator.consumer_heartbeat(group, member_id, epoch, "", None, reported)
+                    coordinator.consumer_heartbeat(
+                        group, member_id, epoch, "", None, reported, instance_id=instance
+                    )
                 return {**answer, "error_code": problem[0], "error_message": problem[1]}
             client_id = request.client_id or ""
             client_id = client_id if names.is_name(client_id, names.MAX_CLIENT_ID) else ""
             subscribed = None if topics is None else sorted(set(topics))
             joined = coordinator.consumer_heartbeat(
-                group, member_id, epoch, client_id, subscribed, reported
+                group, member_id, epoch, client_id, subscribed, reported, instance_id=instance
             )
         except KraftliteError as exc:
             return {**answer, "error_code": kafka_code(exc), "error_message": _message(exc)}

@@ -21,8 +21,10 @@ Rules:
 3. These are the public API's bodies (POST /v1/topics, ...; docs/api-v1): no version
    field; they change only as the API v1 contract may, compatibly. Unknown fields are
    ignored, as everywhere in the API. The API's other admin bodies (users, ACLs, quotas,
-   reassignments, ...) are typed alike in admin_bodies.py; of those a broker sends only the
-   ACLs' (`CreateAclRequest`, `ListAclsRequest`, `DeleteAclsRequest` carry them).
+   reassignments, ...) are typed alike in admin_bodies.py; of those a broker sends the
+   ACLs' (`CreateAclRequest`, `ListAclsRequest`, `DeleteAclsRequest` carry them), the users'
+   and the quotas' (`SetUserCredentialRequest`, `DeleteUserCredentialRequest`,
+   `AlterQuotasRequest`: the Kafka edge's SCRAM and quota APIs).
 Pure: no I/O.
 """
 
@@ -235,6 +237,133 @@ class AlterBrokerConfigsRequest(msgspec.Struct, frozen=True):
         return None
 
 
+# The Kafka edge's ElectLeaders, Alter/ListPartitionReassignments and DescribeQuorum
+# (kafka/cluster_apis.py): the elastic cluster's routes, their bodies admin_bodies.py's.
+if TYPE_CHECKING:  # (admin_bodies imports this module)
+    from kraftlite.protocol.admin_bodies import ElectionsRequest, ReassignmentsRequest
+
+
+@dataclass(frozen=True, slots=True)
+class ElectLeadersRequest:
+    """A preferred or unclean election (POST /v1/elections): each partition's outcome."""
+
+    elections: ElectionsRequest
+
+    method: ClassVar[str] = "POST"
+
+    def route(self) -> str:
+        return "/v1/elections"
+
+    def body(self) -> msgspec.Struct:
+        return self.elections
+
+    def answer(self, body: bytes) -> tuple[ElectionAnswer, ...]:
+        return _read(ElectionsAnswer, body).elections
+
+
+@dataclass(frozen=True, slots=True)
+class AlterReassignmentsRequest:
+    """Start, replace or cancel partition moves (POST /v1/reassignments, KIP-455): the
+    controllers refuse the whole request for one bad item, else answer each partition."""
+
+    reassignments: ReassignmentsRequest
+
+    method: ClassVar[str] = "POST"
+
+    def route(self) -> str:
+        return "/v1/reassignments"
+
+    def body(self) -> msgspec.Struct:
+        return self.reassignments
+
+    def answer(self, body: bytes) -> tuple[ReassignmentAnswer, ...]:
+        return _read(ReassignmentsAnswer, body).reassignments
+
+
+@dataclass(frozen=True, slots=True)
+class ListReassignmentsRequest:
+    """Every partition being moved (GET /v1/reassignments)."""
+
+    method: ClassVar[str] = "GET"
+
+    def route(self) -> str:
+        return "/v1/reassignments"
+
+    def body(self) -> msgspec.Struct | None:
+        return None
+
+    def answer(self, body: bytes) -> tuple[ReassignmentAnswer, ...]:
+        return _read(ReassignmentsAnswer, body).reassignments
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeQuorumRequest:
+    """The controller quorum as its active controller sees it (GET /v1/quorum?leader=true):
+    only it knows each voter's lag and each broker's metadata offset."""
+
+    method: ClassVar[str] = "GET"
+
+    def route(self) -> str:
+        return "/v1/quorum?leader=true"
+
+    def body(self) -> msgspec.Struct | None:
+        return None
+
+    def answer(self, body: bytes) -> QuorumAnswer:
+        return _read(QuorumAnswer, body)
+
+
+class ElectionAnswer(msgspec.Struct, frozen=True):
+    """One partition of an election: its leader after, or the error (a name) that kept it."""
+
+    topic: str
+    partition: int
+    leader: int
+    error_code: str | None = None
+    message: str | None = None
+
+
+class ElectionsAnswer(msgspec.Struct, frozen=True):
+    elections: tuple[ElectionAnswer, ...] = ()
+
+
+class ReassignmentAnswer(msgspec.Struct, frozen=True):
+    """A partition's move as committed (replicas: the target, then those leaving), or the
+    error (a name) that kept it."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...] = ()
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+    error_code: str | None = None
+    message: str | None = None
+
+
+class ReassignmentsAnswer(msgspec.Struct, frozen=True):
+    reassignments: tuple[ReassignmentAnswer, ...] = ()
+
+
+class VoterAnswer(msgspec.Struct, frozen=True):
+    id: int
+    state: str
+    lag: int | None = None  # committed Raft entries it lacks (the leader's view only)
+
+
+class ObserverAnswer(msgspec.Struct, frozen=True):
+    id: int  # a broker
+    metadata_offset: int
+    lag: int  # metadata batches it lacks
+
+
+class QuorumAnswer(msgspec.Struct, frozen=True):
+    leader_id: int | None
+    term: int
+    commit_index: int
+    voters: tuple[VoterAnswer, ...] = ()
+    observers: tuple[ObserverAnswer, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class CreateAclRequest:
     """Add one ACL (POST /v1/acls): the controllers answer it as stored (an equal one that
@@ -290,6 +419,72 @@ class DeleteAclsRequest:
 
     def answer(self, body: bytes) -> tuple[AclAnswer, ...]:
         return _read(DeletedAclsAnswer, body).deleted
+
+
+if TYPE_CHECKING:  # (admin_bodies imports this module)
+    from kraftlite.protocol.admin_bodies import QuotaRequest, UserRequest
+
+
+@dataclass(frozen=True, slots=True)
+class SetUserCredentialRequest:
+    """Create a user, or set its credential for one mechanism (POST /v1/users), with a
+    SCRAM credential computed elsewhere (`UserRequest` without a password: the Kafka edge's
+    AlterUserScramCredentials). Its keys are never shown (repr)."""
+
+    user: UserRequest
+
+    method: ClassVar[str] = "POST"
+
+    def __repr__(self) -> str:
+        return f"SetUserCredentialRequest({self.user.name!r}, {self.user.mechanism!r})"
+
+    def route(self) -> str:
+        return "/v1/users"
+
+    def body(self) -> msgspec.Struct:
+        return self.user
+
+    def answer(self, body: bytes) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteUserCredentialRequest:
+    """Delete user `name`'s credential for `mechanism` (DELETE /v1/users/{name}?mechanism=;
+    with its last one, the user); RESOURCE_NOT_FOUND when it has none."""
+
+    name: str
+    mechanism: str
+
+    method: ClassVar[str] = "DELETE"
+
+    def route(self) -> str:
+        query = urlencode({"mechanism": self.mechanism}, quote_via=quote)
+        return f"/v1/users/{quote(self.name, safe='')}?{query}"
+
+    def body(self) -> msgspec.Struct | None:
+        return None
+
+    def answer(self, body: bytes) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class AlterQuotasRequest:
+    """Set or remove (null) quotas of one principal, in one commit (POST /v1/quotas)."""
+
+    quota: QuotaRequest
+
+    method: ClassVar[str] = "POST"
+
+    def route(self) -> str:
+        return "/v1/quotas"
+
+    def body(self) -> msgspec.Struct:
+        return self.quota
+
+    def answer(self, body: bytes) -> None:
+        return None
 
 
 # Bodies whose schemas the OpenAPI document takes from here (api/openapi.py, with the

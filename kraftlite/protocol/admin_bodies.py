@@ -1,5 +1,6 @@
-"""The public API's admin bodies that no broker sends: users, ACLs, quotas, the elastic
-cluster's reassignments, elections, rebalance and replication factor, and quorum voters.
+"""The public API's other admin bodies: users, ACLs, quotas (which the Kafka edge sends too),
+the elastic cluster's reassignments, elections, rebalance and replication factor, and quorum
+voters.
 They follow protocol/admin.py's rules 1 and 3: one type, decoded by the controllers in one
 step (`admin.decode`), a body of the wrong shape refused as INVALID_REQUEST, and the OpenAPI
 document's schema of each generated from it (`DOCUMENTED_BODIES`, api/openapi.py). Each
@@ -15,9 +16,11 @@ Rules:
    topic), the field's schema states the rule (`extra_json_schema`) and the decision checks
    it, as admin.py's rule 1.
 2. A rule about a body as a whole (an ACL names its resource unless it is the cluster's, and
-   a prefix is not *; a filter names a field, a quota request a quota) is the `Meta` of its
-   entry in DOCUMENTED_BODIES; the document folds it into the body's schema, and the
-   decisions check it (kraftlite.security.acls, controller/access.py).
+   a prefix is not *; a filter names a field, a quota request a quota; a user request a
+   password or a credential computed elsewhere, its keys of the mechanism's size) is the
+   `Meta` of its entry in DOCUMENTED_BODIES; the document folds it into the body's schema,
+   and the decisions check it (kraftlite.security.acls, controller/access.py; a user
+   request's, its type's `__post_init__` too).
 3. A pattern means the same to JSON Schema (ECMA-262) and to Python but for one case:
    Python's `$` also matches before a final newline. So a name's type lets "name\\n" pass,
    and the decisions' `names.is_name`, which every such name meets next, refuses it, with
@@ -72,6 +75,15 @@ ResourceType = Literal["TOPIC", "GROUP", "CLUSTER"]
 PatternType = Literal["LITERAL", "PREFIXED"]
 MIN_ITERATIONS: Final = 4096
 MAX_ITERATIONS: Final = 100_000
+# A SCRAM credential computed elsewhere (UserRequest without a password): base64 (RFC 4648,
+# padded), a salt of MIN_SALT_BYTES to MAX_SALT_BYTES (24 to 1024 characters exactly), keys
+# of the mechanism's digest size (KEY_CHARS: 32 or 64 bytes).
+MIN_SALT_BYTES: Final = 16
+MAX_SALT_BYTES: Final = 768
+KEY_CHARS: Final = {"SCRAM-SHA-256": 44, "SCRAM-SHA-512": 88}
+CREDENTIAL_FIELDS: Final = ("salt", "stored_key", "server_key")
+_BASE64: Final = "^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+_KEY: Final = "^([A-Za-z0-9+/]{43}=|[A-Za-z0-9+/]{86}==)$"
 
 Principal = Annotated[
     str,
@@ -87,7 +99,7 @@ AclName = Annotated[str, Meta(pattern=names.pattern(255))]  # rule 3
 
 
 class UserRequest(msgspec.Struct, frozen=True):
-    """A user to create, or whose password to change."""
+    """A user to create, or whose credential to set: from a password, or computed elsewhere."""
 
     name: Annotated[
         str,
@@ -96,16 +108,71 @@ class UserRequest(msgspec.Struct, frozen=True):
             description="1-255 characters: no controls, spaces or any of :*/?#%\\",
         ),
     ]
-    password: Annotated[
-        str,
-        Meta(
-            min_length=1,
-            max_length=MAX_PASSWORD_CHARS,
-            description="kept only as a salted SCRAM credential (at most 1024 bytes of UTF-8)",
-        ),
-    ]
+    password: (
+        Annotated[
+            str,
+            Meta(
+                min_length=1,
+                max_length=MAX_PASSWORD_CHARS,
+                description="kept only as a salted SCRAM credential (at most 1024 bytes of "
+                "UTF-8); or, instead, salt, stored_key and server_key",
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
     mechanism: Mechanism = "SCRAM-SHA-256"
     iterations: Annotated[int, Meta(ge=MIN_ITERATIONS, le=MAX_ITERATIONS)] = MIN_ITERATIONS
+    # Rule 2's whole-body rule (a password, or all three of these) is the type's too
+    salt: (
+        Annotated[
+            str,
+            Meta(
+                pattern=_BASE64,
+                min_length=24,
+                max_length=1024,
+                description="instead of a password, with stored_key and server_key: a SCRAM "
+                f"credential computed elsewhere (RFC 5802); base64, {MIN_SALT_BYTES}-"
+                f"{MAX_SALT_BYTES} bytes",
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    stored_key: (
+        Annotated[
+            str,
+            Meta(
+                pattern=_KEY,
+                description='base64 of H(HMAC(SaltedPassword, "Client Key")): the '
+                "mechanism's digest size (32 bytes for SCRAM-SHA-256, 64 for SCRAM-SHA-512)",
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    server_key: (
+        Annotated[
+            str,
+            Meta(
+                pattern=_KEY,
+                description='base64 of HMAC(SaltedPassword, "Server Key"): the '
+                "mechanism's digest size",
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+
+    def __post_init__(self) -> None:
+        """Rule 2: a password, or a credential (all of salt, stored_key and server_key, its
+        keys of the mechanism's size); never both."""
+        keys = (self.stored_key, self.server_key)
+        credential = [self.salt, *keys]
+        if self.password is UNSET:
+            if any(value is UNSET for value in credential):
+                raise ValueError("a password, or salt, stored_key and server_key")
+        elif any(value is not UNSET for value in credential):
+            raise ValueError("a password or a credential (salt, stored_key, server_key), not both")
+        size = KEY_CHARS[self.mechanism]
+        if any(isinstance(key, str) and len(key) != size for key in keys):
+            raise ValueError(f"{self.mechanism}'s keys are {size} characters of base64")
 
 
 # ---------------------------------------------------------------------------- ACLs
@@ -202,13 +269,24 @@ class PartitionRef(msgspec.Struct, frozen=True):
 
 
 class ElectionsRequest(msgspec.Struct, frozen=True):
-    """Partitions whose preferred replicas should lead."""
+    """Partitions whose preferred replicas should lead, or that should get a leader."""
 
-    type: Literal["preferred"] = "preferred"
+    type: Annotated[
+        Literal["preferred", "unclean"],
+        Meta(
+            description="preferred: each partition's first replica leads where it is live and "
+            "in sync; unclean (Kafka's UNCLEAN election): a partition without a leader gets "
+            "one, from outside the ISR when no in-sync replica is live, whatever "
+            "unclean.leader.election.enable says (records it never received are lost)"
+        ),
+    ] = "preferred"
     partitions: Annotated[
         Annotated[tuple[PartitionRef, ...], Meta(min_length=1, max_length=admin.MAX_PARTITIONS)]
         | None,
-        Meta(description="null or absent: every partition not led by its preferred replica"),
+        Meta(
+            description="null or absent: every partition not led by its preferred replica "
+            "(preferred), every partition without a leader (unclean)"
+        ),
     ] = None
 
 
@@ -265,7 +343,36 @@ def given(body: msgspec.Struct) -> dict[str, Any]:
 # the rules about whole bodies (rule 2).
 DOCUMENTED_BODIES: Final = (
     *admin.DOCUMENTED_BODIES,
-    UserRequest,
+    Annotated[
+        UserRequest,
+        Meta(
+            extra_json_schema={  # a password, or a credential computed elsewhere; not both
+                "oneOf": [
+                    {
+                        "required": ["password"],
+                        "not": {"anyOf": [{"required": [f]} for f in CREDENTIAL_FIELDS]},
+                    },
+                    {"required": list(CREDENTIAL_FIELDS), "not": {"required": ["password"]}},
+                ],
+                "if": {  # the keys are the mechanism's digest size
+                    "properties": {"mechanism": {"const": "SCRAM-SHA-512"}},
+                    "required": ["mechanism"],
+                },
+                "then": {
+                    "properties": {
+                        key: {"minLength": KEY_CHARS["SCRAM-SHA-512"]}
+                        for key in ("stored_key", "server_key")
+                    }
+                },
+                "else": {
+                    "properties": {
+                        key: {"maxLength": KEY_CHARS["SCRAM-SHA-256"]}
+                        for key in ("stored_key", "server_key")
+                    }
+                },
+            }
+        ),
+    ],
     Annotated[
         AclRequest,
         Meta(

@@ -47,6 +47,7 @@ Long = Annotated[int, Meta(ge=-(2**63), le=_LONG_MAX)]
 NonNegative = Annotated[int, Meta(ge=0, le=_LONG_MAX)]
 Positive = Annotated[int, Meta(ge=1, le=_LONG_MAX)]
 EpochOrNone = Annotated[int, Meta(ge=-1, le=_LONG_MAX)]  # -1: no epoch (or no leader)
+OffsetOrUnknown = Annotated[int, Meta(ge=-1, le=_LONG_MAX)]  # -1: not said
 Int32 = Annotated[int, Meta(ge=0, le=2**31 - 1)]  # broker ids, partition indexes, counts
 TopicId = Annotated[str, Meta(min_length=1, max_length=256)]
 BrokerIds = Annotated[tuple[int, ...], Meta(max_length=MAX_BROKER_IDS)]
@@ -313,8 +314,9 @@ class AlterPartitionResponse(Message, frozen=True):
 
 class FetchPosition(msgspec.Struct, frozen=True):
     """Where a follower is in one partition: the next offset it wants (its log end, which
-    is how the leader learns it), the epoch it believes the leader has, and the epoch of its
-    last batch (the leader answers a divergence instead of data when lineage differs).
+    is how the leader learns it), the epoch it believes the leader has, the epoch of its
+    last batch (the leader answers a divergence instead of data when lineage differs), and
+    where its log starts (-1 from a broker that predates it: DeleteRecords waits on it).
     """
 
     topic_id: TopicId
@@ -322,6 +324,7 @@ class FetchPosition(msgspec.Struct, frozen=True):
     leader_epoch: EpochOrNone
     fetch_offset: NonNegative
     last_fetched_epoch: EpochOrNone
+    log_start_offset: OffsetOrUnknown = -1
 
 
 NEW_SESSION: Final = 0  # session_id of a full fetch request: start a new session

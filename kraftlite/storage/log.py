@@ -19,6 +19,9 @@ Rules:
 4. The high watermark stays within [log_start_offset, log_end_offset].
 5. Retention and truncation remove whole batches: retention from the head (never at or above
    the limit the caller gives, normally the high watermark), truncation from the tail.
+   The log start may also lie inside the first batch (`advance_log_start`: Kafka's
+   DeleteRecords): that batch stays whole, and its records below the log start are no
+   longer any reader's (reads below it are OFFSET_OUT_OF_RANGE, lookups by time skip them).
 6. A write that finds the map full grows the map (once no transaction is open in the
    process) up to `map_max_bytes`, then fails with KAFKA_STORAGE_ERROR; it never half-writes.
 """
@@ -492,7 +495,9 @@ class PartitionLog:
 
     def append_replicated(self, data: bytes | bytearray | memoryview) -> AppendInfo | None:
         """Follower path: append batches exactly as the leader stamped them (a fetch response
-        body: concatenated batches). The first must start at this log's end offset.
+        body: concatenated batches). The first must start at this log's end offset, or, on
+        an empty log whose start lies inside it (rule 5: the leader's log start was), hold
+        it: that batch is kept whole, its records below the log start unreadable.
         """
         entries: list[tuple[_Peek, bytes | bytearray | memoryview]] = []
         try:
@@ -516,10 +521,24 @@ class PartitionLog:
             return None
         with self._lock:
             self._check_open()
-            return self._persist(entries)
+            return self._persist(entries, replicated=True)
 
-    def _persist(self, entries: list[tuple[_Peek, bytes | bytearray | memoryview]]) -> AppendInfo:
+    def _persist(
+        self,
+        entries: list[tuple[_Peek, bytes | bytearray | memoryview]],
+        *,
+        replicated: bool = False,
+    ) -> AppendInfo:
         expected = self.log_end_offset
+        first_peek = entries[0][0]
+        # rule 5: a follower that starts at its leader's log start inside a batch
+        straddles = (
+            replicated
+            and self.log_end_offset == self.log_start_offset
+            and first_peek.base_offset < expected < first_peek.next_offset
+        )
+        if straddles:
+            expected = first_peek.base_offset
         epochs = list(self._epochs)
         running_max = self._running_max
         size = self.size_bytes
@@ -541,7 +560,7 @@ class PartitionLog:
                     f"batch epoch {peek.leader_epoch} below the log's {epochs[-1][0]}",
                 )
             if not epochs or peek.leader_epoch > epochs[-1][0]:
-                epochs.append((peek.leader_epoch, peek.base_offset))
+                epochs.append((peek.leader_epoch, max(peek.base_offset, self.log_start_offset)))
             if running_max is None or peek.max_timestamp > running_max:
                 running_max = peek.max_timestamp
                 index_entries.append((running_max, peek.base_offset))
@@ -560,8 +579,13 @@ class PartitionLog:
                 txn.put(
                     self._uid + _timestamp_key(timestamp), _OFFSET.pack(offset), db=self._time_index
                 )
+            if straddles:  # the size as of this end: a reopen counts from the log start on
+                value = self._meta_value(self.log_start_offset, self.high_watermark, size, expected)
+                txn.put(self._uid, value, db=self._meta)
 
         self.storage.write(write)
+        if straddles:
+            self._checkpointed = (self.high_watermark, expected)
         first, last = entries[0][0], entries[-1][0]
         self._epochs = epochs
         self.log_end_offset = expected
@@ -569,10 +593,11 @@ class PartitionLog:
         self._publish_epoch_state()
         self.size_bytes = size
         self._running_max = running_max
+        first_offset = max(first.base_offset, self.log_start_offset)
         return AppendInfo(
-            first_offset=first.base_offset,
+            first_offset=first_offset,
             last_offset=last.next_offset - 1,
-            record_count=last.next_offset - first.base_offset,
+            record_count=last.next_offset - first_offset,
             max_timestamp=max(peek.max_timestamp for peek, _ in entries),
             log_end_offset=expected,
         )
@@ -655,16 +680,24 @@ class PartitionLog:
                 if int(_OFFSET.unpack(index.value())[0]) == candidate
                 else candidate
             )
+            log_start = self.log_start_offset
             batches = txn.cursor(db=self._batches)
-            if not batches.set_range(self._key(start)):
-                return None
+            key = self._key(start)
+            if not (batches.set_range(key) and bytes(batches.key()) == key):
+                found = batches.prev() if batches.key() else batches.last()  # the one holding it
+                if not found or bytes(batches.key()[:4]) != self._uid:
+                    return None
             for _, value in self._range_from(batches):
                 peek = _peek(value)
-                if peek.max_timestamp >= timestamp:
-                    stamps = np.frombuffer(
-                        value, "<i8", peek.record_count, batch_format.body_start(value)
-                    )
-                    position = int(np.argmax(stamps >= timestamp))
+                if peek.max_timestamp < timestamp or peek.next_offset <= log_start:
+                    continue
+                stamps = np.frombuffer(
+                    value, "<i8", peek.record_count, batch_format.body_start(value)
+                )
+                skipped = max(0, log_start - peek.base_offset)  # below the log start (rule 5)
+                later = np.flatnonzero(stamps[skipped:] >= timestamp)
+                if later.size:
+                    position = skipped + int(later[0])
                     return peek.base_offset + position, int(stamps[position])
         return None
 
@@ -736,12 +769,14 @@ class PartitionLog:
                 self._reset_locked(offset)
                 return
 
-            def cut(txn: Any) -> tuple[int, int, int]:
+            def cut(txn: Any) -> tuple[int, int, int] | None:
                 cursor = txn.cursor(db=self._batches)
                 start = self._key(offset)
                 if not (cursor.set_range(start) and bytes(cursor.key()) == start):
                     cursor.prev()  # the batch holding `offset` starts before it
                 new_end = _peek(cursor.value()).base_offset
+                if new_end < self.log_start_offset:  # it holds the log start (rule 5)
+                    return None
                 doomed = [(bytes(key), len(value)) for key, value in self._range_from(cursor)]
                 for key, _ in doomed:
                     txn.delete(key, db=self._batches)
@@ -764,7 +799,11 @@ class PartitionLog:
                 )
                 return new_end, freed, high_watermark
 
-            new_end, freed, self.high_watermark = self.storage.write(cut, frees_space=True)
+            result = self.storage.write(cut, frees_space=True)
+            if result is None:  # the log ends at its start
+                self._reset_locked(self.log_start_offset)
+                return
+            new_end, freed, self.high_watermark = result
             self.log_end_offset = new_end
             self.size_bytes -= freed
             self._epochs = [(e, s) for e, s in self._epochs if s < new_end]
@@ -808,12 +847,39 @@ class PartitionLog:
         self._publish_epoch_state()
         self._running_max = None
 
-    def delete_before(self, offset: int) -> int:
-        """Delete the whole batches that end at or below `offset` (a follower adopting its
-        leader's log start; Kafka's DeleteRecords). A batch holding `offset` stays. Bounded by
-        the high watermark like retention. Returns the number of records deleted.
+    def advance_log_start(self, offset: int) -> int:
+        """Move the log start up to `offset` (Kafka's DeleteRecords, and a follower adopting
+        its leader's log start), never past the high watermark: the whole batches below it
+        are deleted, a batch holding it stays with its records below it unreadable (rule 5).
+        Returns the number of records no longer readable.
         """
-        return self.apply_retention(0, -1, -1, max_offset=offset, before_offset=offset)
+        deleted = self.apply_retention(0, -1, -1, max_offset=offset, before_offset=offset)
+        with self._lock:
+            self._check_open()
+            new_start = min(offset, self.high_watermark)
+            if new_start <= self.log_start_offset:
+                return deleted
+            epochs = self._epochs_from_start(new_start)
+
+            def move(txn: Any) -> None:
+                for epoch, _ in self._epochs:
+                    txn.delete(self._uid + _EPOCH.pack(epoch), db=self._epochs_db)
+                for epoch, start in epochs:
+                    txn.put(self._uid + _EPOCH.pack(epoch), _OFFSET.pack(start), db=self._epochs_db)
+                txn.put(
+                    self._uid,
+                    self._meta_value(
+                        new_start, self.high_watermark, self.size_bytes, self.log_end_offset
+                    ),
+                    db=self._meta,
+                )
+
+            self.storage.write(move, frees_space=True)  # DeleteRecords frees a full map
+            deleted += new_start - self.log_start_offset
+            self.log_start_offset = new_start
+            self._epochs = epochs
+            self._publish_epoch_state()
+            return deleted
 
     def apply_retention(
         self,

@@ -143,11 +143,18 @@ class MemoryPartitionLog:
             return None
         with self._lock:
             self._check_open()
-            return self._persist(entries)
+            return self._persist(entries, replicated=True)
 
-    def _persist(self, entries: list[_Stored]) -> AppendInfo:
-        """Check every entry, then take them all (all or nothing)."""
+    def _persist(self, entries: list[_Stored], *, replicated: bool = False) -> AppendInfo:
+        """Check every entry, then take them all (all or nothing). A follower's empty log
+        whose start lies inside the first batch takes it whole (storage/log.py rule 5)."""
         expected = self.log_end_offset
+        head = entries[0].header
+        straddles = (
+            replicated and not self._batches and head.base_offset < expected < head.next_offset
+        )
+        if straddles:
+            expected = head.base_offset
         epochs = list(self._epochs)
         size = self.size_bytes
         for stored in entries:
@@ -169,14 +176,16 @@ class MemoryPartitionLog:
                     f"batch epoch {header.leader_epoch} below the log's {epochs[-1][0]}",
                 )
             if not epochs or header.leader_epoch > epochs[-1][0]:
-                epochs.append((header.leader_epoch, header.base_offset))
+                epochs.append((header.leader_epoch, max(header.base_offset, self.log_start_offset)))
             expected = header.next_offset
             size += header.batch_length
         self._batches = [*self._batches, *entries]
         self._epochs = epochs
         self.log_end_offset = expected
         self.size_bytes = size
-        first = entries[0].base_offset
+        if straddles:  # written with the size, as storage/log.py does
+            self._written = self._checkpointed = (self.high_watermark, expected)
+        first = max(entries[0].base_offset, self.log_start_offset)
         return AppendInfo(
             first_offset=first,
             last_offset=expected - 1,
@@ -219,14 +228,19 @@ class MemoryPartitionLog:
         with self._lock:
             self._check_open()
             batches = self._batches
+            log_start = self.log_start_offset
         found = None
         for stored in batches:
             header = stored.header
-            if header.max_timestamp >= timestamp:
-                stamps = np.frombuffer(
-                    stored.data, "<i8", header.record_count, batch_format.body_start(stored.data)
-                )
-                position = int(np.argmax(stamps >= timestamp))
+            if header.max_timestamp < timestamp or header.next_offset <= log_start:
+                continue
+            stamps = np.frombuffer(
+                stored.data, "<i8", header.record_count, batch_format.body_start(stored.data)
+            )
+            skipped = max(0, log_start - header.base_offset)  # below the log start
+            later = np.flatnonzero(stamps[skipped:] >= timestamp)
+            if later.size:
+                position = skipped + int(later[0])
                 found = (header.base_offset + position, int(stamps[position]))
                 break
         if found is None or (max_offset is not None and found[0] >= max_offset):
@@ -282,6 +296,9 @@ class MemoryPartitionLog:
                 return
             cut = self._holding(offset)
             new_end = self._batches[cut].base_offset
+            if new_end < self.log_start_offset:  # it holds the log start: the log ends there
+                self._reset_locked(self.log_start_offset)
+                return
             freed = sum(stored.header.batch_length for stored in self._batches[cut:])
             self._batches = self._batches[:cut]
             self._epochs = [(e, s) for e, s in self._epochs if s < new_end]
@@ -303,10 +320,21 @@ class MemoryPartitionLog:
         self._written = self._checkpointed = (offset, offset)
         self.size_bytes = 0
 
-    def delete_before(self, offset: int) -> int:
-        """Delete the whole batches that end at or below `offset`, bounded by the high
-        watermark; the records deleted."""
-        return self.apply_retention(0, -1, -1, max_offset=offset, before_offset=offset)
+    def advance_log_start(self, offset: int) -> int:
+        """Move the log start up to `offset`, never past the high watermark: whole batches
+        below it deleted, a batch holding it kept with its records below it unreadable
+        (storage/log.py rule 5). The records no longer readable."""
+        deleted = self.apply_retention(0, -1, -1, max_offset=offset, before_offset=offset)
+        with self._lock:
+            self._check_open()
+            new_start = min(offset, self.high_watermark)
+            if new_start <= self.log_start_offset:
+                return deleted
+            deleted += new_start - self.log_start_offset
+            self._epochs = self._epochs_from_start(new_start)
+            self.log_start_offset = new_start
+            self._written = (self.high_watermark, self.log_end_offset)
+            return deleted
 
     def apply_retention(
         self,

@@ -229,6 +229,38 @@ def test_replicated_append_keeps_the_leaders_offsets_and_epochs(adapter: Adapter
     assert fresh.log_end_offset == 0
 
 
+def test_a_follower_starting_inside_a_batch_takes_the_batch_holding_its_start(
+    adapter: Adapter,
+) -> None:
+    """A new replica of a partition whose log start a DeleteRecords put inside a batch
+    starts there; the leader serves the whole batch holding it."""
+    leader = adapter.storage.open_partition("leader")
+    leader.append(make_batch(4), leader_epoch=1)  # 0-3
+    leader.append(make_batch(4), leader_epoch=2)  # 4-7
+    leader.set_high_watermark(8)
+    leader.advance_log_start(6)
+    follower = adapter.storage.open_partition("follower")
+    follower.truncate_fully_and_start_at(6)
+    info = follower.append_replicated(leader.read(6, 1 << 20))
+    assert info is not None
+    assert (info.first_offset, info.log_end_offset) == (6, 8)
+    assert (follower.log_start_offset, follower.log_end_offset) == (6, 8)
+    assert follower.epochs() == leader.epochs() == [(2, 6)]
+    assert follower.read(6, 1 << 20) == leader.read(6, 1 << 20)
+    assert refused(lambda: follower.read(5, 1)).code is ErrorCode.OFFSET_OUT_OF_RANGE
+    # only where the log is empty and the batch holds its start
+    again = refused(lambda: follower.append_replicated(leader.read(6, 1 << 20)))
+    assert again.code is ErrorCode.INVALID_REQUEST
+    other = adapter.storage.open_partition("other")
+    other.truncate_fully_and_start_at(3)
+    beyond = refused(lambda: other.append_replicated(leader.read(6, 1 << 20)))  # a gap
+    assert beyond.code is ErrorCode.INVALID_REQUEST
+    size = follower.size_bytes
+    adapter.restart(crashed=True)
+    follower = adapter.storage.open_partition("follower")
+    assert (follower.log_start_offset, follower.log_end_offset, follower.size_bytes) == (6, 8, size)
+
+
 def test_a_replicated_epoch_below_the_logs_is_fenced(adapter: Adapter) -> None:
     old = adapter.storage.open_partition("old")
     old.append(make_batch(1), leader_epoch=1)
@@ -307,7 +339,7 @@ def test_truncate_below_the_log_start_empties_the_log_there(log: ReplicaLog) -> 
     for _ in range(3):
         log.append(make_batch(2), leader_epoch=0)
     log.set_high_watermark(6)
-    log.delete_before(2)
+    log.advance_log_start(2)
     log.truncate_to(1)
     assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (1, 1, 1)
     assert (log.epochs(), log.size_bytes) == ([], 0)
@@ -412,15 +444,49 @@ def test_retention_never_passes_the_high_watermark_even_when_asked(log: ReplicaL
     assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (2, 2, 8)
 
 
-def test_delete_before_removes_the_batches_ending_at_or_below(log: ReplicaLog) -> None:
-    for _ in range(4):
-        log.append(make_batch(2), leader_epoch=0)  # 0-1, 2-3, 4-5, 6-7
+def test_advance_log_start_moves_it_exactly_and_keeps_the_batch_holding_it(
+    log: ReplicaLog,
+) -> None:
+    for n in range(4):
+        log.append(make_batch(2, ts=1000 + 10 * n, step=1), leader_epoch=n)  # 0-1 .. 6-7
     log.set_high_watermark(6)
-    assert log.delete_before(5) == 4  # 4-5 holds offset 5: it stays
-    assert log.log_start_offset == 4
-    assert log.delete_before(8) == 2  # bounded by the high watermark (6)
+    assert log.advance_log_start(5) == 5  # 4-5 holds offset 5: it stays, 4 is gone
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (5, 8, 6)
+    assert refused(lambda: log.read(4, 1 << 20)).code is ErrorCode.OFFSET_OUT_OF_RANGE
+    assert offsets(log.read(5, 1 << 20))[0] == 4  # the batch, whole (readers skip 4)
+    assert log.epochs() == [(2, 5), (3, 6)]
+    assert log.offset_for_time(0) == (5, 1021)  # never a record below the log start
+    assert log.offset_for_time(1021) == (5, 1021)
+    assert log.advance_log_start(3) == 0  # never backwards
+    assert log.advance_log_start(8) == 1  # bounded by the high watermark (6)
     assert (log.log_start_offset, log.log_end_offset) == (6, 8)
-    assert log.delete_before(3) == 0
+    assert offsets(log.read(6, 1 << 20)) == [6, 7]
+
+
+def test_truncating_into_the_batch_holding_the_log_start_empties_the_log(
+    log: ReplicaLog,
+) -> None:
+    log.append(make_batch(4), leader_epoch=0)  # 0-3
+    log.append(make_batch(2), leader_epoch=0)  # 4-5
+    log.set_high_watermark(4)
+    log.advance_log_start(2)
+    log.truncate_to(3)  # the cut would end the log at 0, below its start: it ends there
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (2, 2, 2)
+    assert log.append(make_batch(1), leader_epoch=1).first_offset == 2
+
+
+def test_a_log_start_inside_a_batch_survives_a_crash(adapter: Adapter) -> None:
+    log = adapter.storage.open_partition("t-0")
+    log.append(make_batch(4), leader_epoch=0)
+    log.append(make_batch(4), leader_epoch=1)
+    log.set_high_watermark(8)
+    log.advance_log_start(6)
+    adapter.restart(crashed=True)
+    log = adapter.storage.open_partition("t-0")
+    assert (log.log_start_offset, log.log_end_offset) == (6, 8)
+    assert log.epochs() == [(1, 6)]
+    assert refused(lambda: log.read(5, 1 << 20)).code is ErrorCode.OFFSET_OUT_OF_RANGE
+    assert log.size_bytes == len(log.read(6, 1 << 20))
 
 
 # -- deletion --------------------------------------------------------------------------------
@@ -499,7 +565,7 @@ def test_truncation_and_retention_write_the_high_watermark_they_leave(adapter: A
     log.set_high_watermark(0)
     log.checkpoint_high_watermark()
     log.set_high_watermark(4)
-    assert log.delete_before(2) == 2  # retention writes the log start and the current HW
+    assert log.advance_log_start(2) == 2  # written with the log start and the current HW
     adapter.restart(crashed=True)
     log = adapter.storage.open_partition("t-0")
     assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (2, 4, 6)
@@ -520,7 +586,7 @@ def test_a_checkpoint_after_retention_makes_a_lower_high_watermark_durable(
     log.set_high_watermark(4)
     log.checkpoint_high_watermark()
     log.set_high_watermark(6)
-    assert log.delete_before(2) == 2
+    assert log.advance_log_start(2) == 2
     log.set_high_watermark(4)  # a new leader tells a lower one (partition.py's read)
     log.checkpoint_high_watermark()
     adapter.restart(crashed=True)
@@ -626,6 +692,10 @@ class LogMachine(RuleBasedStateMachine):
             self.model = Model(log_start=target, high_watermark=target)
             return
         self.model.batches = [b for b in self.model.batches if b.next <= target]
+        if self.model.log_end < self.model.log_start:  # the cut took the batch holding it
+            start = self.model.log_start
+            self.model = Model(log_start=start, high_watermark=start)
+            return
         end = self.model.log_end
         self.model.epochs = [(e, s) for e, s in self.model.epochs if s < end]
         self.model.high_watermark = min(self.model.high_watermark, end)
@@ -655,6 +725,21 @@ class LogMachine(RuleBasedStateMachine):
             model.epochs = ([(kept[-1][0], model.log_start)] if kept else []) + after
         assert deleted == model.log_start - before
 
+    @rule(fraction=st.floats(0, 1.2))
+    def advance_log_start(self, fraction: float) -> None:
+        model = self.model
+        target = model.log_start + int(fraction * (model.log_end - model.log_start))
+        before = model.log_start
+        deleted = self.log.advance_log_start(target)
+        new_start = max(before, min(target, max(model.high_watermark, before)))
+        while model.batches and model.batches[0].next <= new_start:
+            model.batches.pop(0)
+        model.log_start = new_start
+        kept = [(e, s) for e, s in model.epochs if s <= new_start]
+        after = [(e, s) for e, s in model.epochs if s > new_start]
+        model.epochs = ([(kept[-1][0], new_start)] if kept else []) + after
+        assert deleted == new_start - before
+
     @rule()
     def restart(self) -> None:
         self.adapter.restart()  # a clean one: the high watermark is checkpointed on close
@@ -676,7 +761,14 @@ class LogMachine(RuleBasedStateMachine):
 
     @rule(timestamp=st.integers(-5, 1005))
     def offset_for_time(self, timestamp: int) -> None:
-        expected = next(((o, ts) for o, ts, _ in self.model.records() if ts >= timestamp), None)
+        expected = next(
+            (
+                (o, ts)
+                for o, ts, _ in self.model.records()
+                if ts >= timestamp and o >= self.model.log_start
+            ),
+            None,
+        )
         assert self.log.offset_for_time(timestamp) == expected
 
     @rule(epoch=st.integers(-1, 12))

@@ -29,9 +29,10 @@ import asyncio
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import aiohttp
+import msgspec
 import orjson
 
 from kraftlite.broker.broker import Broker, BrokerSettings
@@ -340,6 +341,12 @@ class ControllerTwin:
         route = urlsplit(path)
         if route.path == "/v1/acls":
             return self._acls(method, dict(parse_qsl(route.query)) if method == "GET" else wanted)
+        if route.path in {"/v1/elections", "/v1/reassignments", "/v1/quorum"} or (
+            method == "PUT" and route.path.endswith("/configs")
+        ):
+            return self._cluster_admin(method, route.path, wanted)
+        if route.path.startswith("/v1/users") or route.path == "/v1/quotas":
+            return self._users_and_quotas(method, route.path, dict(parse_qsl(route.query)), wanted)
         version = node.image.version + 1
         if method == "DELETE":
             topic_id = topic_id_for(path.rsplit("/", 1)[1])
@@ -354,6 +361,37 @@ class ControllerTwin:
         await asyncio.sleep(0.1)  # the view of the topic as the controller has it
         view = topic_view(node.image.topics[topic_id_for(wanted["name"])])
         return 201, orjson.dumps(view), {METADATA_VERSION: str(version)}
+
+    def _users_and_quotas(
+        self, method: str, path: str, query: dict[str, str], wanted: Any
+    ) -> tuple[int, Any, dict[str, str]]:
+        """controller_app.py's create_user (a credential computed elsewhere), delete_user
+        (with `?mechanism=`) and alter_quotas: the same body types and decisions, the change
+        applied to the broker's metadata at once, its version named as the routes name it."""
+        image = self.node.image
+        try:
+            if path == "/v1/quotas":
+                quota = admin.decode(admin_bodies.QuotaRequest, wanted)
+                result: Any = access.alter_quotas(image, quota.principal, admin_bodies.given(quota))
+            elif method == "DELETE":
+                name = unquote(path.removeprefix("/v1/users/"))
+                result = access.delete_user(image, name, query.get("mechanism"))
+            else:
+                user = admin.decode(admin_bodies.UserRequest, wanted)
+                assert user.password is msgspec.UNSET, "the Kafka edge never sends a password"
+                credential = r.UserScramCredentialRecord(
+                    name=access.validate_user_name(user.name),
+                    mechanism=user.mechanism,
+                    salt=str(user.salt),
+                    stored_key=str(user.stored_key),
+                    server_key=str(user.server_key),
+                    iterations=user.iterations,
+                )
+                result = access.set_user_credential(image, credential)
+        except MessageError as exc:
+            raise KraftliteError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+        self.node.apply(*result.records)
+        return 200, b"{}", {METADATA_VERSION: str(self.node.image.version)}
 
     def _acls(self, method: str, wanted: Any) -> tuple[int, Any, dict[str, str]]:
         """controller_app.py's create_acl, list_acls and delete_acls: the same body types
@@ -384,3 +422,89 @@ class ControllerTwin:
         if deleted.records:
             self.node.apply(*deleted.records)
         return 200, orjson.dumps({"deleted": [acls.acl_view(a) for a in deleted.response]}), {}
+
+    def _cluster_admin(
+        self, method: str, path: str, wanted: Any
+    ) -> tuple[int, Any, dict[str, str]]:
+        """controller_app.py's config, election, reassignment and quorum routes: the same
+        body types and decisions, the change applied to the broker's metadata at once and
+        its version named."""
+        from kraftlite.controller import decisions, elastic, reassignments  # noqa: PLC0415
+
+        node, image = self.node, self.node.image
+        if path == "/v1/quorum":
+            return 200, orjson.dumps(getattr(self, "quorum", QUORUM)), {}
+        if path == "/v1/reassignments" and method == "GET":
+            return (
+                200,
+                orjson.dumps({"reassignments": reassignments.ongoing_reassignments(image)}),
+                {},
+            )
+        result: Any
+        try:
+            if path.startswith("/v1/topics/"):
+                body: Any = admin.decode(admin.AlterConfigsBody, wanted)
+            elif path.startswith("/v1/brokers/"):
+                body = admin.decode(admin.AlterBrokerConfigsBody, wanted)
+            elif path == "/v1/elections":
+                body = admin.decode(admin_bodies.ElectionsRequest, wanted)
+        except MessageError as exc:
+            raise KraftliteError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+        if path.startswith("/v1/topics/"):
+            name = unquote(path.split("/")[3])
+            result = decisions.alter_topic_configs(image, name, body.configs)
+        elif path.startswith("/v1/brokers/"):
+            result = elastic.alter_broker_configs(image, int(path.split("/")[3]), body.configs)
+        elif path == "/v1/elections":
+            elect = elastic.elect_preferred if body.type == "preferred" else elastic.elect_unclean
+            result = elect(image, body.partitions)
+        else:
+            result = reassignments.alter_reassignments(
+                image, reassignments.parse_reassignments(wanted)
+            )
+        if result.records:
+            node.apply(*result.records)
+        headers = {METADATA_VERSION: str(node.image.version)}
+        if path == "/v1/elections":
+            answers = [
+                {"topic": e.topic, "partition": e.partition, "leader": e.leader}
+                | (
+                    {}
+                    if e.error is None
+                    else {"error_code": e.error.code.name, "message": e.error.message}
+                )
+                for e in result.response
+            ]
+            return 200, orjson.dumps({"elections": answers}), headers
+        if path == "/v1/reassignments":
+            moves = [
+                reassignments.reassignment_view(o.topic, o.partition, o.registration)
+                if o.registration is not None
+                else {
+                    "topic": o.topic,
+                    "partition": o.partition,
+                    "error_code": o.error.code.name,
+                    "message": o.error.message,
+                }
+                for o in result.response
+            ]
+            return 202, orjson.dumps({"reassignments": moves}), headers
+        if path.startswith("/v1/topics/"):  # the topic as it is now (_topic_or_404)
+            return 200, orjson.dumps(topic_view(node.image.topics[topic_id_for(name)])), headers
+        return 200, orjson.dumps({"configs": result.response}), headers
+
+
+# What the ControllerTwin answers GET /v1/quorum (the active controller's view) with, unless
+# a test sets its `quorum`.
+QUORUM: Final[Mapping[str, Any]] = {
+    "leader_id": 1,
+    "term": 3,
+    "commit_index": 120,
+    "metadata_offset": 100,
+    "voters": [
+        {"id": 1, "address": "c1:9301", "state": "leader", "url": None, "lag": 0},
+        {"id": 2, "address": "c2:9302", "state": "follower", "url": None, "lag": 20},
+        {"id": 3, "address": "c3:9303", "state": "unreachable", "url": None, "lag": None},
+    ],
+    "observers": [{"id": BROKER_ID, "metadata_offset": 98, "lag": 2}],
+}

@@ -216,6 +216,9 @@ def test_leaders_elect(cluster: Cluster, tmp_path: Path) -> None:
     assert again.returncode == 0 and "ELECTION_NOT_NEEDED" in again.stdout, again.stderr
     usage = kraftlite(cluster, "leaders", "elect", "--partition", "0")
     assert usage.returncode == 2
+    # unclean: only partitions with no leader, and every one here has one
+    unclean = kraftlite(cluster, "leaders", "elect", "--topic", "led", "--unclean")
+    assert unclean.returncode == 0 and "ELECTION_NOT_NEEDED" in unclean.stdout, unclean.stderr
 
 
 def test_removing_a_broker_that_holds_replicas_is_refused(cluster: Cluster) -> None:

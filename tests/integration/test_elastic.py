@@ -368,7 +368,7 @@ def test_preferred_leader_election_on_demand(cluster: Cluster) -> None:
         {"partitions": [{"topic": "elected", "partition": 0}]},
     )
     assert body["elections"][0]["error_code"] == "ELECTION_NOT_NEEDED", body
-    status, body = http("POST", cluster.urls[2] + "/v1/elections", {"type": "unclean"})
+    status, body = http("POST", cluster.urls[2] + "/v1/elections", {"type": "clean"})
     assert (status, error_code(body)) == (400, "INVALID_REQUEST"), body
 
 

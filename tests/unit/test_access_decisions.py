@@ -93,6 +93,10 @@ def test_quotas_are_set_and_removed_per_principal() -> None:
         ("User:alice", {"producer_byte_rate": 0}),
         ("User:alice", {"consumer_byte_rate": True}),
         ("User:alice", {"consumer_byte_rate": "fast"}),
+        ("User:", {"producer_byte_rate": 1}),
+        ("User:a\n", {"producer_byte_rate": 1}),  # audit lines echo the principal
+        ("User:a\x00b", {"producer_byte_rate": 1}),
+        ("User:\x1b[2J", {"producer_byte_rate": 1}),
     ]:
         with pytest.raises(KraftliteError):
             access.alter_quotas(image, principal, values)

@@ -180,3 +180,23 @@ def test_no_replica_list_or_factor_below_min_insync_replicas() -> None:
         )
     assert info.value.code is ErrorCode.INVALID_REPLICA_ASSIGNMENT
     assert el.alter_replication_factor(image, "t", 2).records  # 2 is fine
+
+
+def test_an_unclean_election_never_touches_an_internal_topic() -> None:
+    """The brokers' own state (committed offsets) would be lost with it: left out of
+    "every leaderless partition", and refused when named."""
+    from kraftlite.protocol.admin_bodies import PartitionRef  # noqa: PLC0415
+
+    image = with_topic(brokers(1, 2, 3), name="__consumer_offsets", rf=2)
+    image = with_topic(image, name="plain", rf=2)
+    image = fence(image, 2)  # ISR (1,)
+    image = fence(image, 1)  # the last in-sync replica dies: no leader
+    image = unfence(image, 2)  # the other comes back, out of the ISR
+    assert partition(image, "plain").leader == -1
+    assert partition(image, "__consumer_offsets").leader == -1
+    result = el.elect_unclean(image, None)
+    assert [(e.topic, e.error) for e in result.response] == [("plain", None)]
+    named = el.elect_unclean(image, [PartitionRef("__consumer_offsets", 0)])
+    (refused,) = named.response
+    assert refused.error is not None and refused.error.code is ErrorCode.INVALID_REQUEST
+    assert named.records == ()

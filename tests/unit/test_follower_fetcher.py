@@ -23,6 +23,7 @@ from kraftlite.protocol import framing
 class FakeLog:
     log_end_offset: int = 0
     latest_epoch: int = -1
+    log_start_offset: int = 0
 
 
 @dataclass
@@ -170,6 +171,26 @@ async def test_a_position_moved_by_metadata_during_a_fetch_is_sent_again() -> No
     await fetcher.stop()
     sent_epochs = [p["leader_epoch"] for r in session.requests for p in r["partitions"]]
     assert 4 in sent_epochs, f"epoch 4 never named (requests named epochs {sent_epochs})"
+
+
+async def test_a_log_start_moved_by_this_replicas_retention_is_told_to_the_leader() -> None:
+    """The leader's DeleteRecords waits on each follower's reported log start: a follower
+    whose own retention moved it must say so, even on an idle partition."""
+    session = HeldSession()
+    fetcher = make_fetcher(session)
+    p0 = FakePartition("T", 0)
+    fetcher.add(p0)  # type: ignore[arg-type]
+    await asyncio.sleep(0.01)
+    session.release.set()  # the full request's answer: session 77
+    await asyncio.sleep(0.01)
+    assert session.requests[-1]["partitions"] == []  # idle: nothing to say
+    p0.log.log_start_offset = 40  # retention, on this replica
+    fetcher.log_start_moved(("T", 0))
+    session.release.set()  # the idle round in flight ends; the next names T-0
+    await asyncio.sleep(0.01)
+    await fetcher.stop()
+    told = [p["log_start_offset"] for r in session.requests for p in r["partitions"]]
+    assert told[-1] == 40, told
 
 
 async def test_an_unfenced_broker_names_every_partition_again_in_a_new_session() -> None:

@@ -102,6 +102,37 @@ def test_expansion_at_fetch_needs_the_epoch_start_and_a_replica_outside_the_isr(
     assert rs.expansion_at_fetch(state, 4, 5) is None  # not a replica
 
 
+def test_the_low_watermark_is_the_smallest_log_start_of_every_replica_that_could_lead() -> None:
+    state = rs.become_leader(1, 5, 7, (1, 2, 3), (1, 2), 50, 50, now_ms=0)
+    assert rs.low_watermark(state, 20) == rs.UNKNOWN_OFFSET  # no follower has said yet
+    state = rs.record_fetch(state, 2, 50, 50, now_ms=1, log_start=20)
+    state = rs.record_fetch(state, 3, 30, 50, now_ms=1, log_start=5)
+    assert rs.low_watermark(state, 20) == 5  # 3 is live, though out of the ISR
+    assert rs.low_watermark(state, 20, eligible=lambda b: b != 3) == 20  # 3 is down
+    down_in_isr = rs.become_leader(1, 5, 7, (1, 2, 3), (1, 2, 3), 50, 50, now_ms=0)
+    down_in_isr = rs.record_fetch(down_in_isr, 2, 50, 50, now_ms=1, log_start=20)
+    # an ISR member counts until the ISR shrinks, live or not: it could lead
+    assert rs.low_watermark(down_in_isr, 20, eligible=lambda b: b != 3) == rs.UNKNOWN_OFFSET
+    older = rs.record_fetch(state, 3, 30, 50, now_ms=2)  # a broker that does not say
+    assert rs.low_watermark(older, 20) == rs.UNKNOWN_OFFSET
+
+
+def test_a_replica_joins_the_isr_only_past_the_records_deleted() -> None:
+    state = rs.become_leader(1, 5, 7, (1, 2, 3), (1, 2), 50, 50, now_ms=0, log_start_offset=10)
+    state = rs.records_deleted(state, 40)
+    assert rs.records_deleted(state, 30).deleted_to == 40  # never backwards
+    state = rs.record_fetch(state, 3, 50, 50, now_ms=1, log_start=10)  # caught up, but holds
+    assert rs.expansion_at_fetch(state, 3, 2) is None  # records deleted before 40
+    assert rs.isr_change(state, 50, 2, LAG) is None
+    state = rs.record_fetch(state, 3, 50, 50, now_ms=3, log_start=40)
+    assert rs.expansion_at_fetch(state, 3, 4) == (1, 2, 3)
+    older = rs.record_fetch(state, 3, 50, 50, now_ms=3)  # an older broker says nothing:
+    assert rs.expansion_at_fetch(older, 3, 4) is None  # it may hold what was deleted
+    untouched = rs.become_leader(1, 5, 7, (1, 2, 3), (1, 2), 50, 50, now_ms=0)
+    untouched = rs.record_fetch(untouched, 3, 50, 50, now_ms=1)
+    assert rs.expansion_at_fetch(untouched, 3, 2) == (1, 2, 3)  # nothing deleted: as before
+
+
 def test_one_change_in_flight_and_a_refusal_clears_it() -> None:
     state = leader(isr=(1, 2), leo=10, hw=10)
     state = rs.record_fetch(state, 3, 10, 10, now_ms=1)
