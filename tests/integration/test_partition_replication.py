@@ -73,12 +73,15 @@ def sync(follower: Partition, leader: Partition, follower_id: int) -> IsrProposa
             follower.log.log_end_offset,
             follower.log.latest_epoch,
             1 << 20,
+            follower.log.log_start_offset,
         )
     except KraftliteError as exc:
         assert exc.code is ErrorCode.OFFSET_OUT_OF_RANGE, exc
         follower.reset_to_leader_start(exc.details["log_start_offset"], follower.leader_epoch)
         return None
     follower.append_from_leader(result, follower.leader_epoch)
+    # then the leader's log start (FollowerFetcher does it on a worker thread)
+    follower._follow_log_start(result.log_start_offset)
     return result.isr_proposal
 
 
