@@ -13,7 +13,7 @@ import hashlib
 import hmac
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -114,6 +114,39 @@ def logs_in(address: str, user: str, password: str, mechanism: str = "SCRAM-SHA-
     return False
 
 
+def logs_in_with_kafka_python(address: str, user: str, password: str) -> bool:
+    """Whether kafka-python logs in at `address` with SCRAM-SHA-512 (a failed login raises)."""
+    from kafka.admin import KafkaAdminClient  # noqa: PLC0415
+    from kafka.errors import KafkaError  # noqa: PLC0415
+
+    try:
+        client = KafkaAdminClient(
+            bootstrap_servers=address,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="SCRAM-SHA-512",
+            sasl_plain_username=user,
+            sasl_plain_password=password,
+        )
+    except KafkaError:
+        return False
+    try:
+        return bool(client.list_topics() == [])  # logged in; no ACLs: sees nothing
+    finally:
+        client.close()
+
+
+def soon(condition: Callable[[], bool], timeout_s: float = 10) -> bool:
+    """`condition` holds within `timeout_s`: the broker that answered an admin call has the
+    change when it answers, the others when their metadata reaches it (milliseconds here,
+    longer on a loaded machine)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
 def grant(cluster: Cluster, principal: str, operation: str, kind: str, name: str = "") -> None:
     body = {"principal": principal, "operation": operation, "resource_type": kind}
     if name:
@@ -157,9 +190,9 @@ def test_librdkafka_sets_a_credential_that_logs_in_at_once_on_every_broker(
     ]
     for future in admin.alter_user_scram_credentials(alterations).values():
         assert future.result(30) is None
-    for address in cluster.kafka_addresses.values():  # at once, on every broker
-        assert logs_in(address, "alice", "alice-pw-1")
-        assert logs_in(address, "alice-512", "alice-pw-512", "SCRAM-SHA-512")
+    for address in cluster.kafka_addresses.values():  # at once where answered, soon elsewhere
+        assert soon(lambda a=address: logs_in(a, "alice", "alice-pw-1"))
+        assert soon(lambda a=address: logs_in(a, "alice-512", "alice-pw-512", "SCRAM-SHA-512"))
         assert not logs_in(address, "alice", "not-the-password")
     assert users(cluster)["alice"] == {"SCRAM-SHA-256": 8192}
     described = admin.describe_user_scram_credentials(["alice", "alice-512"])
@@ -186,8 +219,8 @@ def test_librdkafka_sets_a_credential_that_logs_in_at_once_on_every_broker(
     producer.flush(15)
     assert late and late[0] is not None  # its session ended; the old password fails
     for address in cluster.kafka_addresses.values():
-        assert logs_in(address, "alice", "alice-pw-2")
-        assert not logs_in(address, "alice", "alice-pw-1")
+        assert soon(lambda a=address: logs_in(a, "alice", "alice-pw-2"))
+        assert soon(lambda a=address: not logs_in(a, "alice", "alice-pw-1"))
 
     # deletion of one mechanism; then the user is gone: describe and delete are 91
     gone = UserScramCredentialDeletion("alice-512", ScramMechanism.SCRAM_SHA_512)
@@ -198,7 +231,7 @@ def test_librdkafka_sets_a_credential_that_logs_in_at_once_on_every_broker(
     with pytest.raises(KafkaException, match="RESOURCE_NOT_FOUND"):
         admin.alter_user_scram_credentials([gone])["alice-512"].result(30)
     for address in cluster.kafka_addresses.values():
-        assert not logs_in(address, "alice-512", "alice-pw-512", "SCRAM-SHA-512")
+        assert soon(lambda a=address: not logs_in(a, "alice-512", "alice-pw-512", "SCRAM-SHA-512"))
 
     # Kafka's per-user errors, nothing changed for those users
     too_many = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 200_000)
@@ -236,17 +269,20 @@ def test_kafka_python_sets_describes_and_deletes_credentials(cluster: Cluster) -
             "carol", "SCRAM-SHA-512", "carol-pw", iterations=5000
         )
         assert admin.alter_user_scram_credentials([upserted]) == {"carol": None}
-        described = admin.describe_user_scram_credentials(["carol", "nobody"])
-        assert described["carol"] == {
+        expected = {
             "error": None,
             "credential_infos": [{"mechanism": ScramMechanism.SCRAM_SHA_512, "iterations": 5000}],
         }
+        described: dict[str, Any] = {}
+
+        def carol_described() -> bool:  # by whichever broker it asks: once it has the change
+            described.update(admin.describe_user_scram_credentials(["carol", "nobody"]))
+            return bool(described["carol"] == expected)
+
+        assert soon(carol_described), described
         assert described["nobody"]["error"]  # RESOURCE_NOT_FOUND
-        carol = kafka_python_admin(cluster, "carol", "carol-pw", "SCRAM-SHA-512")
-        try:
-            assert carol.list_topics() == []  # logged in (a failed login raises); no ACLs
-        finally:
-            carol.close()
+        for address in cluster.kafka_addresses.values():  # kafka-python's own SCRAM-SHA-512
+            assert soon(lambda a=address: logs_in_with_kafka_python(a, "carol", "carol-pw"))
         answer = admin.alter_user_scram_credentials(
             [UserScramCredentialUpsertion("", "SCRAM-SHA-256", "x")]
         )
@@ -271,7 +307,7 @@ def test_kafka_python_sets_describes_and_deletes_credentials(cluster: Cluster) -
         "credentials": [{"mechanism": "SCRAM-SHA-256", "iterations": 4096}],
     }
     for address in cluster.kafka_addresses.values():
-        assert logs_in(address, "dave", "dave-pw")
+        assert soon(lambda a=address: logs_in(a, "dave", "dave-pw"))
     status, answer = as_admin("POST", cluster.urls[2] + "/v1/users", {**body, "password": "x"})
     assert status == 400 and answer["error_code"] == "INVALID_REQUEST", answer
     status, answer = as_admin(
