@@ -618,12 +618,12 @@ async def delete_records(request: web.Request) -> web.StreamResponse:
     topic, index = request.match_info["topic"], _partition_index(request)
     service.refuse_internal(topic)
     timeout_s = _timeout_s(request)
-    body = await request.read()
-    offset = _json_object(body).get("offset")
-    if type(offset) is not int or not -1 <= offset <= 2**63 - 1:
+    offset = (await read_json_object(request)).get("offset")  # 7.0 is 7, as JSON Schema says
+    if isinstance(offset, bool) or not isinstance(offset, int) or not -1 <= offset < 2**63:
         raise KraftliteError(
             ErrorCode.INVALID_REQUEST, "offset must be an integer: an offset, or -1 for the HW"
         )
+    body = await request.read()  # relayed as sent
     target = await _leader_or_relay(request, topic, index, body)
     if isinstance(target, web.Response):
         return target

@@ -161,8 +161,10 @@ async def delete_offsets(request: web.Request) -> web.Response:
         validate_topic_name(entry["topic"])
         partition = _int(entry, "partition")
         assert partition is not None
-        if partition < 0:
-            raise KraftliteError(ErrorCode.INVALID_REQUEST, f"partitions[{i}]: negative number")
+        if not 0 <= partition < 2**31:  # a Kafka partition index (an int32)
+            raise KraftliteError(
+                ErrorCode.INVALID_REQUEST, f"partitions[{i}]: a partition is 0 to 2^31-1"
+            )
         asked.append((entry["topic"], partition))
     deletion = await request.app[SERVICE].coordinator.delete_offsets(group, asked)
     answered: list[dict[str, Any]] = []

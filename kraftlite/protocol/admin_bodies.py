@@ -218,7 +218,7 @@ QuotaValue = Annotated[float, Meta(gt=0, lt=2**53)] | None | UnsetType  # null r
 class QuotaRequest(msgspec.Struct, frozen=True):
     """Set (a value) or remove (null) quotas of one principal; the others are unchanged."""
 
-    principal: Annotated[str, Meta(pattern="^User:.{1,255}$")]
+    principal: Annotated[str, Meta(pattern="^User:" + names.pattern(255)[1:])]  # rule 3
     # each one: null removes it
     producer_byte_rate: QuotaValue = UNSET
     consumer_byte_rate: QuotaValue = UNSET
