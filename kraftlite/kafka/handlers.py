@@ -912,7 +912,7 @@ class Session:
                     "partition_index": key[1],
                     "error_code": INVALID_REQUEST if code is None else code,
                     "high_watermark": -1,
-                    "records": None,
+                    "records": b"",  # as Kafka: empty, never null (librdkafka cannot read null)
                 }
                 news = ConnectionFetchSession.must_answer(
                     plan, position, error=True, records=False, high_watermark=-1, log_start=-1

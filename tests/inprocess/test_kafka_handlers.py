@@ -845,3 +845,13 @@ async def test_a_delete_that_fails_partway_names_what_is_gone_and_what_is_not(
     assert sorted(outcomes.values()) == [0, 0, 0, 0, int(ErrorCode.REQUEST_TIMED_OUT)]
     kept = [p for p, code in outcomes.items() if code]
     assert [a.principal for a in node.image.acls.values()] == kept  # the one not deleted
+
+
+async def test_an_errored_fetch_partition_carries_empty_records_never_null(
+    node: InProcessBroker,
+) -> None:
+    """Kafka answers an errored partition with empty records; librdkafka cannot parse null
+    ones (its 0034 never saw OFFSET_OUT_OF_RANGE, so auto.offset.reset never applied)."""
+    answer = await fetch(node.connect(), "orders", 0, 99)  # past the end: out of range
+    assert answer["error_code"] == int(ErrorCode.OFFSET_OUT_OF_RANGE)
+    assert answer["records"] == b""
