@@ -330,10 +330,12 @@ def test_kafka_python_static_restart_keeps_the_other_members_partitions(
             [a, b],
             # kafka-python 3 updates assignment() before it calls the listener (asynchronously),
             # so the rebalance has settled once a's listener has heard of what a owns
-            lambda: bool(owned(a))
-            and bool(owned(b))
-            and len(owned(a) | owned(b)) == PARTITIONS
-            and a_listener.events[-1:] == [("assign", owned(a))],
+            lambda: (
+                bool(owned(a))
+                and bool(owned(b))
+                and len(owned(a) | owned(b)) == PARTITIONS
+                and a_listener.events[-1:] == [("assign", owned(a))]
+            ),
             60,
         )
         a_owned, b_owned = owned(a), owned(b)
