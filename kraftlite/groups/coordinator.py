@@ -225,9 +225,30 @@ def parse_offset_record(
         if value is None:
             return str(group), tp, None
         data = orjson.loads(value)
-        return str(group), tp, CommittedOffset(int(data["offset"]), str(data.get("metadata", "")))
+        return (
+            str(group),
+            tp,
+            CommittedOffset(
+                int(data["offset"]),
+                str(data.get("metadata", "")),
+                int(data.get("leader_epoch", -1)),
+            ),
+        )
     except (ValueError, TypeError, KeyError) as exc:  # orjson.JSONDecodeError is a ValueError
         raise BadOffsetRecordError(f"unreadable offset commit record: {exc!r}") from None
+
+
+def _offset_value(committed: CommittedOffset, now: int) -> dict[str, object]:
+    """A commit record's value; `leader_epoch` only when known, so records of commits
+    without one read the same in older brokers' code."""
+    value: dict[str, object] = {
+        "offset": committed.offset,
+        "metadata": committed.metadata,
+        "ts": now,
+    }
+    if committed.leader_epoch >= 0:
+        value["leader_epoch"] = committed.leader_epoch
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -633,7 +654,7 @@ class GroupCoordinator:
         now = self.broker.clock.now_ms()
         records = [
             batch_format.Record(
-                value=orjson.dumps({"offset": c.offset, "metadata": c.metadata, "ts": now}),
+                value=orjson.dumps(_offset_value(c, now)),
                 key=offset_key(group, tp[0], tp[1]),
                 timestamp=now,
             )

@@ -46,8 +46,14 @@ MAX_OFFSET = 2**63 - 1  # rule 4: Kafka's offsets are int64
 
 @dataclass(frozen=True, slots=True)
 class CommittedOffset:
+    """What a commit keeps of one partition. `leader_epoch` is the epoch of the leader
+    whose record the offset follows, as the consumer saw it (Kafka's committed leader
+    epoch, KIP-320; OffsetCommit v6+), -1 when unknown; it is kept and answered, never
+    checked (as Kafka's coordinator)."""
+
     offset: int
     metadata: str
+    leader_epoch: int = -1
 
 
 def check_count(count: int) -> None:

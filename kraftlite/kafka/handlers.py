@@ -1108,7 +1108,9 @@ class Session:
                         (
                             key,
                             CommittedOffset(
-                                part["committed_offset"], part.get("committed_metadata") or ""
+                                part["committed_offset"],
+                                part.get("committed_metadata") or "",
+                                max(-1, part.get("committed_leader_epoch", -1)),
                             ),
                         )
                     )
@@ -1168,7 +1170,7 @@ class Session:
                 {
                     "partition_index": index,
                     "committed_offset": -1 if c is None else c.offset,
-                    "committed_leader_epoch": -1,
+                    "committed_leader_epoch": -1 if c is None else c.leader_epoch,
                     "metadata": "" if c is None else c.metadata,
                     "error_code": NONE,
                 }

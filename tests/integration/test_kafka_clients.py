@@ -274,6 +274,9 @@ def test_offsets_committed_over_kafka_are_seen_over_http(cluster: Cluster) -> No
         consumer.commit(message=got[-1], asynchronous=False)
         committed = consumer.committed([TopicPartition("commits", 0)], timeout=10)
         assert committed[0].offset == 5
+        # the leader epoch of the record the commit follows is kept (KIP-320)
+        assert got[-1].leader_epoch() is not None and got[-1].leader_epoch() >= 0
+        assert committed[0].leader_epoch == got[-1].leader_epoch()
     finally:
         consumer.close()
     status, answer = http("GET", cluster.urls[2] + "/v1/groups/g-assign/offsets")

@@ -212,6 +212,13 @@ def test_offset_records_round_trip_and_bad_ones_are_reported() -> None:
     value = b'{"offset": 7, "metadata": "m"}'
     assert parse_offset_record(key, value) == ("g\x00odd", ("t", 3), CommittedOffset(7, "m"))
     assert parse_offset_record(key, None) == ("g\x00odd", ("t", 3), None)
+    # the committed leader epoch (KIP-320) is kept when a commit has one
+    with_epoch = b'{"offset": 7, "metadata": "m", "leader_epoch": 4}'
+    assert parse_offset_record(key, with_epoch) == (
+        "g\x00odd",
+        ("t", 3),
+        CommittedOffset(7, "m", 4),
+    )
     assert parse_offset_record(b"other", value) is None
     for bad_key, bad_value in [(b"offset\x00[1,2]", value), (key, b"{}"), (key, b"not json")]:
         with pytest.raises(BadOffsetRecordError):
