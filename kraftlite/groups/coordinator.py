@@ -60,7 +60,7 @@ import structlog
 from kraftlite.broker.partition import Acks, Partition, Role
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.assignor import TopicPartition, assign
-from kraftlite.groups.classic import ClassicGroup, subscribed_topics
+from kraftlite.groups.classic import ClassicGroup, State, subscribed_topics
 from kraftlite.groups.group import DEFAULT_MAX_SIZE, Group, MemberAnswer
 from kraftlite.groups.offsets import (
     DEFAULT_OFFSET_METADATA_MAX_BYTES,
@@ -75,7 +75,7 @@ from kraftlite.groups.offsets import (
 )
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol.admin import CreateTopicRequest
-from kraftlite.protocol.internal import GroupListing
+from kraftlite.protocol.internal import GroupKind, GroupListing
 from kraftlite.protocol.partitioner import partition_for_key
 
 if TYPE_CHECKING:
@@ -155,6 +155,9 @@ class Shard:
     offsets: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
     swept_ms: int = 0
     classic: dict[str, ClassicGroup] = field(default_factory=dict)  # Kafka clients' groups
+    # the kind of each group whose members all left, while it keeps committed offsets: an
+    # empty classic group lists as classic, as Kafka's (soft state, like the members)
+    emptied: dict[str, GroupKind] = field(default_factory=dict)
 
     def group(self, name: str) -> Group:
         """The group, made if new: only for a join, the one request that adds a member."""
@@ -180,6 +183,12 @@ class Shard:
         group = self.groups.get(name)
         if group is not None and not group.members:
             del self.groups[name]
+            self.emptied[name] = "consumer"
+
+    def kind(self, name: str) -> GroupKind:
+        """What an empty group was: classic when Kafka clients' classic protocol last had
+        it, else consumer (kraftlite's own, and KIP-848's)."""
+        return self.emptied.get(name, "consumer")
 
     def maybe_sweep(self, now_ms: int, interval_ms: int) -> None:
         """Expire silent members of every group, dropping groups left empty (rule 4)."""
@@ -190,11 +199,15 @@ class Shard:
             group.expire(now_ms)
             if not group.members:
                 del self.groups[name]
+                self.emptied[name] = "consumer"
         for name, classic in list(self.classic.items()):
             classic.expire()
             if not classic.members:  # its offsets, if any, stay in `offsets`
                 classic.close()
                 del self.classic[name]
+                self.emptied[name] = "classic"
+        for name in [n for n in self.emptied if n in self.groups or not self.offsets.get(n)]:
+            del self.emptied[name]
 
     def close(self) -> None:
         """This broker stopped coordinating the partition: answer every waiting member."""
@@ -269,7 +282,7 @@ class ConsumerGroupDescription:
     """A KIP-848 group as ConsumerGroupDescribe shows it (rule 7)."""
 
     group: str
-    state: str  # Kafka's names: "empty", "reconciling", "stable"
+    state: str  # group.py's: "empty", "reconciling", "stable" (the Kafka edge capitalizes)
     group_epoch: int
     assignment_epoch: int
     assignor: str
@@ -930,9 +943,13 @@ class GroupCoordinator:
                 result.append(
                     {
                         "group": name,
-                        "state": state.state,
+                        "state": (
+                            State.EMPTY.value
+                            if not state.members and shard.kind(name) == "classic"
+                            else state.state
+                        ),
                         "members": len(state.members),
-                        "type": "consumer",
+                        "type": "consumer" if state.members else shard.kind(name),
                     }
                 )
         return result

@@ -60,6 +60,16 @@ from kraftlite.protocol.kafka.messages import ApiKey, Request
 from kraftlite.security.acls import Action, Operation, ResourceType
 from kraftlite.service import ActiveProducer
 
+# kraftlite's consumer-group states (groups/group.py, lowercase on the HTTP API) by Kafka's
+# names (ConsumerGroup.ConsumerGroupState); a classic group's states are Kafka's already
+_KAFKA_GROUP_STATES: Final = {"empty": "Empty", "stable": "Stable", "reconciling": "Reconciling"}
+
+
+def kafka_group_state(state: str) -> str:
+    """A group's state as Kafka names it (ListGroups, ConsumerGroupDescribe)."""
+    return _KAFKA_GROUP_STATES.get(state, state)
+
+
 if TYPE_CHECKING:
     from kraftlite.kafka.handlers import ModuleHandler, Session
 
@@ -137,7 +147,7 @@ def described_group(
         "error_code": NONE,
         "error_message": None,
         "group_id": described.group,
-        "group_state": described.state,
+        "group_state": kafka_group_state(described.state),
         "group_epoch": described.group_epoch,
         "assignment_epoch": described.assignment_epoch,
         "assignor_name": described.assignor,

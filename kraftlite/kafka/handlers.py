@@ -1324,18 +1324,23 @@ class Session:
         if not self._may(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
             return {"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "groups": []}
         body = cast(bodies.ListGroupsRequest, request.body)
-        wanted_states = set(body.get("states_filter") or [])
+        # Kafka matches both filters ignoring case (GroupCoordinatorService.listGroups)
+        wanted_states = {s.lower() for s in body.get("states_filter") or []}
+        wanted_types = {t.lower() for t in body.get("types_filter") or []}
         groups: list[bodies.ListedGroup] = []
         for group in self.service.coordinator.local_groups():
             if not self._may(Operation.DESCRIBE, ResourceType.GROUP, group["group"], listing=True):
                 continue
-            if wanted_states and group["state"] not in wanted_states:
+            state = group_apis.kafka_group_state(group["state"])
+            if wanted_states and state.lower() not in wanted_states:
+                continue
+            if wanted_types and group["type"] not in wanted_types:
                 continue
             groups.append(
                 {
                     "group_id": group["group"],
                     "protocol_type": "consumer",
-                    "group_state": group["state"],
+                    "group_state": state,
                     "group_type": group["type"],
                 }
             )

@@ -509,6 +509,9 @@ class BrokerStatsResponse(Message, frozen=True):
 # -- coordinated groups
 
 
+GroupKind = Literal["classic", "consumer"]  # Kafka's group types (ListGroups v5)
+
+
 class GroupListing(TypedDict):
     """One group a broker coordinates, as `GET /v1/groups` lists it to clients (a dict, in
     this key order, so that answer and the Kafka edge's ListGroups read it unchanged)."""
@@ -516,7 +519,7 @@ class GroupListing(TypedDict):
     group: GroupName
     state: GroupState  # the group's state, as its kind names it (group.py, classic.py)
     members: Int32
-    type: Literal["classic", "consumer"]
+    type: GroupKind
 
 
 class GroupListResponse(Message, frozen=True):

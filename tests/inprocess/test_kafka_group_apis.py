@@ -366,7 +366,7 @@ async def test_a_kip848_group_is_described_with_members_and_target_assignment(
     assert group["error_code"] == NONE, group
     assert (group["group_id"], group["group_state"], group["assignor_name"]) == (
         "g",
-        "reconciling",
+        "Reconciling",
         "uniform",
     )
     assert group["group_epoch"] == group["assignment_epoch"] == 1
@@ -384,7 +384,7 @@ async def test_a_kip848_group_is_described_with_members_and_target_assignment(
     coordinator.heartbeat("g", "member-1", 2)
     coordinator.heartbeat("g", "member-2", 1)
     (group,) = await describe(node.connect(), "g")
-    assert group["group_state"] == "reconciling"  # the second has not confirmed yet
+    assert group["group_state"] == "Reconciling"  # the second has not confirmed yet
     assert [partitions_of(m["assignment"]) for m in group["members"]] == [
         [(orders, "orders", [0])],
         [(orders, "orders", [1])],
@@ -404,7 +404,7 @@ async def test_groups_not_kip848_or_not_there_are_not_found(node: InProcessBroke
     assert (classic["error_code"], classic["members"]) == (NOT_FOUND, [])
     assert "not a consumer group" in classic["error_message"]
     assert bad["error_code"] == INVALID_GROUP_ID
-    assert (empty["error_code"], empty["group_state"], empty["members"]) == (NONE, "empty", [])
+    assert (empty["error_code"], empty["group_state"], empty["members"]) == (NONE, "Empty", [])
     assert (empty["group_epoch"], empty["assignment_epoch"]) == (0, 0)
     assert "nobody" not in {g["group"] for g in node.coordinator.local_groups()}
 

@@ -18,7 +18,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupType,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kraftlite.protocol.kafka import records
@@ -483,6 +490,19 @@ def test_kafka_python_consumer_group(cluster: Cluster) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     listed_groups = admin.list_consumer_groups().result(30)
     assert "g-kp" in {g.group_id for g in listed_groups.valid}
+    # its member left: an Empty classic group, which Kafka's filters (ListGroups v4, v5;
+    # any case) find as such (librdkafka's 0081 ListConsumerGroups)
+    empty_classic = admin.list_consumer_groups(
+        states={ConsumerGroupState.EMPTY}, types={ConsumerGroupType.CLASSIC}
+    ).result(30)
+    (listed,) = [g for g in empty_classic.valid if g.group_id == "g-kp"]
+    assert (listed.state, listed.type) == (ConsumerGroupState.EMPTY, ConsumerGroupType.CLASSIC)
+    for states, types in [
+        ({ConsumerGroupState.STABLE}, {ConsumerGroupType.CLASSIC}),
+        ({ConsumerGroupState.EMPTY}, {ConsumerGroupType.CONSUMER}),
+    ]:
+        others = admin.list_consumer_groups(states=states, types=types).result(30)
+        assert "g-kp" not in {g.group_id for g in others.valid}, (states, types)
 
 
 def test_a_group_name_is_one_protocol_or_the_other(cluster: Cluster) -> None:
