@@ -27,7 +27,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
@@ -36,6 +36,7 @@ from kraftlite.protocol import admin
 from kraftlite.protocol.kafka import bodies
 from kraftlite.security.acls import (
     CLUSTER_NAME,
+    Action,
     Operation,
     PatternType,
     Permission,
@@ -67,6 +68,47 @@ OPERATIONS: Final[Mapping[int, Operation]] = {
     12: Operation.IDEMPOTENT_WRITE,
 }
 PERMISSIONS: Final[Mapping[int, Permission]] = {2: Permission.DENY, 3: Permission.ALLOW}
+# What an ACL of each resource type may name (Kafka's AclEntry.supportedOperations), which
+# IncludeAuthorizedOperations answers about (Metadata, DescribeCluster, the describes of
+# groups)
+SUPPORTED_OPERATIONS: Final[Mapping[ResourceType, tuple[Operation, ...]]] = {
+    ResourceType.TOPIC: (
+        Operation.READ,
+        Operation.WRITE,
+        Operation.CREATE,
+        Operation.DESCRIBE,
+        Operation.DELETE,
+        Operation.ALTER,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
+    ResourceType.CLUSTER: (
+        Operation.CREATE,
+        Operation.CLUSTER_ACTION,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+        Operation.IDEMPOTENT_WRITE,
+        Operation.ALTER,
+        Operation.DESCRIBE,
+    ),
+}
+_OPERATION_CODES: Final[Mapping[Operation, int]] = {
+    operation: code for code, operation in OPERATIONS.items()
+}
+AUTHORIZED_OPERATIONS_NOT_ASKED: Final = -(2**31)  # Kafka's INT32_MIN: "not asked for"
+
+
+def authorized_operations(allowed: Callable[[Action], bool], kind: ResourceType, name: str) -> int:
+    """Kafka's bit set (1 << each operation's code) of the operations on a resource that
+    `allowed` grants, as IncludeAuthorizedOperations answers it."""
+    return sum(
+        1 << _OPERATION_CODES[operation]
+        for operation in SUPPORTED_OPERATIONS[kind]
+        if allowed(Action(operation, kind, name))
+    )
+
+
 # Rule 2: Kafka's codes that kraftlite has no ACLs of
 RESOURCE_TYPES_NOT_SERVED: Final[Mapping[int, str]] = {
     5: "TRANSACTIONAL_ID",

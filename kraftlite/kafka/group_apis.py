@@ -43,6 +43,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, TypeVar, cast
@@ -57,7 +58,7 @@ from kraftlite.kafka.codes import INVALID_REQUEST, NONE, kafka_code, message
 from kraftlite.metadata.topics import validate_topic_name
 from kraftlite.protocol.kafka import bodies
 from kraftlite.protocol.kafka.messages import ApiKey, Request
-from kraftlite.security.acls import Action, Operation, ResourceType
+from kraftlite.security.acls import Operation, ResourceType
 from kraftlite.service import ActiveProducer
 
 # kraftlite's consumer-group states (groups/group.py, lowercase on the HTTP API) by Kafka's
@@ -81,10 +82,6 @@ MAX_LISTED_PRODUCERS: Final = MAX_PRODUCERS  # rule 3: what one partition may ho
 NO_EPOCH: Final = -1  # DescribeProducers' coordinator epoch and transaction start: none
 TOPIC_AUTHORIZATION_FAILED: Final = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 # Kafka's operations on a group (AclEntry.supportedOperations(GROUP)), for rule 2
-GROUP_OPERATIONS: Final = (Operation.READ, Operation.DESCRIBE, Operation.DELETE)
-_OPERATION_CODES: Final[Mapping[Operation, int]] = {
-    operation: code for code, operation in acl_apis.OPERATIONS.items()
-}
 _NO_TOPIC_ID: Final = uuid.UUID(int=0)
 _INLINE_PRODUCERS: Final = 1_000  # rule 3: more are answered from a worker thread
 _TOO_LARGE: Final = "too large an answer: ask for fewer groups at once"
@@ -99,12 +96,6 @@ def by_topic(answers: Iterable[tuple[TopicPartition, T]]) -> list[tuple[str, lis
     for (topic, partition), answer in answers:
         grouped.setdefault(topic, []).append((partition, answer))
     return list(grouped.items())
-
-
-def authorized_operations(allowed: Iterable[Operation]) -> int:
-    """Kafka's bit set of operations (1 << each one's code), as IncludeAuthorizedOperations
-    answers it."""
-    return sum(1 << _OPERATION_CODES[operation] for operation in set(allowed))
 
 
 def described_size(described: ConsumerGroupDescription) -> int:
@@ -290,10 +281,8 @@ async def consumer_group_describe(
         }
         answer = described_group(described, topic_ids, visible)
         if body["include_authorized_operations"]:
-            answer["authorized_operations"] = authorized_operations(
-                operation
-                for operation in GROUP_OPERATIONS
-                if gate.allowed(session.who, Action(operation, ResourceType.GROUP, group))
+            answer["authorized_operations"] = acl_apis.authorized_operations(
+                functools.partial(gate.allowed, session.who), ResourceType.GROUP, group
             )
         answered[group] = answer, size
         groups.append(answer)

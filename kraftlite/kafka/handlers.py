@@ -81,7 +81,6 @@ B = TypeVar("B")
 audit = structlog.get_logger("kraftlite.audit")
 UNSUPPORTED_VERSION = 35
 _NO_TOPIC_ID = uuid.UUID(int=0)
-_AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
 INVALID_GROUP_ID = 24
 UNSUPPORTED_SASL_MECHANISM = 33
 PLAIN = "PLAIN"  # RFC 4616, checked against the users' SCRAM credentials
@@ -547,6 +546,13 @@ class Session:
 
     # -- authorization ---------------------------------------------------------------------
 
+    def _authorized_operations(self, kind: ResourceType, name: str) -> int:
+        """What the client may do to a resource, as IncludeAuthorizedOperations answers it
+        (asking is no attempt: nothing is audited)."""
+        return acl_apis.authorized_operations(
+            functools.partial(self.handlers.gate.allowed, self.who), kind, name
+        )
+
     def _may(
         self, operation: Operation, kind: ResourceType, name: str, *, listing: bool = False
     ) -> bool:
@@ -663,7 +669,11 @@ class Session:
                     "topic_id": _topic_id(topic.topic_id),
                     "is_internal": False,
                     "partitions": partitions,
-                    "topic_authorized_operations": _AUTHORIZED_OPERATIONS_UNKNOWN,
+                    "topic_authorized_operations": (
+                        self._authorized_operations(ResourceType.TOPIC, topic.name)
+                        if request.api_version >= 8 and body["include_topic_authorized_operations"]
+                        else acl_apis.AUTHORIZED_OPERATIONS_NOT_ASKED
+                    ),
                 }
             )
         return {
@@ -672,7 +682,11 @@ class Session:
             # admin requests go to the "controller": any broker passes them to the quorum
             "controller_id": self.service.broker.broker_id,
             "topics": topics,
-            "cluster_authorized_operations": _AUTHORIZED_OPERATIONS_UNKNOWN,
+            "cluster_authorized_operations": (
+                self._authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+                if 8 <= request.api_version <= 10 and body["include_cluster_authorized_operations"]
+                else acl_apis.AUTHORIZED_OPERATIONS_NOT_ASKED
+            ),
         }
 
     async def _auto_create(self, names: list[str]) -> dict[str, int]:
@@ -1311,12 +1325,15 @@ class Session:
             if described is None:
                 groups.append({**entry, "error_code": NONE})
                 continue
-            groups.append(
-                cast(
-                    bodies.DescribeGroupsResponseDescribedGroup,
-                    {**entry, "error_code": NONE, **described},
-                )
+            answer = cast(
+                bodies.DescribeGroupsResponseDescribedGroup,
+                {**entry, "error_code": NONE, **described},
             )
+            if request.api_version >= 3 and body["include_authorized_operations"]:
+                answer["authorized_operations"] = self._authorized_operations(
+                    ResourceType.GROUP, group
+                )
+            groups.append(answer)
         return {"groups": groups}
 
     async def list_groups(self, request: Request) -> bodies.ListGroupsResponse:
@@ -1521,7 +1538,11 @@ class Session:
                 {"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
                 for b in self._brokers()
             ],
-            "cluster_authorized_operations": _AUTHORIZED_OPERATIONS_UNKNOWN,
+            "cluster_authorized_operations": (
+                self._authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+                if body["include_cluster_authorized_operations"]
+                else acl_apis.AUTHORIZED_OPERATIONS_NOT_ASKED
+            ),
         }
 
     async def delete_groups(self, request: Request) -> bodies.DeleteGroupsResponse:

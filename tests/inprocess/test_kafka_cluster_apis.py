@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import uuid
 from collections.abc import AsyncIterator, Iterator, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -917,3 +918,57 @@ async def test_describe_quorum_needs_describe_on_the_cluster(
     secured.apply(grant("DESCRIBE"))
     answer = await alice.call(ApiKey.DESCRIBE_QUORUM, 1, METADATA_PARTITION)
     assert answer["error_code"] == NONE and answer["topics"][0]["partitions"][0]["leader_id"] == 1
+
+
+# -- IncludeAuthorizedOperations (Metadata, DescribeCluster) ----------------------------------
+
+# Kafka's operation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
+# CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12
+NOT_ASKED = -(2**31)
+
+
+def bits(*codes: int) -> int:
+    return sum(1 << code for code in codes)
+
+
+async def metadata_operations(kafka: KafkaConnection, version: int, **asked: bool) -> Any:
+    body = {
+        "topics": [{"name": "orders", "topic_id": uuid.UUID(int=0)}],
+        "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": asked.get("cluster", False),
+        "include_topic_authorized_operations": asked.get("topic", False),
+    }
+    answer = await kafka.call(ApiKey.METADATA, version, body)
+    (topic,) = answer["topics"]
+    return topic.get("topic_authorized_operations"), answer.get("cluster_authorized_operations")
+
+
+async def test_authorized_operations_are_what_the_acls_grant_and_asking_audits_nothing(
+    secured: InProcessBroker, audit: list[MutableMapping[str, Any]]
+) -> None:
+    alice = secured.connect(certificate_principal=ALICE)
+    secured.apply(grant("DESCRIBE", "TOPIC", "orders"), grant("READ", "TOPIC", "orders"))
+    assert await metadata_operations(alice, 10) == (NOT_ASKED, NOT_ASKED)
+    assert await metadata_operations(alice, 10, topic=True, cluster=True) == (bits(3, 8), 0)
+    # v11 dropped the cluster's field (DescribeCluster answers it): decoded as its default
+    assert await metadata_operations(alice, 12, topic=True, cluster=True) == (
+        bits(3, 8),
+        NOT_ASKED,
+    )
+    secured.apply(grant("ALL", "TOPIC", "orders"), grant("ALTER"), grant("IDEMPOTENT_WRITE"))
+    assert await metadata_operations(alice, 10, topic=True, cluster=True) == (
+        bits(3, 4, 5, 6, 7, 8, 10, 11),  # ALL: every operation a topic has
+        bits(7, 8, 12),  # ALTER implies DESCRIBE, as Kafka's
+    )
+    cluster = await alice.call(
+        ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": True}
+    )
+    assert (cluster["error_code"], cluster["cluster_authorized_operations"]) == (
+        NONE,
+        bits(7, 8, 12),
+    )
+    cluster = await alice.call(
+        ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False}
+    )
+    assert cluster["cluster_authorized_operations"] == NOT_ASKED
+    assert denied(audit) == []  # what a client may not do is answered, not refused

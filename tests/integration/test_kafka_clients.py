@@ -530,8 +530,9 @@ def test_a_group_name_is_one_protocol_or_the_other(cluster: Cluster) -> None:
 
 
 def test_admin_client_configs_partitions_cluster_and_groups(cluster: Cluster) -> None:
-    from confluent_kafka import ConsumerGroupState  # noqa: PLC0415
+    from confluent_kafka import TopicCollection  # noqa: PLC0415
     from confluent_kafka.admin import (  # noqa: PLC0415
+        AclOperation,
         AlterConfigOpType,
         ConfigEntry,
         ConfigResource,
@@ -568,6 +569,22 @@ def test_admin_client_configs_partitions_cluster_and_groups(cluster: Cluster) ->
     described_cluster = admin.describe_cluster().result(30)
     assert {n.id for n in described_cluster.nodes} == {1, 2, 3}
     assert described_cluster.cluster_id
+    # what this client may do (no auth.required: everything), as librdkafka's 0081 asks
+    described_cluster = admin.describe_cluster(include_authorized_operations=True).result(30)
+    assert len(set(described_cluster.authorized_operations)) == 7
+    (described_topic,) = admin.describe_topics(
+        TopicCollection(["cfg"]), include_authorized_operations=True
+    ).values()
+    assert set(described_topic.result(30).authorized_operations) == {
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    }
     # groups: a group with committed offsets and no members is described, then deleted
     http(
         "POST",
