@@ -412,9 +412,16 @@ async def create_partitions(request: web.Request) -> web.StreamResponse:
     controller = request.app[CONTROLLER]
     name = request.match_info["topic"]
     wanted = _admin_body(admin.CreatePartitionsBody, await read_json_object(request))
-    await controller.submit(
-        lambda image: decisions.create_partitions(image, name, wanted.count, rng=controller.rng)
-    )
+
+    def decide(image: MetadataImage) -> decisions.ControllerResult[int]:
+        return decisions.create_partitions(
+            image, name, wanted.count, rng=controller.rng, assignments=wanted.assignments
+        )
+
+    if wanted.validate_only:  # the decision is pure: run it on the image, commit nothing
+        decide(controller.image)
+    else:
+        await controller.submit(decide)
     return _topic_or_404(controller, name)
 
 

@@ -653,9 +653,17 @@ def delete_topic(image: MetadataImage, name: str) -> ControllerResult[str]:
 
 
 def create_partitions(
-    image: MetadataImage, name: str, count: object, *, rng: random.Random
+    image: MetadataImage,
+    name: str,
+    count: object,
+    *,
+    rng: random.Random,
+    assignments: Sequence[Sequence[int]] | None = None,
 ) -> ControllerResult[int]:
-    """Grow topic `name` to `count` partitions (never shrink, as Kafka)."""
+    """Grow topic `name` to `count` partitions (never shrink, as Kafka). The new ones are
+    placed as a new topic's, or where `assignments` says: one entry per new partition, each
+    with the topic's replication factor, under `_manual_assignment`'s rules (Kafka's
+    CreatePartitions assignments; INVALID_REPLICA_ASSIGNMENT)."""
     topic = _existing_topic(image, name)
     current = len(topic.partitions)
     if (
@@ -668,22 +676,41 @@ def create_partitions(
             f"topic {name} has {current} partitions; count must be {current + 1}-{MAX_PARTITIONS}",
         )
     factor = len(topic.partitions[0].target)
-    brokers = _placement_brokers(image)
-    if factor > len(brokers):
-        raise KraftliteError(
-            ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"topic {name} has replication factor {factor} but {len(brokers)} live brokers",
-        )
-    placed = assign_replicas(brokers, count - current, factor, rng, first_partition=current)
+    placed: Sequence[tuple[tuple[int, ...], tuple[int, ...]]]
+    if assignments is not None:
+        if len(assignments) != count - current:
+            raise KraftliteError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"{count - current} partitions are added but {len(assignments)} assigned",
+            )
+        placed = _manual_assignment(image, assignments)
+        if len(placed[0][0]) != factor:
+            raise KraftliteError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"topic {name} has replication factor {factor}; the assignment {len(placed[0][0])}",
+            )
+    else:
+        brokers = _placement_brokers(image)
+        if factor > len(brokers):
+            raise KraftliteError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"topic {name} has replication factor {factor} but {len(brokers)} live brokers",
+            )
+        placed = [
+            (replicas, replicas)
+            for replicas in assign_replicas(
+                brokers, count - current, factor, rng, first_partition=current
+            )
+        ]
     records = tuple(
         PartitionRecord(
             topic_id=topic.topic_id,
             partition=current + i,
             replicas=replicas,
-            isr=replicas,
-            leader=replicas[0],
+            isr=isr,
+            leader=isr[0],
         )
-        for i, replicas in enumerate(placed)
+        for i, (replicas, isr) in enumerate(placed)
     )
     return ControllerResult(records, count)
 

@@ -1509,17 +1509,21 @@ class Session:
                 )
             elif not self._may_topic(Operation.ALTER, name):
                 result["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            elif body["validate_only"] or topic["assignments"]:
-                result.update(
-                    {
-                        "error_code": INVALID_REQUEST,
-                        "error_message": "validate_only and manual assignments are not served here",
-                    }
-                )
             else:
+                assignments = topic["assignments"]
                 try:
                     validate_topic_name(name)
-                    await self._admin(deadline, admin.CreatePartitionsRequest(name, topic["count"]))
+                    await self._admin(
+                        deadline,
+                        admin.CreatePartitionsRequest(
+                            name,
+                            topic["count"],
+                            None
+                            if assignments is None
+                            else tuple(tuple(a["broker_ids"]) for a in assignments),
+                            body["validate_only"],
+                        ),
+                    )
                 except KraftliteError as exc:
                     result.update({"error_code": kafka_code(exc), "error_message": _message(exc)})
             results.append(result)

@@ -169,13 +169,42 @@ class CreatePartitionsBody(msgspec.Struct, frozen=True):
             extra_json_schema={"minimum": 1, "maximum": MAX_PARTITIONS},
         ),
     ]
+    assignments: Annotated[
+        Annotated[
+            tuple[
+                Annotated[
+                    tuple[Annotated[int, Meta(ge=0, le=2**31 - 1)], ...],
+                    Meta(min_length=1, max_length=MAX_ASSIGNED_REPLICAS),
+                ],
+                ...,
+            ],
+            Meta(max_length=MAX_PARTITIONS),
+        ]
+        | None,
+        Meta(
+            description="the brokers of each new partition, in order, the first its "
+            "preferred leader (Kafka's CreatePartitions assignments): one entry per partition "
+            "added, each naming as many distinct registered brokers as the topic's "
+            "replication factor, at least one of them live; else INVALID_REPLICA_ASSIGNMENT. "
+            "Default: placed as a new topic's"
+        ),
+    ] = None
+    validate_only: Annotated[
+        bool,
+        Meta(
+            description="check the request against the cluster as it is, add nothing "
+            "(Kafka's validate_only): the answer is the topic as it is, or the error"
+        ),
+    ] = False
 
 
 class CreatePartitionsRequest(msgspec.Struct, frozen=True):
-    """Grow topic `topic` to `count` partitions."""
+    """Grow topic `topic` to `count` partitions, placed by `assignments` if given."""
 
     topic: str
     count: int
+    assignments: tuple[tuple[int, ...], ...] | None = None
+    validate_only: bool = False
 
     method: ClassVar[str] = "POST"
 
@@ -183,7 +212,7 @@ class CreatePartitionsRequest(msgspec.Struct, frozen=True):
         return urls.topic_path(self.topic, "partitions")
 
     def body(self) -> msgspec.Struct:
-        return CreatePartitionsBody(self.count)
+        return CreatePartitionsBody(self.count, self.assignments, self.validate_only)
 
     def answer(self, body: bytes) -> TopicAnswer:
         return _read(TopicAnswer, body)

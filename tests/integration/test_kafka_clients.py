@@ -565,6 +565,54 @@ def test_admin_client_configs_partitions_cluster_and_groups(cluster: Cluster) ->
     admin.create_partitions([NewPartitions("cfg", 3)])["cfg"].result(30)
     status, described = http("GET", cluster.urls[1] + "/v1/topics/cfg")
     assert status == 200 and len(described["partitions"]) == 3
+    # placed by hand (the topic has 3 replicas), or only checked (validate_only)
+    admin.create_partitions(
+        [NewPartitions("cfg", 4, replica_assignment=[[2, 3, 1]])], validate_only=True
+    )["cfg"].result(30)
+    with pytest.raises(KafkaException, match="INVALID_REPLICA_ASSIGNMENT"):
+        admin.create_partitions(
+            [NewPartitions("cfg", 5, replica_assignment=[[2, 3, 1]])], validate_only=True
+        )["cfg"].result(30)
+    status, described = http("GET", cluster.urls[1] + "/v1/topics/cfg")
+    assert status == 200 and len(described["partitions"]) == 3  # nothing added
+    admin.create_partitions([NewPartitions("cfg", 4, replica_assignment=[[2, 3, 1]])])[
+        "cfg"
+    ].result(30)
+    status, described = http("GET", cluster.urls[1] + "/v1/topics/cfg")
+    assert status == 200 and described["partitions"][3]["replicas"] == [2, 3, 1]
+    from kafka import KafkaAdminClient  # noqa: PLC0415
+    from kafka.admin import NewPartitions as KafkaPythonNewPartitions  # noqa: PLC0415
+
+    kafka_python = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        kafka_python.create_partitions({"cfg": KafkaPythonNewPartitions(5, [[3, 1, 2]])})
+    finally:
+        kafka_python.close()
+    status, described = http("GET", cluster.urls[1] + "/v1/topics/cfg")
+    assert status == 200 and described["partitions"][4]["replicas"] == [3, 1, 2]
+    # the same over HTTP, and what is refused changes nothing
+    for body, code in [
+        ({"count": 6, "assignments": [[1, 2]]}, "INVALID_REPLICA_ASSIGNMENT"),
+        ({"count": 7, "assignments": [[1, 2, 3]]}, "INVALID_REPLICA_ASSIGNMENT"),
+        ({"count": 6, "assignments": [[1, 2, 9]]}, "INVALID_REPLICA_ASSIGNMENT"),
+        ({"count": 6, "assignments": [[1, -2, 3]]}, "INVALID_REQUEST"),
+        ({"count": 6, "assignments": "1,2,3"}, "INVALID_REQUEST"),
+        ({"count": 6, "validate_only": "yes"}, "INVALID_REQUEST"),
+    ]:
+        status, answer = http("POST", cluster.urls[2] + "/v1/topics/cfg/partitions", body)
+        assert (status, answer["error_code"]) == (400, code), (body, answer)
+    status, answer = http(
+        "POST",
+        cluster.urls[3] + "/v1/topics/cfg/partitions",
+        {"count": 6, "assignments": [[1, 2, 3]], "validate_only": True},
+    )
+    assert status == 200 and len(answer["partitions"]) == 5, answer
+    status, answer = http(
+        "POST",
+        cluster.urls[3] + "/v1/topics/cfg/partitions",
+        {"count": 6, "assignments": [[1, 2, 3]]},
+    )
+    assert status == 200 and answer["partitions"][5]["replicas"] == [1, 2, 3], answer
     # the cluster
     described_cluster = admin.describe_cluster().result(30)
     assert {n.id for n in described_cluster.nodes} == {1, 2, 3}

@@ -342,6 +342,50 @@ def test_delete_add_partitions_and_alter_configs() -> None:
     error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, d.delete_topic, image, "t")
 
 
+def test_partitions_added_where_an_assignment_says() -> None:
+    """Kafka's CreatePartitions assignments: one per partition added, the topic's factor."""
+    image = with_topic(brokers(1, 2, 3), partitions=2, rf=2)
+    result = d.create_partitions(image, "t", 4, rng=random.Random(1), assignments=((3, 1), (2, 3)))
+    assert [(p.partition, p.replicas, p.isr, p.leader) for p in result.records] == [  # type: ignore[attr-defined]
+        (2, (3, 1), (3, 1), 3),
+        (3, (2, 3), (2, 3), 2),
+    ]
+    for wrong in (
+        ((3, 1),),  # two partitions added, one assigned
+        ((3, 1), (2, 3), (1, 2)),
+        (),
+        ((3,), (2,)),  # the topic's factor is 2
+        ((3, 1, 2), (2, 3, 1)),
+        ((3, 3), (2, 3)),  # a broker twice
+        ((3, 9), (2, 3)),  # not registered
+    ):
+        error(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            d.create_partitions,
+            image,
+            "t",
+            4,
+            rng=random.Random(1),
+            assignments=wrong,
+        )
+    image = commit(image, d.fence_expired_brokers(image, [2, 3]))
+    error(  # no live replica
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        d.create_partitions,
+        image,
+        "t",
+        3,
+        rng=random.Random(1),
+        assignments=((3, 2),),
+    )
+    result = d.create_partitions(image, "t", 3, rng=random.Random(1), assignments=((3, 1),))
+    ((partition, replicas, isr, leader),) = [
+        (p.partition, p.replicas, p.isr, p.leader)  # type: ignore[attr-defined]
+        for p in result.records
+    ]
+    assert (partition, replicas, isr, leader) == (2, (3, 1), (1,), 1)  # the fenced one joins later
+
+
 # ------------------------------------------------------------------------------ AlterPartition
 
 
