@@ -84,7 +84,7 @@ def _upsertion(name: str = "alice", **changes: Any) -> dict[str, Any]:
         ({"iterations": -(2**31)}, user_apis.UNACCEPTABLE_CREDENTIAL),
         ({"iterations": 100_001}, user_apis.UNACCEPTABLE_CREDENTIAL),
         ({"salt": b""}, user_apis.UNACCEPTABLE_CREDENTIAL),
-        ({"salt": b"s" * 15}, user_apis.UNACCEPTABLE_CREDENTIAL),
+        ({"salt": b""}, user_apis.UNACCEPTABLE_CREDENTIAL),
         ({"salt": b"s" * 769}, user_apis.UNACCEPTABLE_CREDENTIAL),
         ({"salted_password": b""}, user_apis.UNACCEPTABLE_CREDENTIAL),
         ({"salted_password": b"p" * 64}, user_apis.UNACCEPTABLE_CREDENTIAL),
@@ -105,7 +105,7 @@ def test_an_upsertion_kraftlite_could_not_have_made_is_refused(
     [
         {"iterations": 4096},
         {"iterations": 100_000},
-        {"salt": b"s" * 16},
+        {"salt": b"s"},  # any salt, as Kafka (librdkafka's tests send 4 bytes)
         {"salt": b"s" * 768},
         {"mechanism": 2, "salted_password": b"p" * 64},
         {"name": "é-ünïcode.name_1"},
