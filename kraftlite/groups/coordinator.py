@@ -693,7 +693,8 @@ class GroupCoordinator:
     ) -> None:
         """Who may commit: a classic group's member of its generation (classic.py rule 5),
         else kraftlite's rule (group.Group rule 7). A commit outside any membership
-        (generation -1, no member) is for a group with no members of either kind."""
+        (generation -1, whatever member id it names: a KIP-848 client names its own before
+        it joins) is for a group with no members of either kind, as Kafka's."""
         classic = shard.classic.get(group)
         if generation is not None and classic is not None and classic.members:
             classic.check_commit(member_id or "", generation, instance_id)
@@ -701,7 +702,7 @@ class GroupCoordinator:
         if generation is not None:  # Kafka's OffsetCommit
             if member_id and member_id in shard.existing(group, self._now()).members:
                 member_epoch = generation  # a KIP-848 member: its member epoch
-            elif generation >= 0 or member_id:
+            elif generation >= 0:
                 raise KraftliteError(
                     ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not a member of {group}"
                 )

@@ -172,6 +172,15 @@ async def test_a_kip848_member_commits_and_fetches_over_kafka(node: InProcessBro
         ErrorCode.FENCED_MEMBER_EPOCH
     )
     assert node.coordinator.committed("g") == {("orders", 0): CommittedOffset(2, "by member-1")}
+    # epoch -1 commits outside the membership, whatever member id it names (a KIP-848
+    # client names its own before it joins): refused while the group has members ...
+    assert await offset_commit(kafka, "g", "not-joined", -1, 4) == int(ErrorCode.UNKNOWN_MEMBER_ID)
+    # ... taken for a group that has none, as Kafka's (librdkafka's 0099 with the consumer
+    # protocol commits so without ever subscribing)
+    assert await offset_commit(kafka, "empty", "not-joined", -1, 4) == 0
+    assert node.coordinator.committed("empty") == {
+        ("orders", 0): CommittedOffset(4, "by not-joined")
+    }
 
 
 async def test_a_classic_member_commits_and_fetches_over_kafka(node: InProcessBroker) -> None:
