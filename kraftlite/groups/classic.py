@@ -43,10 +43,14 @@ Rules (Kafka's GroupCoordinator, trimmed to what clients rely on):
    in a Stable group whose protocol would not change, subscribing to the same topics,
    starts no rebalance: the join is answered at once with the current generation and its
    SyncGroup gets the assignment its old self had; the other members notice nothing.
-   Otherwise (the leader back, another state, another protocol or subscription) it
-   rebalances as any join: a leader must know it leads, since only the leader's client
-   watches the subscribed topics' partition counts, and a pre-v9 JoinGroup (all this
-   coordinator serves) has no skip_assignment to tell a leader it need not assign. Every
+   That holds for the leader too, as in Kafka (KIP-814): it leads again, and a JoinGroup
+   v9+ answer says so with `skip_assignment` (the members listed, so its client watches
+   their topics, but nothing to assign). Before v9 there is no such field, and the answer
+   names its old member id as the leader, so it syncs as a follower; the next rebalance
+   tells it it leads (until then no client watches the subscribed topics' partition
+   counts: Kafka's trade-off too; a member that sees a new topic matching its subscription
+   joins again, which rebalances). Otherwise (another state, another protocol or
+   subscription) it rebalances as any join. Every
    request that names an instance id is checked against the member holding it (unknown:
    UNKNOWN_MEMBER_ID; another member id: FENCED_INSTANCE_ID); LeaveGroup may name members
    by instance id alone.
@@ -128,9 +132,11 @@ class ClassicGroup:
         rebalance_timeout_ms: int,
         protocol_type: str,
         protocols: list[tuple[str, bytes]],
+        skip_assignment: bool = False,
     ) -> dict[str, Any]:
         """Rules 2 and 8: the JoinGroup answer once the generation is formed, or at once
-        when nothing changes for the group (or a refusal)."""
+        when nothing changes for the group (or a refusal). `skip_assignment`: the client
+        reads JoinGroup v9's field of that name (rule 8)."""
         self._check_open()
         if not protocols or not protocol_type:
             raise KraftliteError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "no protocols offered")
@@ -161,7 +167,7 @@ class ClassicGroup:
             ):  # rule 2: nothing changed for the group; the current generation
                 return self._join_answer(member, self.leader)
         elif replaced is not None:
-            follower = replaced.member_id != self.leader
+            old_leader = self.leader
             same_topics = self.protocol_name is not None and same_subscription(
                 protocol_type,
                 replaced.metadata(self.protocol_name),
@@ -170,12 +176,13 @@ class ClassicGroup:
             member = self._replace(replaced, client_id, client_host)
             self._update(member, protocols, session_timeout_ms, rebalance_timeout_ms, now)
             if (
-                follower
-                and self.state is State.STABLE
+                self.state is State.STABLE
                 and same_topics
                 and self._choose_protocol() == self.protocol_name
-            ):  # rule 8: a follower back, no rebalance
-                return self._join_answer(member, self.leader)
+            ):  # rule 8: back, no rebalance
+                if old_leader == replaced.member_id and skip_assignment:
+                    return {**self._join_answer(member, member.member_id), "skip_assignment": True}
+                return self._join_answer(member, old_leader)
         else:
             if len(self.members) >= self.max_size:
                 raise KraftliteError(

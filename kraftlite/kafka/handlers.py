@@ -1232,6 +1232,7 @@ class Session:
                 rebalance_timeout_ms=max(0, min(rebalance, MAX_REBALANCE_TIMEOUT_MS)),
                 protocol_type=body["protocol_type"],
                 protocols=protocols,
+                skip_assignment=request.api_version >= 9,
             )
         except KraftliteError as exc:
             return {**answer, "error_code": kafka_code(exc)}

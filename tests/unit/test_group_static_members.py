@@ -47,6 +47,7 @@ async def join(
     instance_id: str | None = None,
     metadata: bytes = ORDERS,
     protocols: tuple[str, ...] = ("range",),
+    skip_assignment: bool = False,
 ) -> dict[str, Any]:
     return await g.join(
         member_id=member_id,
@@ -57,6 +58,7 @@ async def join(
         rebalance_timeout_ms=5_000,
         protocol_type="consumer",
         protocols=[(name, metadata) for name in protocols],
+        skip_assignment=skip_assignment,
     )
 
 
@@ -110,29 +112,50 @@ async def test_a_static_member_restarting_in_a_stable_group_rebalances_nothing()
     assert sorted(m["group_instance_id"] for m in g.describe()["members"]) == ["a", "b"]
 
 
-async def test_a_static_leader_restarting_rebalances_and_is_told_it_leads() -> None:
-    """Only the leader's client watches the subscribed topics' partition counts (Java,
-    kafka-python), and JoinGroup before v9 cannot tell a leader it need not assign: a
-    quietly replaced leader would be a coordinator's leader that believes it follows, and
-    partitions added later would stay unassigned. So its restart rebalances, once, and it
-    leads the next generation with the members listed (a follower's does not: above)."""
+async def test_a_static_leader_restarting_before_join_group_v9_rebalances_nothing() -> None:
+    """Kafka's answer to a pre-v9 JoinGroup (librdkafka's, kafka-python's): the leader back
+    leads again in the group, but is told its old self leads, so it syncs as a follower and
+    gets its old share; the other member notices nothing (librdkafka's 0102). Its next join
+    as the leader rebalances, and that generation tells it it leads."""
     g = ClassicGroup("g", Clock(), max_size=10)
     ids = await stable(g, "a", "b")
     generation = g.generation
-    back = asyncio.ensure_future(join(g, instance_id="a"))
-    await asyncio.sleep(0)
-    assert g.state is State.PREPARING_REBALANCE and not back.done()
-    fails(ErrorCode.REBALANCE_IN_PROGRESS, g.heartbeat, ids["b"], generation, "b")
+    back = await asyncio.wait_for(join(g, instance_id="a"), 1)  # answered at once
+    assert g.state is State.STABLE and g.generation == generation
+    assert (back["leader"], back["members"]) == (ids["a"], [])  # its old self
+    assert "skip_assignment" not in back or not back["skip_assignment"]
+    assert g.leader == back["member_id"] != ids["a"]
+    g.heartbeat(ids["b"], generation, "b")  # the other member is not told to rejoin
+    assert (await g.sync(back["member_id"], generation, {}, "a"))[2] == b"a"
     fails(ErrorCode.FENCED_INSTANCE_ID, g.heartbeat, ids["a"], generation, "a")
-    led, followed = await asyncio.gather(back, join(g, ids["b"], "b"))
-    assert led["generation_id"] == followed["generation_id"] == generation + 1
-    assert led["leader"] == followed["leader"] == led["member_id"] == g.leader != ids["a"]
-    assert sorted(m["group_instance_id"] for m in led["members"]) == ["a", "b"]
-    assert followed["members"] == []
-    follower = asyncio.ensure_future(g.sync(ids["b"], g.generation, {}, "b"))
+    # the leader joins again (its client saw the topics change): a rebalance it leads
+    again = asyncio.ensure_future(join(g, back["member_id"], "a"))
     await asyncio.sleep(0)
-    await g.sync(led["member_id"], g.generation, {ids["b"]: b"b2", led["member_id"]: b"a2"}, "a")
-    assert (await follower)[2] == b"b2" and g.state is State.STABLE
+    assert g.state is State.PREPARING_REBALANCE
+    led, followed = await asyncio.gather(again, join(g, ids["b"], "b"))
+    assert led["generation_id"] == generation + 1
+    assert led["leader"] == followed["leader"] == back["member_id"]
+    assert sorted(m["group_instance_id"] for m in led["members"]) == ["a", "b"]
+
+
+async def test_a_static_leader_restarting_with_join_group_v9_is_told_to_skip_assignment() -> None:
+    """KIP-814: a v9 answer tells the leader back that it leads, lists the members (its
+    client watches their topics) and that it need not assign; nothing rebalances."""
+    g = ClassicGroup("g", Clock(), max_size=10)
+    ids = await stable(g, "a", "b")
+    generation = g.generation
+    back = await asyncio.wait_for(join(g, instance_id="a", skip_assignment=True), 1)
+    assert g.state is State.STABLE and g.generation == generation
+    assert back["skip_assignment"] is True
+    assert back["leader"] == back["member_id"] == g.leader != ids["a"]
+    assert sorted(m["group_instance_id"] for m in back["members"]) == ["a", "b"]
+    g.heartbeat(ids["b"], generation, "b")
+    # it syncs with no assignments (it skipped them): the current ones stay
+    assert (await g.sync(back["member_id"], generation, {}, "a"))[2] == b"a"
+    assert g.members[ids["b"]].assignment == b"b"
+    # a follower's restart is never told to skip: only a leader assigns
+    follower = await asyncio.wait_for(join(g, instance_id="b", skip_assignment=True), 1)
+    assert not follower.get("skip_assignment") and follower["members"] == []
 
 
 @pytest.mark.parametrize(

@@ -361,6 +361,7 @@ class JoinGroupRequest(TypedDict):
     group_instance_id: str | None  # string, 5+, nullable 5+
     protocol_type: str  # string, 0+
     protocols: list[JoinGroupRequestProtocol]  # []JoinGroupRequestProtocol, 0+
+    reason: str | None  # string, 8+, nullable 8+
 
 
 class JoinGroupResponseMember(TypedDict, total=False):
@@ -376,6 +377,7 @@ class JoinGroupResponse(TypedDict, total=False):
     protocol_type: str | None  # string, 7+, nullable 7+
     protocol_name: str | None  # string, 0+, nullable 7+
     leader: str  # string, 0+
+    skip_assignment: bool  # bool, 9+
     member_id: str  # string, 0+
     members: list[JoinGroupResponseMember]  # []JoinGroupResponseMember, 0+
 

@@ -895,7 +895,7 @@ _API_LIST: Final = (
     ),
     api(
         ApiKey.JOIN_GROUP,
-        "0-7",
+        "0-9",
         "6+",
         request=(
             f("GroupId", "string", "0+"),
@@ -908,6 +908,7 @@ _API_LIST: Final = (
                 f("Name", "string", "0+"),
                 f("Metadata", "bytes", "0+"),
             )),
+            f("Reason", "string", "8+", nullable="8+", default=None),
         ),
         response=(
             f("ThrottleTimeMs", "int32", "2+"),
@@ -916,6 +917,7 @@ _API_LIST: Final = (
             f("ProtocolType", "string", "7+", nullable="7+", default=None),
             f("ProtocolName", "string", "0+", nullable="7+"),
             f("Leader", "string", "0+"),
+            f("SkipAssignment", "bool", "9+", default=False),
             f("MemberId", "string", "0+"),
             f("Members", "[]JoinGroupResponseMember", "0+", fields=(
                 f("MemberId", "string", "0+"),
