@@ -551,7 +551,8 @@ SCHEMAS: Final[Json] = {
             "key": _BYTES,
             "value": _BYTES,
             "headers": {
-                "description": "values in the value encoding; an object or [name, value] pairs",
+                "description": "values in the value encoding, null for a null value (kept "
+                "null, not empty, as Kafka's); an object or [name, value] pairs",
                 "anyOf": [
                     _map(_str(nullable=True)),
                     _array(
@@ -617,7 +618,11 @@ SCHEMAS: Final[Json] = {
             "timestamp": _long("unix milliseconds"),
             "key": _BYTES,
             "value": _BYTES,
-            "headers": _map(_str(nullable=True)),
+            "headers": _map(
+                _str(nullable=True),
+                "values in the fetch encoding; null for a null value, as Kafka's (an empty "
+                "one is the empty string)",
+            ),
             "key_encoding": _str(
                 "set when utf8 was asked but the key is not UTF-8", const="base64"
             ),

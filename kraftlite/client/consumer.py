@@ -59,7 +59,7 @@ class ConsumerRecord:
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes], ...]
+    headers: batch_format.Headers  # (name, value) pairs; a value may be None (null)
 
 
 class Consumer:

@@ -140,11 +140,12 @@ class Producer:
         value: bytes | None,
         key: bytes | None = None,
         *,
-        headers: tuple[tuple[str, bytes], ...] = (),
+        headers: batch_format.Headers = (),
         partition: int | None = None,
         timestamp: int | None = None,
     ) -> asyncio.Future[RecordMetadata]:
-        """Queue one record; the future resolves once the cluster acknowledged it."""
+        """Queue one record; the future resolves once the cluster acknowledged it.
+        `headers` are (name, value) pairs; a value may be None (Kafka's null header value)."""
         if self._closed:
             raise RuntimeError("the producer is closed")
         count = self._transport.known_partition_count(topic)  # cached: no await per record
@@ -173,7 +174,7 @@ class Producer:
         pending.futures.append(future)
         pending.size += len(value or b"") + len(key or b"") + _PER_RECORD_OVERHEAD
         if headers:
-            pending.size += sum(len(n) + len(v) for n, v in headers)
+            pending.size += sum(len(n) + len(v or b"") for n, v in headers)
         if pending.size >= self.max_batch_bytes:
             self._ship(topic, partition)
         elif pending.timer is None:

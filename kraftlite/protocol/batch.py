@@ -20,6 +20,10 @@ reference implementation. The rules it keeps:
 6. `validate` is what a broker runs on an incoming batch: both CRCs plus O(columns) structural
    checks (section sizes add up exactly to batch_length, lengths sum to the data sizes,
    timestamps agree with the header). A batch that passes can be decoded by any reader.
+7. A header value may be null (as Kafka's). Only a batch that holds one says so (attributes
+   bit 1) and carries the `header_value_validity` bitmap at the end of its headers section;
+   every other batch is byte for byte what it was before null header values existed, and
+   encoding and reading it costs what it did (no per-record work is added for it).
 
 All integers are little-endian (the byte order of Arrow buffers and of every machine we run on).
 """
@@ -32,7 +36,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -48,11 +52,18 @@ _HEADER_CRC_SPAN: Final = 44  # header_crc covers bytes [0, 44): everything befo
 _HEADER_V2_CRC_SPAN: Final = 60
 NO_PRODUCER_ID: Final = -1
 ATTR_HAS_HEADERS: Final = 0x01
-_KNOWN_ATTRIBUTES: Final = ATTR_HAS_HEADERS
+# the headers section ends with header_value_validity: set only when a header value is null
+ATTR_NULL_HEADER_VALUES: Final = 0x02
+_KNOWN_ATTRIBUTES: Final = ATTR_HAS_HEADERS | ATTR_NULL_HEADER_VALUES
 NO_LEADER_EPOCH: Final = -1
 MAX_BATCH_BYTES: Final = 2**31 - 8  # uint32 fits more, but 2 GiB keeps Arrow int32 offsets valid
 
 _LITTLE_ENDIAN = sys.byteorder == "little"
+
+
+Header: TypeAlias = tuple[str, bytes | None]
+"""One record header: a name (text) and a value, which may be null (Kafka's headers)."""
+Headers: TypeAlias = tuple[Header, ...]
 
 
 class CorruptBatchError(ValueError):
@@ -110,7 +121,7 @@ class Record:
 
     value: bytes | None
     key: bytes | None = None
-    headers: tuple[tuple[str, bytes], ...] = ()
+    headers: Headers = ()
     timestamp: int | None = None
 
 
@@ -122,7 +133,7 @@ class ConsumedRecord:
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes], ...]
+    headers: Headers
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +144,7 @@ class DecodedBatch:
     timestamps: array[int]
     keys: list[bytes | None]
     values: list[bytes | None]
-    headers: list[tuple[tuple[str, bytes], ...]]
+    headers: list[Headers]
 
     def records(self) -> Iterator[ConsumedRecord]:
         base = self.header.base_offset
@@ -199,7 +210,7 @@ def encode_batch(
     *,
     keys: Sequence[bytes | None] | None = None,
     timestamps: Sequence[int],
-    headers: Sequence[Sequence[tuple[str, bytes]]] | None = None,
+    headers: Sequence[Sequence[Header]] | None = None,
     base_offset: int = 0,
     leader_epoch: int = NO_LEADER_EPOCH,
     producer_id: int = NO_PRODUCER_ID,
@@ -230,8 +241,9 @@ def encode_batch(
     parts += _binary_column(values, "value")
     attributes = 0
     if headers is not None and any(headers):
-        attributes |= ATTR_HAS_HEADERS
-        parts += _headers_section(headers)
+        header_parts, null_values = _headers_section(headers)
+        attributes |= ATTR_HAS_HEADERS | (ATTR_NULL_HEADER_VALUES if null_values else 0)
+        parts += header_parts
 
     return _assemble(
         parts,
@@ -285,23 +297,37 @@ def _assemble(  # noqa: PLR0917 - a header's fields, and the body's parts
     return b"".join([header, *parts])
 
 
-def _headers_section(headers: Sequence[Sequence[tuple[str, bytes]]]) -> list[bytes]:
+def _headers_section(headers: Sequence[Sequence[Header]]) -> tuple[list[bytes], bool]:
+    """The headers section's parts (sections 8-12, and 13 when a value is null), and
+    whether a value is null. Values without a null take the same bulk calls as ever: a
+    null is noticed only by the TypeError `len(None)` raises."""
     counts = array("I", map(len, headers))
     flat = [pair for record_headers in headers for pair in record_headers]
+    validity = None
     try:
         names = [name.encode("utf-8") for name, _ in flat]
         values = [value for _, value in flat]
-        value_lengths = array("I", map(len, values))
-        value_data = b"".join(values)
+        try:
+            value_lengths = array("I", map(len, values))  # type: ignore[arg-type]
+            value_data = b"".join(values)  # type: ignore[arg-type]
+        except TypeError:
+            if None not in values:
+                raise
+            validity = _validity_bitmap([value is not None for value in values])
+            present = [b"" if value is None else value for value in values]
+            value_lengths = array("I", map(len, present))
+            value_data = b"".join(present)
     except (TypeError, AttributeError) as exc:
-        raise TypeError("headers must be (str, bytes) pairs") from exc
+        raise TypeError("headers must be (str, bytes or None) pairs") from exc
     name_lengths = array("I", map(len, names))
     name_data = b"".join(names)
     sections = [_le(counts), _le(name_lengths), name_data, _le(value_lengths), value_data]
+    if validity is not None:
+        sections.append(validity)
     parts: list[bytes] = []
     for section in sections:
         parts += [section, _pad(len(section))]
-    return parts
+    return parts, validity is not None
 
 
 def _pack_header(  # noqa: PLR0917 - the header's fields, in their byte order
@@ -533,7 +559,7 @@ def checked_batches(
 
 
 class _Column(NamedTuple):
-    validity: memoryview | None  # Arrow validity bitmap; None for non-nullable columns
+    validity: memoryview | None  # Arrow validity bitmap; None when no item can be null
     lengths: memoryview  # uint32 little-endian, one per item
     data: memoryview
 
@@ -546,7 +572,7 @@ class _Layout(NamedTuple):
     values: _Column
     header_counts: memoryview | None  # uint32, headers per record
     header_names: _Column | None
-    header_values: _Column | None
+    header_values: _Column | None  # its validity: section 13, when a value is null
 
 
 def _ints(section: memoryview, typecode: str) -> array[int]:
@@ -593,13 +619,20 @@ def _layout(view: memoryview, header: BatchHeader) -> _Layout:
     keys = column(count, nullable=True)
     values = column(count, nullable=True)
     counts = names = header_values = None
+    total = 0
     if header.attributes & ATTR_HAS_HEADERS:
         counts = take(4 * count)
         total = _sum_u32(counts, count)
         names = column(total, nullable=False)
         header_values = column(total, nullable=False)
+        if header.attributes & ATTR_NULL_HEADER_VALUES:
+            header_values = header_values._replace(validity=take((total + 7) // 8))
+    elif header.attributes & ATTR_NULL_HEADER_VALUES:
+        raise CorruptBatchError("a batch without headers has header value validity")
     if pos != end:
         raise CorruptBatchError("batch sections do not add up to its length")
+    if header_values is not None and header_values.validity is not None:
+        _check_null_header_values(header_values, total)
     if count > _NUMPY_FROM:
         largest = int(np.maximum.reduce(np.frombuffer(timestamps, "<i8")))
     else:
@@ -608,6 +641,27 @@ def _layout(view: memoryview, header: BatchHeader) -> _Layout:
     if first != header.first_timestamp or largest != header.max_timestamp:
         raise CorruptBatchError("batch timestamps disagree with its header")
     return _Layout(timestamps, keys, values, counts, names, header_values)
+
+
+def _check_null_header_values(column: _Column, total: int) -> None:
+    """Section 13 as writers must write it: bits past the last header 0, some value null
+    (else the batch would not have it), and every null value 0 bytes long."""
+    assert column.validity is not None
+    bits = int.from_bytes(column.validity, "little")
+    if bits >> total:
+        raise CorruptBatchError("header value validity has bits set past the last header")
+    if bits == (1 << total) - 1:
+        raise CorruptBatchError("header value validity marks no value null")
+    if total > _NUMPY_FROM:
+        valid = np.unpackbits(
+            np.frombuffer(column.validity, np.uint8), count=total, bitorder="little"
+        )
+        null_bytes = bool(np.count_nonzero(np.frombuffer(column.lengths, "<u4")[valid == 0]))
+    else:
+        lengths = _ints(column.lengths, "I")
+        null_bytes = any(lengths[i] for i in range(total) if not bits >> i & 1)
+    if null_bytes:
+        raise CorruptBatchError("a null header value has bytes")
 
 
 def _check(view: memoryview) -> tuple[BatchHeader, _Layout]:
@@ -662,7 +716,7 @@ def decode(buf: bytes | bytearray | memoryview) -> DecodedBatch:
     count = header.record_count
     keys = _nullable(layout.keys, count)
     values = _nullable(layout.values, count)
-    headers: list[tuple[tuple[str, bytes], ...]]
+    headers: list[Headers]
     if layout.header_counts is None:
         headers = [()] * count
     else:
@@ -671,7 +725,12 @@ def decode(buf: bytes | bytearray | memoryview) -> DecodedBatch:
             names = [n.decode("utf-8") for n in _split(layout.header_names)]
         except UnicodeDecodeError as exc:
             raise CorruptBatchError("a header name is not UTF-8") from exc
-        pairs = list(zip(names, _split(layout.header_values), strict=True))
+        header_values: Sequence[bytes | None]
+        if layout.header_values.validity is None:
+            header_values = _split(layout.header_values)
+        else:
+            header_values = _nullable(layout.header_values, len(names))
+        pairs = list(zip(names, header_values, strict=True))
         ends = list(accumulate(_ints(layout.header_counts, "I")))
         headers = [tuple(pairs[s:e]) for s, e in zip([0, *ends], ends, strict=False)]
     return DecodedBatch(header, _ints(layout.timestamps, "q"), keys, values, headers)
@@ -686,7 +745,8 @@ def decode_stream(buf: bytes | bytearray | memoryview) -> Iterator[DecodedBatch]
 class BatchColumns(NamedTuple):
     """One checked batch as its raw column buffers (zero-copy views), for readers that build
     columnar arrays (Arrow) without touching each record. Lengths are uint32, timestamps
-    int64, validity bitmaps Arrow's (bit i of byte i // 8, least significant first).
+    int64, validity bitmaps Arrow's (bit i of byte i // 8, least significant first);
+    `header_values.validity` is None unless some header value is null.
     """
 
     header: BatchHeader

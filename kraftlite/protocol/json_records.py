@@ -2,7 +2,8 @@
 
 Keys and values are UTF-8 text by default, base64 with `key_encoding`/`value_encoding`
 (produce) or `encoding=base64` (fetch), so any bytes round-trip. Header values follow the
-value encoding. On fetch, a key or value that is not valid UTF-8 is sent as base64 and the
+value encoding; a null header value is JSON null both ways (as Kafka's, distinct from "").
+On fetch, a key or value that is not valid UTF-8 is sent as base64 and the
 record says so (`"key_encoding": "base64"`), rather than being mangled. Pure.
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kraftlite.errors import ErrorCode, KraftliteError
-from kraftlite.protocol.batch import ConsumedRecord, Record
+from kraftlite.protocol.batch import ConsumedRecord, Headers, Record
 
 ENCODINGS = ("utf8", "base64")
 
@@ -43,7 +44,7 @@ def _to_bytes(value: object, encoding: str, where: str) -> bytes | None:
     return value.encode("utf-8", "surrogatepass")
 
 
-def _headers(value: object, encoding: str, where: str) -> tuple[tuple[str, bytes], ...]:
+def _headers(value: object, encoding: str, where: str) -> Headers:
     pairs: Iterable[Any]
     if isinstance(value, dict):
         pairs = value.items()
@@ -55,8 +56,7 @@ def _headers(value: object, encoding: str, where: str) -> tuple[tuple[str, bytes
     for pair in pairs:
         if not isinstance(pair, list | tuple) or len(pair) != 2 or not isinstance(pair[0], str):
             raise _bad(f"{where}: each header is a name and a value")
-        header_value = _to_bytes(pair[1], encoding, f"{where}[{pair[0]!r}]")
-        result.append((pair[0], header_value or b""))
+        result.append((pair[0], _to_bytes(pair[1], encoding, f"{where}[{pair[0]!r}]")))
     return tuple(result)
 
 
@@ -122,7 +122,7 @@ def record_to_json(record: ConsumedRecord, encoding: str) -> dict[str, Any]:
     value, value_fallback = _render(record.value, encoding)
     headers: dict[str, str | None] = {}
     for name, raw in record.headers:
-        headers[name] = _render(raw, "base64" if value_fallback else encoding)[0]
+        headers[name] = _render(raw, "base64" if value_fallback else encoding)[0]  # None: null
     out: dict[str, Any] = {
         "offset": record.offset,
         "timestamp": record.timestamp,

@@ -19,7 +19,10 @@ import pyarrow as pa
 
 from kraftlite.protocol import batch as batch_format
 
-HEADER_TYPE = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+# a header's value may be null (Kafka's null header value), as its row's key and value
+HEADER_TYPE = pa.struct(
+    [pa.field("key", pa.string()), pa.field("value", pa.binary(), nullable=True)]
+)
 HEADERS_TYPE = pa.list_(pa.field("element", HEADER_TYPE))
 # Spark's simpleString of each column's type, in the order of Kafka's source.
 COLUMN_TYPES: dict[str, str] = {
@@ -128,7 +131,8 @@ def to_record_batch(
 
 
 def _headers(cols: batch_format.BatchColumns, count: int) -> pa.Array:
-    """Null for a record without headers, as Kafka's source gives."""
+    """Null for a record without headers, as Kafka's source gives. A null header value is
+    null: the values' validity bitmap (when the batch has one) is Arrow's as it is."""
     if cols.header_counts is None or cols.header_names is None or cols.header_values is None:
         return pa.nulls(count, HEADERS_TYPE)
     counts = np.frombuffer(cols.header_counts, "<u4")

@@ -4,8 +4,8 @@ Kafka sink.
 Rules:
 1. Columns: `value` (required, binary or string), `key` (binary or string), `topic` (string;
    the `topic` option wins over it), `partition` (int), `headers`
-   (`array<struct<key:string,value:binary>>`). Other columns are ignored. Checked on the driver
-   before any task runs.
+   (`array<struct<key:string,value:binary>>`; a header's value may be null, its key may not).
+   Other columns are ignored. Checked on the driver before any task runs.
 2. The partition: the row's `partition` if set; else Kafka's murmur2 of the key; else one
    partition per batch, moving on with each batch (Kafka's sticky partitioner).
 3. Records go in binary batches (at most `batchMaxBytes` encoded, default 512 KiB; split
@@ -46,7 +46,8 @@ else:  # Spark 4.1+ hands a stream writer Arrow batches, as the batch writer; 4.
 
     StreamWriterBase = getattr(_datasource, "DataSourceStreamArrowWriter", DataSourceStreamWriter)
 
-BATCH_OVERHEAD = 48 + 13 * 7 + 8  # header, the most padding 13 sections can take, slack
+# header, the most padding the 13 sections can take (12, and 13 with a null header value), slack
+BATCH_OVERHEAD = 48 + 13 * 7 + 8
 SINK_TYPES: dict[str, set[str]] = {
     "value": {"binary", "string"},
     "key": {"binary", "string"},
@@ -115,7 +116,7 @@ def _bytes(value: Any, what: str) -> bytes | None:
 class _Pending:
     keys: list[bytes | None] = field(default_factory=list)
     values: list[bytes | None] = field(default_factory=list)
-    headers: list[tuple[tuple[str, bytes], ...]] = field(default_factory=list)
+    headers: list[batch_format.Headers] = field(default_factory=list)
     size: int = 0
 
 
@@ -203,25 +204,23 @@ class RecordSender:
         return SinkCommit(dict(self.written))
 
 
-def encoded_size(
-    key: bytes | None, value: bytes | None, headers: tuple[tuple[str, bytes], ...]
-) -> int:
+def encoded_size(key: bytes | None, value: bytes | None, headers: batch_format.Headers) -> int:
     """An upper bound of what one record adds to an encoded batch: a timestamp, a length and
     a validity bit for key and value, a header count (every record has one once any record
-    of the batch has headers) and two lengths per header (docs/batch-format.md). With
-    `BATCH_OVERHEAD` it bounds the whole batch.
+    of the batch has headers), two lengths per header and a byte for its validity bit (once
+    any header value of the batch is null) (docs/batch-format.md). With `BATCH_OVERHEAD`
+    it bounds the whole batch.
     """
     size = 8 + 4 + 4 + 1 + 4 + len(key or b"") + len(value or b"")  # a header count always:
-    return size + sum(8 + len(name.encode()) + len(data) for name, data in headers)  # if any
+    return size + sum(9 + len(name.encode()) + len(data or b"") for name, data in headers)
 
 
-def _header(pair: Mapping[str, Any]) -> tuple[str, bytes]:
-    name, value = pair["key"], pair["value"]
-    if name is None or value is None:
-        raise ValueError("header keys and values must not be null")
-    data = _bytes(value, "a header value")
-    assert data is not None
-    return name, data
+def _header(pair: Mapping[str, Any]) -> batch_format.Header:
+    """A header from its row: a null value is kept (Kafka's null header value)."""
+    name = pair["key"]
+    if name is None:
+        raise ValueError("header keys must not be null")
+    return name, _bytes(pair["value"], "a header value")
 
 
 def _rows(items: Iterator[Any]) -> Iterator[Mapping[str, Any]]:

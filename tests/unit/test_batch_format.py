@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -11,7 +12,10 @@ from hypothesis import strategies as st
 from kraftlite.protocol import batch as fmt
 
 optional_bytes = st.one_of(st.none(), st.binary(max_size=64))
-header_pairs = st.lists(st.tuples(st.text(max_size=8), st.binary(max_size=16)), max_size=3)
+# header values may be null (attributes bit 1, section 13), as Kafka's
+header_pairs = st.lists(
+    st.tuples(st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=16))), max_size=3
+)
 timestamps = st.integers(min_value=-(2**62), max_value=2**62)
 
 
@@ -254,3 +258,213 @@ def test_a_v2_batch_must_name_a_valid_producer() -> None:
     struct.pack_into("<I", encoded, 60, fmt.crc32c(bytes(encoded[:60])))
     with pytest.raises(fmt.CorruptBatchError, match="producer"):
         fmt.validate(encoded)
+
+
+# ------------------------------------------------------------- null header values (bit 1)
+
+NULL_HEADERS = [[("a", b"x"), ("n", None), ("e", b"")]]
+# docs/batch-format.md's worked example of section 13, byte for byte
+NULL_HEADERS_GOLDEN = (
+    "0000000000000000a000000001030000ffffffff010000000100000000000000"
+    "0100000000000000a6e386c9a2f11fb001000000000000000000000000000000"
+    "0000000000000000010000000000000001000000000000007600000000000000"
+    "030000000000000001000000010000000100000000000000616e650000000000"
+    "0100000000000000000000000000000078000000000000000500000000000000"
+)
+# the same record with "n" empty: what the encoder wrote before null header values existed
+# (computed by that encoder), and still writes
+EMPTY_HEADERS_GOLDEN = (
+    "00000000000000009800000001010000ffffffff010000000100000000000000"
+    "010000000000000053d0ccdfc10188e401000000000000000000000000000000"
+    "0000000000000000010000000000000001000000000000007600000000000000"
+    "030000000000000001000000010000000100000000000000616e650000000000"
+    "010000000000000000000000000000007800000000000000"
+)
+
+
+def _refresh_crcs(buf: bytearray) -> bytearray:
+    """Recompute both CRCs of a v1 batch so a test can reach the structural checks."""
+    struct.pack_into("<I", buf, 40, fmt.crc32c(bytes(buf[fmt.HEADER_SIZE :])))
+    return _reheader(buf)
+
+
+def test_null_header_values_golden_vector_from_the_spec() -> None:
+    encoded = fmt.encode_batch([b"v"], timestamps=[1], headers=NULL_HEADERS)
+    assert encoded.hex() == NULL_HEADERS_GOLDEN
+    assert encoded[13] == fmt.ATTR_HAS_HEADERS | fmt.ATTR_NULL_HEADER_VALUES
+    assert fmt.decode(encoded).headers == [(("a", b"x"), ("n", None), ("e", b""))]
+
+
+def test_batches_without_a_null_header_value_are_as_before() -> None:
+    """Bit 1 and section 13 only when a header value is null: everything else is the
+    bytes of before, and old batches read as they did (an empty value stays empty)."""
+    no_null = [[("a", b"x"), ("n", b""), ("e", b"")]]
+    encoded = fmt.encode_batch([b"v"], timestamps=[1], headers=no_null)
+    assert encoded.hex() == EMPTY_HEADERS_GOLDEN
+    old = bytes.fromhex(EMPTY_HEADERS_GOLDEN)
+    assert fmt.validate(old).attributes == fmt.ATTR_HAS_HEADERS
+    assert fmt.decode(old).headers == [(("a", b"x"), ("n", b""), ("e", b""))]
+    assert fmt.columns(old).header_values.validity is None
+    # sections 1-12 are the same bytes with or without a null value
+    with_null = bytes.fromhex(NULL_HEADERS_GOLDEN)
+    assert with_null[fmt.HEADER_SIZE : len(old)] == old[fmt.HEADER_SIZE :]
+
+
+@pytest.mark.parametrize("producer", [None, (7, 1, 40)])
+def test_null_header_values_in_both_formats(producer) -> None:
+    """v1 and v2 share the attributes byte (offset 13) and the body."""
+    pid, epoch, sequence = producer or (-1, -1, -1)
+    headers = [[("n", None)], [], [("a", b""), ("b", None), ("c", b"z")]]
+    encoded = fmt.encode_batch(
+        [b"1", None, b"3"],
+        timestamps=[1, 2, 3],
+        headers=headers,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+    )
+    stamped = bytes(fmt.stamp(encoded, 10, 2))
+    header = fmt.validate(stamped)
+    assert header.magic == (1 if producer is None else 2)
+    assert header.attributes == fmt.ATTR_HAS_HEADERS | fmt.ATTR_NULL_HEADER_VALUES
+    assert fmt.decode(stamped).headers == [tuple(h) for h in headers]
+    assert [r.headers for r in fmt.decode(stamped).records()] == [tuple(h) for h in headers]
+    [(_, view)] = fmt.checked_batches(stamped)
+    assert bytes(view) == stamped
+    validity = fmt.columns(stamped).header_values.validity
+    assert validity is not None and bytes(validity) == bytes([0b1010])
+
+
+def test_many_header_values_with_nulls_round_trip() -> None:
+    """Over _NUMPY_FROM headers the section 13 checks take numpy's path."""
+    headers = [
+        [(f"h{i}", None if (i * j) % 7 == 3 else b"v" * (i % 4)) for i in range(5)]
+        for j in range(40)
+    ]
+    encoded = fmt.encode_batch([b"x"] * 40, timestamps=[0] * 40, headers=headers)
+    assert fmt.decode(encoded).headers == [tuple(h) for h in headers]
+
+
+def _section_13(buf: bytes | bytearray) -> int:
+    """Where header_value_validity starts: the last 8 bytes of a batch with h <= 64."""
+    return len(buf) - 8
+
+
+def _without_bit_1(buf: bytearray) -> None:
+    buf[13] &= ~fmt.ATTR_NULL_HEADER_VALUES
+
+
+def _only_bit_1(buf: bytearray) -> None:
+    buf[13] = fmt.ATTR_NULL_HEADER_VALUES
+
+
+def _cut_section_13(buf: bytearray) -> None:
+    del buf[_section_13(buf) :]
+    struct.pack_into("<I", buf, 8, len(buf))
+
+
+def _bitmap(value: int) -> Callable[[bytearray], None]:
+    def mutate(buf: bytearray) -> None:
+        buf[_section_13(buf)] = value
+
+    return mutate
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (_without_bit_1, "add up"),  # section 13 there, the bit that says so clear
+        (_only_bit_1, "without headers"),  # bit 1 without bit 0 (no headers section)
+        (_cut_section_13, "shorter than its sections"),  # the bit set, the section not there
+        (_bitmap(0b1101), "past the last header"),  # h = 3: bits 3-7 must be 0
+        (_bitmap(0b111), "no value null"),  # then the section must not be there
+        (_bitmap(0b100), "null header value has bytes"),  # "a" (1 byte, "x") marked null
+    ],
+)
+def test_header_value_validity_is_checked_strictly(mutate, message) -> None:
+    encoded = bytearray(fmt.encode_batch([b"v"], timestamps=[1], headers=NULL_HEADERS))
+    assert encoded[_section_13(encoded)] == 0b101
+    mutate(encoded)
+    _refresh_crcs(encoded)
+    for check in (fmt.validate, fmt.decode, fmt.columns):
+        with pytest.raises(fmt.CorruptBatchError, match=message):
+            check(encoded)
+
+
+def test_section_13_on_a_batch_without_null_values_is_refused() -> None:
+    """Bit 1 and section 13 added to a batch whose values are all non-null."""
+    encoded = bytearray(fmt.encode_batch([b"v"], timestamps=[1], headers=[[("a", b"x")]]))
+    encoded += bytes([1]) + bytes(7)
+    encoded[13] |= fmt.ATTR_NULL_HEADER_VALUES
+    struct.pack_into("<I", encoded, 8, len(encoded))
+    _refresh_crcs(encoded)
+    with pytest.raises(fmt.CorruptBatchError, match="no value null"):
+        fmt.validate(encoded)
+
+
+def test_a_null_value_with_bytes_is_refused_over_many_headers() -> None:
+    """The numpy path (over _NUMPY_FROM headers) of the checks of section 13."""
+    headers = [[(f"h{i}", None if i == 0 else b"z" * (i == 99)) for i in range(100)]]
+    encoded = bytearray(fmt.encode_batch([b"v"], timestamps=[1], headers=headers))
+    assert fmt.decode(encoded).headers == [tuple(headers[0])]
+    bitmap = len(encoded) - 16  # ceil(100 / 8) = 13 bytes, then 3 of padding
+    assert encoded[bitmap : bitmap + 13] == b"\xfe" + b"\xff" * 11 + b"\x0f"
+    encoded[bitmap + 12] = 0b0111  # header 99 ("z") marked null
+    _refresh_crcs(encoded)
+    with pytest.raises(fmt.CorruptBatchError, match="null header value has bytes"):
+        fmt.validate(encoded)
+    encoded[bitmap + 12] = 0b11111  # bit 100: past the last header
+    _refresh_crcs(encoded)
+    with pytest.raises(fmt.CorruptBatchError, match="past the last header"):
+        fmt.validate(encoded)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [[[("h", "text")]], [[("h", None), ("i", "text")]], [[("h", None), ("i", 5)]]],
+)
+def test_bad_header_values_are_refused_with_or_without_nulls(headers) -> None:
+    with pytest.raises(TypeError, match="headers"):
+        fmt.encode_batch([b"a"], timestamps=[1], headers=headers)
+
+
+@pytest.mark.parametrize("producer", [None, (7, 1, 40)])
+def test_every_byte_of_a_batch_with_null_header_values_is_covered(producer) -> None:
+    """Section 13 and the attributes bit are under the CRCs like every other byte: each
+    byte of the worked example (and of its v2 form), changed any way, is refused."""
+    pid, epoch, sequence = producer or (-1, -1, -1)
+    encoded = fmt.encode_batch(
+        [b"v"],
+        timestamps=[1],
+        headers=NULL_HEADERS,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+    )
+    for position in range(len(encoded)):
+        for flip in (0x01, 0x02, 0x80, 0xFF):
+            corrupted = bytearray(encoded)
+            corrupted[position] ^= flip
+            with pytest.raises(fmt.CorruptBatchError):
+                fmt.validate(corrupted)
+            with pytest.raises(fmt.CorruptBatchError):
+                list(fmt.checked_batches(corrupted))
+
+
+@settings(max_examples=200)
+@given(batches(), st.data())
+def test_round_trip_and_corruption_with_a_null_header_value_forced(batch, data) -> None:
+    """The property tests above with at least one null header value in every batch."""
+    values, keys, stamps, headers = batch
+    headers = [list(h) for h in headers] if headers else [[] for _ in values]
+    headers[data.draw(st.integers(0, len(values) - 1))].append(("null", None))
+    encoded = fmt.encode_batch(values, keys=keys, timestamps=stamps, headers=headers)
+    assert encoded[13] & fmt.ATTR_NULL_HEADER_VALUES
+    decoded = fmt.decode(encoded)
+    assert decoded.headers == [tuple(h) for h in headers]
+    assert (decoded.values, decoded.keys) == (values, keys)
+    corrupted = bytearray(encoded)
+    position = data.draw(st.integers(min_value=0, max_value=len(corrupted) - 1))
+    corrupted[position] ^= data.draw(st.integers(min_value=1, max_value=255))
+    with pytest.raises(fmt.CorruptBatchError):
+        fmt.validate(corrupted)

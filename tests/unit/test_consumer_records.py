@@ -14,7 +14,7 @@ records = st.builds(
     fmt.Record,
     value=values,
     key=values,
-    headers=st.lists(st.tuples(st.text(max_size=5), st.binary(max_size=5)), max_size=2).map(tuple),
+    headers=st.lists(st.tuples(st.text(max_size=5), values), max_size=2).map(tuple),  # null too
     timestamp=st.integers(min_value=0, max_value=2**40),
 )
 
@@ -31,3 +31,18 @@ def test_records_from_a_position_are_exactly_the_stored_ones(batches, data) -> N
         base += len(batch)
     position = data.draw(st.integers(min_value=0, max_value=base))
     assert _records("t", 3, stream, position) == expected[position:]
+
+
+def test_a_null_header_value_reaches_the_consumer_as_none() -> None:
+    stored = bytes(
+        fmt.stamp(
+            fmt.encode_records(
+                [fmt.Record(b"v", headers=(("a", b"x"), ("n", None), ("e", b"")), timestamp=4)],
+                now_ms=0,
+            ),
+            8,
+            1,
+        )
+    )
+    [record] = _records("t", 0, stored, 8)
+    assert record.headers == (("a", b"x"), ("n", None), ("e", b""))

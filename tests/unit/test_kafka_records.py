@@ -85,7 +85,7 @@ def _sample_records(count: int = 6) -> list[KafkaRecord]:
             timestamp=BASE_TS + (i * 37) % 50 - 10,  # not monotonic: negative deltas too
             key=None if i % 3 == 0 else b"key-%d" % i,
             value=None if i == 4 else b"value " * (i * 40),
-            headers=[("trace", b"t%d" % i), ("empty", b"")] if i % 2 else (),
+            headers=[("trace", b"t%d" % i), ("empty", b""), ("null", None)] if i % 2 else (),
         )
         for i in range(count)
     ]
@@ -220,11 +220,59 @@ def test_produce_requests_built_by_kafka_python_decode() -> None:
         assert _plain(ours.records) == _plain(recs)
 
 
-def test_null_header_values_read_as_empty_bytes() -> None:
+NULL_AND_EMPTY = [("a", b"x"), ("n", None), ("e", b"")]
+
+
+def test_null_header_values_stay_null_from_kafka_to_kraftlite() -> None:
+    """Rule 3: a header value of length -1 is None, one of length 0 is b"", through the
+    Kafka batch, the stored kraftlite batch and its records."""
     builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 16)
-    builder.append(0, timestamp=5, key=None, value=b"v", headers=[("h", None), ("i", b"x")])
+    builder.append(0, timestamp=5, key=None, value=b"v", headers=NULL_AND_EMPTY)
+    builder.append(1, timestamp=6, key=None, value=b"w", headers=[])
     [batch] = decode_batches(bytes(builder.build()))
-    assert batch.records[0].headers == [("h", b""), ("i", b"x")]
+    assert batch.records[0].headers == NULL_AND_EMPTY
+    assert type(batch.columns).__name__ == "_RecordLists"  # headers: the reference parser
+    stored = kafka_to_kraftlite(batch)
+    header = kraftlite_batch.validate(stored)
+    assert header.attributes == (
+        kraftlite_batch.ATTR_HAS_HEADERS | kraftlite_batch.ATTR_NULL_HEADER_VALUES
+    )
+    assert kraftlite_batch.decode(stored).headers == [tuple(NULL_AND_EMPTY), ()]
+
+
+def test_null_header_values_stay_null_from_kraftlite_to_kafka() -> None:
+    """A stored null header value is fetched as length -1 (what Kafka's consumers read as
+    null), an empty one as length 0: kafka-python reads them back as None and b""."""
+    stored = bytes(
+        kraftlite_batch.stamp(
+            kraftlite_batch.encode_batch(
+                [b"v", b"w"], timestamps=[5, 6], headers=[NULL_AND_EMPTY, [("n", None)]]
+            ),
+            40,
+            2,
+        )
+    )
+    fetched = kraftlite_to_kafka(stored)
+    assert _read_with_kafka_python(fetched) == [
+        (40, 5, None, b"v", NULL_AND_EMPTY),
+        (41, 6, None, b"w", [("n", None)]),
+    ]
+    [batch] = decode_batches(fetched)
+    assert [list(h) for h in batch.headers] == [NULL_AND_EMPTY, [("n", None)]]
+    # the header's bytes: name "n" (length 1), then the value's length -1 (zigzag 0x01)
+    assert encode_varint(1) + b"n" + encode_varint(-1) in fetched
+
+
+def test_null_header_values_encode_as_kafka_pythons() -> None:
+    recs = [KafkaRecord(0, 5, None, b"v", NULL_AND_EMPTY), KafkaRecord(1, 5, b"k", None, [])]
+    assert encode_batch(recs, partition_leader_epoch=0) == _kafka_python_batch(recs, 0)
+
+
+def test_kraftlite_batches_stored_before_null_header_values_fetch_the_same() -> None:
+    """An old batch (no attributes bit 1) whose value was empty stays empty on fetch."""
+    stored = kraftlite_batch.encode_batch([b"v"], timestamps=[5], headers=[[("n", b"")]])
+    assert stored[13] == kraftlite_batch.ATTR_HAS_HEADERS
+    assert _read_with_kafka_python(kraftlite_to_kafka(stored)) == [(0, 5, None, b"v", [("n", b"")])]
 
 
 def test_log_append_time_batches_give_every_record_the_max_timestamp() -> None:
@@ -240,7 +288,9 @@ def test_log_append_time_batches_give_every_record_the_max_timestamp() -> None:
 # --------------------------------------------------------------------- round trips
 
 optional_bytes = st.none() | st.binary(max_size=300)
-headers_strategy = st.lists(st.tuples(st.text(max_size=6), st.binary(max_size=10)), max_size=3)
+headers_strategy = st.lists(
+    st.tuples(st.text(max_size=6), st.none() | st.binary(max_size=10)), max_size=3
+)
 
 
 @st.composite

@@ -725,3 +725,18 @@ def test_batches_around_the_production_threshold_convert_identically(seed: int, 
     got = records.kafka_to_kraftlite(*records.decode_batches(data))
     with packed_from(REFERENCE):
         assert got == records.kafka_to_kraftlite(*records.decode_batches(data))
+
+
+def test_a_null_header_value_in_a_later_record_declines_the_packed_path() -> None:
+    """Rule 6: the packed path answers only for records without headers. A null header
+    value (length -1) in a later record only, past the first record's hint, leaves the
+    batch to the reference, which keeps it null (rule 3)."""
+    recs = plain_records(records._PACKED_FROM + 20)
+    recs[100].headers = [(b"n", None), (b"e", b"")]
+    data = Batch(recs).encode()
+    assert decoded_path(data) == ["_RecordLists"]  # unforced, and both paths agree
+    [batch] = records.decode_batches(data)
+    assert batch.headers[100] == [("n", None), ("e", b"")]
+    stored = kraftlite_batch.decode(records.kafka_to_kraftlite(batch))
+    assert stored.headers[100] == (("n", None), ("e", b""))
+    assert stored.headers[99] == ()

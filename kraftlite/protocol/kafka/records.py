@@ -41,9 +41,10 @@ The rules this module keeps:
    `decompress_into` stops with an error at the buffer's end rather than growing it) that
    grows 8x per attempt up to the bytes left in the budget. A zip bomb costs at most about
    `max_bytes` of memory and work; corrupt data fails on the first, small attempt.
-3. A null header value is read as b"": kraftlite's headers, like most clients' use of
-   them, have bytes values; the null/empty difference is lost at this edge (documented
-   in the conversion, not hidden).
+3. A null header value (length -1) is read as None and written back as length -1, as
+   Kafka keeps it: kraftlite's batches hold null header values (docs/batch-format.md,
+   attributes bit 1), so a consumer gets null where the producer sent null and b"" where
+   it sent empty bytes.
 4. Conversion keeps what kraftlite can hold: each record's timestamp (CreateTime), key,
    value and headers. Offsets inside a kraftlite batch are dense, so a Kafka batch whose
    offset deltas are not exactly 0..n-1 is refused, as are control batches and empty ones.
@@ -82,6 +83,7 @@ import numpy.typing as npt
 from crc32c import crc32c
 
 from kraftlite.protocol import batch as kraftlite_batch
+from kraftlite.protocol.batch import Header
 from kraftlite.protocol.kafka.wire import WireError, encode_varint, encode_varlong
 
 MAGIC: Final = 2
@@ -125,13 +127,13 @@ class CorruptRecordsError(WireError):
 
 class KafkaRecord(NamedTuple):
     """One record. `timestamp` is absolute (base timestamp + delta); a null header value
-    is b"" (rule 3)."""
+    is None (rule 3)."""
 
     offset_delta: int
     timestamp: int
     key: bytes | None = None
     value: bytes | None = None
-    headers: Sequence[tuple[str, bytes]] = ()
+    headers: Sequence[Header] = ()
 
 
 class _RecordLists(NamedTuple):
@@ -141,7 +143,7 @@ class _RecordLists(NamedTuple):
     timestamps: list[int]
     keys: list[bytes | None]
     values: list[bytes | None]
-    headers: list[Sequence[tuple[str, bytes]]]
+    headers: list[Sequence[Header]]
     has_headers: bool
 
 
@@ -259,7 +261,7 @@ class KafkaBatch:
         return self._lists().values
 
     @property
-    def headers(self) -> list[Sequence[tuple[str, bytes]]]:
+    def headers(self) -> list[Sequence[Header]]:
         return self._lists().headers
 
     @property
@@ -462,8 +464,8 @@ def _parse_records(
     timestamps: list[int] = []
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
-    headers: list[Sequence[tuple[str, bytes]]] = []
-    no_headers: tuple[tuple[str, bytes], ...] = ()
+    headers: list[Sequence[Header]] = []
+    no_headers: tuple[Header, ...] = ()
     has_headers = False
     one_byte = _ONE_BYTE
     end = len(data)
@@ -564,11 +566,11 @@ def _parse_records(
     return _RecordLists(offset_deltas, timestamps, keys, values, headers, has_headers)
 
 
-def _parse_headers(data: bytes, pos: int, record_end: int) -> tuple[list[tuple[str, bytes]], int]:
+def _parse_headers(data: bytes, pos: int, record_end: int) -> tuple[list[Header], int]:
     count, pos = _varint(data, pos, 5)
     if count < 0 or count > (record_end - pos) // 2:
         raise CorruptRecordsError(f"invalid header count {count}")
-    out: list[tuple[str, bytes]] = []
+    out: list[Header] = []
     for _ in range(count):
         size, pos = _varint(data, pos, 5)
         if size < 0 or pos + size > record_end:
@@ -579,8 +581,9 @@ def _parse_headers(data: bytes, pos: int, record_end: int) -> tuple[list[tuple[s
             raise CorruptRecordsError("a header key is not UTF-8") from exc
         pos += size
         size, pos = _varint(data, pos, 5)
+        value: bytes | None
         if size == -1:
-            value = b""  # rule 3: a null header value reads as empty
+            value = None  # rule 3: a null header value stays null
         elif 0 <= size <= record_end - pos:
             value = data[pos : pos + size]
             pos += size
@@ -917,7 +920,7 @@ def _records_section(
     base_timestamp: int,
     keys: Sequence[bytes | None],
     values: Sequence[bytes | None],
-    headers: Sequence[Sequence[tuple[str, bytes]]] | None,
+    headers: Sequence[Sequence[Header]] | None,
 ) -> None:
     """Append `count` records to `out`; offset deltas 0..count-1 when None."""
     small = _SMALL
@@ -969,12 +972,15 @@ def _records_section(
         out += header_bytes
 
 
-def _encode_headers(headers: Sequence[tuple[str, bytes]]) -> bytes:
+def _encode_headers(headers: Sequence[Header]) -> bytes:
     parts = [encode_varint(len(headers))]
     for name, value in headers:
         name_bytes = name.encode("utf-8")
         parts += [encode_varint(len(name_bytes)), name_bytes]
-        parts += [encode_varint(len(value)), value]
+        if value is None:
+            parts.append(_NULL)  # rule 3: length -1
+        else:
+            parts += [encode_varint(len(value)), value]
     return b"".join(parts)
 
 
