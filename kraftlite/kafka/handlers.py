@@ -58,7 +58,12 @@ from kraftlite.kafka.fetch_sessions import (
 )
 from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.records import UserScramCredentialRecord
-from kraftlite.metadata.topics import TOPIC_CONFIGS, is_internal_topic, validate_topic_name
+from kraftlite.metadata.topics import (
+    TOPIC_CONFIGS,
+    effective_config,
+    is_internal_topic,
+    validate_topic_name,
+)
 from kraftlite.protocol import admin, admin_bodies, names
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol.internal import MessageError
@@ -100,6 +105,15 @@ UNKNOWN_TOPIC_ID = 100
 INVALID_REQUIRED_ACKS = 21
 REQUEST_DECOMPRESSED_MAX_BYTES = 64 << 20  # what one produce request may decompress to
 _INLINE_CONVERT_BYTES = 64 << 10  # larger record sets are converted on a worker thread
+_COMPRESS_COST = 4  # compressing them costs about this many plain conversions (a bound)
+# a topic's compression.type: the codec of the batches Kafka fetches carry ("producer" and
+# "uncompressed": none, as stored; ADR 0002)
+_CODECS: Final = {
+    "gzip": records.Compression.GZIP,
+    "snappy": records.Compression.SNAPPY,
+    "lz4": records.Compression.LZ4,
+    "zstd": records.Compression.ZSTD,
+}
 _ATTRIBUTES_LOW = 22  # the low byte of a v2 batch's attributes: bits 0-2 are compression
 MAX_PROTOCOLS = 16  # assignors a member may offer (clients offer one to three)
 MAX_METADATA = 256 << 10  # subscription bytes a member may send (topics, owned partitions)
@@ -913,7 +927,11 @@ class Session:
             results = [exc] * len(wanted)
         found = {(w.topic, w.partition): r for w, r in zip(wanted, results, strict=True)}
         converted = await self._kafka_records(
-            [r.data for r in found.values() if isinstance(r, Fetched) and r.data]
+            [
+                (r.data, self._fetch_codec(key[0]))
+                for key, r in found.items()
+                if isinstance(r, Fetched) and r.data
+            ]
         )
         by_topic: dict[str, list[bodies.FetchResponsePartitionData]] = {}
         for key, position in plan.partitions:
@@ -981,18 +999,32 @@ class Session:
             return kafka_code(exc)
         return None
 
-    async def _kafka_records(self, stored: list[bytes]) -> dict[int, bytes]:
-        """Each stored record set (by id) as Kafka batches; off the loop when large."""
+    def _fetch_codec(self, topic: str) -> records.Compression:
+        """The codec a topic's `compression.type` asks fetched batches to carry."""
+        found = self.image.topic(topic)
+        configs = {} if found is None else found.configs
+        return _CODECS.get(effective_config(configs, "compression.type"), records.Compression.NONE)
+
+    async def _kafka_records(
+        self, stored: list[tuple[bytes, records.Compression]]
+    ) -> dict[int, bytes]:
+        """Each stored record set (by id) as Kafka batches in its codec; off the loop when
+        large (or compressed)."""
 
         def convert() -> dict[int, bytes]:
             return {
                 id(data): b"".join(
-                    records.kraftlite_to_kafka(view) for view in batch_format.split_batches(data)
+                    records.kraftlite_to_kafka(view, codec)
+                    for view in batch_format.split_batches(data)
                 )
-                for data in stored
+                for data, codec in stored
             }
 
-        if sum(map(len, stored)) <= _INLINE_CONVERT_BYTES:
+        inline = sum(
+            len(data) * (1 if codec is records.Compression.NONE else _COMPRESS_COST)
+            for data, codec in stored
+        )
+        if inline <= _INLINE_CONVERT_BYTES:
             return convert()
         async with self.handlers.converting:
             return await asyncio.to_thread(convert)

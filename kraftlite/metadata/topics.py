@@ -70,6 +70,7 @@ def _cleanup_policy(value: str) -> str | None:
     return "must be delete"
 
 
+COMPRESSION_TYPES: Final = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 TOPIC_CONFIGS: Final[Mapping[str, tuple[str, Callable[[str], str | None]]]] = {
     # name: (default, check)
     "retention.ms": ("604800000", _long_at_least(-1)),
@@ -78,6 +79,12 @@ TOPIC_CONFIGS: Final[Mapping[str, tuple[str, Callable[[str], str | None]]]] = {
     "max.message.bytes": ("1048588", _long_at_least(0)),
     "cleanup.policy": ("delete", _cleanup_policy),
     "unclean.leader.election.enable": ("false", _one_of("true", "false")),
+    # the codec Kafka fetches carry the topic's batches in ("producer", the default, and
+    # "uncompressed": as stored, uncompressed; ADR 0002)
+    "compression.type": ("producer", _one_of(*COMPRESSION_TYPES)),
+    # how long a compacted topic keeps a key's tombstone (Kafka's; read by the cleaner of
+    # compacted topics only, as Kafka's: a delete-policy topic takes it and ignores it)
+    "delete.retention.ms": ("86400000", _long_at_least(0)),
 }
 
 
@@ -89,6 +96,8 @@ CONFIG_VALUES: Final[Mapping[str, int | tuple[str, ...]]] = {
     "max.message.bytes": 0,
     "cleanup.policy": ("delete",),
     "unclean.leader.election.enable": ("true", "false"),
+    "compression.type": COMPRESSION_TYPES,
+    "delete.retention.ms": 0,
 }
 
 

@@ -159,7 +159,7 @@ class DeleteTopicRequest(msgspec.Struct, frozen=True):
         return None
 
 
-class CreatePartitionsBody(msgspec.Struct, frozen=True):
+class CreatePartitionsBody(msgspec.Struct, frozen=True, omit_defaults=True):
     """Grow a topic to `count` partitions (never shrinks)."""
 
     count: Annotated[

@@ -25,6 +25,7 @@ from kraftlite.metadata.records import (
     UserScramCredentialRecord,
 )
 from kraftlite.protocol import batch as fmt
+from kraftlite.protocol.kafka import records as kafka_records
 from kraftlite.protocol.kafka.messages import ApiKey
 from kraftlite.security import producer_ids, scram
 from kraftlite.security.authenticator import AuthSettings
@@ -845,6 +846,27 @@ async def test_a_delete_that_fails_partway_names_what_is_gone_and_what_is_not(
     assert sorted(outcomes.values()) == [0, 0, 0, 0, int(ErrorCode.REQUEST_TIMED_OUT)]
     kept = [p for p, code in outcomes.items() if code]
     assert [a.principal for a in node.image.acls.values()] == kept  # the one not deleted
+
+
+@pytest.mark.parametrize(
+    "compression_type, codec",
+    [("zstd", 4), ("lz4", 3), ("snappy", 2), ("gzip", 1), ("uncompressed", 0), ("producer", 0)],
+)
+async def test_fetched_batches_carry_the_topics_compression_type(
+    node: InProcessBroker, compression_type: str, codec: int
+) -> None:
+    """Kafka's topic config `compression.type`: the codec of the batches consumers get
+    (ADR 0002: stored uncompressed, so "producer" is none); same records either way."""
+    node.create_topic("packed", configs={"compression.type": compression_type})
+    kafka = node.connect()
+    now = node.clock.now_ms()
+    values = [b"v%d" % i * 20 for i in range(50)]
+    await produce(kafka, "packed", 0, kafka_batch(values, timestamp=now))
+    await produce(kafka, "packed", 0, kafka_batch([b"last"], timestamp=now))
+    fetched = await fetch(kafka, "packed", 0, 0)
+    batches = kafka_records.decode_batches(fetched["records"])
+    assert [b.compression for b in batches] == [codec, codec]
+    assert [v for _, _, v in kafka_records_of(fetched["records"])] == [*values, b"last"]
 
 
 async def test_an_errored_fetch_partition_carries_empty_records_never_null(

@@ -994,3 +994,31 @@ async def test_aiokafka_produces_consumes_in_a_group_and_runs_admin_calls(
         assert http("GET", cluster.urls[1] + "/v1/topics/aio")[0] == 404
     finally:
         await admin.close()
+
+
+def test_a_topics_compression_type_is_what_librdkafka_consumes(cluster: Cluster) -> None:
+    """Topic configs librdkafka's 0081 sets: `compression.type` (the codec fetched batches
+    carry) and `delete.retention.ms` (taken; read by compaction only, as Kafka's)."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = f"packed-{uuid.uuid4().hex[:6]}"
+    configs = {"compression.type": "lz4", "delete.retention.ms": "900"}
+    admin.create_topics([NewTopic(topic, 1, 3, config=configs)])[topic].result(30)
+    status, described = http("GET", cluster.urls[2] + f"/v1/topics/{topic}")
+    assert status == 200 and described["configs"] == configs, described
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "compression.type": "gzip"})
+    for i in range(100):
+        producer.produce(topic, value=b"value %d " % i * 10, partition=0)
+    assert producer.flush(30) == 0
+    consumer = Consumer(
+        {"bootstrap.servers": cluster.bootstrap, "group.id": topic, "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got = consume_all(consumer, 100)
+        assert [m.value() for m in got] == [b"value %d " % i * 10 for i in range(100)]
+    finally:
+        consumer.close()
+    for wrong in ({"compression.type": "brotli"}, {"delete.retention.ms": "-1"}):
+        bad = f"bad-{uuid.uuid4().hex[:6]}"
+        with pytest.raises(KafkaException, match="INVALID_CONFIG"):
+            admin.create_topics([NewTopic(bad, 1, 1, config=wrong)])[bad].result(30)

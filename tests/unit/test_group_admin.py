@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -20,14 +21,14 @@ from kraftlite.groups.coordinator import (
 )
 from kraftlite.groups.group import Group
 from kraftlite.groups.offsets import MAX_OFFSETS_PER_DELETE, CommittedOffset, plan_deletion
+from kraftlite.kafka.acl_apis import authorized_operations
 from kraftlite.kafka.group_apis import (
-    authorized_operations,
     by_topic,
     described_group,
     described_size,
     producer_states,
 )
-from kraftlite.security.acls import Operation
+from kraftlite.security.acls import Action, Operation, ResourceType
 from kraftlite.service import ActiveProducer
 
 SUBSCRIBED = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
@@ -181,10 +182,22 @@ def test_answers_are_grouped_by_topic_in_the_order_asked() -> None:
 
 
 def test_authorized_operations_are_kafkas_bit_set() -> None:
-    assert authorized_operations([]) == 0
-    assert authorized_operations([Operation.DESCRIBE]) == 1 << 8
-    read_describe_delete = [Operation.READ, Operation.DESCRIBE, Operation.DELETE, Operation.READ]
-    assert authorized_operations(read_describe_delete) == (1 << 3) | (1 << 8) | (1 << 6)
+    def granting(*operations: Operation) -> Callable[[Action], bool]:
+        return lambda action: action.operation in operations and action.resource_name == "g"
+
+    group = ResourceType.GROUP
+    assert authorized_operations(granting(), group, "g") == 0
+    assert authorized_operations(granting(Operation.DESCRIBE), group, "g") == 1 << 8
+    every = granting(*Operation)
+    assert authorized_operations(every, group, "g") == (1 << 3) | (1 << 8) | (1 << 6)
+    assert authorized_operations(every, group, "other") == 0
+    # only what the resource type has: a topic's eight, the cluster's seven (Kafka's)
+    assert authorized_operations(every, ResourceType.TOPIC, "g") == sum(
+        1 << code for code in (3, 4, 5, 6, 7, 8, 10, 11)
+    )
+    assert authorized_operations(every, ResourceType.CLUSTER, "g") == sum(
+        1 << code for code in (5, 7, 8, 9, 10, 11, 12)
+    )
 
 
 def test_a_described_group_shows_only_topics_that_exist_and_may_be_seen() -> None:
@@ -204,7 +217,7 @@ def test_a_described_group_shows_only_topics_that_exist_and_may_be_seen() -> Non
     )
     (shown,) = answer["members"]
     assert (answer["group_state"], answer["group_epoch"], answer["assignor_name"]) == (
-        "stable",
+        "Stable",  # Kafka's name for it (group.py's is "stable")
         4,
         "uniform",
     )

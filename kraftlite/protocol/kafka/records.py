@@ -1194,8 +1194,12 @@ def _producer_of(batches: Sequence[KafkaBatch]) -> tuple[int, int, int]:
     return (first.producer_id, first.producer_epoch, first.base_sequence)
 
 
-def kraftlite_to_kafka(kraftlite_batch_bytes: bytes | bytearray | memoryview) -> bytes:
-    """One uncompressed Kafka batch holding a stored kraftlite batch's records.
+def kraftlite_to_kafka(
+    kraftlite_batch_bytes: bytes | bytearray | memoryview,
+    compression: Compression = Compression.NONE,
+) -> bytes:
+    """One Kafka batch holding a stored kraftlite batch's records, its records compressed
+    with `compression` (rule 5; a topic's `compression.type`).
 
     base_offset and partition_leader_epoch are the kraftlite batch's own (the leader
     stamped them), the producer id is -1, offset deltas are 0..n-1. Raises
@@ -1205,9 +1209,10 @@ def kraftlite_to_kafka(kraftlite_batch_bytes: bytes | bytearray | memoryview) ->
     header = decoded.header
     count = header.record_count
     out = bytearray(HEADER_SIZE)
+    section = out if compression == Compression.NONE else bytearray()
     has_headers = header.attributes & kraftlite_batch.ATTR_HAS_HEADERS
     _records_section(
-        out,
+        section,
         count,
         offset_deltas=None,
         timestamps=decoded.timestamps,
@@ -1216,11 +1221,13 @@ def kraftlite_to_kafka(kraftlite_batch_bytes: bytes | bytearray | memoryview) ->
         values=decoded.values,
         headers=decoded.headers if has_headers else None,
     )
+    if compression != Compression.NONE:
+        out += _compress(compression, section)
     return _finish(
         out,
         base_offset=header.base_offset,
         partition_leader_epoch=header.leader_epoch,
-        attributes=0,
+        attributes=int(compression),
         last_offset_delta=count - 1,
         base_timestamp=header.first_timestamp,
         max_timestamp=header.max_timestamp,
