@@ -510,9 +510,9 @@ class ClassicGroup:
         self._check_open()
         self.expire()
         if generation < 0 and not member_id and instance_id is None:
-            if self.members:
+            if self.members:  # Kafka's ClassicGroup.validateOffsetCommit: UNKNOWN_MEMBER_ID
                 raise KraftliteError(
-                    ErrorCode.ILLEGAL_GENERATION,
+                    ErrorCode.UNKNOWN_MEMBER_ID,
                     f"group {self.name} has members: commit as one of them",
                 )
             return

@@ -66,6 +66,16 @@ async def test_a_generation_forms_and_each_member_gets_its_share() -> None:
     assert caught.value.code is ErrorCode.ILLEGAL_GENERATION
 
 
+async def test_a_commit_outside_the_membership_is_for_an_empty_group_only() -> None:
+    """Kafka's ClassicGroup.validateOffsetCommit: generation -1 and no member (an admin's
+    AlterConsumerGroupOffsets, a consumer that assigns itself) while the group has members
+    is UNKNOWN_MEMBER_ID (librdkafka's 0081 expects that code)."""
+    g, _, _ = await stable_pair(Clock())
+    with pytest.raises(KraftliteError) as caught:
+        g.check_commit("", -1)
+    assert caught.value.code is ErrorCode.UNKNOWN_MEMBER_ID
+
+
 async def test_commits_are_taken_while_a_rebalance_is_prepared_not_while_it_completes() -> None:
     clock = Clock()
     g, leader, follower = await stable_pair(clock)
