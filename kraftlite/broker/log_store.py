@@ -11,9 +11,10 @@ scenarios over both):
   in-process tests of the broker, the service and the edges (tests/harness/inprocess.py).
 
 The contract (storage/log.py's rules, as a caller sees them):
-1. Offsets are dense: a batch is appended only at the log end offset; a leader's append
-   assigns it there and stamps its leader epoch, a follower's keeps the leader's stamps.
-   An append is all or nothing.
+1. Offsets only grow: a leader's append assigns the log end offset and stamps its leader
+   epoch; a follower's keeps the leader's stamps and may start above the log end, across a
+   gap the leader's compaction left (`rewrite_batches`; never inside a batch). An append
+   is all or nothing.
 2. Leader epochs never decrease; `epochs()` says where each starts (KIP-101) and
    `end_offset_for` where one ends.
 3. The high watermark stays within [log start, log end]; `checkpoint_high_watermark`
@@ -25,10 +26,11 @@ The contract (storage/log.py's rules, as a caller sees them):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from kraftlite.protocol.batch import BatchHeader
-from kraftlite.storage.log import AppendInfo, StorageConfig
+from kraftlite.storage.log import AppendInfo, BatchRewrite, StorageConfig
 
 
 class ReplicaLog(Protocol):
@@ -104,6 +106,13 @@ class ReplicaLog(Protocol):
     def advance_log_start(self, offset: int) -> int:
         """Move the log start up to `offset` (never past the high watermark), whole
         batches below it deleted, a batch holding it kept; the records no longer readable."""
+        ...
+
+    def rewrite_batches(self, rewrites: Sequence[BatchRewrite]) -> int:
+        """Log compaction: stored batches replaced by the runs of their records the cleaner
+        keeps (offsets kept, gaps between batches), each batch as it was or as rewritten
+        after a crash; the newest, one above the high watermark, one holding the log start
+        and one changed since the cleaner read it are left. The bytes freed."""
         ...
 
     def apply_retention(

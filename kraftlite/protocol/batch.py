@@ -465,6 +465,43 @@ def stamp(batch: bytes | bytearray | memoryview, base_offset: int, leader_epoch:
     return stamped
 
 
+def kept_runs(decoded: DecodedBatch, keep: Sequence[bool]) -> list[bytes]:
+    """A stored batch's records that `keep` marks, as stamped batches of consecutive offsets
+    (log compaction: storage/log.py rule 7): each run keeps its records' offsets, timestamps,
+    keys, values and headers, the batch's leader epoch, and an idempotent producer's id and
+    epoch with the sequence of its first record. [] when nothing is kept; the batch itself
+    (re-encoded) when everything is."""
+    header = decoded.header
+    count = header.record_count
+    if len(keep) != count:
+        raise ValueError(f"keep names {len(keep)} records of {count}")
+    runs: list[bytes] = []
+    start = 0
+    while start < count:
+        if not keep[start]:
+            start += 1
+            continue
+        end = start
+        while end < count and keep[end]:
+            end += 1
+        producer = header.producer_id
+        runs.append(
+            encode_batch(
+                decoded.values[start:end],
+                keys=decoded.keys[start:end],
+                timestamps=decoded.timestamps[start:end],
+                headers=decoded.headers[start:end],
+                base_offset=header.base_offset + start,
+                leader_epoch=header.leader_epoch,
+                producer_id=producer,
+                producer_epoch=header.producer_epoch if producer >= 0 else -1,
+                base_sequence=(header.base_sequence + start) % 2**31 if producer >= 0 else -1,
+            )
+        )
+        start = end
+    return runs
+
+
 # --------------------------------------------------------------------------------- decoding
 
 

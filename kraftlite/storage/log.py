@@ -24,6 +24,13 @@ Rules:
    longer any reader's (reads below it are OFFSET_OUT_OF_RANGE, lookups by time skip them).
 6. A write that finds the map full grows the map (once no transaction is open in the
    process) up to `map_max_bytes`, then fails with KAFKA_STORAGE_ERROR; it never half-writes.
+7. Log compaction rewrites batches in place (`rewrite_batches`): a batch becomes the runs of
+   consecutive offsets the cleaner keeps of it, each stored under its own base offset, or
+   nothing. Offsets are never reused or renumbered, so a compacted log has gaps between its
+   batches (never inside one). Readers asked for an offset in a gap get the next batch; a
+   follower takes the leader's batches across its gaps (its first batch may start above its
+   log end, as Kafka's followers do). The newest batch and everything from the high
+   watermark on are never rewritten.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from __future__ import annotations
 import functools
 import struct
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +87,18 @@ class AppendInfo:
     record_count: int
     max_timestamp: int
     log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRewrite:
+    """One stored batch as the cleaner rewrites it (rule 7): the batch at `base_offset`,
+    `batch_length` bytes long when the cleaner read it, becomes `runs`: stamped batches of
+    its records (`batch.kept_runs`), in offset order, each within its offsets and of its
+    leader epoch; () removes it."""
+
+    base_offset: int
+    batch_length: int
+    runs: tuple[bytes, ...]
 
 
 class _Peek(NamedTuple):
@@ -146,6 +165,21 @@ class _TxnGate:
             with self._cond:
                 self._resizing = False
                 self._cond.notify_all()
+
+
+def check_runs(rewrite: BatchRewrite) -> tuple[int, set[int]]:
+    """A rewrite's runs are batches in offset order from its base offset on, none cut short
+    (rule 7; their bodies are the cleaner's: kept_runs): (the offset after the last run,
+    their leader epochs), for the caller to hold against the stored batch."""
+    low = rewrite.base_offset
+    epochs = set()
+    for run in rewrite.runs:
+        header = batch_format.read_header(run)
+        if header.batch_length != len(run) or header.base_offset < low:
+            raise ValueError(f"a run at {header.base_offset} overlaps or is cut short")
+        epochs.add(header.leader_epoch)
+        low = header.next_offset
+    return low, epochs
 
 
 def storage_error(message: str) -> KraftliteError:
@@ -549,7 +583,8 @@ class PartitionLog:
                     ErrorCode.CORRUPT_MESSAGE,
                     f"batch at offset {peek.base_offset} has no leader epoch (not stamped)",
                 )
-            if peek.base_offset != expected:
+            # rule 7: a leader's compacted log has gaps, which its followers take as they are
+            if peek.base_offset != expected and not (replicated and peek.base_offset > expected):
                 raise KraftliteError(
                     ErrorCode.INVALID_REQUEST,
                     f"batch at offset {peek.base_offset} does not follow log end offset {expected}",
@@ -597,7 +632,9 @@ class PartitionLog:
         return AppendInfo(
             first_offset=first_offset,
             last_offset=last.next_offset - 1,
-            record_count=last.next_offset - first_offset,
+            # the records from the first readable offset on, across any gaps (rule 7)
+            record_count=sum(peek.record_count for peek, _ in entries)
+            - (first_offset - first.base_offset),
             max_timestamp=max(peek.max_timestamp for peek, _ in entries),
             log_end_offset=expected,
         )
@@ -626,12 +663,13 @@ class PartitionLog:
             start = self._key(offset)
             if not (cursor.set_range(start) and bytes(cursor.key()) == start):
                 found = cursor.prev() if cursor.key() else cursor.last()
-                if (
-                    not found
-                    or bytes(cursor.key()[:4]) != self._uid
-                    or _peek(cursor.value()).next_offset <= offset
-                ):
+                if found and bytes(cursor.key()[:4]) == self._uid:
+                    if _peek(cursor.value()).next_offset <= offset:
+                        cursor.next()  # in a gap compaction left (rule 7): the next batch
+                elif offset < _META.unpack(txn.get(self._uid, db=self._meta))[0]:
                     raise self._out_of_range(offset)  # removed by retention meanwhile
+                else:
+                    cursor.set_range(self._uid)  # a gap before the first batch (rule 7)
             for _, value in self._range_from(cursor):
                 peek = _peek(value)
                 if peek.next_offset > limit or (views and total + peek.batch_length > max_bytes):
@@ -685,7 +723,9 @@ class PartitionLog:
             key = self._key(start)
             if not (batches.set_range(key) and bytes(batches.key()) == key):
                 found = batches.prev() if batches.key() else batches.last()  # the one holding it
-                if not found or bytes(batches.key()[:4]) != self._uid:
+                if (not found or bytes(batches.key()[:4]) != self._uid) and not (
+                    batches.set_range(self._uid)  # none before it: compaction left a gap
+                ):
                     return None
             for _, value in self._range_from(batches):
                 peek = _peek(value)
@@ -773,10 +813,23 @@ class PartitionLog:
                 cursor = txn.cursor(db=self._batches)
                 start = self._key(offset)
                 if not (cursor.set_range(start) and bytes(cursor.key()) == start):
-                    cursor.prev()  # the batch holding `offset` starts before it
-                new_end = _peek(cursor.value()).base_offset
-                if new_end < self.log_start_offset:  # it holds the log start (rule 5)
+                    # the batch holding `offset` starts before it, unless `offset` lies in
+                    # a gap (rule 7): then the first batch after it is the first to go
+                    positioned = cursor.prev() if cursor.key() else cursor.last()
+                    if not positioned or bytes(cursor.key()[:4]) != self._uid:
+                        cursor.set_range(self._uid)  # a gap before the first batch
+                    elif _peek(cursor.value()).next_offset <= offset:
+                        cursor.next()
+                first_doomed = _peek(cursor.value()).base_offset
+                if first_doomed < self.log_start_offset:  # it holds the log start (rule 5)
                     return None
+                # the log ends where the last batch kept ends (below `offset` after a gap)
+                doomed_key = bytes(cursor.key())
+                if cursor.prev() and bytes(cursor.key()[:4]) == self._uid:
+                    new_end = max(_peek(cursor.value()).next_offset, self.log_start_offset)
+                else:
+                    new_end = self.log_start_offset
+                cursor.set_key(doomed_key)
                 doomed = [(bytes(key), len(value)) for key, value in self._range_from(cursor)]
                 for key, _ in doomed:
                     txn.delete(key, db=self._batches)
@@ -880,6 +933,53 @@ class PartitionLog:
             self._epochs = epochs
             self._publish_epoch_state()
             return deleted
+
+    def rewrite_batches(self, rewrites: Sequence[BatchRewrite]) -> int:
+        """Log compaction (rule 7): each stored batch as the cleaner rewrote it, all in one
+        transaction, so a crash leaves each batch as it was or as rewritten. A batch that
+        changed since the cleaner read it (retention or truncation took it), the newest
+        batch, one ending above the high watermark and one holding the log start (rule 5)
+        are left as they are. Returns the bytes freed."""
+        checked = [check_runs(rewrite) for rewrite in rewrites]
+        with self._lock:
+            self._check_open()
+
+            def write(txn: Any) -> int:
+                freed = 0
+                for rewrite, (runs_end, epochs) in zip(rewrites, checked, strict=True):
+                    key = self._key(rewrite.base_offset)
+                    stored = txn.get(key, db=self._batches)
+                    if stored is None or len(stored) != rewrite.batch_length:
+                        continue
+                    peek = _peek(stored)
+                    if (
+                        peek.next_offset > self.high_watermark
+                        or peek.next_offset >= self.log_end_offset
+                        or peek.base_offset < self.log_start_offset
+                    ):
+                        continue
+                    if runs_end > peek.next_offset or not epochs <= {peek.leader_epoch}:
+                        raise ValueError(f"the runs of batch {peek.base_offset} are not its own")
+                    txn.delete(key, db=self._batches)
+                    for run in rewrite.runs:
+                        run_key = self._key(int.from_bytes(run[:8], "little"))
+                        txn.put(run_key, run, db=self._batches)
+                    freed += rewrite.batch_length - sum(map(len, rewrite.runs))
+                if freed:
+                    value = self._meta_value(
+                        self.log_start_offset,
+                        self.high_watermark,
+                        self.size_bytes - freed,
+                        self.log_end_offset,
+                    )
+                    txn.put(self._uid, value, db=self._meta)
+                return freed
+
+            freed = self.storage.write(write, frees_space=True)
+            if freed:
+                self.size_bytes -= freed
+                self._checkpointed = (self.high_watermark, self.log_end_offset)
+            return freed
 
     def apply_retention(
         self,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -26,7 +27,14 @@ import numpy as np
 
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
-from kraftlite.storage.log import UNDEFINED_EPOCH, UNDEFINED_OFFSET, AppendInfo, StorageConfig
+from kraftlite.storage.log import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_OFFSET,
+    AppendInfo,
+    BatchRewrite,
+    StorageConfig,
+    check_runs,
+)
 
 MEMORY_PATH: Final = Path(":memory:")  # the path a memory storage's config names
 _MAX_EPOCH: Final = 2**31 - 1
@@ -164,7 +172,10 @@ class MemoryPartitionLog:
                     ErrorCode.CORRUPT_MESSAGE,
                     f"batch at offset {header.base_offset} has no leader epoch (not stamped)",
                 )
-            if header.base_offset != expected:
+            # storage/log.py rule 7: followers take a compacted log's gaps as they are
+            if header.base_offset != expected and not (
+                replicated and header.base_offset > expected
+            ):
                 raise KraftliteError(
                     ErrorCode.INVALID_REQUEST,
                     f"batch at offset {header.base_offset} does not follow log end offset "
@@ -189,7 +200,8 @@ class MemoryPartitionLog:
         return AppendInfo(
             first_offset=first,
             last_offset=expected - 1,
-            record_count=expected - first,
+            record_count=sum(stored.header.record_count for stored in entries)
+            - (first - entries[0].base_offset),
             max_timestamp=max(stored.header.max_timestamp for stored in entries),
             log_end_offset=expected,
         )
@@ -209,7 +221,7 @@ class MemoryPartitionLog:
                 return b""
             first = self._holding(offset)
             if first < 0 or self._batches[first].next_offset <= offset:
-                raise self._out_of_range(offset)
+                first += 1  # a gap compaction left (storage/log.py rule 7): the next batch
             parts: list[bytes] = []
             total = 0
             for stored in self._batches[first:]:
@@ -295,10 +307,13 @@ class MemoryPartitionLog:
                 self._reset_locked(offset)
                 return
             cut = self._holding(offset)
-            new_end = self._batches[cut].base_offset
-            if new_end < self.log_start_offset:  # it holds the log start: the log ends there
+            if cut < 0 or self._batches[cut].next_offset <= offset:
+                cut += 1  # `offset` lies in a gap (storage/log.py rule 7)
+            if self._batches[cut].base_offset < self.log_start_offset:  # it holds the log start
                 self._reset_locked(self.log_start_offset)
                 return
+            new_end = self._batches[cut - 1].next_offset if cut else self.log_start_offset
+            new_end = max(new_end, self.log_start_offset)
             freed = sum(stored.header.batch_length for stored in self._batches[cut:])
             self._batches = self._batches[:cut]
             self._epochs = [(e, s) for e, s in self._epochs if s < new_end]
@@ -335,6 +350,42 @@ class MemoryPartitionLog:
             self.log_start_offset = new_start
             self._written = (self.high_watermark, self.log_end_offset)
             return deleted
+
+    def rewrite_batches(self, rewrites: Sequence[BatchRewrite]) -> int:
+        """Log compaction (storage/log.py rule 7): each batch the cleaner read as it
+        rewrote it, if it is unchanged, not the newest and below the high watermark. The
+        bytes freed."""
+        checked = [check_runs(rewrite) for rewrite in rewrites]
+        with self._lock:
+            self._check_open()
+            batches = list(self._batches)
+            freed = 0
+            for rewrite, (runs_end, epochs) in zip(rewrites, checked, strict=True):
+                at = next(
+                    (i for i, b in enumerate(batches) if b.base_offset == rewrite.base_offset), -1
+                )
+                if at < 0:
+                    continue
+                header = batches[at].header
+                if (
+                    header.batch_length != rewrite.batch_length
+                    or header.next_offset > self.high_watermark
+                    or header.next_offset >= self.log_end_offset
+                    or header.base_offset < self.log_start_offset
+                ):
+                    continue
+                if runs_end > header.next_offset or not epochs <= {header.leader_epoch}:
+                    raise ValueError(f"the runs of batch {header.base_offset} are not its own")
+                batches[at : at + 1] = [
+                    _Stored(batch_format.read_header(run), bytes(run)) for run in rewrite.runs
+                ]
+                freed += rewrite.batch_length - sum(map(len, rewrite.runs))
+            if freed:
+                self._written = (self.high_watermark, self.log_end_offset)
+                self._checkpointed = self._written
+            self._batches = batches
+            self.size_bytes -= freed
+            return freed
 
     def apply_retention(
         self,

@@ -33,7 +33,7 @@ from hypothesis.stateful import (
 from kraftlite.broker.log_store import LogStore, ReplicaLog
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as fmt
-from kraftlite.storage.log import LogStorage, StorageConfig
+from kraftlite.storage.log import BatchRewrite, LogStorage, StorageConfig
 from kraftlite.storage.memory import MemoryLogStorage
 
 pytestmark = pytest.mark.contract
@@ -251,10 +251,12 @@ def test_a_follower_starting_inside_a_batch_takes_the_batch_holding_its_start(
     # only where the log is empty and the batch holds its start
     again = refused(lambda: follower.append_replicated(leader.read(6, 1 << 20)))
     assert again.code is ErrorCode.INVALID_REQUEST
+    # a follower takes the leader's batches across a gap, as compaction leaves them (rule 7)
     other = adapter.storage.open_partition("other")
     other.truncate_fully_and_start_at(3)
-    beyond = refused(lambda: other.append_replicated(leader.read(6, 1 << 20)))  # a gap
-    assert beyond.code is ErrorCode.INVALID_REQUEST
+    across = other.append_replicated(leader.read(6, 1 << 20))
+    assert across is not None and (other.log_start_offset, other.log_end_offset) == (3, 8)
+    assert other.read(3, 1 << 20) == leader.read(6, 1 << 20)  # from the gap: the next batch
     size = follower.size_bytes
     adapter.restart(crashed=True)
     follower = adapter.storage.open_partition("follower")
@@ -734,11 +736,55 @@ class LogMachine(RuleBasedStateMachine):
         new_start = max(before, min(target, max(model.high_watermark, before)))
         while model.batches and model.batches[0].next <= new_start:
             model.batches.pop(0)
+        if new_start == before:  # the log start stays: so does the epoch cache
+            assert deleted == 0
+            return
         model.log_start = new_start
         kept = [(e, s) for e, s in model.epochs if s <= new_start]
         after = [(e, s) for e, s in model.epochs if s > new_start]
         model.epochs = ([(kept[-1][0], new_start)] if kept else []) + after
         assert deleted == new_start - before
+
+    @precondition(lambda self: len(self.model.batches) > 1)
+    @rule(data=st.data())
+    def compact(self, data: st.DataObject) -> None:
+        """Rewrite some batches below the high watermark, but the newest, to a random
+        subset of their records (rule 7: runs of consecutive offsets, gaps between)."""
+        model = self.model
+        if data.draw(st.booleans()):  # everything committed: all but the newest batch may go
+            self.log.set_high_watermark(model.log_end)
+            model.high_watermark = model.log_end
+        rewrites: list[BatchRewrite] = []
+        batches: list[ModelBatch] = []
+        for i, batch in enumerate(model.batches):
+            cleanable = (
+                i < len(model.batches) - 1
+                and batch.next <= model.high_watermark
+                and batch.base >= model.log_start
+            )
+            if not (cleanable and data.draw(st.booleans())):
+                batches.append(batch)
+                continue
+            count = len(batch.values)
+            keep = data.draw(st.lists(st.booleans(), min_size=count, max_size=count))
+            raw = next(fmt.split_batches(self.log.read(batch.base, 1)))
+            runs = fmt.kept_runs(fmt.decode(raw), keep)
+            rewrites.append(BatchRewrite(batch.base, len(raw), tuple(runs)))
+            for run in runs:
+                header = fmt.read_header(run)
+                at = slice(header.base_offset - batch.base, header.next_offset - batch.base)
+                batches.append(
+                    ModelBatch(
+                        header.base_offset,
+                        batch.epoch,
+                        batch.timestamps[at],
+                        batch.values[at],
+                        len(run),
+                    )
+                )
+        freed = self.log.rewrite_batches(rewrites)
+        assert freed == model.size - sum(b.size for b in batches)
+        model.batches = batches
 
     @rule()
     def restart(self) -> None:
