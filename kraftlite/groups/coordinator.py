@@ -51,7 +51,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -155,9 +155,6 @@ class Shard:
     offsets: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
     swept_ms: int = 0
     classic: dict[str, ClassicGroup] = field(default_factory=dict)  # Kafka clients' groups
-    # the kind of each group whose members all left, while it keeps committed offsets: an
-    # empty classic group lists as classic, as Kafka's (soft state, like the members)
-    emptied: dict[str, GroupKind] = field(default_factory=dict)
 
     def group(self, name: str) -> Group:
         """The group, made if new: only for a join, the one request that adds a member."""
@@ -183,12 +180,13 @@ class Shard:
         group = self.groups.get(name)
         if group is not None and not group.members:
             del self.groups[name]
-            self.emptied[name] = "consumer"
 
     def kind(self, name: str) -> GroupKind:
-        """What an empty group was: classic when Kafka clients' classic protocol last had
-        it, else consumer (kraftlite's own, and KIP-848's)."""
-        return self.emptied.get(name, "consumer")
+        """What a group with no members is: what its commits say (rule 2: a classic
+        member's, or one outside any membership over Kafka's protocol, makes it classic, as
+        Kafka's simple groups are), else consumer (kraftlite's own, and KIP-848's)."""
+        offsets = self.offsets.get(name, {})
+        return "classic" if any(c.kind == "classic" for c in offsets.values()) else "consumer"
 
     def maybe_sweep(self, now_ms: int, interval_ms: int) -> None:
         """Expire silent members of every group, dropping groups left empty (rule 4)."""
@@ -199,15 +197,11 @@ class Shard:
             group.expire(now_ms)
             if not group.members:
                 del self.groups[name]
-                self.emptied[name] = "consumer"
         for name, classic in list(self.classic.items()):
             classic.expire()
             if not classic.members:  # its offsets, if any, stay in `offsets`
                 classic.close()
                 del self.classic[name]
-                self.emptied[name] = "classic"
-        for name in [n for n in self.emptied if n in self.groups or not self.offsets.get(n)]:
-            del self.emptied[name]
 
     def close(self) -> None:
         """This broker stopped coordinating the partition: answer every waiting member."""
@@ -245,6 +239,7 @@ def parse_offset_record(
                 int(data["offset"]),
                 str(data.get("metadata", "")),
                 int(data.get("leader_epoch", -1)),
+                "classic" if data.get("kind") == "classic" else "consumer",
             ),
         )
     except (ValueError, TypeError, KeyError) as exc:  # orjson.JSONDecodeError is a ValueError
@@ -252,8 +247,8 @@ def parse_offset_record(
 
 
 def _offset_value(committed: CommittedOffset, now: int) -> dict[str, object]:
-    """A commit record's value; `leader_epoch` only when known, so records of commits
-    without one read the same in older brokers' code."""
+    """A commit record's value; `leader_epoch` only when known and `kind` only when
+    classic, so records of commits without them read the same in older brokers' code."""
     value: dict[str, object] = {
         "offset": committed.offset,
         "metadata": committed.metadata,
@@ -261,6 +256,8 @@ def _offset_value(committed: CommittedOffset, now: int) -> dict[str, object]:
     }
     if committed.leader_epoch >= 0:
         value["leader_epoch"] = committed.leader_epoch
+    if committed.kind == "classic":
+        value["kind"] = "classic"
     return value
 
 
@@ -650,10 +647,11 @@ class GroupCoordinator:
         check_count(len(offsets))
         check_metadata(offsets, self.settings.offset_metadata_max_bytes)
         check_partitions(partitions, self._counts({topic for topic, _ in partitions}))
-        self._check_member(
+        kind = self._check_member(
             shard, group, member_id, member_epoch, generation, partitions, instance_id
         )
         check_in_range(offsets)
+        offsets = [(tp, replace(c, kind=kind)) for tp, c in offsets]
         async with self._gated(group, deleting=False):
             await self._append_commit(partition, shard, group, offsets)
 
@@ -690,15 +688,19 @@ class GroupCoordinator:
         generation: int | None,
         partitions: list[TopicPartition],
         instance_id: str | None = None,
-    ) -> None:
+    ) -> GroupKind:
         """Who may commit: a classic group's member of its generation (classic.py rule 5),
         else kraftlite's rule (group.Group rule 7). A commit outside any membership
         (generation -1, whatever member id it names: a KIP-848 client names its own before
-        it joins) is for a group with no members of either kind, as Kafka's."""
+        it joins) is for a group with no members of either kind, as Kafka's. The kind of
+        group the commit makes it (Shard.kind): a commit outside any membership over
+        Kafka's protocol keeps a group's kind, or makes a new one classic (Kafka's simple
+        groups)."""
         classic = shard.classic.get(group)
         if generation is not None and classic is not None and classic.members:
             classic.check_commit(member_id or "", generation, instance_id)
-            return
+            return "classic"
+        kind: GroupKind = "consumer"
         if generation is not None:  # Kafka's OffsetCommit
             if member_id and member_id in shard.existing(group, self._now()).members:
                 member_epoch = generation  # a KIP-848 member: its member epoch
@@ -708,6 +710,7 @@ class GroupCoordinator:
                 )
             else:
                 member_id = member_epoch = None
+                kind = shard.kind(group) if shard.offsets.get(group) else "classic"
         elif classic is not None and classic.members:
             raise KraftliteError(
                 ErrorCode.UNKNOWN_MEMBER_ID,
@@ -716,6 +719,7 @@ class GroupCoordinator:
         shard.existing(group, self._now()).check_commit(
             member_id, member_epoch, partitions, self._now()
         )
+        return kind
 
     async def delete_group(self, group: str) -> None:
         """Kafka's DeleteGroups: a group with no members loses its committed offsets (one

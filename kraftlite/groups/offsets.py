@@ -33,10 +33,11 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.assignor import TopicPartition
+from kraftlite.protocol.internal import GroupKind
 
 DEFAULT_OFFSET_METADATA_MAX_BYTES = 4096  # offset.metadata.max.bytes, Kafka's default
 MAX_OFFSETS_PER_COMMIT = 10_000  # rule 1 (kraftlite's; no Kafka equivalent)
@@ -54,6 +55,9 @@ class CommittedOffset:
     offset: int
     metadata: str
     leader_epoch: int = -1
+    # the group's protocol as the commit showed it (coordinator.py's Shard.kind): classic
+    # for Kafka's classic members and commits outside any membership over Kafka's protocol
+    kind: GroupKind = field(default="consumer", compare=False)
 
 
 def check_count(count: int) -> None:

@@ -24,6 +24,7 @@ import asyncio
 import collections
 import functools
 import hmac
+import random
 import secrets
 import time
 import uuid
@@ -35,7 +36,7 @@ import structlog
 from kraftlite import observability
 from kraftlite.broker.partition import Acks
 from kraftlite.config import SASL_MECHANISMS
-from kraftlite.controller import access
+from kraftlite.controller import access, decisions
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import OFFSETS_TOPIC
 from kraftlite.groups.offsets import CommittedOffset
@@ -105,6 +106,7 @@ UNKNOWN_TOPIC_ID = 100
 INVALID_REQUIRED_ACKS = 21
 REQUEST_DECOMPRESSED_MAX_BYTES = 64 << 20  # what one produce request may decompress to
 _INLINE_CONVERT_BYTES = 64 << 10  # larger record sets are converted on a worker thread
+_RNG = random.Random()  # noqa: S311 - placements validate_only checks (and never keeps)
 _COMPRESS_COST = 4  # compressing them costs about this many plain conversions (a bound)
 # a topic's compression.type: the codec of the batches Kafka fetches carry ("producer" and
 # "uncompressed": none, as stored; ADR 0002)
@@ -155,6 +157,22 @@ def _topic_name_ok(name: str) -> bool:
     except KraftliteError:
         return False
     return True
+
+
+def _added_replicas(
+    assignments: Sequence[bodies.CreatePartitionsAssignment] | None,
+) -> tuple[tuple[int, ...], ...] | None:
+    """CreatePartitions' assignments as the controllers take them; an empty one or a
+    negative broker id is INVALID_REPLICA_ASSIGNMENT, as Kafka answers it."""
+    if assignments is None:
+        return None
+    placed = tuple(tuple(a["broker_ids"]) for a in assignments)
+    if any(not ids or min(ids) < 0 for ids in placed):
+        raise KraftliteError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "each partition added names one or more registered brokers",
+        )
+    return placed
 
 
 def _instance_id(value: str | None) -> str | None:
@@ -928,7 +946,7 @@ class Session:
         found = {(w.topic, w.partition): r for w, r in zip(wanted, results, strict=True)}
         converted = await self._kafka_records(
             [
-                (r.data, self._fetch_codec(key[0]))
+                (r.data, self._fetch_codec(key[0], request.api_version))
                 for key, r in found.items()
                 if isinstance(r, Fetched) and r.data
             ]
@@ -999,11 +1017,16 @@ class Session:
             return kafka_code(exc)
         return None
 
-    def _fetch_codec(self, topic: str) -> records.Compression:
-        """The codec a topic's `compression.type` asks fetched batches to carry."""
+    def _fetch_codec(self, topic: str, version: int) -> records.Compression:
+        """The codec a topic's `compression.type` asks fetched batches to carry; none for
+        zstd before Fetch v10, which clients that old cannot read (Kafka answers them
+        UNSUPPORTED_COMPRESSION_TYPE; kraftlite has the records uncompressed)."""
         found = self.image.topic(topic)
         configs = {} if found is None else found.configs
-        return _CODECS.get(effective_config(configs, "compression.type"), records.Compression.NONE)
+        codec = _CODECS.get(effective_config(configs, "compression.type"), records.Compression.NONE)
+        if codec is records.Compression.ZSTD and version < 10:
+            return records.Compression.NONE
+        return codec
 
     async def _kafka_records(
         self, stored: list[tuple[bytes, records.Compression]]
@@ -1355,12 +1378,9 @@ class Session:
             except KraftliteError as exc:
                 groups.append({**entry, "error_code": kafka_code(exc)})
                 continue
-            if described is None:
-                groups.append({**entry, "error_code": NONE})
-                continue
             answer = cast(
                 bodies.DescribeGroupsResponseDescribedGroup,
-                {**entry, "error_code": NONE, **described},
+                {**entry, "error_code": NONE, **(described or {})},
             )
             if request.api_version >= 3 and body["include_authorized_operations"]:
                 answer["authorized_operations"] = self._authorized_operations(
@@ -1375,8 +1395,8 @@ class Session:
             return {"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "groups": []}
         body = cast(bodies.ListGroupsRequest, request.body)
         # Kafka matches both filters ignoring case (GroupCoordinatorService.listGroups)
-        wanted_states = {s.lower() for s in body.get("states_filter") or []}
-        wanted_types = {t.lower() for t in body.get("types_filter") or []}
+        wanted_states = {s.strip().lower() for s in body.get("states_filter") or []}
+        wanted_types = {t.strip().lower() for t in body.get("types_filter") or []}
         groups: list[bodies.ListedGroup] = []
         for group in self.service.coordinator.local_groups():
             if not self._may(Operation.DESCRIBE, ResourceType.GROUP, group["group"], listing=True):
@@ -1543,20 +1563,17 @@ class Session:
             elif not self._may_topic(Operation.ALTER, name):
                 result["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             else:
-                assignments = topic["assignments"]
                 try:
                     validate_topic_name(name)
-                    await self._admin(
-                        deadline,
-                        admin.CreatePartitionsRequest(
-                            name,
-                            topic["count"],
-                            None
-                            if assignments is None
-                            else tuple(tuple(a["broker_ids"]) for a in assignments),
-                            body["validate_only"],
-                        ),
-                    )
+                    placed = _added_replicas(topic["assignments"])
+                    if body["validate_only"]:  # the controllers' decision, on this metadata
+                        decisions.create_partitions(
+                            self.image, name, topic["count"], rng=_RNG, assignments=placed
+                        )
+                    else:
+                        await self._admin(
+                            deadline, admin.CreatePartitionsRequest(name, topic["count"], placed)
+                        )
                 except KraftliteError as exc:
                     result.update({"error_code": kafka_code(exc), "error_message": _message(exc)})
             results.append(result)

@@ -101,7 +101,13 @@ async def offset_fetch(kafka: KafkaConnection, group: str, version: int = 9) -> 
 
 
 async def offset_commit(
-    kafka: KafkaConnection, group: str, member: str, epoch: int, offset: int, version: int = 9
+    kafka: KafkaConnection,
+    group: str,
+    member: str,
+    epoch: int,
+    offset: int,
+    version: int = 9,
+    leader_epoch: int = -1,
 ) -> int:
     """OffsetCommit of orders-0; its error code."""
     answer = await kafka.call(
@@ -119,6 +125,7 @@ async def offset_commit(
                         {
                             "partition_index": 0,
                             "committed_offset": offset,
+                            "committed_leader_epoch": leader_epoch,
                             "committed_metadata": f"by {member}",
                         }
                     ],
@@ -241,3 +248,50 @@ async def test_a_commit_above_the_high_watermark_is_taken_as_kafka_takes_it(
     epoch = coordinator.join("g", "member-1", "c", ["orders"], None)["member_epoch"]
     await coordinator.commit("g", "member-1", epoch, [(("orders", 0), CommittedOffset(500, ""))])
     assert coordinator.committed("g") == {("orders", 0): CommittedOffset(500, "")}
+
+
+async def list_groups(kafka: KafkaConnection, states: list[str], types: list[str]) -> list[Any]:
+    answer = await kafka.call(
+        ApiKey.LIST_GROUPS, 5, {"states_filter": states, "types_filter": types}
+    )
+    assert answer["error_code"] == 0
+    return sorted((g["group_id"], g["group_state"], g["group_type"]) for g in answer["groups"])
+
+
+async def test_committed_offsets_keep_their_leader_epoch_and_their_groups_kind(
+    node: InProcessBroker,
+) -> None:
+    """OffsetCommit v6+'s leader epoch is answered by OffsetFetch; a group with offsets and
+    no members lists as Kafka lists it: "simple" (committed outside any membership over
+    Kafka's protocol) is an Empty classic group, "native" (kraftlite's own commits) an
+    Empty consumer group; ListGroups v4/v5 filter by state and type in any case and
+    spacing. Both survive a coordinator move: they are in the commit records."""
+    await write(node, "orders", 0, 5)
+    kafka = node.connect()
+    assert await offset_commit(kafka, "simple", "", -1, 4, leader_epoch=3) == 0
+    await node.coordinator.commit("native", None, None, [(("orders", 0), CommittedOffset(2, ""))])
+
+    async def check() -> None:
+        fetched = await offset_fetch(kafka, "simple")
+        assert [
+            (p["committed_offset"], p["committed_leader_epoch"])
+            for t in fetched["topics"]
+            for p in t["partitions"]
+        ] == [(4, 3)]
+        assert await list_groups(kafka, [], []) == [
+            ("native", "Empty", "consumer"),
+            ("simple", "Empty", "classic"),
+        ]
+        assert await list_groups(kafka, [" EMPTY"], ["Classic "]) == [
+            ("simple", "Empty", "classic")
+        ]
+        assert await list_groups(kafka, ["Stable"], []) == []
+        assert await list_groups(kafka, [], ["consumer"]) == [("native", "Empty", "consumer")]
+
+    await check()
+    topic_id, index = topic_id_for(OFFSETS_TOPIC), node.coordinator.offsets_partition("simple")
+    others = {node.coordinator.offsets_partition("native")} - {index}
+    for moved in [index, *others]:  # leadership of their offsets partitions lost and won back
+        node.apply(PartitionChangeRecord(topic_id=topic_id, partition=moved, leader=NO_LEADER))
+        node.apply(PartitionChangeRecord(topic_id=topic_id, partition=moved, leader=BROKER_ID))
+    await check()

@@ -972,3 +972,59 @@ async def test_authorized_operations_are_what_the_acls_grant_and_asking_audits_n
     )
     assert cluster["cluster_authorized_operations"] == NOT_ASKED
     assert denied(audit) == []  # what a client may not do is answered, not refused
+
+
+# -- CreatePartitions: assignments and validate_only -----------------------------------------
+
+
+async def create_partitions(
+    kafka: KafkaConnection, count: int, assignments: list[list[int]] | None, validate_only: bool
+) -> tuple[int, str | None]:
+    answer = await kafka.call(
+        ApiKey.CREATE_PARTITIONS,
+        3,
+        {
+            "topics": [
+                {
+                    "name": "orders",
+                    "count": count,
+                    "assignments": None
+                    if assignments is None
+                    else [{"broker_ids": ids} for ids in assignments],
+                }
+            ],
+            "timeout_ms": 5000,
+            "validate_only": validate_only,
+        },
+    )
+    (result,) = answer["results"]
+    return result["error_code"], result["error_message"]
+
+
+async def test_create_partitions_validate_only_and_bad_assignments_call_no_controller(
+    brokers: InProcessBroker,
+) -> None:
+    """validate_only is the controllers' decision run on this broker's metadata (so an
+    older controller that does not know the field cannot make it a change); an empty
+    assignment or a negative broker id is INVALID_REPLICA_ASSIGNMENT at the edge, as
+    Kafka's, whether validating or not."""
+    twin = twin_of(brokers)
+    kafka = brokers.connect()
+    assert len(brokers.image.topics[topic_id_for("orders")].partitions) == 2
+    assert await create_partitions(kafka, 4, [[2], [3]], validate_only=True) == (NONE, None)
+    assert await create_partitions(kafka, 3, None, validate_only=True) == (NONE, None)
+    for count, assignments in [
+        (4, [[2]]),  # two added, one assigned
+        (3, [[2, 3]]),  # the topic's factor is 1
+        (3, [[9]]),  # not registered
+    ]:
+        code, _ = await create_partitions(kafka, count, assignments, validate_only=True)
+        assert code == INVALID_REPLICA_ASSIGNMENT, assignments
+    for assignments in ([[]], [[-1]]):
+        for validate_only in (True, False):
+            code, _ = await create_partitions(kafka, 3, assignments, validate_only)
+            assert code == INVALID_REPLICA_ASSIGNMENT, assignments
+    code, message = await create_partitions(kafka, 2, None, validate_only=True)
+    assert code == int(ErrorCode.INVALID_PARTITIONS) and message and "3-" in message
+    assert twin.calls == []
+    assert len(brokers.image.topics[topic_id_for("orders")].partitions) == 2  # nothing added

@@ -107,11 +107,13 @@ async def produce(
     return {**partition_answer, "throttle_time_ms": answer["throttle_time_ms"]}
 
 
-async def fetch(kafka: KafkaConnection, topic: str, partition: int, offset: int) -> dict[str, Any]:
-    """Fetch v12, sessionless, not waiting; the partition's answer."""
+async def fetch(
+    kafka: KafkaConnection, topic: str, partition: int, offset: int, version: int = 12
+) -> dict[str, Any]:
+    """Fetch (v12), sessionless, not waiting; the partition's answer."""
     answer = await kafka.call(
         ApiKey.FETCH,
-        12,
+        version,
         {
             "max_wait_ms": 0,
             "min_bytes": 1,
@@ -867,6 +869,9 @@ async def test_fetched_batches_carry_the_topics_compression_type(
     batches = kafka_records.decode_batches(fetched["records"])
     assert [b.compression for b in batches] == [codec, codec]
     assert [v for _, _, v in kafka_records_of(fetched["records"])] == [*values, b"last"]
+    # zstd only from Fetch v10 on, as Kafka's (older clients cannot read it)
+    older = kafka_records.decode_batches((await fetch(kafka, "packed", 0, 0, 9))["records"])
+    assert [b.compression for b in older] == [0 if codec == 4 else codec] * 2
 
 
 async def test_an_errored_fetch_partition_carries_empty_records_never_null(

@@ -25,10 +25,12 @@ ORDERS_ID = uuid.UUID(topic_id_for("orders"))
 SUBSCRIPTION = struct.pack(">hih", 0, 1, 6) + b"orders" + struct.pack(">i", 0)
 
 
-async def join(kafka: KafkaConnection, instance: str | None, member_id: str = "") -> dict[str, Any]:
+async def join(
+    kafka: KafkaConnection, instance: str | None, member_id: str = "", version: int = 5
+) -> dict[str, Any]:
     return await kafka.call(
         ApiKey.JOIN_GROUP,
-        5,  # librdkafka's
+        version,  # 5: librdkafka's
         {
             "group_id": GROUP,
             "session_timeout_ms": 10_000,
@@ -148,6 +150,50 @@ async def test_a_classic_static_restart_is_answered_at_once_and_fences_the_old_i
         ("a", b"A"),
         ("b", b"B"),
     ]
+
+
+async def test_a_classic_static_leader_restart_rebalances_nothing(node: InProcessBroker) -> None:
+    """As Kafka's (KIP-814): JoinGroup v9 tells the leader back that it leads with
+    skip_assignment and the members; before v9 the answer names its old member id as the
+    leader, so it syncs as a follower. Either way the other member is not told to rejoin
+    and both keep their shares."""
+    kafka, other = node.connect(), node.connect()
+    ids, generation = await stable_pair(kafka, other)
+    old = await asyncio.wait_for(join(kafka, "a", version=5), 1)
+    assert (old["error_code"], old["generation_id"]) == (0, generation)
+    assert (old["leader"], old["members"]) == (ids["a"], [])  # told its old self leads
+    assert await heartbeat(other, ids["b"], generation, "b") == 0
+    assert (await sync(kafka, old["member_id"], generation, "a"))["assignment"] == b"A"
+    new = await asyncio.wait_for(join(kafka, "a", version=9), 1)
+    assert (new["error_code"], new["generation_id"], new["skip_assignment"]) == (
+        0,
+        generation,
+        True,
+    )
+    assert new["leader"] == new["member_id"] != old["member_id"]
+    assert sorted(m["group_instance_id"] for m in new["members"]) == ["a", "b"]
+    assert await heartbeat(other, ids["b"], generation, "b") == 0
+    assert (await sync(kafka, new["member_id"], generation, "a"))["assignment"] == b"A"
+    # a follower's restart is never told to skip: it does not lead
+    back = await asyncio.wait_for(join(other, "b", version=9), 1)
+    assert (back["skip_assignment"], back["members"]) == (False, [])
+
+
+async def test_describe_groups_answers_what_the_client_may_do(node: InProcessBroker) -> None:
+    """DescribeGroups v3+ with include_authorized_operations: the group's operations the
+    client's ACLs grant (everything, with no auth required), also for a group that is
+    Dead (none such); -2^31 when not asked."""
+    kafka = node.connect()
+    await stable_pair(kafka, node.connect())
+    for body, expected in [
+        ({"groups": [GROUP, "none-such"], "include_authorized_operations": True}, 0b101001000),
+        ({"groups": [GROUP, "none-such"], "include_authorized_operations": False}, -(2**31)),
+    ]:
+        described = await kafka.call(ApiKey.DESCRIBE_GROUPS, 5, body)
+        assert [(g["group_state"], g["authorized_operations"]) for g in described["groups"]] == [
+            ("Stable", expected),
+            ("Dead", expected),
+        ]
 
 
 async def test_leave_group_v3_by_instance_id_answers_per_member(node: InProcessBroker) -> None:
