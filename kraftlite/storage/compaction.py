@@ -1,0 +1,117 @@
+"""What the log cleaner keeps of a compacted partition (Kafka's LogCleaner, cleanup.policy
+compact): the decisions, apart from the I/O that reads batches and writes their rewrites
+(storage/log.py `rewrite_batches`, rule 7). Pure.
+
+Rules (Kafka's semantics and names, docs/design/storage.md "Compaction"):
+1. The cleanable range is [log start, cleanable end): below the high watermark, never the
+   newest batch (Kafka's active segment), and ending at the first batch that holds a
+   record younger than `min.compaction.lag.ms`, so every record stays uncompacted at least
+   that long (`cleanable_end`).
+2. A record in the cleanable range is kept when it is the latest of its key in the log
+   (`latest`: the key's last offset anywhere below the high watermark, the range past the
+   cleanable end included: a newer record of the key there is already readable), except a
+   tombstone (null value) whose timestamp is more than `delete.retention.ms` old, which
+   goes with everything before it: a consumer that read the log's head within
+   delete.retention.ms has seen it. Timestamps are the producers' (CreateTime), as
+   retention's are.
+3. A record without a key is dropped, as Kafka's cleaner drops it (a compacted topic
+   refuses them on produce; these were written before the topic became compacted).
+4. An idempotent producer's last batch below the high watermark is kept whole: the
+   producer's state is rebuilt from its batches (broker/producer_state.py), and its last
+   committed sequence must stay. (Its later batches, above the high watermark, may still be
+   truncated away; the committed ones never are, so a batch cleaned because a later
+   committed one existed never becomes the last again.)
+5. Offsets are never renumbered: `batch.kept_runs` keeps each record's offset, and a batch
+   that keeps everything is not rewritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol.batch import BatchHeader, DecodedBatch
+from kraftlite.storage.log import BatchRewrite
+
+
+@dataclass(frozen=True, slots=True)
+class CleanPolicy:
+    """A compacted topic's configs, as Kafka names them."""
+
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    delete_retention_ms: int = 86_400_000  # delete.retention.ms
+
+
+def cleanable_end(  # noqa: PLR0917 - the log's bounds, as the cleaner read them
+    headers: Sequence[BatchHeader],
+    log_start: int,
+    high_watermark: int,
+    log_end: int,
+    now_ms: int,
+    policy: CleanPolicy,
+) -> int:
+    """Rule 1: the offset the cleanable range ends at, given the headers of the log's
+    batches from its start (first to last). Every batch below it ends at or below the high
+    watermark, is not the newest (it ends below `log_end`) and holds no record younger
+    than min.compaction.lag.ms; `log_start` when there is none."""
+    end = log_start
+    for header in headers:
+        if header.next_offset > high_watermark or header.next_offset >= log_end:
+            break
+        if now_ms - header.max_timestamp < policy.min_compaction_lag_ms:
+            break
+        end = header.next_offset
+    return end
+
+
+def latest(batches: Iterable[DecodedBatch], into: dict[bytes, int]) -> dict[bytes, int]:
+    """Rule 2's map: each key's last offset in `batches` (first to last), over `into`."""
+    for batch in batches:
+        base = batch.header.base_offset
+        for i, key in enumerate(batch.keys):
+            if key is not None:
+                into[key] = base + i
+    return into
+
+
+def last_producer_batches(headers: Iterable[BatchHeader]) -> set[int]:
+    """Rule 4: the base offsets of each idempotent producer's last batch."""
+    last: dict[int, int] = {}
+    for header in headers:
+        if header.producer_id >= 0:
+            last[header.producer_id] = header.base_offset
+    return set(last.values())
+
+
+def keep(
+    batch: DecodedBatch, latest_offsets: Mapping[bytes, int], now_ms: int, policy: CleanPolicy
+) -> list[bool]:
+    """Rules 2 and 3 for each record of a batch in the cleanable range."""
+    base = batch.header.base_offset
+    kept = []
+    for i, (key, value, timestamp) in enumerate(
+        zip(batch.keys, batch.values, batch.timestamps, strict=True)
+    ):
+        if key is None or latest_offsets.get(key) != base + i:
+            kept.append(False)
+        elif value is None:
+            kept.append(now_ms - timestamp <= policy.delete_retention_ms)
+        else:
+            kept.append(True)
+    return kept
+
+
+def rewrite(
+    batch: DecodedBatch,
+    latest_offsets: Mapping[bytes, int],
+    now_ms: int,
+    policy: CleanPolicy,
+    batch_length: int,
+) -> BatchRewrite | None:
+    """The batch as the cleaner leaves it (rule 5), or None when it keeps every record."""
+    kept = keep(batch, latest_offsets, now_ms, policy)
+    if all(kept):
+        return None
+    runs = batch_format.kept_runs(batch, kept)
+    return BatchRewrite(batch.header.base_offset, batch_length, tuple(runs))
