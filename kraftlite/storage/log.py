@@ -928,6 +928,7 @@ class PartitionLog:
                 )
 
             self.storage.write(move, frees_space=True)  # DeleteRecords frees a full map
+            self._checkpointed = (self.high_watermark, self.log_end_offset)
             deleted += new_start - self.log_start_offset
             self.log_start_offset = new_start
             self._epochs = epochs
@@ -1020,6 +1021,8 @@ class PartitionLog:
                 self.log_start_offset = new_start
                 self.size_bytes -= freed
                 self.high_watermark = max(self.high_watermark, new_start)
+                # what the chunk wrote to the meta record: a later checkpoint compares to it
+                self._checkpointed = (self.high_watermark, self.log_end_offset)
                 self.storage.note_unflushed(self)
                 self._epochs = self._epochs_from_start(new_start)
                 self._publish_epoch_state()

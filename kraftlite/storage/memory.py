@@ -348,7 +348,7 @@ class MemoryPartitionLog:
             deleted += new_start - self.log_start_offset
             self._epochs = self._epochs_from_start(new_start)
             self.log_start_offset = new_start
-            self._written = (self.high_watermark, self.log_end_offset)
+            self._written = self._checkpointed = (self.high_watermark, self.log_end_offset)
             return deleted
 
     def rewrite_batches(self, rewrites: Sequence[BatchRewrite]) -> int:
@@ -424,9 +424,8 @@ class MemoryPartitionLog:
             self.log_start_offset = new_start
             self.size_bytes = size
             self.high_watermark = max(hw, new_start)
-            # written with the new log start, as storage/log.py does, which leaves what it
-            # checkpointed as it was
-            self._written = (self.high_watermark, self.log_end_offset)
+            # written with the new log start, as storage/log.py does
+            self._written = self._checkpointed = (self.high_watermark, self.log_end_offset)
             return deleted
 
     def _epochs_from_start(self, start_offset: int) -> list[tuple[int, int]]:

@@ -573,12 +573,6 @@ def test_truncation_and_retention_write_the_high_watermark_they_leave(adapter: A
     assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (2, 4, 6)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="storage/log.py: retention writes the meta record but not PartitionLog."
-    "_checkpointed, so checkpointing a lower high watermark afterwards is skipped as "
-    "'already written' (the twin keeps the same bookkeeping)",
-)
 def test_a_checkpoint_after_retention_makes_a_lower_high_watermark_durable(
     adapter: Adapter,
 ) -> None:
