@@ -68,10 +68,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import shutil
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, NamedTuple, TypeVar, cast
+from urllib.parse import urlsplit
 
 from kraftlite.controller import decisions, elastic, reassignments
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -471,6 +473,9 @@ def unknown_quorum_partitions(body: bodies.DescribeQuorumRequest) -> bodies.Desc
     }
 
 
+_NO_DIRECTORY: Final = uuid.UUID(int=0)  # KIP-853's directory ids: kraftlite's replicas have none
+
+
 def quorum_partition(
     quorum: admin.QuorumAnswer, now_ms: int
 ) -> bodies.DescribeQuorumResponsePartitionData:
@@ -483,6 +488,7 @@ def quorum_partition(
         seen = now_ms if v.id == leader else -1
         return {
             "replica_id": v.id,
+            "replica_directory_id": _NO_DIRECTORY,
             "log_end_offset": end,
             "last_fetch_timestamp": seen,
             "last_caught_up_timestamp": seen,
@@ -491,6 +497,7 @@ def quorum_partition(
     return {
         "partition_index": 0,
         "error_code": NONE,
+        "error_message": None,
         "leader_id": leader,
         "leader_epoch": quorum.term,
         "high_watermark": high_watermark,
@@ -498,6 +505,7 @@ def quorum_partition(
         "observers": [
             {
                 "replica_id": o.id,
+                "replica_directory_id": _NO_DIRECTORY,
                 "log_end_offset": max(high_watermark - o.lag, 0),
                 "last_fetch_timestamp": -1,
                 "last_caught_up_timestamp": -1,
@@ -776,10 +784,35 @@ async def describe_quorum(session: Session, request: Request) -> bodies.Describe
     now_ms = session.service.broker.clock.now_ms()
     return {
         "error_code": NONE,
+        "error_message": None,
         "topics": [
             {"topic_name": METADATA_TOPIC, "partitions": [quorum_partition(quorum, now_ms)]}
         ],
+        "nodes": quorum_nodes(quorum, session.image.controllers),
     }
+
+
+def quorum_nodes(quorum: admin.QuorumAnswer, urls: Mapping[int, str]) -> list[bodies.Node]:
+    """Rule 8, v2's Nodes: each voter and the listener it serves on, its HTTP API as the
+    metadata names it (RegisterControllerRecord), named by its scheme; none for a voter
+    that has not announced one yet."""
+    nodes: list[bodies.Node] = []
+    for voter in sorted(quorum.voters, key=lambda v: v.id):
+        url = urls.get(voter.id)
+        address = None if url is None else urlsplit(url)
+        try:
+            port = None if address is None else address.port
+        except ValueError:  # a port out of range: not an address a client can use
+            port = None
+        if address is None or not address.hostname or port is None:
+            continue
+        listener: bodies.Listener = {
+            "name": address.scheme.upper(),
+            "host": address.hostname,
+            "port": port,
+        }
+        nodes.append({"node_id": voter.id, "listeners": [listener]})
+    return nodes
 
 
 APIS: Final[dict[ApiKey, ModuleHandler]] = {

@@ -52,6 +52,7 @@ NO_REASSIGNMENT_IN_PROGRESS = 85
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8  # Kafka's config resource types
 PREFERRED, UNCLEAN = 0, 1
 _acl_ids = itertools.count()
+NO_DIRECTORY = uuid.UUID(int=0)
 
 
 def grant(
@@ -126,7 +127,7 @@ async def test_api_versions_lists_the_cluster_apis(node: InProcessBroker) -> Non
         ApiKey.ELECT_LEADERS: (0, 2),
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
         ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
-        ApiKey.DESCRIBE_QUORUM: (0, 1),
+        ApiKey.DESCRIBE_QUORUM: (0, 2),
     }
 
 
@@ -818,8 +819,12 @@ async def test_describe_quorum_is_the_metadata_partition_as_the_active_controlle
     """Leader, term, commit index as the high watermark; voters' log end offsets from
     their lags; the brokers as observers, behind by the metadata batches they lack."""
     twin = twin_of(node)
+    node.apply(
+        r.RegisterControllerRecord(node_id=1, url="http://127.0.0.1:9401"),
+        r.RegisterControllerRecord(node_id=2, url="https://c2.example:9402"),
+    )  # voter 3 has announced no address: v2's nodes leave it out
     kafka = node.connect()
-    answer = await kafka.call(ApiKey.DESCRIBE_QUORUM, 1, METADATA_PARTITION)
+    answer = await kafka.call(ApiKey.DESCRIBE_QUORUM, 2, METADATA_PARTITION)
     ((method, path, _, _),) = twin.calls
     assert (method, path) == ("GET", "/v1/quorum?leader=true")
     assert answer["error_code"] == NONE
@@ -840,18 +845,21 @@ async def test_describe_quorum_is_the_metadata_partition_as_the_active_controlle
     assert partition["current_voters"] == [
         {
             "replica_id": 1,
+            "replica_directory_id": NO_DIRECTORY,
             "log_end_offset": 120,
             "last_fetch_timestamp": now,
             "last_caught_up_timestamp": now,
         },
         {
             "replica_id": 2,
+            "replica_directory_id": NO_DIRECTORY,
             "log_end_offset": 100,
             "last_fetch_timestamp": -1,
             "last_caught_up_timestamp": -1,
         },
         {
             "replica_id": 3,
+            "replica_directory_id": NO_DIRECTORY,
             "log_end_offset": -1,
             "last_fetch_timestamp": -1,
             "last_caught_up_timestamp": -1,
@@ -860,14 +868,21 @@ async def test_describe_quorum_is_the_metadata_partition_as_the_active_controlle
     assert partition["observers"] == [
         {
             "replica_id": BROKER_ID,
+            "replica_directory_id": NO_DIRECTORY,
             "log_end_offset": 118,
             "last_fetch_timestamp": -1,
             "last_caught_up_timestamp": -1,
         }
     ]
+    assert answer["nodes"] == [
+        {"node_id": 1, "listeners": [{"name": "HTTP", "host": "127.0.0.1", "port": 9401}]},
+        {"node_id": 2, "listeners": [{"name": "HTTPS", "host": "c2.example", "port": 9402}]},
+    ]
+    assert (answer["error_message"], partition["error_message"]) == (None, None)
     v0 = await kafka.call(ApiKey.DESCRIBE_QUORUM, 0, METADATA_PARTITION)
     assert v0["topics"][0]["partitions"][0]["current_voters"][0] == {
         "replica_id": 1,
+        "replica_directory_id": NO_DIRECTORY,
         "log_end_offset": 120,
         "last_fetch_timestamp": -1,  # v1's fields: not sent, decoded as their defaults
         "last_caught_up_timestamp": -1,

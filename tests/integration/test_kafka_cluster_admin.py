@@ -384,31 +384,19 @@ def test_partition_reassignments_from_kafka_python(cluster: Cluster) -> None:
 
 
 def test_describe_metadata_quorum_from_kafka_python(cluster: Cluster) -> None:
-    """kafka-python's DescribeQuorum request, encoded and decoded by its own codec (v1, the
-    highest served). Its describe_metadata_quorum() reads a per-partition error_message
-    only v2 has (a KeyError against any broker serving v0-1): the request goes through its
-    connection manager instead. A user without DESCRIBE on the cluster is refused, which
-    describe_metadata_quorum() raises before reading the partitions."""
+    """kafka-python's describe_metadata_quorum() (DescribeQuorum v2, KIP-853: the voters'
+    listeners as nodes) as its own codec reads it. A user without DESCRIBE on the cluster
+    is refused."""
     from kafka.errors import ClusterAuthorizationFailedError  # noqa: PLC0415
-    from kafka.protocol.admin import DescribeQuorumRequest  # noqa: PLC0415
 
-    request = DescribeQuorumRequest(
-        topics=[
-            DescribeQuorumRequest.TopicData(
-                topic_name="__cluster_metadata",
-                partitions=[DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)],
-            )
-        ]
-    )
     client = kafka_python(cluster)
     try:
-        response = client._manager.run(client._manager.send, request)
+        answer = client.describe_metadata_quorum()
     finally:
         client.close()
-    assert (response.API_VERSION, response.error_code) == (1, 0)
-    ((metadata),) = response.to_dict()["topics"]
+    ((metadata),) = answer["topics"]
     ((partition),) = metadata["partitions"]
-    assert (metadata["topic_name"], partition["error_code"]) == ("__cluster_metadata", 0)
+    assert (metadata["topic_name"], partition["error"]) == ("__cluster_metadata", None)
     status, quorum = as_admin("GET", cluster.quorum.urls[1] + "/v1/quorum")
     assert status == 200, quorum
     assert (partition["leader_id"], partition["leader_epoch"]) == (
@@ -420,12 +408,18 @@ def test_describe_metadata_quorum_from_kafka_python(cluster: Cluster) -> None:
     assert sorted(voters) == [1, 2, 3]
     leader = voters[partition["leader_id"]]
     assert leader["log_end_offset"] == partition["high_watermark"]
-    assert leader["last_fetch_timestamp"] > 0  # (v1: the leader's are now)
+    assert leader["last_fetch_timestamp"] > 0  # (v1+: the leader's are now)
     assert all(0 <= v["log_end_offset"] <= partition["high_watermark"] for v in voters.values())
     # the brokers, following the metadata, are its observers
     observers = {o["replica_id"]: o for o in partition["observers"]}
     assert sorted(observers) == [1, 2, 3]
     assert all(0 <= o["log_end_offset"] <= partition["high_watermark"] for o in observers.values())
+    # v2: each voter's listener, its HTTP API as the quorum announced it
+    nodes = {n["node_id"]: n["listeners"] for n in answer["nodes"]}
+    assert sorted(nodes) == [1, 2, 3]
+    for node_id, listeners in nodes.items():
+        ((listener,),) = [listeners]
+        assert f"{listener['host']}:{listener['port']}" in cluster.quorum.urls[node_id]
 
     refused = kafka_python(cluster, MALLORY)
     try:

@@ -1214,6 +1214,7 @@ class DescribeQuorumRequest(TypedDict):
 
 class ReplicaState(TypedDict, total=False):
     replica_id: int  # int32, 0+
+    replica_directory_id: uuid.UUID  # uuid, 2+
     log_end_offset: int  # int64, 0+
     last_fetch_timestamp: int  # int64, 1+
     last_caught_up_timestamp: int  # int64, 1+
@@ -1222,6 +1223,7 @@ class ReplicaState(TypedDict, total=False):
 class DescribeQuorumResponsePartitionData(TypedDict, total=False):
     partition_index: int  # int32, 0+
     error_code: int  # int16, 0+
+    error_message: str | None  # string, 2+, nullable 2+
     leader_id: int  # int32, 0+
     leader_epoch: int  # int32, 0+
     high_watermark: int  # int64, 0+
@@ -1234,9 +1236,22 @@ class DescribeQuorumResponseTopicData(TypedDict, total=False):
     partitions: list[DescribeQuorumResponsePartitionData]  # []PartitionData, 0+
 
 
+class Listener(TypedDict, total=False):
+    name: str  # string, 2+
+    host: str  # string, 2+
+    port: int  # uint16, 2+
+
+
+class Node(TypedDict, total=False):
+    node_id: int  # int32, 2+
+    listeners: list[Listener]  # []Listener, 2+
+
+
 class DescribeQuorumResponse(TypedDict, total=False):
     error_code: int  # int16, 0+
+    error_message: str | None  # string, 2+, nullable 2+
     topics: list[DescribeQuorumResponseTopicData]  # []TopicData, 0+
+    nodes: list[Node]  # []Node, 2+
 
 
 class DescribeClusterRequest(TypedDict):

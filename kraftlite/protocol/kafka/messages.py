@@ -600,6 +600,7 @@ THROTTLE = f("ThrottleTimeMs", "int32", "0+")
 _UNKNOWN_AUTHORIZED: Final = -(2**31)
 _REPLICA_STATE: Final = (  # DescribeQuorum's common struct
     f("ReplicaId", "int32", "0+"),
+    f("ReplicaDirectoryId", "uuid", "2+"),
     f("LogEndOffset", "int64", "0+"),
     f("LastFetchTimestamp", "int64", "1+", default=-1),
     f("LastCaughtUpTimestamp", "int64", "1+", default=-1),
@@ -1734,7 +1735,7 @@ _API_LIST: Final = (
     ),
     api(
         ApiKey.DESCRIBE_QUORUM,
-        "0-1",
+        "0-2",
         "0+",
         request=(
             f("Topics", "[]TopicData", "0+", fields=(
@@ -1746,16 +1747,26 @@ _API_LIST: Final = (
         ),
         response=(
             f("ErrorCode", "int16", "0+"),
+            f("ErrorMessage", "string", "2+", nullable="2+"),
             f("Topics", "[]TopicData", "0+", fields=(
                 f("TopicName", "string", "0+"),
                 f("Partitions", "[]PartitionData", "0+", fields=(
                     f("PartitionIndex", "int32", "0+"),
                     f("ErrorCode", "int16", "0+"),
+                    f("ErrorMessage", "string", "2+", nullable="2+"),
                     f("LeaderId", "int32", "0+"),
                     f("LeaderEpoch", "int32", "0+"),
                     f("HighWatermark", "int64", "0+"),
                     f("CurrentVoters", "[]ReplicaState", "0+", fields=_REPLICA_STATE),
                     f("Observers", "[]ReplicaState", "0+", fields=_REPLICA_STATE),
+                )),
+            )),
+            f("Nodes", "[]Node", "2+", fields=(
+                f("NodeId", "int32", "2+"),
+                f("Listeners", "[]Listener", "2+", fields=(
+                    f("Name", "string", "2+"),
+                    f("Host", "string", "2+"),
+                    f("Port", "uint16", "2+"),
                 )),
             )),
         ),
