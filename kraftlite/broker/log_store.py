@@ -111,8 +111,9 @@ class ReplicaLog(Protocol):
     def rewrite_batches(self, rewrites: Sequence[BatchRewrite]) -> int:
         """Log compaction: stored batches replaced by the runs of their records the cleaner
         keeps (offsets kept, gaps between batches), each batch as it was or as rewritten
-        after a crash; the newest, one above the high watermark, one holding the log start
-        and one changed since the cleaner read it are left. The bytes freed."""
+        after a crash; the newest, one not ending below the high watermark, one holding
+        the log start and one changed since the cleaner read it are left. The bytes
+        freed."""
         ...
 
     def apply_retention(

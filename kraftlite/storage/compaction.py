@@ -3,10 +3,12 @@ compact): the decisions, apart from the I/O that reads batches and writes their 
 (storage/log.py `rewrite_batches`, rule 7). Pure.
 
 Rules (Kafka's semantics and names, docs/design/storage.md "Compaction"):
-1. The cleanable range is [log start, cleanable end): below the high watermark, never the
-   newest batch (Kafka's active segment), and ending at the first batch that holds a
-   record younger than `min.compaction.lag.ms`, so every record stays uncompacted at least
-   that long (`cleanable_end`).
+1. The cleanable range is [log start, cleanable end): batches ending below the high
+   watermark (the one ending at it stays, so every gap below the high watermark is followed
+   by a committed batch, and a read there always finds one), never the newest batch
+   (Kafka's active segment), and ending at the first batch that holds a record younger than
+   `min.compaction.lag.ms`, so every record stays uncompacted at least that long
+   (`cleanable_end`).
 2. A record in the cleanable range is kept when it is the latest of its key in the log
    (`latest`: the key's last offset anywhere below the high watermark, the range past the
    cleanable end included: a newer record of the key there is already readable), except a
@@ -52,12 +54,12 @@ def cleanable_end(  # noqa: PLR0917 - the log's bounds, as the cleaner read them
     policy: CleanPolicy,
 ) -> int:
     """Rule 1: the offset the cleanable range ends at, given the headers of the log's
-    batches from its start (first to last). Every batch below it ends at or below the high
+    batches from its start (first to last). Every batch below it ends below the high
     watermark, is not the newest (it ends below `log_end`) and holds no record younger
     than min.compaction.lag.ms; `log_start` when there is none."""
     end = log_start
     for header in headers:
-        if header.next_offset > high_watermark or header.next_offset >= log_end:
+        if header.next_offset >= high_watermark or header.next_offset >= log_end:
             break
         if now_ms - header.max_timestamp < policy.min_compaction_lag_ms:
             break

@@ -29,8 +29,9 @@ Rules:
    nothing. Offsets are never reused or renumbered, so a compacted log has gaps between its
    batches (never inside one). Readers asked for an offset in a gap get the next batch; a
    follower takes the leader's batches across its gaps (its first batch may start above its
-   log end, as Kafka's followers do). The newest batch and everything from the high
-   watermark on are never rewritten.
+   log end, as Kafka's followers do). The newest batch and every batch that does not end
+   below the high watermark are never rewritten, so a gap below the high watermark is
+   always followed by a committed batch (a read there finds one).
 """
 
 from __future__ import annotations
@@ -939,7 +940,7 @@ class PartitionLog:
         """Log compaction (rule 7): each stored batch as the cleaner rewrote it, all in one
         transaction, so a crash leaves each batch as it was or as rewritten. A batch that
         changed since the cleaner read it (retention or truncation took it), the newest
-        batch, one ending above the high watermark and one holding the log start (rule 5)
+        batch, one not ending below the high watermark and one holding the log start (rule 5)
         are left as they are. Returns the bytes freed."""
         checked = [check_runs(rewrite) for rewrite in rewrites]
         with self._lock:
@@ -954,7 +955,7 @@ class PartitionLog:
                         continue
                     peek = _peek(stored)
                     if (
-                        peek.next_offset > self.high_watermark
+                        peek.next_offset >= self.high_watermark
                         or peek.next_offset >= self.log_end_offset
                         or peek.base_offset < self.log_start_offset
                     ):

@@ -369,7 +369,7 @@ class MemoryPartitionLog:
                 header = batches[at].header
                 if (
                     header.batch_length != rewrite.batch_length
-                    or header.next_offset > self.high_watermark
+                    or header.next_offset >= self.high_watermark
                     or header.next_offset >= self.log_end_offset
                     or header.base_offset < self.log_start_offset
                 ):

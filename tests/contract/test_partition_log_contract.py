@@ -753,7 +753,7 @@ class LogMachine(RuleBasedStateMachine):
         for i, batch in enumerate(model.batches):
             cleanable = (
                 i < len(model.batches) - 1
-                and batch.next <= model.high_watermark
+                and batch.next < model.high_watermark
                 and batch.base >= model.log_start
             )
             if not (cleanable and data.draw(st.booleans())):
