@@ -44,8 +44,12 @@ def _read(log: ReplicaLog, offset: int, limit: int) -> bytes:
         raise
 
 
-def clean(log: ReplicaLog, now_ms: int, policy: CleanPolicy) -> CleanResult:
-    """One pass of the cleaner over `log` (compaction.py's rules)."""
+def clean(
+    log: ReplicaLog, now_ms: int, policy: CleanPolicy, *, force: bool = False
+) -> CleanResult | None:
+    """One pass of the cleaner over `log` (compaction.py's rules), if one is due (rule 6)
+    or `force`d; None when none was. The pass ends by recording where it ended (the log's
+    `cleaned_offset`), with its last rewrite."""
     high_watermark = log.high_watermark
     start = log.log_start_offset
     headers: list[batch_format.BatchHeader] = []
@@ -62,6 +66,8 @@ def clean(log: ReplicaLog, now_ms: int, policy: CleanPolicy) -> CleanResult:
     end = compaction.cleanable_end(
         headers, start, high_watermark, log.log_end_offset, now_ms, policy
     )
+    if not force and not compaction.due(headers, log.cleaned_offset, end, now_ms, policy):
+        return None
     whole = compaction.last_producer_batches(headers)
     rewritten = freed = 0
     offset = max(start, headers[0].base_offset) if headers else start
@@ -85,4 +91,5 @@ def clean(log: ReplicaLog, now_ms: int, policy: CleanPolicy) -> CleanResult:
         if chunk:
             freed += log.rewrite_batches(chunk)
             rewritten += len(chunk)
+    log.rewrite_batches([], cleaned_to=end)  # one small transaction: the checkpoint
     return CleanResult(start, end, rewritten, freed)

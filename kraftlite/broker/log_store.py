@@ -108,7 +108,15 @@ class ReplicaLog(Protocol):
         batches below it deleted, a batch holding it kept; the records no longer readable."""
         ...
 
-    def rewrite_batches(self, rewrites: Sequence[BatchRewrite]) -> int:
+    @property
+    def cleaned_offset(self) -> int:
+        """Where the cleaner's last pass ended: below it the log was cleaned (Kafka's
+        cleaner checkpoint, written with the pass's last rewrite)."""
+        ...
+
+    def rewrite_batches(
+        self, rewrites: Sequence[BatchRewrite], cleaned_to: int | None = None
+    ) -> int:
         """Log compaction: stored batches replaced by the runs of their records the cleaner
         keeps (offsets kept, gaps between batches), each batch as it was or as rewritten
         after a crash; the newest, one not ending below the high watermark, one holding

@@ -25,6 +25,10 @@ Rules (Kafka's semantics and names, docs/design/storage.md "Compaction"):
    committed one existed never becomes the last again.)
 5. Offsets are never renumbered: `batch.kept_runs` keeps each record's offset, and a batch
    that keeps everything is not rewritten.
+6. A pass is due (`due`) when the dirty part of the cleanable range (from where the last
+   pass ended, the log's `cleaned_offset`) is at least `min.cleanable.dirty.ratio` of it
+   by bytes, or when its oldest dirty record is older than `max.compaction.lag.ms`; never
+   when nothing in the range is dirty.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ class CleanPolicy:
 
     min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
     delete_retention_ms: int = 86_400_000  # delete.retention.ms
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    max_compaction_lag_ms: int = 2**63 - 1  # max.compaction.lag.ms
 
 
 def cleanable_end(  # noqa: PLR0917 - the log's bounds, as the cleaner read them
@@ -65,6 +71,31 @@ def cleanable_end(  # noqa: PLR0917 - the log's bounds, as the cleaner read them
             break
         end = header.next_offset
     return end
+
+
+def dirty_ratio(headers: Sequence[BatchHeader], cleaned: int, end: int) -> float:
+    """Rule 6: the bytes of the batches in [cleaned, end) over those below `end`."""
+    total = dirty = 0
+    for header in headers:
+        if header.base_offset >= end:
+            break
+        total += header.batch_length
+        if header.next_offset > cleaned:
+            dirty += header.batch_length
+    return dirty / total if total else 0.0
+
+
+def due(
+    headers: Sequence[BatchHeader], cleaned: int, end: int, now_ms: int, policy: CleanPolicy
+) -> bool:
+    """Rule 6: whether a pass over [log start, `end`) is worth making now."""
+    dirty = [h for h in headers if h.base_offset < end and h.next_offset > cleaned]
+    if not dirty:
+        return False
+    if dirty_ratio(headers, cleaned, end) >= policy.min_cleanable_dirty_ratio:
+        return True
+    oldest = min(h.first_timestamp for h in dirty)
+    return now_ms - oldest > policy.max_compaction_lag_ms
 
 
 def latest(batches: Iterable[DecodedBatch], into: dict[bytes, int]) -> dict[bytes, int]:

@@ -60,6 +60,7 @@ _EPOCH = struct.Struct(">I")
 _UID = struct.Struct(">I")
 _PEEK = struct.Struct("<qI4xiIqq")  # base_offset, batch_length, leader_epoch, count, first/max ts
 _NEXT_UID_KEY: Final = b"\x00next_uid"
+_CLEANED: Final = b"\x01"  # meta: uid + this -> the cleaner's first dirty offset (rule 7)
 _LIVE, _DELETING = b"\x00", b"\x01"
 _DELETE_CHUNK: Final = 1000
 _CHECKPOINT_INTERVAL_MS: Final = 5000
@@ -438,6 +439,9 @@ class PartitionLog:
                 else None
             )
         self.high_watermark: int = min(max(high_watermark, log_start), self.log_end_offset)
+        with storage.reading() as txn:
+            cleaned = txn.get(uid + _CLEANED, db=self._meta)
+        self._cleaned: int = log_start if cleaned is None else _OFFSET.unpack(cleaned)[0]
         self._epoch_state: tuple[tuple[tuple[int, int], ...], int] = ((), 0)
         self._publish_epoch_state()
         self._checkpointed = (high_watermark, size_end)
@@ -487,6 +491,12 @@ class PartitionLog:
     @property
     def latest_epoch(self) -> int:
         return self._epochs[-1][0] if self._epochs else UNDEFINED_EPOCH
+
+    @property
+    def cleaned_offset(self) -> int:
+        """Where the cleaner's last pass ended (rule 7): the log below it was cleaned, from
+        it on it is dirty (Kafka's cleaner checkpoint); within [log start, log end]."""
+        return max(min(self._cleaned, self.log_end_offset), self.log_start_offset)
 
     def epochs(self) -> list[tuple[int, int]]:
         """The leader-epoch cache: (leader_epoch, start_offset), oldest first."""
@@ -851,6 +861,8 @@ class PartitionLog:
                     ),
                     db=self._meta,
                 )
+                if self._cleaned > new_end:  # what comes after the cut is dirty again
+                    txn.put(self._uid + _CLEANED, _OFFSET.pack(new_end), db=self._meta)
                 return new_end, freed, high_watermark
 
             result = self.storage.write(cut, frees_space=True)
@@ -858,6 +870,7 @@ class PartitionLog:
                 self._reset_locked(self.log_start_offset)
                 return
             new_end, freed, self.high_watermark = result
+            self._cleaned = min(self._cleaned, new_end)
             self.log_end_offset = new_end
             self.size_bytes -= freed
             self._epochs = [(e, s) for e, s in self._epochs if s < new_end]
@@ -892,8 +905,10 @@ class PartitionLog:
             for db in (self._batches, self._epochs_db, self._time_index):
                 _delete_prefix(txn, db=db, prefix=self._uid, limit=1 << 62)
             txn.put(self._uid, _META.pack(offset, offset, 0, offset), db=self._meta)
+            txn.put(self._uid + _CLEANED, _OFFSET.pack(offset), db=self._meta)
 
         self.storage.write(reset, frees_space=True)
+        self._cleaned = offset
         self.log_start_offset = self.log_end_offset = self.high_watermark = offset
         self._checkpointed = (offset, offset)
         self.size_bytes = 0
@@ -936,12 +951,15 @@ class PartitionLog:
             self._publish_epoch_state()
             return deleted
 
-    def rewrite_batches(self, rewrites: Sequence[BatchRewrite]) -> int:
+    def rewrite_batches(
+        self, rewrites: Sequence[BatchRewrite], cleaned_to: int | None = None
+    ) -> int:
         """Log compaction (rule 7): each stored batch as the cleaner rewrote it, all in one
         transaction, so a crash leaves each batch as it was or as rewritten. A batch that
         changed since the cleaner read it (retention or truncation took it), the newest
         batch, one not ending below the high watermark and one holding the log start (rule 5)
-        are left as they are. Returns the bytes freed."""
+        are left as they are. `cleaned_to`: where the pass ended (`cleaned_offset`, written
+        in the same transaction; never past the high watermark). Returns the bytes freed."""
         checked = [check_runs(rewrite) for rewrite in rewrites]
         with self._lock:
             self._check_open()
@@ -975,12 +993,19 @@ class PartitionLog:
                         self.log_end_offset,
                     )
                     txn.put(self._uid, value, db=self._meta)
+                if cleaned is not None:
+                    txn.put(self._uid + _CLEANED, _OFFSET.pack(cleaned), db=self._meta)
                 return freed
 
+            cleaned = None
+            if cleaned_to is not None:
+                cleaned = max(min(cleaned_to, self.high_watermark), self.log_start_offset)
             freed = self.storage.write(write, frees_space=True)
             if freed:
                 self.size_bytes -= freed
                 self._checkpointed = (self.high_watermark, self.log_end_offset)
+            if cleaned is not None:
+                self._cleaned = cleaned
             return freed
 
     def apply_retention(

@@ -70,6 +70,7 @@ class MemoryPartitionLog:
         batches: list[_Stored] | None = None,
         epochs: list[tuple[int, int]] | None = None,
         written_end: int = 0,
+        cleaned: int | None = None,
     ) -> None:
         self.name = name
         self.closed = False
@@ -84,6 +85,7 @@ class MemoryPartitionLog:
         # and what the LMDB log believes it checkpointed when it opened.
         self._written = (high_watermark, written_end)
         self._checkpointed = self._written
+        self._cleaned = log_start_offset if cleaned is None else cleaned
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -110,6 +112,11 @@ class MemoryPartitionLog:
     @property
     def latest_epoch(self) -> int:
         return self._epochs[-1][0] if self._epochs else UNDEFINED_EPOCH
+
+    @property
+    def cleaned_offset(self) -> int:
+        """Where the cleaner's last pass ended, within [log start, log end]."""
+        return max(min(self._cleaned, self.log_end_offset), self.log_start_offset)
 
     def epochs(self) -> list[tuple[int, int]]:
         """The leader-epoch cache: (leader_epoch, start_offset), oldest first."""
@@ -322,6 +329,7 @@ class MemoryPartitionLog:
             self.log_end_offset = new_end
             self.size_bytes -= freed
             self._checkpointed = (self.high_watermark, new_end)
+            self._cleaned = min(self._cleaned, new_end)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         with self._lock:
@@ -334,6 +342,7 @@ class MemoryPartitionLog:
         self.log_start_offset = self.log_end_offset = self.high_watermark = offset
         self._written = self._checkpointed = (offset, offset)
         self.size_bytes = 0
+        self._cleaned = offset
 
     def advance_log_start(self, offset: int) -> int:
         """Move the log start up to `offset`, never past the high watermark: whole batches
@@ -351,7 +360,9 @@ class MemoryPartitionLog:
             self._written = self._checkpointed = (self.high_watermark, self.log_end_offset)
             return deleted
 
-    def rewrite_batches(self, rewrites: Sequence[BatchRewrite]) -> int:
+    def rewrite_batches(
+        self, rewrites: Sequence[BatchRewrite], cleaned_to: int | None = None
+    ) -> int:
         """Log compaction (storage/log.py rule 7): each batch the cleaner read as it
         rewrote it, if it is unchanged, not the newest and below the high watermark. The
         bytes freed."""
@@ -385,6 +396,8 @@ class MemoryPartitionLog:
                 self._checkpointed = self._written
             self._batches = batches
             self.size_bytes -= freed
+            if cleaned_to is not None:
+                self._cleaned = max(min(cleaned_to, self.high_watermark), self.log_start_offset)
             return freed
 
     def apply_retention(
@@ -452,6 +465,7 @@ class MemoryPartitionLog:
                 batches=self._batches,
                 epochs=self._epochs,
                 written_end=written_end,
+                cleaned=self._cleaned,
             )
 
 

@@ -125,7 +125,11 @@ class CleanerMachine(RuleBasedStateMachine):
             (first, end) for first, end, yes in self.batches if yes and start <= first and end <= hw
         ]
         whole = set(range(*idempotent[-1])) if idempotent else set()  # rule 4
-        result = cleaner.clean(self.log, self.now, POLICY)
+        result = cleaner.clean(self.log, self.now, POLICY, force=True)
+        assert result is not None
+        assert self.log.cleaned_offset == max(
+            min(result.end, self.log.high_watermark), self.log.log_start_offset
+        )
         after = self.readable()
         assert set(after) <= set(before)  # nothing new, nothing moved
         for offset, (key, value, stamp) in before.items():

@@ -850,3 +850,27 @@ def test_log_against_model(machine: type[LogMachine]) -> None:
     run_state_machine_as_test(
         machine, settings=settings(max_examples=30, stateful_step_count=30, deadline=None)
     )
+
+
+def test_the_cleaners_checkpoint_is_kept_and_lowered_by_a_truncation(adapter: Adapter) -> None:
+    """Where the cleaner's last pass ended (rule 7): written with its rewrites, kept over a
+    restart, never past the high watermark, lowered when a truncation cuts below it."""
+    log = adapter.storage.open_partition("t-0")
+    assert log.cleaned_offset == 0
+    for _ in range(5):
+        log.append(make_batch(2), leader_epoch=0)  # 0-9
+    log.set_high_watermark(6)
+    assert log.rewrite_batches([], cleaned_to=8) == 0
+    assert log.cleaned_offset == 6  # not past the high watermark
+    log.set_high_watermark(10)
+    log.rewrite_batches([], cleaned_to=8)
+    adapter.restart(crashed=True)
+    log = adapter.storage.open_partition("t-0")
+    assert log.cleaned_offset == 8
+    log.truncate_to(4)
+    assert log.cleaned_offset == 4
+    adapter.restart(crashed=True)
+    log = adapter.storage.open_partition("t-0")
+    assert log.cleaned_offset == 4
+    log.truncate_fully_and_start_at(20)
+    assert log.cleaned_offset == 20

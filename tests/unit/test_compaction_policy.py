@@ -1,0 +1,51 @@
+"""When a cleaner pass is due (storage/compaction.py rule 6) and where the cleanable range
+ends (rule 1), from batch headers alone."""
+
+from __future__ import annotations
+
+from kraftlite.protocol import batch as fmt
+from kraftlite.storage.compaction import CleanPolicy, cleanable_end, dirty_ratio, due
+
+
+def header(base: int, count: int, ts: int, size: int = 10) -> fmt.BatchHeader:
+    """A stored batch's header: `count` records from `base`, stamped `ts`, of about
+    `size` bytes of values each."""
+    encoded = fmt.encode_batch(
+        [b"v" * size] * count,
+        keys=[b"k%d" % i for i in range(count)],
+        timestamps=[ts] * count,
+        base_offset=base,
+        leader_epoch=0,
+    )
+    return fmt.read_header(encoded)
+
+
+LOG = [header(0, 10, 1000), header(10, 10, 2000), header(20, 10, 3000), header(30, 1, 4000)]
+
+
+def test_the_cleanable_range_ends_before_the_high_watermarks_batch_and_the_newest() -> None:
+    policy = CleanPolicy()
+    assert cleanable_end(LOG, 0, 31, 31, 10_000, policy) == 30  # not the newest
+    assert cleanable_end(LOG, 0, 30, 31, 10_000, policy) == 20  # nor the one ending at the HW
+    assert cleanable_end(LOG, 0, 25, 31, 10_000, policy) == 20  # nor one past it
+    assert cleanable_end(LOG, 0, 10, 31, 10_000, policy) == 0  # nothing
+    assert cleanable_end([], 7, 7, 7, 10_000, policy) == 7
+    young = CleanPolicy(min_compaction_lag_ms=8_500)  # 10,000 - 2,000 = 8,000 < 8,500
+    assert cleanable_end(LOG, 0, 31, 31, 10_000, young) == 10
+
+
+def test_a_pass_is_due_by_the_dirty_ratio_or_the_oldest_dirty_records_age() -> None:
+    size = sum(h.batch_length for h in LOG[:3])
+    assert dirty_ratio(LOG, 0, 30) == 1.0
+    assert dirty_ratio(LOG, 20, 30) == LOG[2].batch_length / size
+    assert dirty_ratio(LOG, 30, 30) == 0.0
+    assert dirty_ratio([], 0, 0) == 0.0
+    policy = CleanPolicy()  # ratio 0.5, no maximum lag
+    assert due(LOG, 0, 30, 10_000, policy)
+    assert due(LOG, 10, 30, 10_000, policy)  # two thirds dirty
+    assert not due(LOG, 20, 30, 10_000, policy)  # one third
+    assert not due(LOG, 30, 30, 10_000, policy)  # nothing dirty: never
+    lagging = CleanPolicy(max_compaction_lag_ms=6_000)
+    assert due(LOG, 20, 30, 10_000, lagging)  # its oldest dirty record is 7,000 ms old
+    assert not due(LOG, 20, 30, 8_999, lagging)
+    assert not due(LOG, 30, 30, 10_000, lagging)
