@@ -48,8 +48,8 @@ def clean(
     log: ReplicaLog, now_ms: int, policy: CleanPolicy, *, force: bool = False
 ) -> CleanResult | None:
     """One pass of the cleaner over `log` (compaction.py's rules), if one is due (rule 6)
-    or `force`d; None when none was. The pass ends by recording where it ended (the log's
-    `cleaned_offset`), with its last rewrite."""
+    or `force`d; None when none was. The pass ends by recording where it stopped (the
+    log's `cleaned_offset`), in a transaction of its own after its last rewrite."""
     high_watermark = log.high_watermark
     start = log.log_start_offset
     headers: list[batch_format.BatchHeader] = []
@@ -69,6 +69,7 @@ def clean(
     if not force and not compaction.due(headers, log.cleaned_offset, end, now_ms, policy):
         return None
     whole = compaction.last_producer_batches(headers)
+    pinned: set[bytes] = set()  # keys with a record in a batch left whole (rule 2)
     rewritten = freed = 0
     offset = max(start, headers[0].base_offset) if headers else start
     while offset < end:
@@ -80,8 +81,9 @@ def clean(
             batch = batch_format.decode(view)
             offset = batch.header.next_offset
             if batch.header.base_offset in whole or batch.header.base_offset < start:
+                pinned.update(key for key in batch.keys if key is not None)
                 continue
-            change = compaction.rewrite(batch, latest, now_ms, policy, len(view))
+            change = compaction.rewrite(batch, latest, now_ms, policy, len(view), pinned)
             if change is not None:
                 chunk.append(change)
             if len(chunk) >= REWRITE_CHUNK:
@@ -91,5 +93,6 @@ def clean(
         if chunk:
             freed += log.rewrite_batches(chunk)
             rewritten += len(chunk)
-    log.rewrite_batches([], cleaned_to=end)  # one small transaction: the checkpoint
-    return CleanResult(start, end, rewritten, freed)
+    cleaned = min(offset, end)  # where this pass stopped (earlier if the log changed)
+    log.rewrite_batches([], cleaned_to=cleaned)  # a small transaction of its own
+    return CleanResult(start, cleaned, rewritten, freed)

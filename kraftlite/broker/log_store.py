@@ -12,9 +12,9 @@ scenarios over both):
 
 The contract (storage/log.py's rules, as a caller sees them):
 1. Offsets only grow: a leader's append assigns the log end offset and stamps its leader
-   epoch; a follower's keeps the leader's stamps and may start above the log end, across a
-   gap the leader's compaction left (`rewrite_batches`; never inside a batch). An append
-   is all or nothing.
+   epoch; a follower's keeps the leader's stamps, at the log end, or (`allow_gaps`, a
+   compacted topic's) across a gap the leader's compaction left (`rewrite_batches`; never
+   inside a batch). An append is all or nothing.
 2. Leader epochs never decrease; `epochs()` says where each starts (KIP-101) and
    `end_offset_for` where one ends.
 3. The high watermark stays within [log start, log end]; `checkpoint_high_watermark`
@@ -69,9 +69,12 @@ class ReplicaLog(Protocol):
         `leader_epoch` (CORRUPT_MESSAGE, INVALID_REQUEST, FENCED_LEADER_EPOCH)."""
         ...
 
-    def append_replicated(self, data: bytes | bytearray | memoryview) -> AppendInfo | None:
+    def append_replicated(
+        self, data: bytes | bytearray | memoryview, *, allow_gaps: bool = False
+    ) -> AppendInfo | None:
         """Follower path: stored batches as the leader stamped them, the first at the log
-        end offset; None for no batches."""
+        end offset; with `allow_gaps` (a compacted topic's) a batch may start above the
+        previous one's end. None for no batches."""
         ...
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:

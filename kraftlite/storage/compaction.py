@@ -14,8 +14,11 @@ Rules (Kafka's semantics and names, docs/design/storage.md "Compaction"):
    cleanable end included: a newer record of the key there is already readable), except a
    tombstone (null value) whose timestamp is more than `delete.retention.ms` old, which
    goes with everything before it: a consumer that read the log's head within
-   delete.retention.ms has seen it. Timestamps are the producers' (CreateTime), as
-   retention's are.
+   delete.retention.ms has seen it; unless an older record of its key stays (rule 4's
+   batches, or the batch holding the log start): then so does the tombstone, or the key
+   would come back. Timestamps are the producers' (CreateTime), as retention's are; Kafka
+   measures from the first clean that saw the tombstone (KIP-534's delete horizon), so a
+   tombstone stamped long ago goes at the first clean here.
 3. A record without a key is dropped, as Kafka's cleaner drops it (a compacted topic
    refuses them on produce; these were written before the topic became compacted).
 4. An idempotent producer's last batch below the high watermark is kept whole: the
@@ -33,7 +36,7 @@ Rules (Kafka's semantics and names, docs/design/storage.md "Compaction"):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kraftlite.protocol import batch as batch_format
@@ -118,9 +121,17 @@ def last_producer_batches(headers: Iterable[BatchHeader]) -> set[int]:
 
 
 def keep(
-    batch: DecodedBatch, latest_offsets: Mapping[bytes, int], now_ms: int, policy: CleanPolicy
+    batch: DecodedBatch,
+    latest_offsets: Mapping[bytes, int],
+    now_ms: int,
+    policy: CleanPolicy,
+    pinned: Collection[bytes] = frozenset(),
 ) -> list[bool]:
-    """Rules 2 and 3 for each record of a batch in the cleanable range."""
+    """Rules 2 and 3 for each record of a batch in the cleanable range. `pinned`: keys
+    with an older record the cleaner leaves in place (in a batch kept whole, rule 4, or
+    the batch holding the log start); their tombstones stay, or that record would be the
+    key's latest again (Kafka keeps only such a batch's header; kraftlite's format has no
+    empty batch)."""
     base = batch.header.base_offset
     kept = []
     for i, (key, value, timestamp) in enumerate(
@@ -129,22 +140,24 @@ def keep(
         if key is None or latest_offsets.get(key) != base + i:
             kept.append(False)
         elif value is None:
-            kept.append(now_ms - timestamp <= policy.delete_retention_ms)
+            kept.append(now_ms - timestamp <= policy.delete_retention_ms or key in pinned)
         else:
             kept.append(True)
     return kept
 
 
-def rewrite(
+def rewrite(  # noqa: PLR0917 - keep's inputs and the batch's stored length
     batch: DecodedBatch,
     latest_offsets: Mapping[bytes, int],
     now_ms: int,
     policy: CleanPolicy,
     batch_length: int,
+    pinned: Collection[bytes] = frozenset(),
 ) -> BatchRewrite | None:
     """The batch as the cleaner leaves it (rule 5), or None when it keeps every record."""
-    kept = keep(batch, latest_offsets, now_ms, policy)
+    kept = keep(batch, latest_offsets, now_ms, policy, pinned)
     if all(kept):
         return None
     runs = batch_format.kept_runs(batch, kept)
-    return BatchRewrite(batch.header.base_offset, batch_length, tuple(runs))
+    header = batch.header
+    return BatchRewrite(header.base_offset, batch_length, header.header_crc, tuple(runs))

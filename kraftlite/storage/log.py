@@ -28,10 +28,12 @@ Rules:
    consecutive offsets the cleaner keeps of it, each stored under its own base offset, or
    nothing. Offsets are never reused or renumbered, so a compacted log has gaps between its
    batches (never inside one). Readers asked for an offset in a gap get the next batch; a
-   follower takes the leader's batches across its gaps (its first batch may start above its
-   log end, as Kafka's followers do). The newest batch and every batch that does not end
-   below the high watermark are never rewritten, so a gap below the high watermark is
-   always followed by a committed batch (a read there finds one).
+   follower of a compacted topic takes the leader's batches across its gaps
+   (`append_replicated(allow_gaps=True)`: a batch may start above its log end, as Kafka's
+   followers take them); any other follower still refuses a gap. The newest batch and
+   every batch that does not end below the high watermark are never rewritten, so a gap
+   below the high watermark is always followed by a committed batch (a read there finds
+   one).
 """
 
 from __future__ import annotations
@@ -94,12 +96,13 @@ class AppendInfo:
 @dataclass(frozen=True, slots=True)
 class BatchRewrite:
     """One stored batch as the cleaner rewrites it (rule 7): the batch at `base_offset`,
-    `batch_length` bytes long when the cleaner read it, becomes `runs`: stamped batches of
-    its records (`batch.kept_runs`), in offset order, each within its offsets and of its
-    leader epoch; () removes it."""
+    as the cleaner read it (`batch_length` bytes, its header CRC `header_crc`), becomes
+    `runs`: stamped batches of its records (`batch.kept_runs`), in offset order, each within
+    its offsets and of its leader epoch, magic and producer; () removes it."""
 
     base_offset: int
     batch_length: int
+    header_crc: int
     runs: tuple[bytes, ...]
 
 
@@ -169,19 +172,23 @@ class _TxnGate:
                 self._cond.notify_all()
 
 
-def check_runs(rewrite: BatchRewrite) -> tuple[int, set[int]]:
-    """A rewrite's runs are batches in offset order from its base offset on, none cut short
-    (rule 7; their bodies are the cleaner's: kept_runs): (the offset after the last run,
-    their leader epochs), for the caller to hold against the stored batch."""
+def check_runs(rewrite: BatchRewrite) -> tuple[int, set[tuple[int, int, int, int]]]:
+    """A rewrite's runs are valid batches (rule 2: stored batches pass `validate`, which
+    followers rely on) in offset order from its base offset on: (the offset after the last
+    run, their (leader epoch, magic, producer id, producer epoch)s), for the caller to hold
+    against the stored batch. ValueError otherwise: the cleaner's bug, nothing written."""
     low = rewrite.base_offset
-    epochs = set()
+    kinds = set()
     for run in rewrite.runs:
-        header = batch_format.read_header(run)
-        if header.batch_length != len(run) or header.base_offset < low:
-            raise ValueError(f"a run at {header.base_offset} overlaps or is cut short")
-        epochs.add(header.leader_epoch)
+        try:
+            header = batch_format.validate(run)
+        except batch_format.CorruptBatchError as exc:
+            raise ValueError(f"a run of batch {rewrite.base_offset} is not valid: {exc}") from exc
+        if header.base_offset < low:
+            raise ValueError(f"a run at {header.base_offset} overlaps the one before")
+        kinds.add((header.leader_epoch, header.magic, header.producer_id, header.producer_epoch))
         low = header.next_offset
-    return low, epochs
+    return low, kinds
 
 
 def storage_error(message: str) -> KraftliteError:
@@ -538,11 +545,15 @@ class PartitionLog:
             )
             return self._persist([(peek, stamped)])
 
-    def append_replicated(self, data: bytes | bytearray | memoryview) -> AppendInfo | None:
+    def append_replicated(
+        self, data: bytes | bytearray | memoryview, *, allow_gaps: bool = False
+    ) -> AppendInfo | None:
         """Follower path: append batches exactly as the leader stamped them (a fetch response
         body: concatenated batches). The first must start at this log's end offset, or, on
         an empty log whose start lies inside it (rule 5: the leader's log start was), hold
-        it: that batch is kept whole, its records below the log start unreadable.
+        it: that batch is kept whole, its records below the log start unreadable. With
+        `allow_gaps` (a compacted topic's, rule 7) a batch may start above the previous
+        one's end; otherwise a gap is refused, as an overlap is.
         """
         entries: list[tuple[_Peek, bytes | bytearray | memoryview]] = []
         try:
@@ -566,13 +577,14 @@ class PartitionLog:
             return None
         with self._lock:
             self._check_open()
-            return self._persist(entries, replicated=True)
+            return self._persist(entries, replicated=True, allow_gaps=allow_gaps)
 
     def _persist(
         self,
         entries: list[tuple[_Peek, bytes | bytearray | memoryview]],
         *,
         replicated: bool = False,
+        allow_gaps: bool = False,
     ) -> AppendInfo:
         expected = self.log_end_offset
         first_peek = entries[0][0]
@@ -595,7 +607,7 @@ class PartitionLog:
                     f"batch at offset {peek.base_offset} has no leader epoch (not stamped)",
                 )
             # rule 7: a leader's compacted log has gaps, which its followers take as they are
-            if peek.base_offset != expected and not (replicated and peek.base_offset > expected):
+            if peek.base_offset != expected and not (allow_gaps and peek.base_offset > expected):
                 raise KraftliteError(
                     ErrorCode.INVALID_REQUEST,
                     f"batch at offset {peek.base_offset} does not follow log end offset {expected}",
@@ -677,7 +689,10 @@ class PartitionLog:
                 if found and bytes(cursor.key()[:4]) == self._uid:
                     if _peek(cursor.value()).next_offset <= offset:
                         cursor.next()  # in a gap compaction left (rule 7): the next batch
-                elif offset < _META.unpack(txn.get(self._uid, db=self._meta))[0]:
+                elif (meta := txn.get(self._uid, db=self._meta)) is None:
+                    self._check_open()  # deleted meanwhile
+                    raise self._out_of_range(offset)
+                elif offset < _META.unpack(meta)[0]:
                     raise self._out_of_range(offset)  # removed by retention meanwhile
                 else:
                     cursor.set_range(self._uid)  # a gap before the first batch (rule 7)
@@ -966,11 +981,14 @@ class PartitionLog:
 
             def write(txn: Any) -> int:
                 freed = 0
-                for rewrite, (runs_end, epochs) in zip(rewrites, checked, strict=True):
+                for rewrite, (runs_end, kinds) in zip(rewrites, checked, strict=True):
                     key = self._key(rewrite.base_offset)
                     stored = txn.get(key, db=self._batches)
                     if stored is None or len(stored) != rewrite.batch_length:
                         continue
+                    header = batch_format.read_header(bytes(stored[: batch_format.HEADER_V2_SIZE]))
+                    if header.header_crc != rewrite.header_crc:
+                        continue  # another batch now (truncated and appended again)
                     peek = _peek(stored)
                     if (
                         peek.next_offset >= self.high_watermark
@@ -978,7 +996,10 @@ class PartitionLog:
                         or peek.base_offset < self.log_start_offset
                     ):
                         continue
-                    if runs_end > peek.next_offset or not epochs <= {peek.leader_epoch}:
+                    own = (header.leader_epoch, header.magic, header.producer_id)
+                    if runs_end > peek.next_offset or any(
+                        kind[:3] != own or kind[3] != header.producer_epoch for kind in kinds
+                    ):
                         raise ValueError(f"the runs of batch {peek.base_offset} are not its own")
                     txn.delete(key, db=self._batches)
                     for run in rewrite.runs:
@@ -1000,7 +1021,10 @@ class PartitionLog:
             cleaned = None
             if cleaned_to is not None:
                 cleaned = max(min(cleaned_to, self.high_watermark), self.log_start_offset)
-            freed = self.storage.write(write, frees_space=True)
+            shrinks = sum(len(run) for r in rewrites for run in r.runs) <= sum(
+                r.batch_length for r in rewrites
+            )  # a rewrite that grows (many runs) must not use the deletion reserve
+            freed = self.storage.write(write, frees_space=shrinks)
             if freed:
                 self.size_bytes -= freed
                 self._checkpointed = (self.high_watermark, self.log_end_offset)

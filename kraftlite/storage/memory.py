@@ -145,7 +145,9 @@ class MemoryPartitionLog:
             stamped = bytes(batch_format.stamp(batch, self.log_end_offset, leader_epoch))
             return self._persist([_Stored(batch_format.read_header(stamped), stamped)])
 
-    def append_replicated(self, data: bytes | bytearray | memoryview) -> AppendInfo | None:
+    def append_replicated(
+        self, data: bytes | bytearray | memoryview, *, allow_gaps: bool = False
+    ) -> AppendInfo | None:
         """Follower path: batches exactly as the leader stamped them, the first at the log
         end offset."""
         try:
@@ -158,9 +160,11 @@ class MemoryPartitionLog:
             return None
         with self._lock:
             self._check_open()
-            return self._persist(entries, replicated=True)
+            return self._persist(entries, replicated=True, allow_gaps=allow_gaps)
 
-    def _persist(self, entries: list[_Stored], *, replicated: bool = False) -> AppendInfo:
+    def _persist(
+        self, entries: list[_Stored], *, replicated: bool = False, allow_gaps: bool = False
+    ) -> AppendInfo:
         """Check every entry, then take them all (all or nothing). A follower's empty log
         whose start lies inside the first batch takes it whole (storage/log.py rule 5)."""
         expected = self.log_end_offset
@@ -181,7 +185,7 @@ class MemoryPartitionLog:
                 )
             # storage/log.py rule 7: followers take a compacted log's gaps as they are
             if header.base_offset != expected and not (
-                replicated and header.base_offset > expected
+                allow_gaps and header.base_offset > expected
             ):
                 raise KraftliteError(
                     ErrorCode.INVALID_REQUEST,
@@ -371,7 +375,7 @@ class MemoryPartitionLog:
             self._check_open()
             batches = list(self._batches)
             freed = 0
-            for rewrite, (runs_end, epochs) in zip(rewrites, checked, strict=True):
+            for rewrite, (runs_end, kinds) in zip(rewrites, checked, strict=True):
                 at = next(
                     (i for i, b in enumerate(batches) if b.base_offset == rewrite.base_offset), -1
                 )
@@ -380,12 +384,16 @@ class MemoryPartitionLog:
                 header = batches[at].header
                 if (
                     header.batch_length != rewrite.batch_length
+                    or header.header_crc != rewrite.header_crc
                     or header.next_offset >= self.high_watermark
                     or header.next_offset >= self.log_end_offset
                     or header.base_offset < self.log_start_offset
                 ):
                     continue
-                if runs_end > header.next_offset or not epochs <= {header.leader_epoch}:
+                own = (header.leader_epoch, header.magic, header.producer_id)
+                if runs_end > header.next_offset or any(
+                    kind[:3] != own or kind[3] != header.producer_epoch for kind in kinds
+                ):
                     raise ValueError(f"the runs of batch {header.base_offset} are not its own")
                 batches[at : at + 1] = [
                     _Stored(batch_format.read_header(run), bytes(run)) for run in rewrite.runs

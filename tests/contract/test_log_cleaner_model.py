@@ -137,9 +137,10 @@ class CleanerMachine(RuleBasedStateMachine):
                 assert offset in after, offset  # uncleanable, or a producer's last batch
                 continue
             newer = [o for o in committed if o > offset and self.appended[o][0] == key]
+            pinned = any(before[o][0] == key for o in whole if o in before and o < offset)
             if key is None or newer:
                 assert offset not in after, (offset, key)  # superseded: gone
-            elif value is None and self.now - stamp > POLICY.delete_retention_ms:
+            elif value is None and self.now - stamp > POLICY.delete_retention_ms and not pinned:
                 assert offset not in after, (offset, key)  # an old tombstone: gone
             else:
                 assert offset in after, (offset, key)  # the latest of its key: kept
@@ -195,6 +196,19 @@ class CleanerMachine(RuleBasedStateMachine):
             first, end = committed[-1]
             assert stored and stored[-1].base_offset == first
             assert stored[-1].last_sequence == self.sequences[end - 1]
+
+    @invariant()
+    def a_deleted_key_never_comes_back(self) -> None:
+        """Once a key's latest committed record is a tombstone that is no longer readable,
+        no record of that key is (the cleaner removed it with everything before it)."""
+        readable = self.readable()
+        latest: dict[bytes | None, int] = {}
+        for offset in sorted(self.committed_offsets()):
+            latest[self.appended[offset][0]] = offset
+        for key, offset in latest.items():
+            if key is not None and self.appended[offset][1] is None and offset not in readable:
+                back = [o for o, (k, _, _) in readable.items() if k == key and o < offset]
+                assert not back, (key, back)
 
     @invariant()
     def every_record_is_as_appended_and_each_keys_latest_is_there(self) -> None:

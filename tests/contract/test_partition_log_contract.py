@@ -251,10 +251,12 @@ def test_a_follower_starting_inside_a_batch_takes_the_batch_holding_its_start(
     # only where the log is empty and the batch holds its start
     again = refused(lambda: follower.append_replicated(leader.read(6, 1 << 20)))
     assert again.code is ErrorCode.INVALID_REQUEST
-    # a follower takes the leader's batches across a gap, as compaction leaves them (rule 7)
+    # a gap is refused, unless the topic is compacted (rule 7: its leader's log has gaps)
     other = adapter.storage.open_partition("other")
     other.truncate_fully_and_start_at(3)
-    across = other.append_replicated(leader.read(6, 1 << 20))
+    beyond = refused(lambda: other.append_replicated(leader.read(6, 1 << 20)))
+    assert beyond.code is ErrorCode.INVALID_REQUEST
+    across = other.append_replicated(leader.read(6, 1 << 20), allow_gaps=True)
     assert across is not None and (other.log_start_offset, other.log_end_offset) == (3, 8)
     assert other.read(3, 1 << 20) == leader.read(6, 1 << 20)  # from the gap: the next batch
     size = follower.size_bytes
@@ -763,7 +765,8 @@ class LogMachine(RuleBasedStateMachine):
             keep = data.draw(st.lists(st.booleans(), min_size=count, max_size=count))
             raw = next(fmt.split_batches(self.log.read(batch.base, 1)))
             runs = fmt.kept_runs(fmt.decode(raw), keep)
-            rewrites.append(BatchRewrite(batch.base, len(raw), tuple(runs)))
+            crc = fmt.read_header(raw).header_crc
+            rewrites.append(BatchRewrite(batch.base, len(raw), crc, tuple(runs)))
             for run in runs:
                 header = fmt.read_header(run)
                 at = slice(header.base_offset - batch.base, header.next_offset - batch.base)

@@ -49,3 +49,32 @@ def test_a_pass_is_due_by_the_dirty_ratio_or_the_oldest_dirty_records_age() -> N
     assert due(LOG, 20, 30, 10_000, lagging)  # its oldest dirty record is 7,000 ms old
     assert not due(LOG, 20, 30, 8_999, lagging)
     assert not due(LOG, 30, 30, 10_000, lagging)
+
+
+def test_kept_runs_keep_offsets_and_an_idempotent_producers_sequences() -> None:
+    """batch.kept_runs: each run of kept records keeps their offsets, and a producer's
+    batch's runs carry the sequence of their first record (wrapping at 2^31, as Kafka's)."""
+    encoded = fmt.encode_batch(
+        [b"a", b"b", None, b"d", b"e"],
+        keys=[b"1", b"2", b"3", b"4", b"5"],
+        timestamps=[1, 2, 3, 4, 5],
+        base_offset=100,
+        leader_epoch=3,
+        producer_id=9,
+        producer_epoch=2,
+        base_sequence=2**31 - 2,
+    )
+    runs = fmt.kept_runs(fmt.decode(encoded), [True, False, True, True, False])
+    headers = [fmt.validate(run) for run in runs]
+    assert [(h.base_offset, h.record_count, h.base_sequence) for h in headers] == [
+        (100, 1, 2**31 - 2),
+        (102, 2, 0),  # 2^31 - 2 + 2, wrapped
+    ]
+    assert {(h.leader_epoch, h.producer_id, h.producer_epoch) for h in headers} == {(3, 9, 2)}
+    assert [(r.offset, r.key, r.value) for run in runs for r in fmt.decode(run).records()] == [
+        (100, b"1", b"a"),
+        (102, b"3", None),
+        (103, b"4", b"d"),
+    ]
+    assert fmt.kept_runs(fmt.decode(encoded), [False] * 5) == []
+    assert fmt.kept_runs(fmt.decode(encoded), [True] * 5) == [encoded]  # byte for byte
