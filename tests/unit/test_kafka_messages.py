@@ -328,6 +328,7 @@ def _strategy(spec: Field, version: int, depth: int = 0) -> st.SearchStrategy[An
         scalar = {
             "int8": st.integers(-(2**7), 2**7 - 1),
             "int16": st.integers(-(2**15), 2**15 - 1),
+            "uint16": st.integers(0, 2**16 - 1),
             "int32": st.integers(-(2**31), 2**31 - 1),
             "int64": st.integers(-(2**63), 2**63 - 1),
             "float64": st.floats(allow_nan=False),
