@@ -417,6 +417,13 @@ class BrokerConfig(StorageSettings):
     retention_check_interval_ms: int = _key(
         "log.retention.check.interval.ms", positive_option, default=300_000
     )
+    # The log cleaner of compacted topics (broker/replica_manager.py rule 6): Kafka's names
+    # and defaults (Kafka's rate is unbounded unless set)
+    log_cleaner_enable: bool = _key("log.cleaner.enable", default=True)
+    log_cleaner_backoff_ms: int = _key("log.cleaner.backoff.ms", positive_option, default=15_000)
+    log_cleaner_io_max_bytes_per_second: int | None = _key(
+        "log.cleaner.io.max.bytes.per.second", _positive_or_unset, default=None
+    )
     socket_request_max_bytes: int = _key(
         "socket.request.max.bytes", positive_option, default=100 << 20
     )

@@ -61,6 +61,7 @@ class ErrorCode(IntEnum):
     INVALID_FETCH_SESSION_EPOCH = 71
     GROUP_MAX_SIZE_REACHED = 81
     GROUP_SUBSCRIBED_TO_TOPIC = 86  # OffsetDelete: the group's members consume the topic
+    INVALID_RECORD = 87  # a record the topic refuses (a compacted topic's without a key)
     FENCED_INSTANCE_ID = 82  # KIP-345: another member holds this group.instance.id now
     THROTTLING_QUOTA_EXCEEDED = 89
     RESOURCE_NOT_FOUND = 91
@@ -162,6 +163,7 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: ErrorInfo(
         409, False, "the group's members consume the topic"
     ),
+    ErrorCode.INVALID_RECORD: ErrorInfo(400, False, "a record the topic does not take"),
     ErrorCode.FENCED_INSTANCE_ID: ErrorInfo(
         409, False, "a newer member joined with this group.instance.id"
     ),

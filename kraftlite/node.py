@@ -209,6 +209,9 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
                     replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
                     retention_check_interval_ms=config.retention_check_interval_ms,
                     throttled_rate=config.replication_throttled_rate,
+                    cleaner_enable=config.log_cleaner_enable,
+                    cleaner_backoff_ms=config.log_cleaner_backoff_ms,
+                    cleaner_io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
                 ),
                 limits=RequestLimits(
                     socket_request_max_bytes=config.socket_request_max_bytes,

@@ -58,7 +58,7 @@ from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.assignor import TopicPartition
 from kraftlite.groups.coordinator import GroupCoordinator
 from kraftlite.groups.offsets import CommittedOffset
-from kraftlite.metadata.topics import INTERNAL_TOPICS, validate_topic_name
+from kraftlite.metadata.topics import INTERNAL_TOPICS, has_retention, validate_topic_name
 from kraftlite.protocol import admin
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol.admin import AdminRequest
@@ -70,6 +70,7 @@ log = structlog.get_logger(__name__)
 A = TypeVar("A")
 MAX_WAIT_MS = 30_000  # the longest a fetch long-polls, whatever it asks
 MAX_FETCH_PARTITIONS = 10_000  # partitions one Kafka Fetch may name
+MAX_RECORD_ERRORS = 1_000  # the records an INVALID_RECORD answer names, at most
 _GROUPS_TIMEOUT_S = 5.0
 # Lag is exported for at most this many groups per coordinator (their names are labels:
 # clients choose them), and a scrape within LAGS_FRESH_S of the last gets its answer.
@@ -282,6 +283,13 @@ class BrokerService:
         self.refuse_internal(topic)
         partition = self._leader(topic, index)
         header = self._check_batch(partition, batch, sent_size=sent_size)
+        if partition.compacted and (keyless := batch_format.null_keys(batch, header)):
+            raise KraftliteError(  # Kafka's words, and the records (its record_errors)
+                ErrorCode.INVALID_RECORD,
+                f"compacted topic cannot accept message without key in topic partition "
+                f"{topic}-{index}",
+                record_indexes=keyless[:MAX_RECORD_ERRORS],
+            )
         if header.producer_id >= 0 and not producer_ids.belongs_to(
             self._producer_id_key, header.producer_id, principal
         ):
@@ -297,9 +305,17 @@ class BrokerService:
         """Kafka's DeleteRecords for one partition this broker leads: its log start moves
         to `offset` (-1: the high watermark) on every replica that could lead
         (broker/partition.py); answers the low watermark once they all have. Never an
-        internal topic (rule 4): the coordinator keeps the offsets topic's history."""
+        internal topic (rule 4): the coordinator keeps the offsets topic's history. Nor a
+        topic whose cleanup.policy lacks `delete` (POLICY_VIOLATION, as Kafka's)."""
         self.refuse_internal(topic)
-        return await self._leader(topic, index).delete_records(offset, timeout_s)
+        partition = self._leader(topic, index)
+        if not has_retention(partition.configs):
+            raise KraftliteError(
+                ErrorCode.POLICY_VIOLATION,
+                f"records of {topic}-{index} cannot be deleted: its cleanup.policy "
+                f"({partition.config('cleanup.policy')!r}) has no delete",
+            )
+        return await partition.delete_records(offset, timeout_s)
 
     async def active_producers(
         self, topic: str, index: int, max_listed: int | None = None

@@ -35,6 +35,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=None, help="default: from the clock")
     parser.add_argument("--keep", type=Path, help="run in this directory and keep it (logs)")
     parser.add_argument(
+        "--compacted",
+        action="store_true",
+        help="a compacted topic, keyed records, and every replica's cleaner running",
+    )
+    parser.add_argument(
         "--moves",
         action="store_true",
         help="move the topic's replicas meanwhile (its replication factor 3 -> 2 -> 3 ...)",
@@ -50,10 +55,14 @@ def main() -> int:
     log(f"chaos: seed {seed}, {args.seconds:g} s of faults")
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
-        result = chaos_run(args.keep, args.seconds, seed, log, moves=args.moves)
+        result = chaos_run(
+            args.keep, args.seconds, seed, log, moves=args.moves, compacted=args.compacted
+        )
     else:
         with tempfile.TemporaryDirectory(prefix="kraftlite-chaos-") as root:
-            result = chaos_run(Path(root), args.seconds, seed, log, moves=args.moves)
+            result = chaos_run(
+                Path(root), args.seconds, seed, log, moves=args.moves, compacted=args.compacted
+            )
     print(json.dumps(result.summary()), flush=True)
     return 1 if result.violations else 0
 

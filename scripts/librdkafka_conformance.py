@@ -113,7 +113,11 @@ NOT_APPLICABLE: dict[str, str] = {
         "broker-assigned timestamps: creates topics with message.timestamp.type="
         "LogAppendTime, a topic config kraftlite does not have (CreateTime only)"
     ),
-    "0077": "log compaction: creates topics with cleanup.policy=compact (kraftlite: delete only)",
+    "0077": (
+        "log compaction, but its topics are created with Kafka's kafka-topics.sh (KAFKA_PATH) "
+        "and configs kraftlite does not have (segment.ms, segment.bytes, "
+        "file.delete.delay.ms): tests/integration/test_compaction.py covers the same"
+    ),
     "0092": (
         "message format v1 (MsgVersion 1, Produce v2 and older), which kraftlite never served "
         "and Kafka 4.0 removed (KIP-896; the test skips itself on Kafka 4.0)"
@@ -172,19 +176,9 @@ ADMIN_APIS_NOT_APPLICABLE: dict[str, str] = {
     "served) and topic config flush.ms (kraftlite fsyncs per broker, log.flush.interval.ms)",
     "IncrementalAlterConfigs": "sets broker configs background.threads, log.cleanup.policy and "
     "sasl.kerberos.min.time.before.relogin and group config consumer.session.timeout.ms "
-    "(kraftlite has none of them), and APPENDs compact to cleanup.policy (log compaction)",
+    "(kraftlite has none of them)",
 }
 SPLIT: dict[str, tuple[tuple[str, ...], str]] = {
-    "0011": (
-        (
-            "test_message_partitioner_wo_per_message_flag",
-            "test_single_partition:",
-            "test_partitioner:",
-            "test_per_message_partition_flag",
-        ),
-        "without test_message_single_partition_record_fail (log compaction: keyless records "
-        "sent to a cleanup.policy=compact topic must fail with INVALID_RECORD)",
-    ),
     "0055": (
         (
             "standard settings",

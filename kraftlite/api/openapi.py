@@ -23,7 +23,7 @@ import msgspec
 from kraftlite import __version__
 from kraftlite.controller.elastic import BROKER_CONFIGS, MAX_CONFIG_VALUE
 from kraftlite.errors import ERROR_INFO, ErrorCode
-from kraftlite.metadata.topics import CONFIG_VALUES, TOPIC_CONFIGS
+from kraftlite.metadata.topics import CONFIG_VALUES, RATIO, TOPIC_CONFIGS
 from kraftlite.protocol import admin, admin_bodies, names
 from kraftlite.protocol.admin_bodies import USER_NAME_EXCLUDED
 
@@ -44,14 +44,20 @@ def _config_value(name: str) -> Json:
     """What a topic config takes: an integer from its minimum up (as a number or a decimal
     string), or one of its strings (booleans as JSON booleans too); null resets it."""
     allowed = CONFIG_VALUES[name]
-    if isinstance(allowed, int):
-        digits = "(0|[1-9][0-9]{0,17})"
-        pattern = {-1: f"^(-1|{digits})$", 0: f"^{digits}$"}.get(allowed, "^[1-9][0-9]{0,17}$")
+    if allowed == RATIO:
         choices: list[Json] = [
+            {"type": "number", "minimum": 0, "maximum": 1},
+            {"type": "string", "pattern": r"^([01]|0?\.[0-9]{1,17}|1\.0{0,17})$"},  # and more
+        ]
+    elif isinstance(allowed, int):
+        digits = "(0|[1-9][0-9]{0,18})"
+        pattern = {-1: f"^(-1|{digits})$", 0: f"^{digits}$"}.get(allowed, "^[1-9][0-9]{0,18}$")
+        choices = [
             {"type": "integer", "minimum": allowed, "maximum": 2**63 - 1},
             {"type": "string", "pattern": pattern},
         ]
     else:
+        assert isinstance(allowed, tuple)
         choices = [{"enum": list(allowed)}]
         if set(allowed) == {"true", "false"}:
             choices.append({"type": "boolean"})
@@ -424,7 +430,7 @@ SCHEMAS: Final[Json] = {
             name: {
                 "anyOf": [
                     {"type": "integer", "minimum": minimum, "maximum": MAX_CONFIG_VALUE},
-                    {"type": "string", "pattern": "^[1-9][0-9]{0,17}$"},
+                    {"type": "string", "pattern": "^[1-9][0-9]{0,18}$"},
                     {"type": "null"},
                 ]
             }

@@ -6,13 +6,19 @@ chunk is one write transaction under the partition's lock, held for that chunk o
 A crash between chunks leaves every batch as it was or as cleaned (storage/log.py rule 7);
 the next clean picks up where this one stopped. A truncation or retention between the read
 and a chunk's write leaves the batches it changed alone (rewrite_batches checks each).
+
+`IoThrottle` holds a pass to `log.cleaner.io.max.bytes.per.second` (Kafka's name: the bytes
+the cleaner reads and writes, together), sleeping on the cleaner's thread.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from kraftlite.broker.log_store import ReplicaLog
+from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
 from kraftlite.storage import compaction
@@ -33,6 +39,36 @@ class CleanResult:
     freed_bytes: int
 
 
+@dataclass
+class IoThrottle:
+    """At most `rate` bytes a second (Kafka's Throttler): `spent(n)` sleeps while the bytes
+    of the current window are ahead of the rate; a window ends with each sleep, or after a
+    second, so idle time earns no burst longer than a second's worth."""
+
+    rate: int
+    clock: Clock
+    sleep: Callable[[float], object] = field(default=time.sleep)
+    _window_ms: int | None = None  # when the current window started
+    _bytes: int = 0  # spent in it
+
+    def spent(self, count: int) -> None:
+        now = self.clock.monotonic_ms()
+        if self._window_ms is None:
+            self._window_ms = now
+        self._bytes += count
+        elapsed_s = (now - self._window_ms) / 1000
+        ahead_s = self._bytes / self.rate - elapsed_s
+        if ahead_s > 0:
+            self.sleep(ahead_s)
+            self._window_ms, self._bytes = self.clock.monotonic_ms(), 0
+        elif elapsed_s >= 1:
+            self._window_ms, self._bytes = now, 0
+
+
+class Stopped(Exception):
+    """The broker is stopping: the pass ends between two chunks (`clean`'s `stopping`)."""
+
+
 def _read(log: ReplicaLog, offset: int, limit: int) -> bytes:
     """The batches from `offset` below `limit`; b"" once retention or truncation took the
     range meanwhile (the pass ends; the next one starts from the log as it is)."""
@@ -45,29 +81,47 @@ def _read(log: ReplicaLog, offset: int, limit: int) -> bytes:
 
 
 def clean(
-    log: ReplicaLog, now_ms: int, policy: CleanPolicy, *, force: bool = False
+    log: ReplicaLog,
+    now_ms: int,
+    policy: CleanPolicy,
+    *,
+    force: bool = False,
+    throttle: IoThrottle | None = None,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> CleanResult | None:
     """One pass of the cleaner over `log` (compaction.py's rules), if one is due (rule 6)
     or `force`d; None when none was. The pass ends by recording where it stopped (the
-    log's `cleaned_offset`), in a transaction of its own after its last rewrite."""
+    log's `cleaned_offset`), in a transaction of its own after its last rewrite. Every
+    read and rewrite is counted by `throttle`; `stopping()` true before one of them ends
+    the pass there (Stopped), what it rewrote so far kept."""
+
+    def spent(count: int) -> None:
+        if throttle is not None:
+            throttle.spent(count)
+        if stopping():
+            raise Stopped
+
     high_watermark = log.high_watermark
     start = log.log_start_offset
-    headers: list[batch_format.BatchHeader] = []
+    # whether a pass is due, from the batch headers alone (compaction.py rule 6): a
+    # compacted partition with nothing to clean costs a scan of its headers, not a read
+    headers = [h for h in log.batch_headers() if h.next_offset <= high_watermark]
+    spent(batch_format.HEADER_V2_SIZE * len(headers))
+    end = compaction.cleanable_end(
+        headers, start, high_watermark, log.log_end_offset, now_ms, policy
+    )
+    if not force and not compaction.due(headers, log.cleaned_offset, end, now_ms, policy):
+        return None
     latest: dict[bytes, int] = {}
     offset = start
     while offset < high_watermark:
         data = _read(log, offset, high_watermark)
         if not data:
             break
+        spent(len(data))
         decoded = list(batch_format.decode_stream(data))
-        headers += [batch.header for batch in decoded]
         compaction.latest(decoded, latest)
         offset = decoded[-1].header.next_offset
-    end = compaction.cleanable_end(
-        headers, start, high_watermark, log.log_end_offset, now_ms, policy
-    )
-    if not force and not compaction.due(headers, log.cleaned_offset, end, now_ms, policy):
-        return None
     whole = compaction.last_producer_batches(headers)
     pinned: set[bytes] = set()  # keys with a record in a batch left whole (rule 2)
     rewritten = freed = 0
@@ -76,6 +130,7 @@ def clean(
         data = _read(log, offset, end)
         if not data:
             break
+        spent(len(data))
         chunk: list[BatchRewrite] = []
         for view in batch_format.split_batches(data):
             batch = batch_format.decode(view)
@@ -89,10 +144,16 @@ def clean(
             if len(chunk) >= REWRITE_CHUNK:
                 freed += log.rewrite_batches(chunk)
                 rewritten += len(chunk)
+                spent(_written(chunk))
                 chunk = []
         if chunk:
             freed += log.rewrite_batches(chunk)
             rewritten += len(chunk)
+            spent(_written(chunk))
     cleaned = min(offset, end)  # where this pass stopped (earlier if the log changed)
     log.rewrite_batches([], cleaned_to=cleaned)  # a small transaction of its own
     return CleanResult(start, cleaned, rewritten, freed)
+
+
+def _written(chunk: list[BatchRewrite]) -> int:
+    return sum(len(run) for rewrite in chunk for run in rewrite.runs)

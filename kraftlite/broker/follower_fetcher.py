@@ -279,7 +279,7 @@ class FollowerFetcher:
             return False
         before = self._position_facts(partition)
         try:  # one partition's failure must not stop the others
-            failed = self._apply(partition, sent.leader_epoch, item, data)
+            failed = self._apply(partition, sent, item, data)
         except Exception as exc:  # noqa: BLE001 - logged; the partition backs off
             log.warning("replica_apply_failed", partition=partition.name, error=repr(exc))
             failed = True
@@ -317,9 +317,20 @@ class FollowerFetcher:
         return log.log_end_offset, log.latest_epoch, log.log_start_offset
 
     def _apply(
-        self, partition: Partition, epoch: int, answer: PartitionFetchAnswer, data: memoryview
+        self,
+        partition: Partition,
+        sent: FetchPosition,
+        answer: PartitionFetchAnswer,
+        data: memoryview,
     ) -> bool:
-        """Apply one partition's answer; True if it was an error (back off)."""
+        """Apply one partition's answer; True if it was an error (back off). Records only
+        when they answer the position this replica is still at: a compacted log's next
+        batch may start above it (a cleaned gap), so an answer to a position it has left
+        meanwhile could otherwise skip records (the position goes again next round; the
+        high watermark is taken meanwhile, as the leader counts it told)."""
+        epoch = sent.leader_epoch
+        if len(data) and sent.fetch_offset != partition.log.log_end_offset:
+            data = memoryview(b"")
         code = answer.error_code
         if code == ErrorCode.OFFSET_OUT_OF_RANGE.name:
             start = answer.log_start_offset

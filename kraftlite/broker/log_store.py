@@ -90,6 +90,10 @@ class ReplicaLog(Protocol):
         `max_offset`."""
         ...
 
+    def batch_headers(self) -> list[BatchHeader]:
+        """The header of every stored batch, first to last (header bytes only)."""
+        ...
+
     def producer_headers(self) -> list[BatchHeader]:
         """The headers of every stored idempotent-producer (v2) batch, first to last."""
         ...

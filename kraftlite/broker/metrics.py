@@ -22,6 +22,7 @@ from kraftlite.broker.partition import Partition, Role
 
 if TYPE_CHECKING:
     from kraftlite.broker.broker import Broker
+    from kraftlite.broker.cleaner import CleanResult
 
 # A broker's own counters (a controller process imports this module too, and shows none).
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -52,6 +53,28 @@ ISR_SHRINKS = Counter(
 ISR_EXPANDS = Counter(
     "kraftlite_isr_expands", "ISR changes that added a replica, as leader", registry=REGISTRY
 )
+
+
+# The log cleaner's work (Kafka's LogCleaner metrics count the same per cleaner thread)
+CLEANER_PASSES = Counter(
+    "kraftlite_log_cleaner_passes", "Passes of the log cleaner over a partition", registry=REGISTRY
+)
+CLEANER_REWRITTEN = Counter(
+    "kraftlite_log_cleaner_rewritten_batches",
+    "Stored batches the log cleaner rewrote or removed",
+    registry=REGISTRY,
+)
+CLEANER_FREED = Counter(
+    "kraftlite_log_cleaner_freed_bytes",
+    "Bytes of stored batches the log cleaner removed",
+    registry=REGISTRY,
+)
+
+
+def record_clean(result: CleanResult) -> None:
+    CLEANER_PASSES.inc()
+    CLEANER_REWRITTEN.inc(result.rewritten)
+    CLEANER_FREED.inc(result.freed_bytes)
 
 
 def record_isr_change(before: tuple[int, ...], after: tuple[int, ...]) -> None:

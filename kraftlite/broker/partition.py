@@ -29,7 +29,7 @@ from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import PartitionRegistration
 from kraftlite.metadata.records import NO_LEADER
-from kraftlite.metadata.topics import effective_config
+from kraftlite.metadata.topics import effective_config, is_compacted
 from kraftlite.protocol import batch as batch_format
 from kraftlite.storage.log import AppendInfo
 
@@ -138,6 +138,11 @@ class Partition:
 
     def config_int(self, name: str) -> int:
         return int(self.config(name))
+
+    @property
+    def compacted(self) -> bool:
+        """Whether the log cleaner compacts this partition (cleanup.policy has compact)."""
+        return is_compacted(self.configs)
 
     # -- role changes (from metadata) ---------------------------------------------------
 
@@ -591,7 +596,11 @@ class Partition:
             elif target < log.log_end_offset:
                 log.truncate_to(target)
         elif result.data:
-            log.append_replicated(result.data)
+            # A compacted log's gaps (storage/log.py rule 7) travel as they are, and may
+            # outlive its compaction (cleanup.policy changed back to delete), so any topic's
+            # follower takes them: the fetcher applies only data that answers the position
+            # the follower is at, and a leader's answer starts above it only across a gap.
+            log.append_replicated(result.data, allow_gaps=True)
         log.set_high_watermark(min(result.high_watermark, log.log_end_offset))
         self.changed(Tell.NO)  # a new high watermark to checkpoint
 

@@ -7,25 +7,35 @@ Rules:
 3. ISR changes go to the controller in batches (AlterPartition with many partitions, sent
    after a few milliseconds' linger); the leader acts on the committed answer only, and a
    change whose outcome is unknown is sent again as it was.
-4. Background work (HW checkpoints, retention) never blocks the event loop: LMDB calls
-   that may take long run in a thread; a partition's log serializes its own mutations.
+4. Background work (HW checkpoints, retention, cleaning) never blocks the event loop: LMDB
+   calls that may take long run in a thread; a partition's log serializes its own
+   mutations. Retention applies to topics whose cleanup.policy has `delete`.
 5. Replication throttle (`replication.throttled.rate`, Kafka's leader throttle): what this
    broker as leader sends replicas that a reassignment adds and that are not in sync yet
    comes from one token bucket at that rate; a partition whose turn finds it empty is
    answered next round. In-sync followers are never throttled.
+6. The log cleaner (Kafka's, `log.cleaner.enable`): every `log.cleaner.backoff.ms` each
+   compacted partition this broker holds, led or followed (each replica cleans its own
+   log, as Kafka's do), gets a pass if one is due (broker/cleaner.py), one partition at
+   a time on the cleaner's own thread, all passes together held to
+   `log.cleaner.io.max.bytes.per.second`. Stopping the broker ends a pass between two of
+   its transactions, and waits for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import threading
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import aiohttp
 import structlog
 
-from kraftlite.broker import metrics
+from kraftlite.broker import cleaner, metrics
 from kraftlite.broker.controller_client import ControllerClient
 from kraftlite.broker.fetch_sessions import FetchSession, FetchSessions, SessionPartition
 from kraftlite.broker.follower_fetcher import FollowerFetcher, PartitionKey
@@ -36,6 +46,7 @@ from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import MetadataImage, PartitionRegistration, TopicImage
 from kraftlite.metadata.local_changes import LocalChanges, local_changes
+from kraftlite.metadata.topics import has_retention
 from kraftlite.protocol.internal import (
     AlterPartitionRequest,
     AlterPartitionResponse,
@@ -47,6 +58,7 @@ from kraftlite.protocol.internal import (
     ReplicaFetchResponse,
 )
 from kraftlite.security.quotas import QuotaTracker
+from kraftlite.storage.compaction import CleanPolicy
 
 log = structlog.get_logger(__name__)
 ALTER_PARTITION_LINGER_S = 0.005  # ISR changes collected this long go in one request
@@ -64,6 +76,9 @@ class ReplicationSettings:
     retention_check_interval_ms: int = 300_000
     hw_checkpoint_interval_ms: int = 5_000
     throttled_rate: int | None = None  # replication.throttled.rate (static), bytes/s
+    cleaner_enable: bool = True  # log.cleaner.enable (rule 6)
+    cleaner_backoff_ms: int = 15_000  # log.cleaner.backoff.ms
+    cleaner_io_max_bytes_per_second: int | None = None  # unset: unthrottled, as Kafka's
 
 
 def log_name(topic_id: str, partition: int) -> str:
@@ -105,6 +120,15 @@ class ReplicaManager:
         self._throttle = QuotaTracker()
         self._reported: dict[int, int] = {}  # leader id -> when its refusal was reported
         self._reports: set[asyncio.Task[None]] = set()
+        # the log cleaner's thread (rule 6), and its signal to end a pass early
+        self._cleaner_pool = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
+        self._cleaner_stopping = threading.Event()
+        rate = settings.cleaner_io_max_bytes_per_second
+        self._cleaner_throttle = (  # its sleeps end when the broker stops
+            None
+            if rate is None
+            else cleaner.IoThrottle(rate, clock, sleep=self._cleaner_stopping.wait)
+        )
 
     # -- metadata -------------------------------------------------------------------------
 
@@ -509,8 +533,15 @@ class ReplicaManager:
                 name="retention",
             ),
         ]
+        if self.settings.cleaner_enable:
+            self._tasks.append(
+                loop.create_task(
+                    self._every(self.settings.cleaner_backoff_ms, self._clean), name="log-cleaner"
+                )
+            )
 
     async def stop(self) -> None:
+        self._cleaner_stopping.set()  # a pass in flight ends after its transaction
         for task in self._tasks:
             task.cancel()
         for fetcher in self._fetchers.values():
@@ -518,6 +549,7 @@ class ReplicaManager:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await asyncio.to_thread(self._cleaner_pool.shutdown)  # no pass outlives the logs
         for partition in self.partitions.values():
             with contextlib.suppress(Exception):
                 partition.log.checkpoint_high_watermark()
@@ -652,8 +684,9 @@ class ReplicaManager:
                 raise
 
     async def _retention(self) -> None:
-        """Apply retention to every partition, a slice at a time in one thread each."""
-        partitions = list(self.partitions.values())
+        """Apply retention to every partition whose topic has it (rule 4), a slice at a
+        time in one thread each."""
+        partitions = [p for p in self.partitions.values() if has_retention(p.configs)]
         for start in range(0, len(partitions), RETENTION_SLICE):
             chunk = [
                 (p, p.config_int("retention.ms"), p.config_int("retention.bytes"))
@@ -666,6 +699,51 @@ class ReplicaManager:
                 fetcher = self._fetchers.get(partition.leader_id)
                 if partition.role is Role.FOLLOWER and fetcher is not None:
                     fetcher.log_start_moved((partition.topic_id, partition.index))  # the leader too
+
+    async def _clean(self) -> None:
+        """Rule 6: a pass over each compacted partition this broker holds, when due."""
+        loop = asyncio.get_running_loop()
+        for partition in list(self.partitions.values()):
+            if partition.role is Role.OFFLINE or not partition.compacted:
+                continue
+            clean = functools.partial(
+                cleaner.clean,
+                partition.log,
+                self._clock.now_ms(),
+                clean_policy(partition),
+                throttle=self._cleaner_throttle,
+                stopping=self._cleaner_stopping.is_set,
+            )
+            try:
+                result = await loop.run_in_executor(self._cleaner_pool, clean)
+            except cleaner.Stopped:
+                return
+            except KraftliteError as exc:  # deleted or closed meanwhile
+                log.info("log_clean_skipped", partition=partition.name, error=str(exc))
+                continue
+            except Exception:  # one partition's failure (a bug, a disk) stops no other's
+                log.exception("log_clean_failed", partition=partition.name)
+                continue
+            if result is not None:
+                metrics.record_clean(result)
+                log.info(
+                    "log_cleaned",
+                    partition=partition.name,
+                    start=result.start,
+                    end=result.end,
+                    rewritten_batches=result.rewritten,
+                    freed_bytes=result.freed_bytes,
+                )
+
+
+def clean_policy(partition: Partition) -> CleanPolicy:
+    """A compacted partition's cleaner configs (Kafka's names)."""
+    return CleanPolicy(
+        min_compaction_lag_ms=partition.config_int("min.compaction.lag.ms"),
+        delete_retention_ms=partition.config_int("delete.retention.ms"),
+        min_cleanable_dirty_ratio=float(partition.config("min.cleanable.dirty.ratio")),
+        max_compaction_lag_ms=partition.config_int("max.compaction.lag.ms"),
+    )
 
 
 def _checkpoint_all(logs: list[ReplicaLog]) -> None:

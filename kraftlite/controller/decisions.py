@@ -52,6 +52,7 @@ from kraftlite.metadata.records import (
 )
 from kraftlite.metadata.topics import (
     INTERNAL_TOPICS,
+    check_config_combination,
     effective_config,
     validate_topic_configs,
     validate_topic_name,
@@ -510,6 +511,7 @@ def _topic_records(
     """A new topic's records: each partition's (replicas, ISR), the first of the ISR its
     leader."""
     checked = validate_topic_configs({} if configs is None else configs)
+    check_config_combination({k: v for k, v in checked.items() if v is not None})
     topic_id = _topic_id(rng)
     records: list[MetadataRecord] = [TopicRecord(name=name, topic_id=topic_id)]
     records += [
@@ -635,7 +637,8 @@ def _check_topic_spec(spec: CreateTopicRequest) -> None:
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"replication factor {factor!r} is not 1-{MAX_REPLICATION_FACTOR}",
         )
-    validate_topic_configs({} if spec.configs is None else spec.configs)
+    checked = validate_topic_configs({} if spec.configs is None else spec.configs)
+    check_config_combination({k: v for k, v in checked.items() if v is not None})
 
 
 def _existing_topic(image: MetadataImage, name: str) -> TopicImage:
@@ -729,6 +732,7 @@ def alter_topic_configs(
     for key, value in checked.items():
         if value is None:
             result.pop(key, None)
+    check_config_combination(result)
     return ControllerResult(records, result)
 
 

@@ -60,6 +60,7 @@ from kraftlite.kafka.fetch_sessions import (
 from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.records import UserScramCredentialRecord
 from kraftlite.metadata.topics import (
+    LIST_CONFIGS,
     TOPIC_CONFIGS,
     effective_config,
     is_internal_topic,
@@ -99,7 +100,7 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53  # transactions are not served
 UNSUPPORTED_ENDPOINT_TYPE = 120
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4  # DescribeConfigs resource types
 SOURCE_TOPIC, SOURCE_DYNAMIC, SOURCE_STATIC, SOURCE_DEFAULT = 1, 2, 4, 5  # config sources
-OP_SET, OP_DELETE = 0, 1  # IncrementalAlterConfigs operations
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs operations
 MAX_ADMIN_TOPICS = 100  # topics one CreateTopics or DeleteTopics may name
 LEADER_NOT_AVAILABLE = 5
 UNKNOWN_TOPIC_ID = 100
@@ -225,18 +226,37 @@ def _creatable(topic: bodies.CreatableTopic, validate_only: bool) -> admin.Creat
 
 
 def _config_changes(
-    resource: bodies.IncrementalAlterConfigsRequestAlterConfigsResource, position: int
+    resource: bodies.IncrementalAlterConfigsRequestAlterConfigsResource,
+    position: int,
+    current: Callable[[str], str],
 ) -> dict[str, str | None]:
     """An IncrementalAlterConfigs resource's changes: SET a value, DELETE back to the
-    default (None); APPEND and SUBTRACT act on list-valued configs, which have none here."""
+    default (None), APPEND to or SUBTRACT from a list-valued config (`cleanup.policy`) as
+    `current(name)` has it, as Kafka's ConfigAdminManager does (each item once, in order)."""
     if position >= MAX_ADMIN_TOPICS:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, "too many resources at once")
     changes: dict[str, str | None] = {}
     for config in resource["configs"]:
-        operation = config["config_operation"]
-        if operation not in (OP_SET, OP_DELETE):
-            raise KraftliteError(ErrorCode.INVALID_REQUEST, "only SET and DELETE are served")
-        changes[config["name"]] = config["value"] if operation == OP_SET else None
+        operation, name, value = config["config_operation"], config["name"], config["value"]
+        if name in changes:
+            raise KraftliteError(ErrorCode.INVALID_REQUEST, f"config {name} is named twice")
+        if operation in (OP_APPEND, OP_SUBTRACT):
+            if name not in LIST_CONFIGS:
+                raise KraftliteError(
+                    ErrorCode.INVALID_CONFIG, f"{name} is not a list: no APPEND or SUBTRACT"
+                )
+            old = [item.strip() for item in current(name).split(",") if item.strip()]
+            given = [item.strip() for item in (value or "").split(",") if item.strip()]
+            items = (
+                list(dict.fromkeys(old + given))
+                if operation == OP_APPEND
+                else [item for item in old if item not in given]
+            )
+            changes[name] = ",".join(items)
+        elif operation in (OP_SET, OP_DELETE):
+            changes[name] = value if operation == OP_SET else None
+        else:
+            raise KraftliteError(ErrorCode.INVALID_REQUEST, f"no config operation {operation}")
     return changes
 
 
@@ -851,7 +871,13 @@ class Session:
                 sent_size=max(records.batch_sizes(data or b"")),
             )
         except KraftliteError as exc:
-            return await _produce_error(index, kafka_code(exc), _message(exc))
+            answer = await _produce_error(index, kafka_code(exc), _message(exc))
+            keyless = exc.details.get("record_indexes", [])  # a compacted topic's refusal
+            if keyless:  # Kafka's record_errors (KIP-467): the client fails those records
+                answer["record_errors"] = [  # and the batch's others as not at fault
+                    {"batch_index": i, "batch_index_error_message": "no key"} for i in keyless
+                ]
+            return answer
         except WireError as exc:  # CorruptRecordsError included
             return await _produce_error(
                 index, int(ErrorCode.CORRUPT_MESSAGE), str(exc)[:MAX_MESSAGE]
@@ -1864,8 +1890,8 @@ class Session:
         self, request: Request
     ) -> bodies.IncrementalAlterConfigsResponse:
         """SET and DELETE (back to the default) of topic configs and of a broker's dynamic
-        configs, through the controllers as the HTTP API does; APPEND and SUBTRACT (for
-        list-valued configs) have nothing to act on here."""
+        configs, and APPEND and SUBTRACT of a topic's list-valued ones, through the
+        controllers as the HTTP API does."""
         body = cast(bodies.IncrementalAlterConfigsRequest, request.body)
         deadline = self._admin_deadline(MAX_ADMIN_TIMEOUT_MS)
         responses: list[bodies.AlterConfigsResourceResponse] = []
@@ -1876,7 +1902,7 @@ class Session:
                 "resource_name": name,
             }
             try:
-                changes = _config_changes(resource, n)
+                changes = _config_changes(resource, n, functools.partial(self._config, kind, name))
                 change = self._configs_change(kind, name, changes)
                 if not body["validate_only"]:
                     await self._admin(deadline, change)
@@ -1887,6 +1913,12 @@ class Session:
                 continue
             responses.append({**response, "error_code": NONE, "error_message": None})
         return {"responses": responses}
+
+    def _config(self, kind: int, name: str, key: str) -> str:
+        """A topic's value of a list-valued config, for APPEND and SUBTRACT (its default
+        if unset or the topic is unknown: the change then fails as any other would)."""
+        topic = self.image.topic(name) if kind == RESOURCE_TOPIC else None
+        return effective_config({} if topic is None else topic.configs, key)
 
     def _configs_change(
         self, kind: int, name: str, changes: dict[str, str | None]

@@ -14,6 +14,9 @@ from kraftlite.protocol import names
 
 _TOPIC_NAME = re.compile(rf"[a-zA-Z0-9._-]{{1,{names.MAX_TOPIC_NAME}}}")
 _DECIMAL = re.compile(r"-?[0-9]{1,19}")  # as Java's Long.parseLong: no "1_0", " 1", "+1"
+# a double as Java's Double.parseDouble reads one (0.5, 1, .5, 0., 5e-1), but no sign,
+# NaN, Infinity or hex: a ratio is never one of those
+_RATIO = re.compile(r"([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})([eE][-+]?[0-9]{1,3})?")
 INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets"})  # created by brokers, not users
 
 
@@ -62,12 +65,42 @@ def _one_of(*allowed: str) -> Callable[[str], str | None]:
     return check
 
 
+CLEANUP_POLICIES: Final = ("delete", "compact")
+LIST_CONFIGS: Final = frozenset({"cleanup.policy"})  # comma-separated lists, as Kafka's
+
+
+def cleanup_policies(value: str) -> frozenset[str]:
+    """The policies a `cleanup.policy` value lists (Kafka's: comma-separated, spaces
+    around each ignored)."""
+    return frozenset(part.strip() for part in value.split(",")) - {""}
+
+
+def is_compacted(configs: Mapping[str, str]) -> bool:
+    """Whether the log cleaner compacts this topic (`compact` or `compact,delete`)."""
+    return "compact" in cleanup_policies(effective_config(configs, "cleanup.policy"))
+
+
+def has_retention(configs: Mapping[str, str]) -> bool:
+    """Whether retention deletes old records of this topic (`delete`, `compact,delete`)."""
+    return "delete" in cleanup_policies(effective_config(configs, "cleanup.policy"))
+
+
 def _cleanup_policy(value: str) -> str | None:
-    if value == "delete":
+    """A list of `delete` and `compact`, each at most once; empty is neither (Kafka takes
+    it: records are kept for ever)."""
+    parts = [part.strip() for part in value.split(",")]
+    if not value.strip():
         return None
-    if value == "compact" or "compact" in value.split(","):
-        return "compact is not supported (only delete)"
-    return "must be delete"
+    if any(part not in CLEANUP_POLICIES for part in parts):
+        return "must be delete, compact, both (compact,delete), or empty (neither)"
+    return "lists a policy twice" if len(set(parts)) != len(parts) else None
+
+
+def _ratio(value: str) -> str | None:
+    """A double in [0, 1], written as Java's Double.parseDouble takes it (no nan, inf)."""
+    if not _RATIO.fullmatch(value.strip()):
+        return "must be a number from 0 to 1"
+    return None if 0.0 <= float(value) <= 1.0 else "must be a number from 0 to 1"
 
 
 COMPRESSION_TYPES: Final = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
@@ -85,19 +118,30 @@ TOPIC_CONFIGS: Final[Mapping[str, tuple[str, Callable[[str], str | None]]]] = {
     # how long a compacted topic keeps a key's tombstone (Kafka's; read by the cleaner of
     # compacted topics only, as Kafka's: a delete-policy topic takes it and ignores it)
     "delete.retention.ms": ("86400000", _long_at_least(0)),
+    # the log cleaner's, for compacted topics (storage/compaction.py): a record stays
+    # uncleaned for at least the min lag, becomes cleanable after the max lag whatever the
+    # dirty ratio, and a pass starts once the dirty part is this share of the log
+    "min.compaction.lag.ms": ("0", _long_at_least(0)),
+    "max.compaction.lag.ms": (str(2**63 - 1), _long_at_least(1)),
+    "min.cleanable.dirty.ratio": ("0.5", _ratio),
 }
 
 
-# What each config takes, for the API document: the smallest integer, or the strings.
-CONFIG_VALUES: Final[Mapping[str, int | tuple[str, ...]]] = {
+# What each config takes, for the API document: the smallest integer, RATIO (a number
+# from 0 to 1), or the strings.
+RATIO: Final = "ratio"
+CONFIG_VALUES: Final[Mapping[str, int | str | tuple[str, ...]]] = {
     "retention.ms": -1,
     "retention.bytes": -1,
     "min.insync.replicas": 1,
     "max.message.bytes": 0,
-    "cleanup.policy": ("delete",),
+    "cleanup.policy": ("delete", "compact", "compact,delete", "delete,compact", ""),
     "unclean.leader.election.enable": ("true", "false"),
     "compression.type": COMPRESSION_TYPES,
     "delete.retention.ms": 0,
+    "min.compaction.lag.ms": 0,
+    "max.compaction.lag.ms": 1,
+    "min.cleanable.dirty.ratio": RATIO,
 }
 
 
@@ -107,6 +151,8 @@ def normalize_config_value(name: str, value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, int | str):
         return str(value)
+    if isinstance(value, float):  # a ratio (nan and inf stay refused)
+        return repr(value)
     raise KraftliteError(
         ErrorCode.INVALID_CONFIG, f"config {name} = {value!r} must be a string or number"
     )
@@ -132,6 +178,18 @@ def validate_topic_configs(configs: object) -> dict[str, str | None]:
             raise KraftliteError(ErrorCode.INVALID_CONFIG, f"config {name} = {value!r} {complaint}")
         result[name] = value
     return result
+
+
+def check_config_combination(configs: Mapping[str, str]) -> None:
+    """What a topic's configs must be together (Kafka's LogConfig.validate): a compaction
+    lag range that is not empty."""
+    low = int(effective_config(configs, "min.compaction.lag.ms"))
+    high = int(effective_config(configs, "max.compaction.lag.ms"))
+    if high < low:
+        raise KraftliteError(
+            ErrorCode.INVALID_CONFIG,
+            f"max.compaction.lag.ms ({high}) must not be below min.compaction.lag.ms ({low})",
+        )
 
 
 def effective_config(configs: Mapping[str, str], name: str) -> str:

@@ -767,19 +767,23 @@ class PartitionLog:
                     return peek.base_offset + position, int(stamps[position])
         return None
 
-    def producer_headers(self) -> list[batch_format.BatchHeader]:
-        """The headers of every stored batch of an idempotent producer (format v2), first
-        to last: what a new leader reads to rebuild its producers' state
-        (broker/producer_state.py). One read transaction, header bytes only; meant for a
-        worker thread."""
+    def batch_headers(self) -> list[batch_format.BatchHeader]:
+        """The header of every stored batch, first to last: what the log cleaner decides a
+        pass from before it reads a record. One read transaction, header bytes only;
+        meant for a worker thread."""
         self._check_open()
         with self.storage.reading() as txn:
             cursor = txn.cursor(db=self._batches)
             return [
                 batch_format.read_header(bytes(value[: batch_format.HEADER_V2_SIZE]))
                 for _, value in self._range(cursor)
-                if value[12] == batch_format.MAGIC_V2
             ]
+
+    def producer_headers(self) -> list[batch_format.BatchHeader]:
+        """The headers of every stored batch of an idempotent producer (format v2), first
+        to last: what a new leader reads to rebuild its producers' state
+        (broker/producer_state.py). Meant for a worker thread."""
+        return [h for h in self.batch_headers() if h.magic == batch_format.MAGIC_V2]
 
     def end_offset_for(self, leader_epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for a follower asking where `leader_epoch` ends (KIP-101/279):

@@ -270,6 +270,12 @@ class MemoryPartitionLog:
             return None
         return found
 
+    def batch_headers(self) -> list[batch_format.BatchHeader]:
+        """The header of every stored batch, first to last."""
+        with self._lock:
+            self._check_open()
+            return [s.header for s in self._batches]
+
     def producer_headers(self) -> list[batch_format.BatchHeader]:
         """The headers of every stored idempotent-producer (v2) batch, first to last."""
         with self._lock:

@@ -18,11 +18,20 @@ The invariants (docs/design/fault-injection.md lists which scenario relies on wh
    lineage). Two brokers accepting writes in one epoch break the first half.
 5. Committed group offsets never go backwards.
 6. An idempotent producer's records are each written once, in order (`written_once`).
+
+On a compacted topic (issue 26) the cleaner removes every record of a key but its latest,
+on each replica on its own, so 1-3 become (`key_of` gives a record's key from its value):
+1c. every key's latest acknowledged record is readable, or a later record of that key is,
+    and no acknowledged record reads differently (`latest_kept`);
+2c. offsets are ordered, not dense (`ordered_offsets`);
+3c. ISR members agree below the high watermark on each offset two of them hold and on
+    every key's latest record (`isr_tables_agree`); a consumer consumed every key's latest
+    record and nothing the log never held (`consumed_as_compacted`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -258,6 +267,126 @@ def consumed_as_logged(
         for offset, value in sorted(set(consumed))
         if log.get(offset) != value
     ]
+
+
+def _newest(
+    records: Iterable[tuple[int, bytes]], key_of: Callable[[bytes], bytes]
+) -> dict[bytes, tuple[int, bytes]]:
+    """Each key's record (offset, value) at its highest offset."""
+    newest: dict[bytes, tuple[int, bytes]] = {}
+    for offset, value in records:
+        key = key_of(value)
+        if offset > newest.get(key, (-1, b""))[0]:
+            newest[key] = (offset, value)
+    return newest
+
+
+def latest_kept(
+    acked: Mapping[int, bytes],
+    readable: Iterable[tuple[int, bytes]],
+    key_of: Callable[[bytes], bytes],
+) -> list[Violation]:
+    """Invariant 1c: the cleaner may remove an acknowledged record only for a later one of
+    its key (which an unacknowledged write may be), and changes none."""
+    stored = dict(readable)
+    found = [
+        Violation("lost", f"offset {offset} acknowledged {value!r}, reads {stored[offset]!r}")
+        for offset, value in sorted(acked.items())
+        if offset in stored and stored[offset] != value
+    ]
+    have = _newest(stored.items(), key_of)
+    for key, (offset, _) in sorted(_newest(acked.items(), key_of).items()):
+        if have.get(key, (-1, b""))[0] < offset:
+            found.append(
+                Violation(
+                    "lost",
+                    f"key {key!r}: acknowledged at {offset}, the newest readable is "
+                    f"{have.get(key, (None,))[0]}",
+                )
+            )
+    return found
+
+
+def ordered_offsets(offsets: Sequence[int], log_start_offset: int = 0) -> list[Violation]:
+    """Invariant 2c: strictly increasing from the log start (a compacted log has gaps)."""
+    previous = log_start_offset - 1
+    for position, offset in enumerate(offsets):
+        if offset <= previous:
+            return [Violation("ordered", f"position {position}: offset {offset} after {previous}")]
+        previous = offset
+    return []
+
+
+def isr_tables_agree(
+    logs: Mapping[int, Sequence[StoredRecord]],
+    isr: Iterable[int],
+    high_watermark: int,
+    key_of: Callable[[bytes], bytes],
+) -> list[Violation]:
+    """Invariant 3c: below the HW every ISR member holds a subset of one log (what its own
+    cleaner left of it), with the same latest record of every key."""
+    members = sorted(isr)
+    missing = [b for b in members if b not in logs]
+    if missing:
+        return [Violation("isr-agree", f"no log for ISR members {missing}")]
+    found = []
+    union: dict[int, tuple[int, StoredRecord]] = {}
+    tables = {}
+    for broker_id in members:
+        below = [r for r in logs[broker_id] if r.offset < high_watermark]
+        for record in below:
+            other = union.setdefault(record.offset, (broker_id, record))
+            if other[1] != record:
+                found.append(
+                    Violation(
+                        "isr-agree",
+                        f"offset {record.offset}: broker {other[0]} has {other[1]}, "
+                        f"broker {broker_id} has {record}",
+                    )
+                )
+        tables[broker_id] = _newest(((r.offset, r.value) for r in below), key_of)
+    for broker_id in members[1:]:
+        if tables[broker_id] != tables[members[0]]:
+            differ = sorted(
+                k
+                for k in tables[broker_id].keys() | tables[members[0]].keys()
+                if tables[broker_id].get(k) != tables[members[0]].get(k)
+            )
+            found.append(
+                Violation(
+                    "isr-agree",
+                    f"brokers {members[0]} and {broker_id} differ on the latest record of "
+                    f"keys {differ[:5]}",
+                )
+            )
+    return found
+
+
+def consumed_as_compacted(
+    consumed: Iterable[tuple[int, bytes]],
+    readable: Sequence[tuple[int, bytes]],
+    key_of: Callable[[bytes], bytes],
+) -> list[Violation]:
+    """Invariant 3c for consumers: each record consumed is in the final log at its offset
+    or was superseded there by a later record of its key (the cleaner removed it), and
+    every key's latest record was consumed."""
+    log = dict(readable)
+    newest = _newest(readable, key_of)
+    found = []
+    seen = set()
+    for offset, value in sorted(set(consumed)):
+        seen.add(offset)
+        if log.get(offset, value) != value or (
+            offset not in log and newest.get(key_of(value), (-1, b""))[0] <= offset
+        ):
+            held = log.get(offset)
+            found.append(
+                Violation("consumed", f"offset {offset}: consumed {value!r}, log has {held!r}")
+            )
+    missed = sorted(offset for offset, _ in newest.values() if offset not in seen)
+    if missed:
+        found.append(Violation("consumed", f"no one consumed the latest record at {missed[:10]}"))
+    return found
 
 
 def assert_no_violations(violations: Sequence[Violation]) -> None:

@@ -13,12 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.harness.checker import Violation, committed_offsets_monotone, consumed_as_logged
+from tests.harness.checker import (
+    Violation,
+    committed_offsets_monotone,
+    consumed_as_compacted,
+    consumed_as_logged,
+)
 from tests.harness.observe import (
     GroupReader,
     Producer,
     check_partition,
     create,
+    key_of,
     partition_0,
     read_partition,
     wait_for_full_isr,
@@ -127,6 +133,7 @@ class ChaosResult:
     faults: list[str]
     unavailable_s: float
     violations: list[Violation]
+    readable: int = 0  # records readable at the end (fewer than acked: the cleaner ran)
 
     @property
     def lost(self) -> int:
@@ -195,13 +202,28 @@ class Mover(threading.Thread):
         wait_until(lambda: self._alter(3), timeout_s=60, what="replication factor 3 again")
 
 
+# A compacted topic cleaned as soon as anything is dirty, tombstones and all (issue 26)
+EAGER_COMPACTION = {
+    "cleanup.policy": "compact",
+    "min.cleanable.dirty.ratio": "0.01",
+    "delete.retention.ms": "0",
+}
+
+
 def chaos_run(
-    root: Path, seconds: float, seed: int, log: Callable[[str], None] = print, moves: bool = False
+    root: Path,
+    seconds: float,
+    seed: int,
+    log: Callable[[str], None] = print,
+    moves: bool = False,
+    compacted: bool = False,
 ) -> ChaosResult:
     """A cluster (3 controllers, 3 brokers), a topic with min.insync.replicas=2, two acks=all
     producers through random brokers and two members of a consumer group reading it, random
     faults for `seconds` (with `moves`, its replicas moving meanwhile: Mover); then heal,
-    wait for the whole ISR and for the group to have consumed everything, stop, check."""
+    wait for the whole ISR and for the group to have consumed everything, stop, check.
+    `compacted`: the topic is compacted (every replica's cleaner running every 200 ms all
+    along) and the producers send keyed records."""
     rng = random.Random(seed)
     cluster = Cluster(
         root,
@@ -209,18 +231,21 @@ def chaos_run(
             "replica.lag.time.max.ms": 2000,
             # a new coordinator freezes assignments for this long (groups.md): keep it short
             "group.consumer.max.session.timeout.ms": GROUP_SESSION_MS,
+            "log.cleaner.backoff.ms": 200,
         },
         controller_config=FAST_SESSIONS,
         faults=True,
     )
     try:
         cluster.start()
-        create(cluster, "chaos", **{"min.insync.replicas": 2})
+        configs = EAGER_COMPACTION if compacted else {}
+        create(cluster, "chaos", **{"min.insync.replicas": 2, **configs})
         pickers = [random.Random(seed + i) for i in (1, 2)]
         producers = [
             Producer(
                 cluster,
                 "chaos",
+                keyed=compacted,
                 target=lambda picker=picker: picker.choice(
                     [cluster.urls[b] for b, p in cluster.processes.items() if p.serving]
                 ),
@@ -246,11 +271,12 @@ def chaos_run(
         wait_for_full_isr(cluster, "chaos", timeout_s=90)
         for producer in producers:
             producer.stop()
-        violations = _group_violations(cluster, readers, producers)
+        violations = _group_violations(cluster, readers, producers, compacted=compacted)
         refused = set().union(*(p.refused for p in producers))
         acked_at = [a.done_at for p in producers for a in p.answers if a.status == 200]
+        readable = len(read_partition(cluster, "chaos")[1])
         violations += check_partition(
-            cluster, "chaos", *(p.acked for p in producers), refused=refused
+            cluster, "chaos", *(p.acked for p in producers), refused=refused, compacted=compacted
         )
         return ChaosResult(
             seed=seed,
@@ -258,16 +284,22 @@ def chaos_run(
             faults=nemesis.injected,
             unavailable_s=unavailable_seconds(acked_at, start, end, gap_s=1.0),
             violations=violations,
+            readable=readable,
         )
     finally:
         cluster.close()
 
 
 def _group_violations(
-    cluster: Cluster, readers: list[GroupReader], producers: list[Producer]
+    cluster: Cluster,
+    readers: list[GroupReader],
+    producers: list[Producer],
+    *,
+    compacted: bool = False,
 ) -> list[Violation]:
     """Once the group has consumed up to the high watermark (or gave up waiting): it read
-    only committed records, skipped none, and its committed offsets never went back."""
+    only committed records, skipped none (on a compacted topic: none that the cleaner
+    keeps), and its committed offsets never went back."""
     highest = max((max(p.acked) for p in producers if p.acked), default=-1)
     wait_until(  # a new leader's HW can lag what was acknowledged: as check_partition
         lambda: (partition_0(cluster, "chaos")["high_watermark"] or 0) > highest,
@@ -275,6 +307,11 @@ def _group_violations(
     )
     _, readable = read_partition(cluster, "chaos")
     wanted = {offset for offset, _ in readable}
+    if compacted:  # the records a pass keeps (others may go before a reader gets them)
+        newest: dict[bytes, int] = {}
+        for offset, value in readable:
+            newest[key_of(value)] = offset
+        wanted = set(newest.values())
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not wanted <= set().union(
         *(r.offsets() for r in readers)
@@ -284,6 +321,9 @@ def _group_violations(
         reader.stop()
     _, readable = read_partition(cluster, "chaos")  # what they read may be past the first read
     consumed = [record for reader in readers for record in reader.consumed]
+    if compacted:  # what the first read held may be cleaned away before a reader got it
+        seen = [observation for reader in readers for observation in reader.committed_seen]
+        return consumed_as_compacted(consumed, readable, key_of) + committed_offsets_monotone(seen)
     violations = consumed_as_logged(consumed, readable)
     missed = sorted(wanted - {offset for offset, _ in consumed})
     if missed:

@@ -9,6 +9,7 @@ import contextlib
 import itertools
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,8 +26,11 @@ from tests.harness.checker import (
     Violation,
     dense_offsets,
     isr_logs_agree,
+    isr_tables_agree,
+    latest_kept,
     lost_acknowledged,
     one_writer_per_epoch,
+    ordered_offsets,
     refused_not_appended,
 )
 from tests.harness.processes import Cluster, http, signed_http
@@ -104,6 +108,13 @@ def create(cluster: Cluster, topic: str, **configs: Any) -> dict[str, Any]:
 
 
 _producer_ids = itertools.count()
+KEYS = 25  # the keys of a compacted topic's producers (`key_of`)
+
+
+def key_of(value: bytes) -> bytes:
+    """The key a keyed Producer sends `value` with: one of KEYS, derived from the value,
+    so the checker finds it again from the value alone."""
+    return b"key-%d" % (zlib.crc32(value) % KEYS)
 
 
 @dataclass
@@ -129,6 +140,7 @@ class Producer(threading.Thread):
     target: Callable[[], str] | None = None
     no_forward: bool = False
     timeout_ms: int = 3000
+    keyed: bool = False  # each record with its `key_of` (a compacted topic takes no other)
     acked: dict[int, bytes] = field(default_factory=dict)
     # Values refused with "nothing was appended" (NOT_ENOUGH_REPLICAS before the append):
     # they must never show up in the log.
@@ -152,7 +164,7 @@ class Producer(threading.Thread):
                     "POST",
                     target + f"/v1/topics/{self.topic}/partitions/0/records"
                     f"?acks=all&timeout_ms={self.timeout_ms}",
-                    {"records": [{"value": v} for v in values]},
+                    {"records": [self._record(v) for v in values]},
                     headers={NO_FORWARD: "1"} if self.no_forward else None,
                     timeout=self.timeout_ms / 1000 + 5,
                 )
@@ -169,6 +181,11 @@ class Producer(threading.Thread):
                     self.refused.update(v.encode() for v in values)
                 time.sleep(0.05)
             self.answers.append(Answer(sent_at, time.monotonic(), target, status, error, last))
+
+    def _record(self, value: str) -> dict[str, str]:
+        if self.keyed:
+            return {"key": key_of(value.encode()).decode(), "value": value}
+        return {"value": value}
 
     def stop(self) -> None:
         self.stop_flag.set()
@@ -327,12 +344,17 @@ def replica_logs(cluster: Cluster, topic_id: str) -> dict[int, list[StoredRecord
 
 
 def check_partition(
-    cluster: Cluster, topic: str, *acked_by: dict[int, bytes], refused: set[bytes] | None = None
+    cluster: Cluster,
+    topic: str,
+    *acked_by: dict[int, bytes],
+    refused: set[bytes] | None = None,
+    compacted: bool = False,
 ) -> list[Violation]:
     """Every invariant on partition 0 of `topic`; stops the cluster to read its data dirs.
     `acked_by`: each producer's acknowledgements (offset -> value), checked one by one (after
     an unclean election two may hold different values at one offset). Waits first for the
-    HW to pass every acknowledged offset (a new leader's HW can lag)."""
+    HW to pass every acknowledged offset (a new leader's HW can lag). `compacted`: the
+    topic's, written by keyed Producers (checker.py's 1c-3c)."""
     refused = refused or set()
     highest = max((max(acked) for acked in acked_by if acked), default=-1)
     wait_until(
@@ -340,13 +362,21 @@ def check_partition(
         what="the high watermark above every acknowledged offset",
     )
     log_start, readable = read_partition(cluster, topic)
-    violations = [v for acked in acked_by for v in lost_acknowledged(acked, readable)]
-    violations += refused_not_appended(refused, readable)
-    violations += dense_offsets([offset for offset, _ in readable], log_start)
+    violations = refused_not_appended(refused, readable)
+    offsets = [offset for offset, _ in readable]
+    if compacted:
+        violations += [v for acked in acked_by for v in latest_kept(acked, readable, key_of)]
+        violations += ordered_offsets(offsets, log_start)
+    else:
+        violations += [v for acked in acked_by for v in lost_acknowledged(acked, readable)]
+        violations += dense_offsets(offsets, log_start)
     state = describe(cluster, topic)
     isr, hw = state["partitions"][0]["isr"], state["partitions"][0]["high_watermark"]
     cluster.stop()
     logs = replica_logs(cluster, str(state["topic_id"]))
-    violations += isr_logs_agree(logs, isr, hw)
+    if compacted:
+        violations += isr_tables_agree(logs, isr, hw, key_of)
+    else:
+        violations += isr_logs_agree(logs, isr, hw)
     violations += one_writer_per_epoch(logs)
     return violations

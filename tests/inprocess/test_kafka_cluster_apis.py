@@ -177,6 +177,56 @@ async def test_alter_configs_replaces_a_topics_configs(node: InProcessBroker) ->
     assert node.image.topic("legacy").configs == {}  # type: ignore[union-attr]
 
 
+async def test_incremental_alter_configs_appends_to_and_subtracts_from_a_list(
+    node: InProcessBroker,
+) -> None:
+    """APPEND and SUBTRACT of cleanup.policy (librdkafka's 0011 turns compaction on so),
+    from the topic's current value or its default, each item once, as Kafka's."""
+    twin_of(node)
+    node.create_topic("listed")
+    kafka = node.connect()
+
+    async def change(*configs: tuple[str, int, str | None]) -> int:
+        answer = await kafka.call(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            1,
+            {
+                "resources": [
+                    {
+                        "resource_type": TOPIC,
+                        "resource_name": "listed",
+                        "configs": [
+                            {"name": n, "config_operation": op, "value": v} for n, op, v in configs
+                        ],
+                    }
+                ],
+                "validate_only": False,
+            },
+        )
+        ((result),) = answer["responses"]
+        return int(result["error_code"])
+
+    def policy() -> str | None:
+        return node.image.topic("listed").configs.get("cleanup.policy")  # type: ignore[union-attr]
+
+    append, subtract = 2, 3
+    assert await change(("cleanup.policy", append, "compact")) == NONE
+    assert policy() == "delete,compact"  # appended to the default
+    assert await change(("cleanup.policy", append, "compact,delete")) == NONE
+    assert policy() == "delete,compact"  # each item once
+    assert await change(("cleanup.policy", subtract, "delete")) == NONE
+    assert policy() == "compact"
+    for refused, code in (
+        ((("retention.ms", append, "5"),), INVALID_CONFIG),  # not a list
+        ((("cleanup.policy", 4, "compact"),), INVALID_REQUEST),  # no such operation
+        ((("cleanup.policy", 0, "compact"), ("cleanup.policy", 1, None)), INVALID_REQUEST),
+    ):
+        assert await change(*refused) == code, refused
+    assert policy() == "compact"
+    assert await change(("cleanup.policy", subtract, "compact")) == NONE
+    assert policy() == ""  # neither: Kafka takes an empty list, and keeps records for ever
+
+
 async def test_alter_configs_replaces_a_brokers_dynamic_configs(node: InProcessBroker) -> None:
     twin_of(node)
     kafka = node.connect()

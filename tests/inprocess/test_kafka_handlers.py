@@ -339,6 +339,28 @@ async def test_produce_errors_are_per_partition(node: InProcessBroker) -> None:
     assert node.partition("orders", 0).log.log_end_offset == 0
 
 
+async def test_a_compacted_topic_refuses_records_without_a_key_naming_them(
+    node: InProcessBroker,
+) -> None:
+    """Issue 26: INVALID_RECORD with Kafka's record_errors (KIP-467) naming the keyless
+    records, so a client fails those and retries the batch's others; nothing appended."""
+    node.create_topic("table", configs={"cleanup.policy": "compact"})
+    kafka = node.connect()
+    now = node.clock.now_ms()
+    mixed = kafka_batch([b"a", b"b", b"c"], timestamp=now, keys=[b"k", None, None])
+    answer = await produce(kafka, "table", 0, mixed)
+    assert answer is not None and answer["error_code"] == int(ErrorCode.INVALID_RECORD)
+    assert "without key" in answer["error_message"]
+    assert [e["batch_index"] for e in answer["record_errors"]] == [1, 2]
+    assert node.partition("table", 0).log.log_end_offset == 0
+    keyed = kafka_batch([b"a"], timestamp=now, keys=[b"k"])
+    answer = await produce(kafka, "table", 0, keyed)
+    assert answer is not None and (answer["error_code"], answer["record_errors"]) == (0, [])
+    # a topic that is not compacted takes them
+    answer = await produce(kafka, "orders", 0, mixed)
+    assert answer is not None and answer["error_code"] == 0
+
+
 # -- producer ids --------------------------------------------------------------------------------
 
 

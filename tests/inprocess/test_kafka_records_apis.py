@@ -33,8 +33,10 @@ def allow(operation: str, topic: str) -> AccessControlEntryRecord:
 
 
 async def produce(kafka: KafkaConnection, topic: str, partition: int, count: int) -> None:
+    """`count` records, each keyed (a compacted topic takes them too)."""
     now = kafka.session.service.broker.clock.now_ms()
-    records = kafka_batch([b"v%d" % i for i in range(count)], timestamp=now)
+    values = [b"v%d" % i for i in range(count)]
+    records = kafka_batch(values, timestamp=now, keys=values)
     answer = await kafka.call(
         ApiKey.PRODUCE,
         9,
@@ -104,6 +106,24 @@ async def test_the_log_start_moves_exactly_there_and_nothing_below_is_served(
     assert earliest["topics"][0]["partitions"][0]["offset"] == 4
     # again, lower: nothing changes, and the answer is where it is
     assert await delete_records(kafka, {"orders": [(0, 2)]}) == {("orders", 0): (0, 4)}
+
+
+async def test_a_topic_without_the_delete_policy_keeps_its_records(
+    node: InProcessBroker,
+) -> None:
+    """As Kafka's: DeleteRecords of a compact-only topic (or one with no cleanup policy)
+    is POLICY_VIOLATION, and nothing moves; compact,delete takes it."""
+    kafka = node.connect()
+    for topic, policy, code in (
+        ("table", "compact", int(ErrorCode.POLICY_VIOLATION)),
+        ("forever", "", int(ErrorCode.POLICY_VIOLATION)),
+        ("both", "compact,delete", 0),
+    ):
+        node.create_topic(topic, configs={"cleanup.policy": policy})
+        await produce(kafka, topic, 0, 3)
+        answered = await delete_records(kafka, {topic: [(0, 2)]})
+        assert answered[(topic, 0)][0] == code, topic
+        assert node.partition(topic).log.log_start_offset == (0 if code else 2)
 
 
 async def test_minus_one_is_the_high_watermark_and_above_it_is_out_of_range(

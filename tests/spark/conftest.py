@@ -31,7 +31,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     (`kafka.bootstrap.servers` may name those)."""
     running = Cluster(
         tmp_path_factory.mktemp("spark"),
-        broker_config={"log.retention.check.interval.ms": 200},
+        broker_config={"log.retention.check.interval.ms": 200, "log.cleaner.backoff.ms": 200},
         kafka=True,
     )
     running.start()

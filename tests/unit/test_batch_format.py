@@ -468,3 +468,16 @@ def test_round_trip_and_corruption_with_a_null_header_value_forced(batch, data) 
     corrupted[position] ^= data.draw(st.integers(min_value=1, max_value=255))
     with pytest.raises(fmt.CorruptBatchError):
         fmt.validate(corrupted)
+
+
+@given(batches(), st.sampled_from([fmt.NO_PRODUCER_ID, 7]))
+def test_null_keys_reads_the_key_validity_bitmap_alone(batch, producer) -> None:
+    """What a compacted topic's produce checks before anything else (issue 26)."""
+    values, keys, stamps, headers = batch
+    extra = {} if producer < 0 else {"producer_id": 7, "producer_epoch": 0, "base_sequence": 0}
+    data = fmt.encode_batch(values, keys=keys, timestamps=stamps, headers=headers, **extra)
+    header = fmt.read_header(data)
+    assert fmt.null_keys(data, header) == [i for i, key in enumerate(keys) if key is None]
+    # a batch too short to hold the bitmap is left to validation to refuse
+    short = data[: header.header_size + 8 * len(keys)]
+    assert fmt.null_keys(short, header) == []

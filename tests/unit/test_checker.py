@@ -8,12 +8,16 @@ from tests.harness.checker import (
     StoredRecord,
     Violation,
     committed_offsets_monotone,
+    consumed_as_compacted,
     consumed_as_logged,
     dense_offsets,
     group_offsets_monotone,
     isr_logs_agree,
+    isr_tables_agree,
+    latest_kept,
     lost_acknowledged,
     one_writer_per_epoch,
+    ordered_offsets,
     reads_not_stale,
     refused_not_appended,
     written_once,
@@ -165,3 +169,66 @@ def test_written_once_finds_a_duplicate_a_loss_and_a_reordering() -> None:
     assert [v.invariant for v in lost] == ["written-once"]
     reordered = written_once(sent, [(0, b"b"), (1, b"a"), (2, b"c")])
     assert [v.detail for v in reordered] == ["the log does not keep the order they were sent in"]
+
+
+# -- compacted topics (issue 26): a value's key is its first letter ------------------------------
+
+
+def first_letter(value: bytes) -> bytes:
+    return value[:1]
+
+
+def test_latest_kept_lets_only_a_later_record_of_a_key_replace_an_acknowledged_one() -> None:
+    acked = {0: b"a1", 1: b"b1", 2: b"a2"}
+    # a1 cleaned (a2 is later); an unacknowledged b2 at 3 took b1's place: all fine
+    assert latest_kept(acked, [(2, b"a2"), (3, b"b2")], first_letter) == []
+    assert latest_kept(acked, [(0, b"a1"), (1, b"b1"), (2, b"a2")], first_letter) == []
+    assert latest_kept(acked, [(1, b"b1"), (2, b"a1")], first_letter) == [
+        Violation("lost", "offset 2 acknowledged b'a2', reads b'a1'")
+    ]
+    assert latest_kept(acked, [(0, b"a1"), (1, b"b1")], first_letter) == [
+        Violation("lost", "key b'a': acknowledged at 2, the newest readable is 0")
+    ]
+    assert latest_kept(acked, [(2, b"a2")], first_letter) == [
+        Violation("lost", "key b'b': acknowledged at 1, the newest readable is None")
+    ]
+
+
+def test_ordered_offsets_takes_gaps_and_finds_disorder() -> None:
+    assert ordered_offsets([3, 4, 9, 12], 3) == []
+    assert ordered_offsets([], 5) == []
+    assert ordered_offsets([3, 9, 9], 3) == [Violation("ordered", "position 2: offset 9 after 9")]
+    assert ordered_offsets([2, 9], 3) == [Violation("ordered", "position 0: offset 2 after 2")]
+
+
+def test_isr_tables_agree_takes_replicas_cleaned_apart_and_finds_a_divergence() -> None:
+    full = log((0, 1, b"a1"), (1, 1, b"b1"), (2, 1, b"a2"), (3, 2, b"b2"))
+    cleaned = log((2, 1, b"a2"), (3, 2, b"b2"))
+    assert isr_tables_agree({1: full, 2: cleaned}, [1, 2], 4, first_letter) == []
+    assert isr_tables_agree({1: full, 2: cleaned[:1]}, [1, 2], 4, first_letter) == [
+        Violation("isr-agree", "brokers 1 and 2 differ on the latest record of keys [b'b']")
+    ]
+    other = log((2, 1, b"a2"), (3, 3, b"b2"))  # another epoch at an offset both hold
+    assert isr_tables_agree({1: full, 2: other}, [1, 2], 4, first_letter)[0].invariant == (
+        "isr-agree"
+    )
+    # above the high watermark they may differ (b1 is b's latest below it: kept)
+    behind = log((1, 1, b"b1"), (2, 1, b"a2"))
+    assert isr_tables_agree({1: full, 2: behind}, [1, 2], 3, first_letter) == []
+    assert isr_tables_agree({1: full}, [1, 2], 4, first_letter) == [
+        Violation("isr-agree", "no log for ISR members [2]")
+    ]
+
+
+def test_consumed_as_compacted_takes_cleaned_records_and_finds_the_rest() -> None:
+    final = [(2, b"a2"), (3, b"b2")]
+    assert consumed_as_compacted([(0, b"a1"), (2, b"a2"), (3, b"b2")], final, first_letter) == []
+    assert consumed_as_compacted([(2, b"a2")], final, first_letter) == [
+        Violation("consumed", "no one consumed the latest record at [3]")
+    ]
+    assert consumed_as_compacted(
+        [(2, b"a2"), (3, b"b2"), (4, b"a9"), (3, b"bX")], final, first_letter
+    ) == [
+        Violation("consumed", "offset 3: consumed b'bX', log has b'b2'"),
+        Violation("consumed", "offset 4: consumed b'a9', log has None"),
+    ]

@@ -243,7 +243,17 @@ def test_create_topic_places_partitions_and_configs() -> None:
         (("u", 1, None, {"retention.ms": " 1000"}), ErrorCode.INVALID_CONFIG),
         (("u", 1, None, {"retention.ms": str(2**63)}), ErrorCode.INVALID_CONFIG),
         (("u", 1, None, {"no.such": "1"}), ErrorCode.INVALID_CONFIG),
-        (("u", 1, None, {"cleanup.policy": "compact"}), ErrorCode.INVALID_CONFIG),
+        (("u", 1, None, {"cleanup.policy": "compact,compact"}), ErrorCode.INVALID_CONFIG),
+        (("u", 1, None, {"cleanup.policy": "compact,"}), ErrorCode.INVALID_CONFIG),
+        (("u", 1, None, {"cleanup.policy": "keep"}), ErrorCode.INVALID_CONFIG),
+        (("u", 1, None, {"min.cleanable.dirty.ratio": "1.5"}), ErrorCode.INVALID_CONFIG),
+        (("u", 1, None, {"min.cleanable.dirty.ratio": "NaN"}), ErrorCode.INVALID_CONFIG),
+        (("u", 1, None, {"max.compaction.lag.ms": 0}), ErrorCode.INVALID_CONFIG),
+        (("u", 1, None, {"min.compaction.lag.ms": -1}), ErrorCode.INVALID_CONFIG),
+        (  # an empty lag range (Kafka's LogConfig.validate)
+            ("u", 1, None, {"min.compaction.lag.ms": 10, "max.compaction.lag.ms": 9}),
+            ErrorCode.INVALID_CONFIG,
+        ),
         (("u", 1, None, {"min.insync.replicas": 0}), ErrorCode.INVALID_CONFIG),
         (("u", 1, None, []), ErrorCode.INVALID_CONFIG),
     ],
@@ -337,6 +347,20 @@ def test_delete_add_partitions_and_alter_configs() -> None:
     assert result.response == {"retention.bytes": "10"}
     image = commit(image, result)
     assert image.topic("t").configs == {"retention.bytes": "10"}
+    result = d.alter_topic_configs(
+        image, "t", {"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": 0.25}
+    )
+    image = commit(image, result)
+    assert image.topic("t").configs == {
+        "retention.bytes": "10",
+        "cleanup.policy": "compact,delete",
+        "min.cleanable.dirty.ratio": "0.25",
+    }
+    image = commit(image, d.alter_topic_configs(image, "t", {"max.compaction.lag.ms": 100}))
+    # the lag range is checked against the topic's configs as they would become
+    error(
+        ErrorCode.INVALID_CONFIG, d.alter_topic_configs, image, "t", {"min.compaction.lag.ms": 101}
+    )
     image = commit(image, d.delete_topic(image, "t"))
     assert image.topic("t") is None
     error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, d.delete_topic, image, "t")

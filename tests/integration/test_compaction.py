@@ -1,0 +1,313 @@
+"""Log compaction on a real cluster (issue 26): topics created and altered with
+`cleanup.policy=compact` on both edges, each replica's cleaner keeps the last record of
+every key at the offset it was written at, drops deleted keys after `delete.retention.ms`,
+and readers on both edges step over the gaps it leaves (a fetch from a cleaned offset gets
+the next record after it, as in Kafka); records without a key are refused on produce.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+from kraftlite.client import Consumer as PythonConsumer
+from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+CLEANS_EAGERLY = {  # a pass as soon as anything is dirty
+    "cleanup.policy": "compact",
+    "min.cleanable.dirty.ratio": "0.01",
+    "delete.retention.ms": "0",
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    running = Cluster(
+        tmp_path_factory.mktemp("compaction"),
+        controller_config=FAST_SESSIONS,
+        broker_config={"log.cleaner.backoff.ms": 200},
+        kafka=True,
+    )
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def create_topic(cluster: Cluster, name: str, configs: dict[str, str]) -> None:
+    status, answer = http_retry(
+        "POST",
+        cluster.urls[1] + "/v1/topics",
+        {"name": name, "partitions": 1, "replication_factor": 3, "configs": configs},
+    )
+    assert status == 201, answer
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        status, described = http("GET", cluster.urls[2] + f"/v1/topics/{name}")
+        if status == 200 and all(p["high_watermark"] is not None for p in described["partitions"]):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{name} has no leader")
+
+
+def produce_rounds(
+    cluster: Cluster, topic: str, rounds: list[list[tuple[bytes, bytes | None]]]
+) -> list[tuple[int, bytes, bytes | None]]:
+    """Each round as one batch (flushed before the next); (offset, key, value) of each."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0})
+    written: list[tuple[int, bytes, bytes | None]] = []
+
+    def delivered(error: KafkaError | None, message: Any) -> None:
+        assert error is None, error
+        written.append((message.offset(), message.key(), message.value()))
+
+    for records in rounds:
+        for key, value in records:
+            producer.produce(topic, key=key, value=value, on_delivery=delivered)
+        assert producer.flush(30) == 0
+    return sorted(written)
+
+
+def read_all(cluster: Cluster, topic: str, *, via: int = 1) -> list[tuple[int, str, str | None]]:
+    """Every record of partition 0 over HTTP, (offset, key, value), following next_offset."""
+    offset, records = 0, []
+    while True:
+        status, answer = http_retry(
+            "GET", cluster.urls[via] + f"/v1/topics/{topic}/partitions/0/records?offset={offset}"
+        )
+        assert status == 200, answer
+        records += [(r["offset"], r["key"], r["value"]) for r in answer["records"]]
+        if answer["next_offset"] >= answer["high_watermark"]:
+            return records
+        assert answer["next_offset"] > offset, answer  # a gap is stepped over, never a loop
+        offset = answer["next_offset"]
+
+
+def cleaner_passes(cluster: Cluster) -> dict[int, float]:
+    passes = {}
+    for broker_id, url in cluster.urls.items():
+        if not cluster.processes[broker_id].alive:
+            continue
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+            text = response.read().decode()
+        found = re.search(r"^kraftlite_log_cleaner_passes_total ([0-9.e+]+)$", text, re.M)
+        passes[broker_id] = float(found.group(1)) if found else 0.0
+    return passes
+
+
+async def python_consumer_reads(
+    cluster: Cluster, topic: str, count: int
+) -> list[tuple[int, str, str | None]]:
+    """What kraftlite's own consumer reads of partition 0 from its start."""
+    bootstrap = ",".join(cluster.urls.values())
+    async with PythonConsumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic, 0)])
+        got: list[tuple[int, str, str | None]] = []
+        for _ in range(30):
+            got += [
+                (r.offset, r.key.decode(), None if r.value is None else r.value.decode())
+                for r in await consumer.poll(timeout_ms=500)
+            ]
+            if len(got) >= count:
+                break
+        return got
+
+
+def wait_for(condition: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def expected_after_cleaning(
+    written: list[tuple[int, bytes, bytes | None]],
+) -> list[tuple[int, str, str | None]]:
+    """The last record of each key, its tombstone gone, and the newest batch whole (here
+    the last record, alone in its round)."""
+    last: dict[bytes, tuple[int, bytes, bytes | None]] = {}
+    for record in written:
+        last[record[1]] = record
+    kept = [r for r in last.values() if r[2] is not None or r == written[-1]]
+    return sorted(
+        (offset, key.decode(), None if value is None else value.decode())
+        for offset, key, value in kept
+    )
+
+
+def test_every_replica_keeps_the_last_record_of_each_key_at_its_offset(cluster: Cluster) -> None:
+    topic = "compacted-state"
+    create_topic(cluster, topic, CLEANS_EAGERLY)
+    keys = [f"k{i}".encode() for i in range(10)]
+    rounds = [[(key, f"v{n}-{key.decode()}".encode()) for key in keys] for n in range(20)]
+    rounds.append([(b"k3", None)])  # a tombstone: k3 is deleted
+    rounds.append([(b"tail", b"last")])  # the newest batch, which no pass touches
+    written = produce_rounds(cluster, topic, rounds)
+    assert [offset for offset, _, _ in written] == list(range(len(written)))
+    expected = expected_after_cleaning(written)
+    assert len(expected) == 10  # nine keys and the tail
+
+    wait_for(lambda: read_all(cluster, topic) == expected, 30, "the leader's log compacted")
+    wait_for(lambda: min(cleaner_passes(cluster).values()) > 0, 30, "every replica cleaned")
+
+    # a Kafka consumer from the beginning sees the same records at the same offsets
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "compacted-readers"})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        seen: list[tuple[int, str, str | None]] = []
+        deadline = time.monotonic() + 30
+        while len(seen) < len(expected):
+            assert time.monotonic() < deadline, seen
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            value = message.value()
+            seen.append(
+                (
+                    message.offset(),
+                    message.key().decode(),
+                    None if value is None else value.decode(),
+                )
+            )
+        assert seen == expected
+        # from an offset the cleaner removed: the next record after it, on both edges
+        removed = expected[0][0] - 1
+        consumer.assign([TopicPartition(topic, 0, removed)])
+        message = None
+        while message is None:
+            assert time.monotonic() < deadline
+            message = consumer.poll(0.5)
+        assert message.error() is None and message.offset() == expected[0][0]
+    finally:
+        consumer.close()
+    status, answer = http(
+        "GET", cluster.urls[3] + f"/v1/topics/{topic}/partitions/0/records?offset={removed}"
+    )
+    assert status == 200 and answer["records"][0]["offset"] == expected[0][0], answer
+    assert asyncio.run(python_consumer_reads(cluster, topic, len(expected))) == expected
+
+    # each replica cleaned its own log: whoever leads next serves the same compacted log
+    leader = http("GET", cluster.urls[1] + f"/v1/topics/{topic}")[1]["partitions"][0]["leader"]
+    cluster.processes[leader].kill()
+    try:
+        other = next(b for b in cluster.urls if b != leader)
+        wait_for(
+            lambda: (
+                http("GET", cluster.urls[other] + f"/v1/topics/{topic}")[1]["partitions"][0][
+                    "leader"
+                ]
+                not in {leader, None, -1}
+            ),
+            30,
+            "a new leader",
+        )
+        assert read_all(cluster, topic, via=other) == expected
+    finally:
+        cluster.start_broker(leader)
+
+
+def test_records_without_a_key_are_refused_on_both_edges(cluster: Cluster) -> None:
+    topic = "compacted-keys-only"
+    create_topic(cluster, topic, CLEANS_EAGERLY)
+    status, answer = http(
+        "POST",
+        cluster.urls[1] + f"/v1/topics/{topic}/partitions/0/records",
+        {"records": [{"key": "a", "value": "1"}, {"value": "no key"}]},
+    )
+    assert status == 400 and answer["error_code"] == "INVALID_RECORD", answer
+    assert "without key" in answer["message"], answer
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0})
+    errors: list[KafkaError] = []
+    producer.produce(topic, value=b"no key", on_delivery=lambda e, m: errors.append(e))
+    assert producer.flush(30) == 0
+    producer.produce(topic, key=b"k", value=b"keyed", on_delivery=lambda e, m: errors.append(e))
+    assert producer.flush(30) == 0
+    assert [e.code() if e else None for e in errors] == [KafkaError.INVALID_RECORD, None]
+    assert [r[1:] for r in read_all(cluster, topic)] == [("k", "keyed")]  # nothing else written
+
+
+def test_a_topic_altered_to_compact_is_cleaned_and_its_keyless_records_dropped(
+    cluster: Cluster,
+) -> None:
+    """IncrementalAlterConfigs (librdkafka's admin client) turns compaction on; the records
+    written without keys before it are dropped, as Kafka's cleaner drops them."""
+    topic = "becomes-compacted"
+    create_topic(cluster, topic, {})
+    written = produce_rounds(
+        cluster,
+        topic,
+        [[(b"a", b"1"), (b"b", b"1")], [(None, b"keyless")], [(b"a", b"2")], [(b"z", b"tail")]],  # type: ignore[list-item]
+    )
+    assert len(read_all(cluster, topic)) == len(written)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            for name, value in CLEANS_EAGERLY.items()
+        ],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    wait_for(
+        lambda: (
+            [r[1:] for r in read_all(cluster, topic)] == [("b", "1"), ("a", "2"), ("z", "tail")]
+        ),
+        30,
+        "the old records cleaned",
+    )
+    # and it is compacted now: no more records without a key
+    status, answer = http(
+        "POST",
+        cluster.urls[2] + f"/v1/topics/{topic}/records",
+        {"records": [{"value": "no key"}]},
+    )
+    assert status == 400 and answer["error_code"] == "INVALID_RECORD", answer
+
+
+def test_compaction_configs_are_checked_on_both_edges(cluster: Cluster) -> None:
+    status, answer = http(
+        "POST",
+        cluster.urls[1] + "/v1/topics",
+        {"name": "bad-compaction", "partitions": 1, "configs": {"cleanup.policy": "compress"}},
+    )
+    assert status == 400 and answer["error_code"] == "INVALID_CONFIG", answer
+    status, answer = http(
+        "POST",
+        cluster.urls[1] + "/v1/topics",
+        {
+            "name": "bad-compaction",
+            "partitions": 1,
+            "configs": {"min.compaction.lag.ms": "100", "max.compaction.lag.ms": "99"},
+        },
+    )
+    assert status == 400 and answer["error_code"] == "INVALID_CONFIG", answer
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    from confluent_kafka.admin import NewTopic  # noqa: PLC0415
+
+    futures = admin.create_topics(
+        [
+            NewTopic("bad-ratio", 1, 1, config={"min.cleanable.dirty.ratio": "2"}),
+            NewTopic("good-compact", 1, 1, config={"cleanup.policy": "compact,delete"}),
+        ]
+    )
+    with pytest.raises(KafkaException, match="INVALID_CONFIG"):
+        futures["bad-ratio"].result(30)
+    futures["good-compact"].result(30)
+    described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "good-compact")])
+    [configs] = [f.result(30) for f in described.values()]
+    assert configs["cleanup.policy"].value == "compact,delete"
+    assert configs["min.cleanable.dirty.ratio"].value == "0.5"
