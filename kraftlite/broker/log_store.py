@@ -12,8 +12,8 @@ scenarios over both):
 
 The contract (storage/log.py's rules, as a caller sees them):
 1. Offsets only grow: a leader's append assigns the log end offset and stamps its leader
-   epoch; a follower's keeps the leader's stamps, at the log end, or (`allow_gaps`, a
-   compacted topic's) across a gap the leader's compaction left (`rewrite_batches`; never
+   epoch; a follower's keeps the leader's stamps, at the log end, or (`allow_gaps`, which
+   brokers pass) across a gap the leader's compaction left (`rewrite_batches`; never
    inside a batch). An append is all or nothing.
 2. Leader epochs never decrease; `epochs()` says where each starts (KIP-101) and
    `end_offset_for` where one ends.
@@ -73,7 +73,7 @@ class ReplicaLog(Protocol):
         self, data: bytes | bytearray | memoryview, *, allow_gaps: bool = False
     ) -> AppendInfo | None:
         """Follower path: stored batches as the leader stamped them, the first at the log
-        end offset; with `allow_gaps` (a compacted topic's) a batch may start above the
+        end offset; with `allow_gaps` (a compacted log's gaps) a batch may start above the
         previous one's end. None for no batches."""
         ...
 

@@ -28,9 +28,10 @@ Rules:
    consecutive offsets the cleaner keeps of it, each stored under its own base offset, or
    nothing. Offsets are never reused or renumbered, so a compacted log has gaps between its
    batches (never inside one). Readers asked for an offset in a gap get the next batch; a
-   follower of a compacted topic takes the leader's batches across its gaps
-   (`append_replicated(allow_gaps=True)`: a batch may start above its log end, as Kafka's
-   followers take them); any other follower still refuses a gap. The newest batch and
+   follower takes the leader's batches across its gaps (`append_replicated(allow_gaps=True)`:
+   a batch may start above its log end, as Kafka's followers take them; brokers always
+   pass it, since gaps outlive a topic's compaction, and check instead that an answer is
+   to the position they are at); without it a gap is refused. The newest batch and
    every batch that does not end below the high watermark are never rewritten, so a gap
    below the high watermark is always followed by a committed batch (a read there finds
    one).
@@ -552,7 +553,7 @@ class PartitionLog:
         body: concatenated batches). The first must start at this log's end offset, or, on
         an empty log whose start lies inside it (rule 5: the leader's log start was), hold
         it: that batch is kept whole, its records below the log start unreadable. With
-        `allow_gaps` (a compacted topic's, rule 7) a batch may start above the previous
+        `allow_gaps` (a compacted log's gaps, rule 7) a batch may start above the previous
         one's end; otherwise a gap is refused, as an overlap is.
         """
         entries: list[tuple[_Peek, bytes | bytearray | memoryview]] = []

@@ -1,0 +1,125 @@
+"""Quix Streams on kraftlite (issue 26): a stateful application keeps its state in a
+compacted changelog topic it creates itself (`cleanup.policy=compact`, through
+CreateTopics), the cleaner compacts it, and the application started again with its local
+state gone restores every key's count from the compacted changelog and counts on from
+there.
+
+Quix Streams 3.28 pins confluent-kafka below 2.13 and pydantic below 2.14, older than the
+project's own, so it runs in a virtualenv of its own under .cache/ (git-ignored), made on
+first use from the package index.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+QUIX = "quixstreams==3.28.1"
+ROOT = Path(__file__).resolve().parents[2]
+APP = Path(__file__).parent / "apps" / "quix_counter.py"
+CHANGELOG = "changelog__counter--words--default"  # Quix Streams' name for the store's
+
+
+@pytest.fixture(scope="module")
+def quix_python() -> Path:
+    """The python of a virtualenv with Quix Streams, made once."""
+    venv = ROOT / ".cache" / "venvs" / QUIX.replace("==", "-")
+    python = venv / "bin" / "python"
+    if not (venv / "ready").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", QUIX], check=True, timeout=600
+        )
+        (venv / "ready").touch()
+    return python
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    running = Cluster(
+        tmp_path_factory.mktemp("quix"),
+        controller_config=FAST_SESSIONS,
+        broker_config={"log.cleaner.backoff.ms": 200},
+        kafka=True,
+    )
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def send_words(cluster: Cluster, first: int, count: int) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    for i in range(first, first + count):
+        producer.produce("words", key=f"k{i % 3}", value=f"w{i}")
+    assert producer.flush(30) == 0
+
+
+def run_app(python: Path, cluster: Cluster, state: Path, count: int) -> list[dict[str, object]]:
+    """The application until it processed `count` words; what it wrote to `counts`."""
+    done = subprocess.run(
+        [str(python), str(APP), cluster.bootstrap, str(state), str(count)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(line for line in done.stdout.splitlines() if line.startswith("COUNTS "))
+    return list(json.loads(line.removeprefix("COUNTS ")))
+
+
+def changelog_records(cluster: Cluster) -> int:
+    offset, total = 0, 0
+    while True:
+        status, answer = http_retry(
+            "GET", cluster.urls[1] + f"/v1/topics/{CHANGELOG}/partitions/0/records?offset={offset}"
+        )
+        assert status == 200, answer
+        total += len(answer["records"])
+        if answer["next_offset"] >= answer["high_watermark"]:
+            return total
+        offset = answer["next_offset"]
+
+
+def test_a_stateful_application_restores_its_state_from_a_compacted_changelog(
+    quix_python: Path, cluster: Cluster, tmp_path: Path
+) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("words", 1, 3)])["words"].result(30)
+    send_words(cluster, 0, 60)
+    first = run_app(quix_python, cluster, tmp_path / "state-1", 60)
+    assert [c["total"] for c in first[-3:]] == [20, 20, 20]
+
+    # the application made its changelog compacted; clean it eagerly, and wait until it is
+    status, described = http("GET", cluster.urls[1] + f"/v1/topics/{CHANGELOG}")
+    assert status == 200 and described["configs"]["cleanup.policy"] == "compact", described
+    status, answer = http(
+        "PUT",
+        cluster.urls[1] + f"/v1/topics/{CHANGELOG}/configs",
+        {"configs": {"min.cleanable.dirty.ratio": "0.01"}},
+    )
+    assert status == 200, answer
+    deadline = time.monotonic() + 60
+    while (left := changelog_records(cluster)) > 20:  # 60 writes of 3 keys, cleaned
+        assert time.monotonic() < deadline, left
+        time.sleep(0.2)
+
+    send_words(cluster, 60, 6)
+    again = run_app(quix_python, cluster, tmp_path / "state-2", 6)  # no local state
+    assert {(c["word"], c["total"]) for c in again} == {
+        (f"w{i}", 22 if i >= 63 else 21) for i in range(60, 66)
+    }
