@@ -69,6 +69,7 @@ class ErrorCode(IntEnum):
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
     STALE_BROKER_EPOCH = 77
+    OFFSET_NOT_AVAILABLE = 78  # a new leader (or index) has not caught up with the HW yet
     INVALID_UPDATE_VERSION = 95
     BROKER_ID_NOT_REGISTERED = 102
     INELIGIBLE_REPLICA = 107
@@ -144,6 +145,7 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.UNKNOWN_LEADER_EPOCH: ErrorInfo(409, True, "leader epoch is ahead of the leader's"),
     ErrorCode.INVALID_CONFIG: ErrorInfo(400, False, "invalid config"),
     ErrorCode.STALE_BROKER_EPOCH: ErrorInfo(409, False, "broker epoch is stale"),
+    ErrorCode.OFFSET_NOT_AVAILABLE: ErrorInfo(503, True, "not caught up with the high watermark"),
     ErrorCode.INVALID_UPDATE_VERSION: ErrorInfo(409, True, "partition epoch is stale"),
     ErrorCode.BROKER_ID_NOT_REGISTERED: ErrorInfo(404, False, "broker is not registered"),
     ErrorCode.INELIGIBLE_REPLICA: ErrorInfo(400, True, "replica cannot join the ISR"),

@@ -31,6 +31,11 @@ Rules:
    `default.replication.factor` replicas (unset: min(3, live brokers), as any new topic);
    never a name starting with "__"; only for a caller that may CREATE on the cluster or the
    topic (the edge asks the gate, and the controllers authorize the call again).
+8. A compacted topic reads as a table (issue 26): a key's latest value is its partition
+   leader's, from the key index (storage/log.py rule 8) once the index has caught up with
+   the high watermark the read began at, so never a value not yet committed, and never an
+   older one than the log held then; a record the index names that is no longer there
+   (the cleaner took it for a newer one meanwhile) sends the read round again.
 7. A partition's idempotent producers (Kafka's DescribeProducers) are its leader's state
    (broker/producer_state.py), as values: id, epoch, last sequence, and the broker's time
    of its last batch there, which stands in for Kafka's last batch timestamp (a new
@@ -42,9 +47,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import secrets
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, NoReturn, TypeVar
 
 import aiohttp
 import structlog
@@ -54,6 +60,7 @@ from kraftlite.broker.broker import Broker
 from kraftlite.broker.notifier import wait_any
 from kraftlite.broker.offsets import Offsets, leader_offsets, local_offsets
 from kraftlite.broker.partition import Acks, Partition
+from kraftlite.broker.replica_manager import KEY_INDEX_CHUNK_BYTES
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.assignor import TopicPartition
 from kraftlite.groups.coordinator import GroupCoordinator
@@ -71,6 +78,8 @@ A = TypeVar("A")
 MAX_WAIT_MS = 30_000  # the longest a fetch long-polls, whatever it asks
 MAX_FETCH_PARTITIONS = 10_000  # partitions one Kafka Fetch may name
 MAX_RECORD_ERRORS = 1_000  # the records an INVALID_RECORD answer names, at most
+KEY_READ_TIMEOUT_S = 5.0  # how long a key's read waits for the index to catch up
+KEY_INDEX_MAX_BEHIND = 100_000  # offsets a read catches the index up by; more: try later
 _GROUPS_TIMEOUT_S = 5.0
 # Lag is exported for at most this many groups per coordinator (their names are labels:
 # clients choose them), and a scrape within LAGS_FRESH_S of the last gets its answer.
@@ -150,6 +159,11 @@ class BrokerService:
         # the lock that makes concurrent scrapes share one computation.
         self._lags: tuple[float, int, list[metrics.GroupLag]] | None = None
         self._lags_lock = asyncio.Lock()
+        # one key-index catch-up at a time per partition (rule 8); weak: a deleted
+        # partition's goes with it
+        self._index_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     # -- partitions ------------------------------------------------------------------------
 
@@ -346,6 +360,69 @@ class BrokerService:
                 )
 
             return listed() if kept <= 1_000 else await asyncio.to_thread(listed)
+
+    # -- the table view of a compacted topic (rule 8) -------------------------------------
+
+    async def latest_of_key(
+        self,
+        topic: str,
+        key: bytes,
+        partition_index: int | None = None,
+        timeout_s: float = KEY_READ_TIMEOUT_S,
+    ) -> tuple[int, batch_format.ConsumedRecord] | None:
+        """(partition, record) of `key`'s latest record in compacted `topic`, from the
+        leader of `partition_index`, by default the partition Kafka's default partitioner
+        (the Java client's murmur2) sends the key to; None when it has none or its latest
+        is a tombstone. OFFSET_NOT_AVAILABLE (retriable) while the index catches up with
+        the high watermark (a new leader's, or a topic just made compacted) for longer
+        than `timeout_s`."""
+        count = len(self.broker.replicas.topic(topic).partitions)
+        index = partition_for_key(key, count) if partition_index is None else partition_index
+        partition = self._leader(topic, index)
+        if not partition.compacted:
+            raise KraftliteError(
+                ErrorCode.INVALID_REQUEST, f"{topic} is not compacted: it has no latest values"
+            )
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        missing = None  # the offset the index named last round, whose record was gone
+        while True:
+            await self._index_up_to_high_watermark(partition, deadline)
+            offset = partition.log.key_offset(key)
+            if offset is None:
+                return None
+            high_watermark = partition.high_watermark()
+            if offset >= high_watermark:  # indexed before a restart or a new leader's HW
+                _not_available(partition, f"its high watermark {high_watermark} is behind")
+            record = await asyncio.to_thread(_record_at, partition, offset)
+            if record is not None and record.key == key:
+                return None if record.value is None else (index, record)
+            if offset == missing or offset < partition.log.log_start_offset:
+                # gone, and the index caught up past the HW it went by: a tombstone the
+                # cleaner took before the index saw it, or retention (compact,delete)
+                return None
+            missing = offset  # the cleaner took it for a newer one: catch up, look again
+
+    async def _index_up_to_high_watermark(self, partition: Partition, deadline: float) -> None:
+        """The leader's key index caught up with its high watermark as it is now: one
+        catch-up at a time per partition (the others wait for it, not repeat it), and not
+        at all when it is far behind (the replica manager's rounds catch it up)."""
+        goal = partition.high_watermark()
+        state = partition.state
+        if state is not None and goal < state.epoch_start_offset:  # a new leader's HW
+            _not_available(partition, "a new leader's high watermark is catching up")
+        if goal - partition.log.indexed_offset > KEY_INDEX_MAX_BEHIND:
+            _not_available(partition, f"its key index is at {partition.log.indexed_offset}")
+        lock = self._index_locks.get(partition.name)
+        if lock is None:
+            self._index_locks[partition.name] = lock = asyncio.Lock()
+        async with lock:
+            while partition.log.indexed_offset < goal:
+                if asyncio.get_running_loop().time() >= deadline:
+                    _not_available(partition, f"its key index is at {partition.log.indexed_offset}")
+                before = partition.log.indexed_offset
+                after = await asyncio.to_thread(partition.log.index_keys, KEY_INDEX_CHUNK_BYTES)
+                if after <= before:  # no whole batch below the HW yet, or a truncation
+                    await asyncio.sleep(0.01)
 
     # -- fetch and offsets -----------------------------------------------------------------
 
@@ -651,3 +728,23 @@ def _records_in(data: bytes) -> int:
 
 
 __all__ = ["MAX_WAIT_MS", "BrokerService", "FetchWanted", "Fetched", "Offsets", "Produced"]
+
+
+def _record_at(partition: Partition, offset: int) -> batch_format.ConsumedRecord | None:
+    """The record at `offset` below the high watermark, if it is still there."""
+    try:
+        data = partition.log.read(offset, 1, max_offset=partition.high_watermark())
+    except KraftliteError as exc:
+        if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE:
+            return None
+        raise
+    for batch in batch_format.decode_stream(data):
+        if batch.header.base_offset <= offset < batch.header.next_offset:
+            return next(r for r in batch.records() if r.offset == offset)
+    return None
+
+
+def _not_available(partition: Partition, why: str) -> NoReturn:
+    raise KraftliteError(
+        ErrorCode.OFFSET_NOT_AVAILABLE, f"{partition.name}: {why}; try again shortly"
+    )

@@ -590,6 +590,36 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     )
 
 
+async def latest_of_key(request: web.Request) -> web.StreamResponse:
+    """`GET /v1/topics/{topic}/keys/{key}`: a compacted topic read as a table (service.py
+    rule 8), from the leader of the key's partition (relayed there): the one Kafka's
+    default partitioner picks (the Java client's murmur2), or `partition`. The key is the
+    path segment as UTF-8, or base64 with `key_encoding=base64` (any bytes); 404
+    RESOURCE_NOT_FOUND when the key has no value (never written, or deleted)."""
+    service = request.app[SERVICE]
+    topic = request.match_info["topic"]
+    brokers_only(request, topic)
+    query = request.query
+    key_encoding = json_records.encoding_of(query.get("key_encoding", "utf8"), "key_encoding")
+    encoding = json_records.encoding_of(query.get("encoding", "utf8"), "encoding")
+    key = json_records.key_from_text(request.match_info["key"], key_encoding)
+    index = None
+    if "partition" in query:
+        index = int_param(query.get("partition"), "partition", 0)
+    try:
+        found = await service.latest_of_key(topic, key, index)
+    except KraftliteError as exc:
+        if exc.code is not ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            raise
+        return await relay(service.broker, request, exc, b"")
+    if found is None:
+        raise KraftliteError(
+            ErrorCode.RESOURCE_NOT_FOUND, f"{topic} has no value for this key", topic=topic
+        )
+    partition, record = found
+    return json_response({"partition": partition, **json_records.record_to_json(record, encoding)})
+
+
 async def list_offsets(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
     topic, index = request.match_info["topic"], _partition_index(request)
@@ -782,6 +812,7 @@ def make_broker_app(
     r.add_post("/v1/topics/{topic}/partitions/{partition}/records", produce_to_partition)
     r.add_get("/v1/topics/{topic}/partitions/{partition}/records", fetch)
     r.add_get("/v1/topics/{topic}/partitions/{partition}/offsets", list_offsets)
+    r.add_get("/v1/topics/{topic}/keys/{key}", latest_of_key)
     r.add_post("/v1/topics/{topic}/partitions/{partition}/delete-records", delete_records)
     r.add_get("/v1/groups", groups.list_groups)
     r.add_get("/v1/groups/{group}", groups.describe)

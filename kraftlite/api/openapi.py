@@ -149,6 +149,24 @@ _QUOTA_FIELDS: Final[Json] = {
     if name != "principal"
 }
 
+_FETCHED_RECORD_FIELDS: Final[Json] = {
+    "offset": _OFFSET,
+    "timestamp": _long("unix milliseconds"),
+    "key": _BYTES,
+    "value": _BYTES,
+    "headers": _map(
+        _str(nullable=True),
+        "values in the fetch encoding; null for a null value, as Kafka's (an empty "
+        "one is the empty string)",
+    ),
+    "key_encoding": _str("set when utf8 was asked but the key is not UTF-8", const="base64"),
+    "value_encoding": _str(
+        "set when utf8 was asked but the value is not UTF-8 (headers follow it)",
+        const="base64",
+    ),
+}
+
+
 SCHEMAS: Final[Json] = {
     "User": _object(
         {
@@ -619,25 +637,12 @@ SCHEMAS: Final[Json] = {
         required=["offsets"],
     ),
     "FetchedRecord": _object(
-        {
-            "offset": _OFFSET,
-            "timestamp": _long("unix milliseconds"),
-            "key": _BYTES,
-            "value": _BYTES,
-            "headers": _map(
-                _str(nullable=True),
-                "values in the fetch encoding; null for a null value, as Kafka's (an empty "
-                "one is the empty string)",
-            ),
-            "key_encoding": _str(
-                "set when utf8 was asked but the key is not UTF-8", const="base64"
-            ),
-            "value_encoding": _str(
-                "set when utf8 was asked but the value is not UTF-8 (headers follow it)",
-                const="base64",
-            ),
-        },
+        _FETCHED_RECORD_FIELDS,
         required=["offset", "timestamp", "key", "value", "headers"],
+    ),
+    "KeyedRecord": _object(
+        {"partition": _PARTITION_INDEX, **_FETCHED_RECORD_FIELDS},
+        required=["partition", "offset", "timestamp", "key", "value", "headers"],
     ),
     "FetchResponse": _object(
         {
@@ -965,6 +970,13 @@ PARAMETERS: Final[Json] = {
     "encoding": _query(
         "encoding", "how keys, values and header values are written in JSON", _ENCODING
     ),
+    "key": _path(
+        "key",
+        "a record key: UTF-8 text, or with key_encoding=base64 any bytes in base64url "
+        "(RFC 4648 section 5; a path segment holds no '/')",
+        _str(),
+    ),
+    "key_encoding": _query("key_encoding", "how the key in the path is written", _ENCODING),
     "at": _query(
         "at",
         "earliest = the log start, latest = the high watermark, a unix time in milliseconds = "
@@ -1341,6 +1353,38 @@ PATHS: Final[Json] = {
             {"200": _answer("the offset", _ref("OffsetResponse"))},
             parameters=_params("at"),
             errors=[ErrorCode.INVALID_REQUEST, *_LEADER],
+        ),
+    },
+    "/v1/topics/{topic}/keys/{key}": {
+        "parameters": _params("topic", "key"),
+        "get": _operation(
+            "latest_of_key",
+            "fetch",
+            "Read a compacted topic as a table: a key's latest value",
+            {"200": _answer("the key's latest record", _ref("KeyedRecord"))},
+            description="From the leader of the partition the key's records go to (Kafka's "
+            "default partitioner; relayed there), through its key index, once the index has "
+            "caught up with the high watermark: never a value not yet committed. 404 "
+            "RESOURCE_NOT_FOUND: the key has no value (never written, or its latest record "
+            "is a tombstone). INVALID_REQUEST: the topic is not compacted. "
+            "OFFSET_NOT_AVAILABLE (retriable): the index of a new leader, or of a topic just "
+            "made compacted, is still catching up.",
+            parameters=[
+                *_params("key_encoding", "encoding"),
+                _query(
+                    "partition",
+                    "the partition to read (default: the one Kafka's default partitioner, "
+                    "the Java client's murmur2, sends the key to; librdkafka's default is "
+                    "crc32: its producers set partitioner=murmur2_random to match)",
+                    _PARTITION_INDEX,
+                ),
+            ],
+            errors=[
+                ErrorCode.INVALID_REQUEST,
+                ErrorCode.RESOURCE_NOT_FOUND,
+                ErrorCode.OFFSET_NOT_AVAILABLE,
+                *_LEADER,
+            ],
         ),
     },
     "/v1/topics/{topic}/partitions/{partition}/delete-records": {

@@ -129,6 +129,7 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("POST", "/v1/topics/{topic}/partitions/{partition}/records"): _topic(Operation.WRITE),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/records"): _topic(Operation.READ),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets"): _topic(Operation.DESCRIBE),
+    ("GET", "/v1/topics/{topic}/keys/{key}"): _topic(Operation.READ),  # as a fetch
     ("POST", "/v1/topics/{topic}/partitions/{partition}/delete-records"): _topic(Operation.DELETE),
     ("GET", "/v1/groups"): _cluster(Operation.DESCRIBE),
     ("GET", "/v1/groups/{group}"): _group(Operation.DESCRIBE),

@@ -25,6 +25,11 @@ def _records_route(request: web.Request) -> bool:
     return request.path.endswith("/records") and request.path.startswith("/v1/topics/")
 
 
+def _key_route(request: web.Request) -> bool:
+    """A compacted topic's key read: consumed bytes, as a fetch's."""
+    return request.path.startswith("/v1/topics/") and "/keys/" in request.path
+
+
 @web.middleware
 async def throttle_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     who = caller(request)
@@ -60,7 +65,7 @@ async def _account(
     produced = fetched = 0
     if _records_route(request) and request.method == "POST":
         produced = len(await request.read())  # HTTP bodies are not compressed
-    elif _records_route(request) and isinstance(response, web.Response):
+    elif (_records_route(request) or _key_route(request)) and isinstance(response, web.Response):
         fetched = len(response.body) if isinstance(response.body, bytes) else 0
     return request.app[GATE].throttle_ms(
         who,

@@ -90,6 +90,24 @@ class ReplicaLog(Protocol):
         `max_offset`."""
         ...
 
+    @property
+    def indexed_offset(self) -> int:
+        """Where the key index ends (storage/log.py rule 8)."""
+        ...
+
+    def index_keys(self, max_bytes: int) -> int:
+        """Index about `max_bytes` of batches more, up to the high watermark; the new
+        `indexed_offset`."""
+        ...
+
+    def key_offset(self, key: bytes) -> int | None:
+        """The offset of `key`'s latest record below `indexed_offset`, if any."""
+        ...
+
+    def index_page(self, after: bytes | None, limit: int) -> list[int]:
+        """The offsets of up to `limit` indexed keys after the key `after`, in index order."""
+        ...
+
     def batch_headers(self) -> list[BatchHeader]:
         """The header of every stored batch, first to last (header bytes only)."""
         ...

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol.batch import ConsumedRecord, Headers, Record
@@ -42,6 +42,20 @@ def _to_bytes(value: object, encoding: str, where: str) -> bytes | None:
         except (binascii.Error, ValueError):
             raise _bad(f"{where} is not valid base64") from None
     return value.encode("utf-8", "surrogatepass")
+
+
+_URL_SAFE: Final = str.maketrans("-_", "+/")
+
+
+def key_from_text(text: str, encoding: str) -> bytes:
+    """A record key given as text (a URL's path segment): UTF-8, or base64 (any bytes) in
+    the URL-safe alphabet (RFC 4648 section 5: a path segment holds no "/") or the
+    standard one."""
+    if encoding == "base64":  # padding may be left out, as base64url usually is
+        text = text.translate(_URL_SAFE) + "=" * (-len(text) % 4)
+    key = _to_bytes(text, encoding, "the key")
+    assert key is not None
+    return key
 
 
 def _headers(value: object, encoding: str, where: str) -> Headers:

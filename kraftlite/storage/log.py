@@ -10,6 +10,8 @@ all keys start with the partition's 4-byte uid, so each partition is one contigu
     time_index  uid + running max timestamp (8 B, ordered) -> base_offset of the batch that
                                                               raised the running maximum
     registry    partition name (utf-8)                     -> uid + state byte
+    keys        uid + index key (storage/keys.py)          -> offset of the key's latest
+                                                              record (rule 8)
 
 Rules:
 1. Every change to a partition is one LMDB write transaction: a crash (kill -9) leaves all of
@@ -35,6 +37,13 @@ Rules:
    every batch that does not end below the high watermark are never rewritten, so a gap
    below the high watermark is always followed by a committed batch (a read there finds
    one).
+8. The key index of a compacted partition (`index_keys`, storage/keys.py): every key's
+   latest record below `indexed_offset`, which only moves up to the high watermark, a
+   chunk of batches per transaction (so a crash keeps the index and where it ends
+   together). Compaction never removes a key's latest record below the high watermark, so
+   every entry names a record that is there, or one retention or DeleteRecords removed
+   (the key is then gone). A truncation below `indexed_offset` (only an unclean election
+   truncates committed records) or a reset empties it; it is built again from the log.
 """
 
 from __future__ import annotations
@@ -54,6 +63,7 @@ import structlog
 
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
+from kraftlite.storage import keys as key_index
 
 _T = TypeVar("_T")
 log = structlog.get_logger(__name__)
@@ -64,6 +74,7 @@ _UID = struct.Struct(">I")
 _PEEK = struct.Struct("<qI4xiIqq")  # base_offset, batch_length, leader_epoch, count, first/max ts
 _NEXT_UID_KEY: Final = b"\x00next_uid"
 _CLEANED: Final = b"\x01"  # meta: uid + this -> the cleaner's first dirty offset (rule 7)
+_INDEXED: Final = b"\x02"  # meta: uid + this -> where the key index ends (rule 8)
 _LIVE, _DELETING = b"\x00", b"\x01"
 _DELETE_CHUNK: Final = 1000
 _CHECKPOINT_INTERVAL_MS: Final = 5000
@@ -218,6 +229,7 @@ class LogStorage:
         self._epochs = self._env.open_db(b"epochs")
         self._time_index = self._env.open_db(b"time_index")
         self._registry = self._env.open_db(b"registry")
+        self._keys = self._env.open_db(b"keys")
         self._partitions: dict[str, PartitionLog] = {}
         self._unflushed: set[PartitionLog] = set()  # high watermark or end moved since sync
         self._unflushed_lock = threading.Lock()
@@ -325,7 +337,7 @@ class LogStorage:
         return self.write(lookup_or_create)
 
     def _delete_data(self, name_key: bytes, uid: bytes) -> None:
-        for db in (self._batches, self._epochs, self._time_index, self._meta):
+        for db in (self._batches, self._epochs, self._time_index, self._keys, self._meta):
             while self.write(
                 functools.partial(_delete_prefix, db=db, prefix=uid, limit=_DELETE_CHUNK),
                 frees_space=True,
@@ -447,9 +459,13 @@ class PartitionLog:
                 else None
             )
         self.high_watermark: int = min(max(high_watermark, log_start), self.log_end_offset)
+        self._keys = storage._keys
         with storage.reading() as txn:
             cleaned = txn.get(uid + _CLEANED, db=self._meta)
+            indexed = txn.get(uid + _INDEXED, db=self._meta)
         self._cleaned: int = log_start if cleaned is None else _OFFSET.unpack(cleaned)[0]
+        self._indexed: int = log_start if indexed is None else _OFFSET.unpack(indexed)[0]
+        self._truncations = 0  # truncations and resets so far (index_keys checks it)
         self._epoch_state: tuple[tuple[tuple[int, int], ...], int] = ((), 0)
         self._publish_epoch_state()
         self._checkpointed = (high_watermark, size_end)
@@ -883,6 +899,8 @@ class PartitionLog:
                 )
                 if self._cleaned > new_end:  # what comes after the cut is dirty again
                     txn.put(self._uid + _CLEANED, _OFFSET.pack(new_end), db=self._meta)
+                if self._indexed > new_end:  # the index may name what went (rule 8)
+                    self._empty_index(txn, self.log_start_offset)
                 return new_end, freed, high_watermark
 
             result = self.storage.write(cut, frees_space=True)
@@ -890,6 +908,9 @@ class PartitionLog:
                 self._reset_locked(self.log_start_offset)
                 return
             new_end, freed, self.high_watermark = result
+            self._truncations += 1
+            if self._indexed > new_end:
+                self._indexed = self.log_start_offset
             self._cleaned = min(self._cleaned, new_end)
             self.log_end_offset = new_end
             self.size_bytes -= freed
@@ -926,8 +947,11 @@ class PartitionLog:
                 _delete_prefix(txn, db=db, prefix=self._uid, limit=1 << 62)
             txn.put(self._uid, _META.pack(offset, offset, 0, offset), db=self._meta)
             txn.put(self._uid + _CLEANED, _OFFSET.pack(offset), db=self._meta)
+            self._empty_index(txn, offset)
 
         self.storage.write(reset, frees_space=True)
+        self._truncations += 1
+        self._indexed = offset
         self._cleaned = offset
         self.log_start_offset = self.log_end_offset = self.high_watermark = offset
         self._checkpointed = (offset, offset)
@@ -970,6 +994,78 @@ class PartitionLog:
             self._epochs = epochs
             self._publish_epoch_state()
             return deleted
+
+    # -- the key index (rule 8) -----------------------------------------------------------
+
+    @property
+    def indexed_offset(self) -> int:
+        """Where the key index ends: it holds every key's latest record below this."""
+        return max(self._indexed, self.log_start_offset)
+
+    def _empty_index(self, txn: Any, offset: int) -> None:
+        _delete_prefix(txn, db=self._keys, prefix=self._uid, limit=1 << 62)
+        txn.put(self._uid + _INDEXED, _OFFSET.pack(offset), db=self._meta)
+
+    def index_keys(self, max_bytes: int) -> int:
+        """Add about `max_bytes` of batches from `indexed_offset` up to the high watermark
+        to the key index, in one transaction (read before it, so appends never wait on the
+        read); the new `indexed_offset`. A truncation meanwhile leaves it as it was."""
+        self._check_open()
+        start, truncations = self.indexed_offset, self._truncations
+        high_watermark = self.high_watermark
+        if start >= high_watermark:
+            return start
+        try:
+            data = self.read(start, max_bytes, max_offset=high_watermark)
+        except KraftliteError as exc:
+            if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE:  # truncated or retained meanwhile
+                return self.indexed_offset
+            raise
+        changed, end = key_index.updates(batch_format.decode_stream(data), start)
+        if end <= start:
+            return start
+        with self._lock:
+            self._check_open()
+            if self._truncations != truncations or self.indexed_offset != start:
+                return self.indexed_offset
+
+            def index(txn: Any) -> None:
+                for key, offset in changed.items():
+                    if offset is None:
+                        txn.delete(self._uid + key, db=self._keys)
+                    else:
+                        txn.put(self._uid + key, _OFFSET.pack(offset), db=self._keys)
+                txn.put(self._uid + _INDEXED, _OFFSET.pack(end), db=self._meta)
+
+            self.storage.write(index)
+            self._indexed = end
+            return end
+
+    def key_offset(self, key: bytes) -> int | None:
+        """The offset of `key`'s latest record below `indexed_offset`; None if it has none
+        there (or its latest is a tombstone)."""
+        self._check_open()
+        with self.storage.reading() as txn:
+            found = txn.get(self._uid + key_index.index_key(key), db=self._keys)
+        return None if found is None else int(_OFFSET.unpack(found)[0])
+
+    def index_page(self, after: bytes | None, limit: int) -> list[int]:
+        """The offsets of up to `limit` keys of the index in its order (storage/keys.py
+        rule 2), after the key `after` (None: from the first)."""
+        self._check_open()
+        start = self._uid if after is None else self._uid + key_index.index_key(after)
+        offsets: list[int] = []
+        with self.storage.reading() as txn:
+            cursor = txn.cursor(db=self._keys)
+            if not cursor.set_range(start):
+                return offsets
+            for key, value in self._range_from(cursor):
+                if after is not None and bytes(key) == start:
+                    continue
+                offsets.append(int(_OFFSET.unpack(value)[0]))
+                if len(offsets) >= limit:
+                    break
+        return offsets
 
     def rewrite_batches(
         self, rewrites: Sequence[BatchRewrite], cleaned_to: int | None = None

@@ -27,6 +27,7 @@ import numpy as np
 
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
+from kraftlite.storage import keys as key_index
 from kraftlite.storage.log import (
     UNDEFINED_EPOCH,
     UNDEFINED_OFFSET,
@@ -71,6 +72,7 @@ class MemoryPartitionLog:
         epochs: list[tuple[int, int]] | None = None,
         written_end: int = 0,
         cleaned: int | None = None,
+        index: tuple[dict[bytes, int], int] | None = None,
     ) -> None:
         self.name = name
         self.closed = False
@@ -86,6 +88,9 @@ class MemoryPartitionLog:
         self._written = (high_watermark, written_end)
         self._checkpointed = self._written
         self._cleaned = log_start_offset if cleaned is None else cleaned
+        # the key index (storage/log.py rule 8): index key -> offset, and where it ends
+        self._index, self._indexed = index if index is not None else ({}, log_start_offset)
+        self._truncations = 0
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -340,6 +345,9 @@ class MemoryPartitionLog:
             self.size_bytes -= freed
             self._checkpointed = (self.high_watermark, new_end)
             self._cleaned = min(self._cleaned, new_end)
+            self._truncations += 1
+            if self._indexed > new_end:
+                self._index, self._indexed = {}, self.log_start_offset
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         with self._lock:
@@ -353,6 +361,8 @@ class MemoryPartitionLog:
         self._written = self._checkpointed = (offset, offset)
         self.size_bytes = 0
         self._cleaned = offset
+        self._truncations += 1
+        self._index, self._indexed = {}, offset
 
     def advance_log_start(self, offset: int) -> int:
         """Move the log start up to `offset`, never past the high watermark: whole batches
@@ -369,6 +379,53 @@ class MemoryPartitionLog:
             self.log_start_offset = new_start
             self._written = self._checkpointed = (self.high_watermark, self.log_end_offset)
             return deleted
+
+    # -- the key index (storage/log.py rule 8) ---------------------------------------------
+
+    @property
+    def indexed_offset(self) -> int:
+        return max(self._indexed, self.log_start_offset)
+
+    def index_keys(self, max_bytes: int) -> int:
+        """As the LMDB log's: about `max_bytes` of batches more, up to the high watermark."""
+        self._check_open()
+        start, truncations = self.indexed_offset, self._truncations
+        high_watermark = self.high_watermark
+        if start >= high_watermark:
+            return start
+        try:
+            data = self.read(start, max_bytes, max_offset=high_watermark)
+        except KraftliteError as exc:
+            if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE:
+                return self.indexed_offset
+            raise
+        changed, end = key_index.updates(batch_format.decode_stream(data), start)
+        if end <= start:
+            return start
+        with self._lock:
+            self._check_open()
+            if self._truncations != truncations or self.indexed_offset != start:
+                return self.indexed_offset
+            index = dict(self._index)
+            for key, offset in changed.items():
+                if offset is None:
+                    index.pop(key, None)
+                else:
+                    index[key] = offset
+            self._index, self._indexed = index, end
+            return end
+
+    def key_offset(self, key: bytes) -> int | None:
+        with self._lock:
+            self._check_open()
+            return self._index.get(key_index.index_key(key))
+
+    def index_page(self, after: bytes | None, limit: int) -> list[int]:
+        with self._lock:
+            self._check_open()
+            keys = sorted(self._index)
+            start = 0 if after is None else bisect.bisect_right(keys, key_index.index_key(after))
+            return [self._index[key] for key in keys[start : start + limit]]
 
     def rewrite_batches(
         self, rewrites: Sequence[BatchRewrite], cleaned_to: int | None = None
@@ -480,6 +537,7 @@ class MemoryPartitionLog:
                 epochs=self._epochs,
                 written_end=written_end,
                 cleaned=self._cleaned,
+                index=(self._index, self._indexed),
             )
 
 

@@ -33,6 +33,7 @@ from hypothesis.stateful import (
 from kraftlite.broker.log_store import LogStore, ReplicaLog
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as fmt
+from kraftlite.storage import keys as key_index
 from kraftlite.storage.log import BatchRewrite, LogStorage, StorageConfig
 from kraftlite.storage.memory import MemoryLogStorage
 
@@ -594,13 +595,17 @@ def test_a_checkpoint_after_retention_makes_a_lower_high_watermark_durable(
 # -- random sequences against a model --------------------------------------------------------
 
 
+KEYS: list[bytes | None] = [b"a", b"b", b"c", None, b"x" * 450]  # the long one: a digest
+
+
 @dataclass
 class ModelBatch:
     base: int
     epoch: int
     timestamps: list[int]
-    values: list[bytes]
+    values: list[bytes | None]
     size: int
+    keys: list[bytes | None] = field(default_factory=list)
 
     @property
     def next(self) -> int:
@@ -615,6 +620,9 @@ class Model:
     log_start: int = 0
     high_watermark: int = 0
     epochs: list[tuple[int, int]] = field(default_factory=list)
+    # the key index (storage/log.py rule 8): key -> offset, and where it ends
+    index: dict[bytes, int] = field(default_factory=dict)
+    indexed: int = 0
 
     @property
     def log_end(self) -> int:
@@ -663,17 +671,31 @@ class LogMachine(RuleBasedStateMachine):
         epoch_bump=st.integers(0, 2),
         stamps=st.lists(st.integers(0, 1000), min_size=5, max_size=5),
         size=st.integers(0, 3000),
+        keys=st.lists(st.sampled_from(KEYS), min_size=5, max_size=5),
+        tombstones=st.lists(st.booleans(), min_size=5, max_size=5),
     )
-    def append(self, count: int, epoch_bump: int, stamps: list[int], size: int) -> None:
+    def append(
+        self,
+        count: int,
+        epoch_bump: int,
+        stamps: list[int],
+        size: int,
+        keys: list[bytes | None],
+        tombstones: list[bool],
+    ) -> None:
         epoch = max(self.model.epochs[-1][0] if self.model.epochs else 0, 0) + epoch_bump
-        values = [bytes([i]) * size for i in range(count)]
-        encoded = fmt.encode_batch(values, timestamps=stamps[:count])
+        values: list[bytes | None] = [
+            None if tombstones[i] else bytes([i]) * size for i in range(count)
+        ]
+        encoded = fmt.encode_batch(values, keys=keys[:count], timestamps=stamps[:count])
         info = self.log.append(encoded, leader_epoch=epoch)
         base = self.model.log_end
         assert (info.first_offset, info.log_end_offset) == (base, base + count)
         if not self.model.epochs or epoch > self.model.epochs[-1][0]:
             self.model.epochs.append((epoch, base))
-        self.model.batches.append(ModelBatch(base, epoch, stamps[:count], values, len(encoded)))
+        self.model.batches.append(
+            ModelBatch(base, epoch, stamps[:count], values, len(encoded), keys[:count])
+        )
 
     @rule(fraction=st.floats(0, 1))
     def move_high_watermark(self, fraction: float) -> None:
@@ -686,17 +708,21 @@ class LogMachine(RuleBasedStateMachine):
     def truncate(self, fraction: float) -> None:
         target = self.model.log_start + int(fraction * (self.model.log_end - self.model.log_start))
         self.log.truncate_to(target)
+        if target >= self.model.log_end:
+            return
         if target <= self.model.log_start:
-            self.model = Model(log_start=target, high_watermark=target)
+            self.model = Model(log_start=target, high_watermark=target, indexed=target)
             return
         self.model.batches = [b for b in self.model.batches if b.next <= target]
         if self.model.log_end < self.model.log_start:  # the cut took the batch holding it
             start = self.model.log_start
-            self.model = Model(log_start=start, high_watermark=start)
+            self.model = Model(log_start=start, high_watermark=start, indexed=start)
             return
         end = self.model.log_end
         self.model.epochs = [(e, s) for e, s in self.model.epochs if s < end]
         self.model.high_watermark = min(self.model.high_watermark, end)
+        if self.model.indexed > end:  # rule 8: emptied, built again from the log start
+            self.model.index, self.model.indexed = {}, self.model.log_start
 
     @rule(
         retention_bytes=st.integers(0, 20000),
@@ -777,11 +803,41 @@ class LogMachine(RuleBasedStateMachine):
                         batch.timestamps[at],
                         batch.values[at],
                         len(run),
+                        batch.keys[at],
                     )
                 )
         freed = self.log.rewrite_batches(rewrites)
         assert freed == model.size - sum(b.size for b in batches)
         model.batches = batches
+
+    @rule(max_bytes=st.sampled_from([1, 3000, 1 << 20]))
+    def index_keys(self, max_bytes: int) -> None:
+        """Rule 8: the index gains whole batches from where it ended, below the HW only;
+        each key names its latest record then present (a tombstone removes it)."""
+        model = self.model
+        start = max(model.indexed, model.log_start)
+        high_watermark = max(model.high_watermark, model.log_start)
+        end = self.log.index_keys(max_bytes)
+        # whole batches below the HW as it is now (none past it, unless it was there before)
+        assert end == start if start >= high_watermark else start <= end <= high_watermark
+        for batch in model.batches:
+            for i, key in enumerate(batch.keys):
+                offset = batch.base + i
+                if key is not None and start <= offset < end:
+                    if batch.values[i] is None:
+                        model.index.pop(key, None)
+                    else:
+                        model.index[key] = offset
+        model.indexed = end
+        for key in KEYS:
+            if key is not None:
+                assert self.log.key_offset(key) == model.index.get(key), key
+        in_order = [model.index[k] for k in sorted(model.index, key=key_index.index_key)]
+        assert self.log.index_page(None, 100) == in_order
+        assert self.log.index_page(None, 2) == in_order[:2]
+        if in_order:
+            first = min(model.index, key=key_index.index_key)
+            assert self.log.index_page(first, 100) == in_order[1:]
 
     @rule()
     def restart(self) -> None:
@@ -838,6 +894,8 @@ class LogMachine(RuleBasedStateMachine):
         assert offsets(self.other.read(0, 1 << 20)) == [0]
         with pytest.raises(KraftliteError):
             log.read(model.log_end + 1, 100)
+        assert log.indexed_offset == max(model.indexed, model.log_start)
+        assert self.other.index_page(None, 10) == []
 
 
 class LmdbLogMachine(LogMachine):

@@ -212,3 +212,37 @@ async def test_leader_epochs_are_checked_here_for_both_edges(node: InProcessBrok
     await service.produce("orders", 0, batch(node, b"a", b"b"), Acks.ALL, 1.0, principal=ALICE)
     # the current epoch ends at the log's end, capped at the high watermark
     assert service.end_offset_for("orders", 0, epoch, current_leader_epoch=epoch) == (epoch, 2)
+
+
+async def test_a_compacted_topic_reads_as_a_table_through_the_key_index(
+    node: InProcessBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Service rule 8: a key's latest committed value, from the index caught up with the
+    high watermark the read began at; None for a deleted or unknown key; a topic that is
+    not compacted has no table; an index far behind answers OFFSET_NOT_AVAILABLE."""
+    from kraftlite import service as service_module  # noqa: PLC0415
+
+    node.create_topic("table", configs={"cleanup.policy": "compact"})
+    service = node.service
+    now = node.clock.now_ms()
+
+    async def put(key: bytes, value: bytes | None) -> None:
+        record = fmt.encode_batch([value], keys=[key], timestamps=[now])
+        await service.produce("table", 0, record, Acks.ALL, 1.0, principal=ALICE)
+
+    await put(b"a", b"1")
+    await put(b"b", b"1")
+    await put(b"a", b"2")
+    await put(b"b", None)  # deleted
+    found = await service.latest_of_key("table", b"a", 0)
+    assert found is not None and (found[0], found[1].offset, found[1].value) == (0, 2, b"2")
+    assert await service.latest_of_key("table", b"b", 0) is None
+    assert await service.latest_of_key("table", b"nobody", 0) is None
+    assert node.partition("table").log.indexed_offset == 4  # caught up with the HW first
+    error = await refused(service.latest_of_key("orders", b"a", 0))
+    assert error.code is ErrorCode.INVALID_REQUEST
+    # an index far behind is the background's to catch up: the read does not wait for it
+    await put(b"a", b"3")
+    monkeypatch.setattr(service_module, "KEY_INDEX_MAX_BEHIND", 0)
+    error = await refused(service.latest_of_key("table", b"a", 0))
+    assert error.code is ErrorCode.OFFSET_NOT_AVAILABLE and error.retriable

@@ -8,6 +8,7 @@ the next record after it, as in Kafka); records without a key are refused on pro
 from __future__ import annotations
 
 import asyncio
+import base64
 import re
 import time
 import urllib.request
@@ -311,3 +312,53 @@ def test_compaction_configs_are_checked_on_both_edges(cluster: Cluster) -> None:
     [configs] = [f.result(30) for f in described.values()]
     assert configs["cleanup.policy"].value == "compact,delete"
     assert configs["min.cleanable.dirty.ratio"].value == "0.5"
+
+
+def test_a_compacted_topic_reads_as_a_table_from_any_broker(cluster: Cluster) -> None:
+    """GET /v1/topics/{t}/keys/{key} (issue 26): each key's latest value from the key index
+    of its partition's leader, relayed there from any broker; 404 for a key never written or
+    deleted by a tombstone; any bytes as a key with key_encoding=base64."""
+    topic = "profiles"
+    status, answer = http_retry(
+        "POST",
+        cluster.urls[1] + "/v1/topics",
+        {"name": topic, "partitions": 3, "replication_factor": 3, "configs": CLEANS_EAGERLY},
+    )
+    assert status == 201, answer
+    rounds: list[list[tuple[bytes, bytes | None]]] = [
+        [(b"user-%d" % k, b"v%d" % n) for k in range(12)] for n in range(3)
+    ]
+    rounds.append([(b"user-5", None), (b"\xff\x00binary", b"raw")])
+    producer = Producer(  # Kafka's (Java's) default partitioner, which the table follows
+        {"bootstrap.servers": cluster.bootstrap, "linger.ms": 0, "partitioner": "murmur2_random"}
+    )
+    for records in rounds:
+        for key, value in records:
+            producer.produce(topic, key=key, value=value)
+        assert producer.flush(30) == 0
+
+    def get(key: str, via: int, query: str = "") -> tuple[int, Any]:
+        return http("GET", cluster.urls[via] + f"/v1/topics/{topic}/keys/{key}{query}")
+
+    for k in range(12):
+        for via in cluster.urls:  # every broker answers: the leader itself, or relayed
+            status, answer = get(f"user-{k}", via)
+            if k == 5:
+                assert (status, answer["error_code"]) == (404, "RESOURCE_NOT_FOUND"), answer
+            else:
+                assert status == 200, answer
+                assert (answer["key"], answer["value"]) == (f"user-{k}", "v2"), answer
+    status, answer = get("user-99", 2)
+    assert (status, answer["error_code"]) == (404, "RESOURCE_NOT_FOUND"), answer
+    encoded = base64.urlsafe_b64encode(b"\xff\x00binary").decode()
+    status, answer = get(encoded, 3, "?key_encoding=base64")  # base64url: no "/" in a path
+    assert status == 200 and answer["value"] == "raw", answer
+    status, answer = get(encoded.rstrip("="), 2, "?key_encoding=base64")  # unpadded, as usual
+    assert status == 200 and answer["value"] == "raw", answer
+    status, answer = get("not*base64", 1, "?key_encoding=base64")
+    assert (status, answer["error_code"]) == (400, "INVALID_REQUEST"), answer
+    status, answer = http("GET", cluster.urls[1] + "/v1/topics/no-such-topic/keys/a")
+    assert (status, answer["error_code"]) == (404, "UNKNOWN_TOPIC_OR_PARTITION"), answer
+    create_topic(cluster, "not-compacted", {})
+    status, answer = http("GET", cluster.urls[1] + "/v1/topics/not-compacted/keys/a")
+    assert (status, answer["error_code"]) == (400, "INVALID_REQUEST"), answer
