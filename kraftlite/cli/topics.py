@@ -1,4 +1,5 @@
-"""`kraftlite topics`: create, list, describe, alter and delete topics."""
+"""`kraftlite topics`: create, list, describe, alter and delete topics, and read a
+compacted one as a table (`get`)."""
 
 from __future__ import annotations
 
@@ -64,6 +65,36 @@ def topics_list(bootstrap: Connection, output: str) -> None:
 def topics_describe(name: str, bootstrap: Connection, output: str) -> None:
     with bootstrap.admin() as admin:
         show(admin.describe_topic(name), output, _topic_table)
+
+
+@topics.command("get")
+@click.argument("name")
+@click.argument("key")
+@click.option(
+    "--partition",
+    type=click.IntRange(0),
+    default=None,
+    help="Read this partition (default: the one Kafka's default partitioner sends KEY to).",
+)
+@bootstrap_option
+@output_option
+@api_errors
+def topics_get(
+    name: str, key: str, partition: int | None, bootstrap: Connection, output: str
+) -> None:
+    """A compacted topic read as a table: KEY's latest value (exit code 1 when it has
+    none: never written, or deleted)."""
+    with bootstrap.admin() as admin:
+        found = admin.latest_value(name, key.encode(), partition=partition)
+    if found is None:
+        click.echo(f"{name} has no value for key {key!r}", err=True)
+        raise SystemExit(1)
+    value = found["value"].decode("utf-8", "backslashreplace")
+    if output == "json":
+        print_json({**{k: found[k] for k in ("partition", "offset", "timestamp")}, "key": key,
+                    "value": value})  # fmt: skip
+    else:
+        click.echo(value)
 
 
 @topics.command("delete")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kraftlite.client.credentials import Credentials
-from kraftlite.client.transport import Transport
+from kraftlite.client.transport import DESCRIBE_RETRY, Transport
+from kraftlite.errors import ErrorCode, KraftliteError
 
 
 class Admin:
@@ -79,6 +81,40 @@ class Admin:
             timeout_ms=str(int(timeout_ms)),
         )
         return int(answer["low_watermark"])
+
+    async def latest_value(
+        self, topic: str, key: bytes, *, partition: int | None = None
+    ) -> dict[str, Any] | None:
+        """A compacted topic read as a table: `key`'s latest committed record (`partition`,
+        `offset`, `timestamp`, `key`, `value` and `headers`, bytes as bytes), or None when
+        it has no value (never written, or deleted). From the partition Kafka's default
+        partitioner sends the key to, unless `partition` is given. Retried while the
+        leader's key index catches up (OFFSET_NOT_AVAILABLE) or a leader is elected."""
+        params = {"key_encoding": "base64", "encoding": "base64"}
+        if partition is not None:
+            params["partition"] = str(int(partition))
+        path = (
+            f"/v1/topics/{topic}/keys/{base64.urlsafe_b64encode(key).decode()}"
+            f"?{urllib.parse.urlencode(params)}"
+        )
+        async for attempt in DESCRIBE_RETRY.run_async(self._transport.clock):
+            with attempt:
+                try:
+                    found = await self._transport.call("GET", path)
+                except KraftliteError as exc:
+                    if exc.code is ErrorCode.RESOURCE_NOT_FOUND:
+                        return None
+                    raise
+                return {
+                    **found,
+                    "key": base64.b64decode(found["key"]),
+                    "value": base64.b64decode(found["value"]),
+                    "headers": {
+                        name: None if v is None else base64.b64decode(v)
+                        for name, v in found["headers"].items()
+                    },
+                }
+        raise AssertionError("unreachable: the attempts end in a return or an error")
 
     async def create_partitions(self, name: str, count: int) -> dict[str, Any]:
         grown: dict[str, Any] = await self._transport.call(

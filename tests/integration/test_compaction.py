@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -19,6 +21,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+from kraftlite.client import Admin
 from kraftlite.client import Consumer as PythonConsumer
 from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
 
@@ -350,7 +353,8 @@ def test_a_compacted_topic_reads_as_a_table_from_any_broker(cluster: Cluster) ->
                 assert (answer["key"], answer["value"]) == (f"user-{k}", "v2"), answer
     status, answer = get("user-99", 2)
     assert (status, answer["error_code"]) == (404, "RESOURCE_NOT_FOUND"), answer
-    encoded = base64.urlsafe_b64encode(b"\xff\x00binary").decode()
+    binary = b"\xff\x00binary"
+    encoded = base64.urlsafe_b64encode(binary).decode()
     status, answer = get(encoded, 3, "?key_encoding=base64")  # base64url: no "/" in a path
     assert status == 200 and answer["value"] == "raw", answer
     status, answer = get(encoded.rstrip("="), 2, "?key_encoding=base64")  # unpadded, as usual
@@ -362,3 +366,27 @@ def test_a_compacted_topic_reads_as_a_table_from_any_broker(cluster: Cluster) ->
     create_topic(cluster, "not-compacted", {})
     status, answer = http("GET", cluster.urls[1] + "/v1/topics/not-compacted/keys/a")
     assert (status, answer["error_code"]) == (400, "INVALID_REQUEST"), answer
+
+    # the Python client and the CLI
+    async def through_the_client() -> list[dict[str, Any] | None]:
+        async with Admin(",".join(cluster.urls.values())) as admin:
+            return [await admin.latest_value(topic, k) for k in (b"user-3", b"user-5", binary)]
+
+    user_3, user_5, raw = asyncio.run(through_the_client())
+    assert user_3 is not None and (user_3["key"], user_3["value"]) == (b"user-3", b"v2")
+    assert user_5 is None and raw is not None and raw["value"] == b"raw"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "kraftlite", "topics", "get", *args]
+        return subprocess.run(
+            [*command, "--bootstrap", cluster.urls[2]],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    got = cli(topic, "user-7")
+    assert (got.returncode, got.stdout) == (0, "v2\n"), got.stderr
+    got = cli(topic, "user-5")
+    assert got.returncode == 1 and "no value" in got.stderr, got
