@@ -109,7 +109,8 @@ class Partition:
         self.leader_id = NO_LEADER
         self.leader_epoch = -1
         self.registration: PartitionRegistration | None = None
-        self.configs: Mapping[str, str] = {}
+        self.compacted = False  # cleanup.policy has compact: set with `configs`
+        self.configs = {}
         self.state: rs.LeaderState | None = None  # when leader
         self.hw_moved = Notifier()  # higher watermark or a role change (wakes local waiters)
         self.low_watermark_moved = Notifier()  # a follower's log start moved (DeleteRecords)
@@ -140,9 +141,15 @@ class Partition:
         return int(self.config(name))
 
     @property
-    def compacted(self) -> bool:
-        """Whether the log cleaner compacts this partition (cleanup.policy has compact)."""
-        return is_compacted(self.configs)
+    def configs(self) -> Mapping[str, str]:
+        return self._configs
+
+    @configs.setter
+    def configs(self, configs: Mapping[str, str]) -> None:
+        """The topic's configs; `compacted` says once whether the log cleaner compacts it
+        (every produce and the replica manager's rounds read it)."""
+        self._configs = configs
+        self.compacted = is_compacted(configs)
 
     # -- role changes (from metadata) ---------------------------------------------------
 

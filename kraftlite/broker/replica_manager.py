@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import functools
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -128,6 +128,7 @@ class ReplicaManager:
         self._throttle = QuotaTracker()
         self._reported: dict[int, int] = {}  # leader id -> when its refusal was reported
         self._reports: set[asyncio.Task[None]] = set()
+        self._compacted: dict[PartitionKey, Partition] = {}  # what rules 6 and 7 visit
         # the log cleaner's thread (rule 6), and its signal to end a pass early
         self._cleaner_pool = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
         self._cleaner_stopping = threading.Event()
@@ -157,7 +158,7 @@ class ReplicaManager:
         self._newest_image = image  # broker_url() resolves leaders against it meanwhile
         for local in (*changes.leaders, *changes.followers):
             partition = self._hosted(local.topic_id, local.topic, local.partition)
-            partition.configs = image.topics[local.topic_id].configs
+            self._configure(partition, image.topics[local.topic_id].configs)
             partition.apply_registration(local.registration)
             self._route(partition)
         for topic_id, _, index in changes.deletes:
@@ -166,7 +167,7 @@ class ReplicaManager:
             for partition in self.partitions.values():
                 topic = image.topics.get(partition.topic_id)
                 if topic is not None:
-                    partition.configs = topic.configs
+                    self._configure(partition, topic.configs)
         else:
             for topic_id in config_topics:
                 topic = image.topics.get(topic_id)
@@ -174,7 +175,7 @@ class ReplicaManager:
                     for index in topic.partitions:
                         hosted = self.partitions.get((topic_id, index))
                         if hosted is not None:
-                            hosted.configs = topic.configs
+                            self._configure(hosted, topic.configs)
         if self._first_image:
             self._delete_orphans(image)
             self._first_image = False
@@ -266,7 +267,18 @@ class ReplicaManager:
         except KraftliteError as exc:
             log.info("unreachable_report_failed", broker=leader_id, error=str(exc))
 
+    def _configure(self, partition: Partition, configs: Mapping[str, str]) -> None:
+        """A hosted partition's topic configs, and whether the cleaner and the key index
+        visit it (rules 6 and 7: their rounds look at compacted partitions only)."""
+        partition.configs = configs
+        key = (partition.topic_id, partition.index)
+        if partition.compacted:
+            self._compacted[key] = partition
+        else:
+            self._compacted.pop(key, None)
+
     def _delete(self, topic_id: str, index: int) -> None:
+        self._compacted.pop((topic_id, index), None)
         partition = self.partitions.pop((topic_id, index), None)
         for fetcher in self._fetchers.values():
             fetcher.remove((topic_id, index))
@@ -714,8 +726,8 @@ class ReplicaManager:
     async def _clean(self) -> None:
         """Rule 6: a pass over each compacted partition this broker holds, when due."""
         loop = asyncio.get_running_loop()
-        for partition in list(self.partitions.values()):
-            if partition.role is Role.OFFLINE or not partition.compacted:
+        for partition in list(self._compacted.values()):
+            if partition.role is Role.OFFLINE:
                 continue
             clean = functools.partial(
                 cleaner.clean,
@@ -748,8 +760,8 @@ class ReplicaManager:
 
     async def _index_keys(self) -> None:
         """Rule 7: each compacted partition's key index, a few chunks at a time."""
-        for partition in list(self.partitions.values()):
-            if partition.role is Role.OFFLINE or not partition.compacted:
+        for partition in list(self._compacted.values()):
+            if partition.role is Role.OFFLINE:
                 continue
             replica_log = partition.log
             for _ in range(KEY_INDEX_CHUNKS_PER_ROUND):
