@@ -359,7 +359,9 @@ SCHEMAS: Final[Json] = {
             for name, (default, _) in TOPIC_CONFIGS.items()
         },
         description="Config values as strings (numbers and booleans are accepted); null resets "
-        "a config to its default. Unknown names and bad values: INVALID_CONFIG.",
+        "a config to its default. Unknown names and bad values: INVALID_CONFIG, as is a "
+        "max.compaction.lag.ms below min.compaction.lag.ms (the topic's configs as they would "
+        "become, Kafka's check).",
         additionalProperties=False,
     ),
     "PartitionInfo": _object(
