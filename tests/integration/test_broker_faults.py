@@ -171,9 +171,9 @@ def test_a_full_cluster_kill_9_and_restart_keeps_everything(cluster: Cluster) ->
     for process in cluster.processes.values():
         process.start()
     cluster.wait_ready()
-    wait_until(
+    wait_until(  # None while the restarted leader's offsets are not known yet
         lambda: (
-            describe(cluster, "durable")["partitions"][0]["high_watermark"]
+            (describe(cluster, "durable")["partitions"][0]["high_watermark"] or 0)
             >= max(producer.acked) + 1
         ),
         what="the high watermark back above every ack",
