@@ -477,6 +477,13 @@ class BrokerConfig(StorageSettings):
         "group.initial.rebalance.delay.ms", _non_negative, default=3_000
     )
     offset_metadata_max_bytes: int = _key("offset.metadata.max.bytes", _non_negative, default=4096)
+    # committed offsets of a group without members expire (groups/offsets.py rule 8)
+    offsets_retention_minutes: int = _key(
+        "offsets.retention.minutes", positive_option, default=10_080
+    )
+    offsets_retention_check_interval_ms: int = _key(
+        "offsets.retention.check.interval.ms", positive_option, default=600_000
+    )
     # Topics a client's request creates (kraftlite/service.py rule 6): Kafka's names and,
     # but for the replication factor, its defaults (unset: min(3, live brokers), as any
     # topic created without one)

@@ -24,6 +24,7 @@ class ErrorCode(IntEnum):
     REQUEST_TIMED_OUT = 7
     MESSAGE_TOO_LARGE = 10
     OFFSET_METADATA_TOO_LARGE = 12
+    COORDINATOR_LOAD_IN_PROGRESS = 14
     COORDINATOR_NOT_AVAILABLE = 15
     NOT_COORDINATOR = 16
     INVALID_TOPIC_EXCEPTION = 17
@@ -99,6 +100,9 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.BROKER_NOT_AVAILABLE: ErrorInfo(503, True, "the broker is not ready yet"),
     ErrorCode.REQUEST_TIMED_OUT: ErrorInfo(504, True, "request timed out"),
     ErrorCode.MESSAGE_TOO_LARGE: ErrorInfo(413, False, "record batch too large"),
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorInfo(
+        503, True, "the coordinator is loading its groups"
+    ),
     ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorInfo(503, True, "coordinator not available"),
     ErrorCode.NOT_COORDINATOR: ErrorInfo(421, True, "not the group's coordinator"),
     ErrorCode.UNKNOWN_MEMBER_ID: ErrorInfo(404, False, "unknown member: join again"),

@@ -249,6 +249,8 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
                     classic_min_session_timeout_ms=config.classic_min_session_timeout_ms,
                     classic_max_session_timeout_ms=config.classic_max_session_timeout_ms,
                     initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+                    offsets_retention_ms=config.offsets_retention_minutes * 60_000,
+                    offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
                 ),
             ),
             derive_key(secret, "producer ids"),
@@ -279,6 +281,7 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
                     kafka_host.strip("[]"), int(kafka_port), tls.server_context(config)
                 )
             await broker.start()  # register, heartbeats, metadata
+            service.coordinator.start()  # group loads, offset expiry
             log.info(
                 "broker_started", listen=config.listen, url=config.url, log_dir=str(config.log_dir)
             )
@@ -286,6 +289,7 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
             log.info("broker_stopping")
         finally:
             await broker.stop()  # controlled shutdown while still serving followers
+            await service.coordinator.stop()  # before storage closes: its loader reads logs
             if kafka is not None:
                 await kafka.close()
             await runner.cleanup()

@@ -40,6 +40,22 @@ class CleanResult:
 
 
 @dataclass
+class CleanerState:
+    """What the cleaner last saw of one partition, for its metrics (docs/metrics.md): set
+    on the cleaner's thread, read by a scrape (each field replaced whole)."""
+
+    dirtiness: compaction.Dirtiness | None = None  # at the last look (None: none yet)
+    last_pass_ms: int | None = None  # wall clock of the last pass's end (this process)
+    passes: int = 0
+    freed_bytes: int = 0
+
+    def passed(self, result: CleanResult, now_ms: int) -> None:
+        self.last_pass_ms = now_ms
+        self.passes += 1
+        self.freed_bytes += result.freed_bytes
+
+
+@dataclass
 class IoThrottle:
     """At most `rate` bytes a second (Kafka's Throttler): `spent(n)` sleeps while the bytes
     of the current window are ahead of the rate; a window ends with each sleep, or after a
@@ -88,12 +104,15 @@ def clean(
     force: bool = False,
     throttle: IoThrottle | None = None,
     stopping: Callable[[], bool] = lambda: False,
+    observe: Callable[[compaction.Dirtiness], object] = lambda _: None,
 ) -> CleanResult | None:
     """One pass of the cleaner over `log` (compaction.py's rules), if one is due (rule 6)
     or `force`d; None when none was. The pass ends by recording where it stopped (the
     log's `cleaned_offset`), in a transaction of its own after its last rewrite. Every
     read and rewrite is counted by `throttle`; `stopping()` true before one of them ends
-    the pass there (Stopped), what it rewrote so far kept."""
+    the pass there (Stopped), what it rewrote so far kept. `observe` is told what is
+    dirty, from the headers read to decide, and again after a pass (by the same headers:
+    the rewritten batches' sizes are not read again)."""
 
     def spent(count: int) -> None:
         if throttle is not None:
@@ -110,6 +129,7 @@ def clean(
     end = compaction.cleanable_end(
         headers, start, high_watermark, log.log_end_offset, now_ms, policy
     )
+    observe(compaction.dirtiness(headers, log.cleaned_offset, end))
     if not force and not compaction.due(headers, log.cleaned_offset, end, now_ms, policy):
         return None
     latest: dict[bytes, int] = {}
@@ -152,6 +172,7 @@ def clean(
             spent(_written(chunk))
     cleaned = min(offset, end)  # where this pass stopped (earlier if the log changed)
     log.rewrite_batches([], cleaned_to=cleaned)  # a small transaction of its own
+    observe(compaction.dirtiness(headers, cleaned, end))
     return CleanResult(start, cleaned, rewritten, freed)
 
 

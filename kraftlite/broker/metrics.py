@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from kraftlite.broker.partition import Partition, Role
 
 if TYPE_CHECKING:
     from kraftlite.broker.broker import Broker
-    from kraftlite.broker.cleaner import CleanResult
+    from kraftlite.broker.cleaner import CleanerState, CleanResult
 
 # A broker's own counters (a controller process imports this module too, and shows none).
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -108,7 +108,7 @@ def record_fetch(topic: str, data: bytes, records: int = 0) -> None:
         FETCHED_RECORDS.labels(topic).inc(records)
 
 
-# Above this many replicas a broker exports totals only, not the four per-partition families:
+# Above this many replicas a broker exports totals only, not the per-partition families:
 # rendering 400,000 series takes seconds of CPU per scrape (docs/metrics.md).
 MAX_PARTITION_SERIES_REPLICAS = 10_000
 
@@ -129,14 +129,36 @@ class ReplicaFigures:
     data_dir: str
     # (topic, partition, log end, high watermark, log start, size); empty over the cap
     per_partition: tuple[tuple[str, int, int, int, int, int], ...]
+    # compacted replicas whose oldest dirty record waited past max.compaction.lag.ms
+    compaction_overdue: int = 0
+    # (topic, partition, cleaner state, lag ms, ms since the last pass or None); empty over
+    # the cap
+    compacted: tuple[tuple[str, int, CleanerState, int, int | None], ...] = ()
+
+
+def overdue(lag_ms: int, max_compaction_lag_ms: int, backoff_ms: int) -> bool:
+    """A compacted replica whose oldest dirty record waited longer than its topic's
+    max.compaction.lag.ms, with two cleaner rounds of grace (a pass it makes due starts at
+    the next round and may wait behind another partition's): the cleaner is behind."""
+    return lag_ms - 2 * backoff_ms > max_compaction_lag_ms
 
 
 def replica_figures(broker: Broker) -> ReplicaFigures:
     image = broker.replicas.image
     partitions = list(broker.replicas.partitions.values())
-    leaders = under = under_min = offline = size = 0
+    leaders = under = under_min = offline = size = late = 0
     rows = []
     detailed = len(partitions) <= MAX_PARTITION_SERIES_REPLICAS
+    now = broker.clock.now_ms()
+    compacted = []
+    for p in broker.replicas.compacted_partitions():
+        seen = p.cleaner
+        lag = 0 if seen.dirtiness is None else seen.dirtiness.lag_ms(now)
+        max_lag = p.config_int("max.compaction.lag.ms")
+        late += overdue(lag, max_lag, broker.replicas.settings.cleaner_backoff_ms)
+        if detailed:
+            since = None if seen.last_pass_ms is None else max(0, now - seen.last_pass_ms)
+            compacted.append((p.topic, p.index, seen, lag, since))
     for p in partitions:
         log_ = p.log
         size += log_.size_bytes
@@ -171,6 +193,8 @@ def replica_figures(broker: Broker) -> ReplicaFigures:
         size_bytes=size,
         data_dir=str(broker.replicas.storage.config.path),
         per_partition=tuple(rows),
+        compaction_overdue=late,
+        compacted=tuple(compacted),
     )
 
 
@@ -180,7 +204,7 @@ class ReplicationCollector(Collector):
     def __init__(self) -> None:
         self.figures: ReplicaFigures | None = None
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         f = self.figures
         if f is None:
             return
@@ -236,6 +260,54 @@ class ReplicationCollector(Collector):
             start.add_metric(key, low)
             size.add_metric(key, bytes_)
         yield from (end, hw, start, size)
+        yield from _cleaner_families(f)
+
+
+def _cleaner_families(f: ReplicaFigures) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """The log cleaner's view of each compacted replica (Kafka's LogCleaner and
+    LogCleanerManager metrics, per partition) and the overdue count to alert on."""
+    yield GaugeMetricFamily(
+        "kraftlite_log_cleaner_overdue_partitions",
+        "Compacted replicas whose oldest dirty record has waited longer than "
+        "max.compaction.lag.ms (and two cleaner rounds): the cleaner is behind",
+        value=f.compaction_overdue,
+    )
+    labels = ["topic", "partition"]
+    ratio = GaugeMetricFamily(
+        "kraftlite_log_cleaner_dirty_ratio",
+        "Dirty bytes over the bytes of the cleanable range, at the cleaner's last look",
+        labels=labels,
+    )
+    dirty = GaugeMetricFamily(
+        "kraftlite_log_cleaner_dirty_bytes",
+        "Bytes of the cleanable range not cleaned yet, at the cleaner's last look",
+        labels=labels,
+    )
+    lag = GaugeMetricFamily(
+        "kraftlite_log_cleaner_lag_seconds",
+        "How long the oldest dirty record of the cleanable range has waited",
+        labels=labels,
+    )
+    since = GaugeMetricFamily(
+        "kraftlite_log_cleaner_seconds_since_last_pass",
+        "Time since the cleaner's last pass over the partition (absent: none since start)",
+        labels=labels,
+    )
+    freed = CounterMetricFamily(
+        "kraftlite_log_cleaner_partition_freed_bytes",
+        "Bytes the cleaner's passes removed from the partition since start",
+        labels=labels,
+    )
+    for topic, index, state, lag_ms, since_ms in f.compacted:
+        key = [topic, str(index)]
+        if state.dirtiness is not None:
+            ratio.add_metric(key, state.dirtiness.ratio)
+            dirty.add_metric(key, state.dirtiness.dirty_bytes)
+        lag.add_metric(key, lag_ms / 1000)
+        if since_ms is not None:
+            since.add_metric(key, since_ms / 1000)
+        freed.add_metric(key, state.freed_bytes)
+    yield from (ratio, dirty, lag, since, freed)
 
 
 @dataclass(frozen=True, slots=True)

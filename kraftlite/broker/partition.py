@@ -22,6 +22,7 @@ from enum import Enum
 from typing import TypeVar
 
 from kraftlite.broker import replica_state as rs
+from kraftlite.broker.cleaner import CleanerState
 from kraftlite.broker.log_store import ReplicaLog
 from kraftlite.broker.notifier import Notifier
 from kraftlite.broker.producer_state import ProducerStates
@@ -110,6 +111,7 @@ class Partition:
         self.leader_epoch = -1
         self.registration: PartitionRegistration | None = None
         self.compacted = False  # cleanup.policy has compact: set with `configs`
+        self.cleaner = CleanerState()  # what the log cleaner last saw (compacted only)
         self.configs = {}
         self.state: rs.LeaderState | None = None  # when leader
         self.hw_moved = Notifier()  # higher watermark or a role change (wakes local waiters)

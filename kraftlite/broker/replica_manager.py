@@ -736,6 +736,7 @@ class ReplicaManager:
                 clean_policy(partition),
                 throttle=self._cleaner_throttle,
                 stopping=self._cleaner_stopping.is_set,
+                observe=functools.partial(setattr, partition.cleaner, "dirtiness"),
             )
             try:
                 result = await loop.run_in_executor(self._cleaner_pool, clean)
@@ -748,6 +749,7 @@ class ReplicaManager:
                 log.exception("log_clean_failed", partition=partition.name)
                 continue
             if result is not None:
+                partition.cleaner.passed(result, self._clock.now_ms())
                 metrics.record_clean(result)
                 log.info(
                     "log_cleaned",
@@ -757,6 +759,10 @@ class ReplicaManager:
                     rewritten_batches=result.rewritten,
                     freed_bytes=result.freed_bytes,
                 )
+
+    def compacted_partitions(self) -> list[Partition]:
+        """The compacted partitions this broker holds (what the cleaner visits)."""
+        return list(self._compacted.values())
 
     async def _index_keys(self) -> None:
         """Rule 7: each compacted partition's key index, a few chunks at a time."""

@@ -4,14 +4,26 @@ leads, their membership (soft state) and their committed offsets (records in tha
 Rules:
 1. A group's coordinator is the leader of `__consumer_offsets` partition
    murmur2(group) % N (murmur2, not Python's hash(): every broker must agree). The topic is
-   created on first use, replicated min(3, brokers) with retention off.
+   created on first use, replicated min(3, brokers) and compacted (`cleanup.policy`
+   compact, as Kafka's): each partition keeps the last record of each group's partition,
+   so it grows with live offsets, not with commits. One made before compaction (a data
+   directory of an older kraftlite, retention off) is altered to compact by the broker
+   leading its partition 0 (`run`).
 2. Committed offsets are records in that partition, appended with acks=all; the in-memory
    view changes only after the append is acknowledged, so what a client saw committed
    survives the loss of a broker.
 3. A broker that becomes leader of an offsets partition (a new leader epoch) rebuilds its
    offsets by replaying the partition up to its log end (every record there was written by
    an ISR leader and stays), and starts every group with the assignment freeze of
-   `group.Group` rule 6: members rejoin and get partitions one session later.
+   `group.Group` rule 6: members rejoin and get partitions one session later. The replay
+   reads what compaction left (live offsets, and what was committed since the last clean).
+   A partition of at most INLINE_LOAD_BYTES is replayed at once; a larger one on the
+   coordinator's loader thread, off the event loop, while its groups' requests are
+   answered COORDINATOR_LOAD_IN_PROGRESS (retriable, as Kafka's); `run` starts it as soon
+   as the leadership shows, and the result is kept only if the leadership is still the
+   one it was read for. A replay that meets the cleaner reads each key's tombstone as any
+   reader of a compacted log does: within `delete.retention.ms` (offsets.py's records are
+   never older than that when they matter: a day by default).
 4. Reads create no state: describe, offsets, heartbeat, leave and a refused commit never
    make a group. A group exists while it has members or committed offsets; a `Group` with
    no members is dropped at once (it holds nothing a new one would not), and silent members
@@ -44,19 +56,28 @@ Rules:
    INVALID_REQUEST before it runs for a group whose answer may not fit
    (`description_bound`: members, their topics and assignments, and the subscribed
    topics' partitions).
+8. Expiry (offsets.py rule 8): every `offsets.retention.check.interval.ms`, `run` expires
+   the offsets of groups without members that have been idle past the retention,
+   with tombstones appended as a deletion's are (rule 6: inside the group's gate, acks=all,
+   the view changed once they are acknowledged); the compaction of the topic then drops
+   the commits and, after `delete.retention.ms`, the tombstones. What this coordinator
+   knows of the group's last member is in `Shard.last_member_ms`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
 import structlog
 
+from kraftlite.broker.log_store import ReplicaLog
 from kraftlite.broker.partition import Acks, Partition, Role
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.assignor import TopicPartition, assign
@@ -71,10 +92,12 @@ from kraftlite.groups.offsets import (
     check_in_range,
     check_metadata,
     check_partitions,
+    expired,
     plan_deletion,
 )
+from kraftlite.metadata.topics import is_compacted
 from kraftlite.protocol import batch as batch_format
-from kraftlite.protocol.admin import CreateTopicRequest
+from kraftlite.protocol.admin import AlterConfigsRequest, CreateTopicRequest
 from kraftlite.protocol.internal import GroupKind, GroupListing
 from kraftlite.protocol.partitioner import partition_for_key
 
@@ -86,6 +109,10 @@ OFFSETS_TOPIC = "__consumer_offsets"
 _KEY_PREFIX = b"offset\x00"
 CONSUMER_PROTOCOL = "consumer"  # the classic protocol type of consumers (Kafka's ConsumerProtocol)
 ASSIGNOR_NAME = "uniform"  # Kafka's name for the uniform assignor, which assignor.py follows
+INLINE_LOAD_BYTES = 128 << 10  # rule 3: larger offsets partitions load off the event loop
+_READ_BYTES = 8 << 20
+_TOMBSTONES_PER_BATCH = 1000  # rule 8: one expiry's tombstones, a batch at a time
+_RUN_INTERVAL_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +129,8 @@ class GroupSettings:
     classic_min_session_timeout_ms: int = 6_000  # group.min.session.timeout.ms
     classic_max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
     initial_rebalance_delay_ms: int = 3_000  # group.initial.rebalance.delay.ms
+    offsets_retention_ms: int = 7 * 24 * 3_600_000  # offsets.retention.minutes (rule 8)
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
 
 
 class _CommitGate:
@@ -155,6 +184,9 @@ class Shard:
     offsets: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
     swept_ms: int = 0
     classic: dict[str, ClassicGroup] = field(default_factory=dict)  # Kafka clients' groups
+    loaded_ms: int = 0  # when this coordinator loaded the partition (monotonic)
+    # rule 8: group -> when this coordinator last saw it with members (monotonic)
+    last_member_ms: dict[str, int] = field(default_factory=dict)
 
     def group(self, name: str) -> Group:
         """The group, made if new: only for a join, the one request that adds a member."""
@@ -170,16 +202,26 @@ class Shard:
         if group is None:
             return Group(name, frozen_until_ms=self.frozen_until_ms, max_size=self.max_size)
         group.expire(now_ms)
-        self.drop_if_empty(name)
+        self.drop_if_empty(name, now_ms)
         return group
 
     def exists(self, name: str) -> bool:
         return name in self.groups or name in self.classic or bool(self.offsets.get(name))
 
-    def drop_if_empty(self, name: str) -> None:
+    def drop_if_empty(self, name: str, now_ms: int) -> None:
         group = self.groups.get(name)
         if group is not None and not group.members:
             del self.groups[name]
+            self.last_member_ms[name] = now_ms
+
+    def idle_ms(self, name: str, now_ms: int) -> int:
+        """Rule 8: how long the group has had no members, as far as this coordinator knows
+        (0 while it has some); `maybe_sweep` first, or silent members count as members."""
+        group, classic = self.groups.get(name), self.classic.get(name)
+        if (group is not None and group.members) or (classic is not None and classic.members):
+            self.last_member_ms[name] = now_ms
+            return 0
+        return now_ms - self.last_member_ms.get(name, self.loaded_ms)
 
     def kind(self, name: str) -> GroupKind:
         """What a group with no members is: what its commits say (rule 2: a classic
@@ -197,11 +239,13 @@ class Shard:
             group.expire(now_ms)
             if not group.members:
                 del self.groups[name]
+                self.last_member_ms[name] = now_ms
         for name, classic in list(self.classic.items()):
             classic.expire()
             if not classic.members:  # its offsets, if any, stay in `offsets`
                 classic.close()
                 del self.classic[name]
+                self.last_member_ms[name] = now_ms
 
     def close(self) -> None:
         """This broker stopped coordinating the partition: answer every waiting member."""
@@ -240,6 +284,7 @@ def parse_offset_record(
                 str(data.get("metadata", "")),
                 int(data.get("leader_epoch", -1)),
                 "classic" if data.get("kind") == "classic" else "consumer",
+                int(data.get("ts", -1)),
             ),
         )
     except (ValueError, TypeError, KeyError) as exc:  # orjson.JSONDecodeError is a ValueError
@@ -331,12 +376,57 @@ def describe_consumer_group(
     )
 
 
+class LoadStoppedError(Exception):
+    """The coordinator is stopping: a replay ends between two reads."""
+
+
+def replay(
+    log_: ReplicaLog, stopping: Callable[[], bool] = lambda: False
+) -> tuple[dict[str, dict[TopicPartition, CommittedOffset]], int]:
+    """Rule 3's replay of an offsets partition up to its log end: (group -> partition ->
+    committed offset, records read). Blocking; a record that cannot be read is skipped
+    (one bad record must not take every group of the partition down)."""
+    groups: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+    offset, records = log_.log_start_offset, 0
+    while offset < log_.log_end_offset:
+        if stopping():
+            raise LoadStoppedError
+        data = log_.read(offset, _READ_BYTES)
+        if not data:
+            break
+        for decoded in batch_format.decode_stream(data):
+            for record in decoded.records():
+                records += 1
+                try:
+                    parsed = parse_offset_record(record.key, record.value)
+                except BadOffsetRecordError as exc:
+                    log.warning("offset_record_skipped", offset=record.offset, error=str(exc))
+                    continue
+                if parsed is None:
+                    continue
+                group, tp, committed = parsed
+                offsets = groups.setdefault(group, {})
+                if committed is None:
+                    offsets.pop(tp, None)
+                    if not offsets:  # no offsets left: the group is gone (rule 4)
+                        del groups[group]
+                else:
+                    offsets[tp] = committed
+            offset = decoded.header.next_offset
+    return groups, records
+
+
 class GroupCoordinator:
     def __init__(self, broker: Broker, settings: GroupSettings | None = None) -> None:
         self.broker = broker
         self.settings = settings or GroupSettings()
         self._shards: dict[int, Shard] = {}
         self._gates: dict[str, _CommitGate] = {}  # rule 6: per group, while in use
+        # rule 3: partition -> (leader epoch, its load), while one runs on the loader
+        self._loading: dict[int, tuple[int, asyncio.Task[None]]] = {}
+        self._loader = ThreadPoolExecutor(1, thread_name_prefix="group-loader")
+        self._stopping = threading.Event()
+        self._runner: asyncio.Task[None] | None = None
 
     # -- routing ----------------------------------------------------------------------------
 
@@ -353,7 +443,7 @@ class GroupCoordinator:
             OFFSETS_TOPIC,
             self.settings.offsets_partitions,
             factor,
-            {"retention.ms": -1, "min.insync.replicas": min(2, factor)},
+            {"cleanup.policy": "compact", "min.insync.replicas": min(2, factor)},
             internal=True,
         )
         try:
@@ -391,53 +481,77 @@ class GroupCoordinator:
         return partition, shard
 
     def _shard_of(self, partition: Partition) -> Shard:
+        """The partition's shard for its leader epoch: loaded at once when small, else
+        COORDINATOR_LOAD_IN_PROGRESS while the loader replays it (rule 3)."""
         index = partition.index
         shard = self._shards.get(index)
-        if shard is None or shard.leader_epoch != partition.leader_epoch:
-            if shard is not None:
-                shard.close()
-            shard = self._load(partition)
-            self._shards[index] = shard
-        return shard
+        if shard is not None and shard.leader_epoch == partition.leader_epoch:
+            return shard
+        if shard is not None:
+            shard.close()
+            del self._shards[index]
+        loading = self._loading.get(index)
+        if loading is None and partition.log.size_bytes <= INLINE_LOAD_BYTES:
+            return self._install(partition, *replay(partition.log))
+        if loading is None or loading[0] != partition.leader_epoch:
+            task = asyncio.get_running_loop().create_task(self._load(partition))
+            self._loading[index] = (partition.leader_epoch, task)
+        raise KraftliteError(
+            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+            f"broker {self.broker.broker_id} is loading the groups of {OFFSETS_TOPIC}-{index}",
+        )
 
-    def _load(self, partition: Partition) -> Shard:
-        """Rule 3: replay the offsets partition."""
+    async def _load(self, partition: Partition) -> None:
+        """Rule 3 off the event loop: the shard is installed only if this broker still
+        leads the partition in the epoch it was read for."""
+        index, epoch = partition.index, partition.leader_epoch
+        started = self.broker.clock.monotonic_ms()
+        try:
+            offsets, records = await asyncio.get_running_loop().run_in_executor(
+                self._loader, replay, partition.log, self._stopping.is_set
+            )
+        except LoadStoppedError:
+            return
+        except Exception:  # a request after this one starts another load
+            log.exception("group_offsets_load_failed", partition=index, leader_epoch=epoch)
+            return
+        finally:
+            if self._loading.get(index, (None,))[0] == epoch:
+                del self._loading[index]
+        current = self._shards.get(index)
+        if (
+            partition.role is Role.LEADER
+            and partition.leader_epoch == epoch
+            and (current is None or current.leader_epoch != epoch)
+        ):
+            if current is not None:
+                current.close()
+            self._install(partition, offsets, records)
+            log.info(
+                "group_offsets_load_took",
+                partition=index,
+                ms=self.broker.clock.monotonic_ms() - started,
+            )
+
+    def _install(
+        self,
+        partition: Partition,
+        offsets: dict[str, dict[TopicPartition, CommittedOffset]],
+        records: int,
+    ) -> Shard:
         now = self.broker.clock.monotonic_ms()
         # The first leader of the partition (epoch 0) has no predecessor whose members could
         # still hold partitions; any later one waits out the longest session first.
         freeze = self.settings.max_session_timeout_ms if partition.leader_epoch > 0 else 0
-        shard = Shard(partition.leader_epoch, now + freeze, self.settings.max_size)
-        log_ = partition.log
-        offset, records = log_.log_start_offset, 0
-        while offset < log_.log_end_offset:
-            data = log_.read(offset, 8 << 20)
-            if not data:
-                break
-            for decoded in batch_format.decode_stream(data):
-                for record in decoded.records():
-                    records += 1
-                    try:
-                        parsed = parse_offset_record(record.key, record.value)
-                    except BadOffsetRecordError as exc:  # one bad record must not take
-                        log.warning("offset_record_skipped", offset=record.offset, error=str(exc))
-                        continue  # every group of this partition down
-                    if parsed is None:
-                        continue
-                    group, tp, committed = parsed
-                    offsets = shard.offsets.setdefault(group, {})
-                    if committed is None:
-                        offsets.pop(tp, None)
-                        if not offsets:  # no offsets left: the group is gone (rule 4)
-                            del shard.offsets[group]
-                    else:
-                        offsets[tp] = committed
-                offset = decoded.header.next_offset
+        shard = Shard(partition.leader_epoch, now + freeze, self.settings.max_size, offsets=offsets)
+        shard.loaded_ms = shard.swept_ms = now
+        self._shards[partition.index] = shard
         log.info(
             "group_offsets_loaded",
             partition=partition.index,
             leader_epoch=partition.leader_epoch,
             records=records,
-            groups=len(shard.offsets),
+            groups=len(offsets),
         )
         return shard
 
@@ -500,7 +614,7 @@ class GroupCoordinator:
                 instance_id=instance_id,
             )
         finally:  # a refused join leaves no group behind
-            shard.drop_if_empty(group)
+            shard.drop_if_empty(group, self._now())
         return {**self._answer(answer), "session_timeout_ms": timeout}
 
     def heartbeat(self, group: str, member_id: str, member_epoch: int) -> dict[str, Any]:
@@ -572,7 +686,7 @@ class GroupCoordinator:
                 member_id, self._now(), instance_id=instance_id, temporary=temporary
             )
         finally:
-            shard.drop_if_empty(group)
+            shard.drop_if_empty(group, self._now())
 
     def _answer(self, answer: MemberAnswer) -> dict[str, Any]:
         return answer.to_json(self.settings.heartbeat_interval_ms)
@@ -677,7 +791,7 @@ class GroupCoordinator:
         if self._shards.get(partition.index) is shard and partition.role is Role.LEADER:
             target = shard.offsets.setdefault(group, {})
             for tp, committed in offsets:
-                target[tp] = committed
+                target[tp] = replace(committed, commit_ms=now)
 
     def _check_member(  # noqa: PLR0917 - the commit's parts, as commit() has them
         self,
@@ -903,6 +1017,14 @@ class GroupCoordinator:
             )
         return describe_consumer_group(state, counts)
 
+    def _loaded_shard(self, partition: Partition) -> Shard | None:
+        try:
+            return self._shard_of(partition)
+        except KraftliteError as exc:
+            if exc.code is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                return None
+            raise
+
     def coordinated_offsets(self) -> dict[str, dict[TopicPartition, CommittedOffset]]:
         """The committed offsets of every group this broker coordinates now."""
         result: dict[str, dict[TopicPartition, CommittedOffset]] = {}
@@ -911,7 +1033,8 @@ class GroupCoordinator:
                 partition = self.broker.replicas.leader_partition(OFFSETS_TOPIC, index)
             except KraftliteError:
                 continue
-            for name, offsets in self._shard_of(partition).offsets.items():
+            shard = self._loaded_shard(partition)
+            for name, offsets in shard.offsets.items() if shard else ():
                 if offsets:
                     result[name] = dict(offsets)
         return result
@@ -926,7 +1049,9 @@ class GroupCoordinator:
                 partition = self.broker.replicas.leader_partition(OFFSETS_TOPIC, index)
             except KraftliteError:
                 continue
-            shard = self._shard_of(partition)
+            shard = self._loaded_shard(partition)
+            if shard is None:  # loading (rule 3): listed once loaded
+                continue
             now = self._now()
             shard.maybe_sweep(now, 0)
             names = (
@@ -958,3 +1083,123 @@ class GroupCoordinator:
                     }
                 )
         return result
+
+    # -- background: loads, expiry, the offsets topic's policy (rules 1, 3, 8) ---------------
+
+    def start(self) -> None:
+        self._runner = asyncio.get_running_loop().create_task(self._run(), name="groups")
+
+    async def stop(self) -> None:
+        """Stop the background rounds and any load (a replay ends at its next read)."""
+        self._stopping.set()
+        tasks = [t for t in (self._runner, *(t for _, t in self._loading.values())) if t]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await asyncio.to_thread(self._loader.shutdown, wait=True)
+
+    async def _run(self) -> None:
+        next_expiry = self._now() + self.settings.offsets_retention_check_interval_ms
+        while True:
+            await asyncio.sleep(_RUN_INTERVAL_S)
+            try:
+                self.load_led()
+                if self._now() >= next_expiry:
+                    next_expiry = self._now() + self.settings.offsets_retention_check_interval_ms
+                    await self.expire_offsets()
+                await self.compact_offsets_topic()
+            except Exception:  # the next round tries again
+                log.exception("group_coordinator_round_failed")
+
+    def load_led(self) -> None:
+        """Rule 3 at once: a shard (or its load) for every offsets partition this broker
+        leads; the shards of partitions it no longer leads closed."""
+        for index in range(self.settings.offsets_partitions):
+            try:
+                partition = self.broker.replicas.leader_partition(OFFSETS_TOPIC, index)
+            except KraftliteError:
+                shard = self._shards.pop(index, None)
+                if shard is not None:
+                    shard.close()
+                continue
+            self._loaded_shard(partition)
+
+    async def expire_offsets(self) -> int:
+        """Rule 8: one expiry round over the groups this broker coordinates; the offsets
+        expired."""
+        count = 0
+        for index in range(self.settings.offsets_partitions):
+            try:
+                partition = self.broker.replicas.leader_partition(OFFSETS_TOPIC, index)
+            except KraftliteError:
+                continue
+            shard = self._loaded_shard(partition)
+            if shard is None:  # loading: the next round
+                continue
+            now = self._now()
+            shard.maybe_sweep(now, 0)
+            candidates = [
+                group
+                for group, offsets in shard.offsets.items()
+                if expired(
+                    offsets,
+                    shard.idle_ms(group, now),
+                    self.broker.clock.now_ms(),
+                    self.settings.offsets_retention_ms,
+                )
+            ]
+            for group in candidates:
+                try:
+                    async with self._gated(group, deleting=True):
+                        count += await self._expire(group)
+                except KraftliteError as exc:  # moved, or not acknowledged: next round
+                    log.info("group_offsets_not_expired", group=group, error=exc.message)
+        return count
+
+    async def _expire(self, group: str) -> int:
+        """Rule 8 for one group, inside its gate: what expires now (a member may have
+        joined, or a commit come, while it waited), tombstoned a batch at a time."""
+        partition, shard = self._shard(group)
+        now = self._now()
+        gone = expired(
+            shard.offsets.get(group, {}),
+            shard.idle_ms(group, now),
+            self.broker.clock.now_ms(),
+            self.settings.offsets_retention_ms,
+        )
+        for start in range(0, len(gone), _TOMBSTONES_PER_BATCH):
+            chunk = gone[start : start + _TOMBSTONES_PER_BATCH]
+            stamp = self.broker.clock.now_ms()
+            tombstones = [
+                batch_format.Record(value=None, key=offset_key(group, t, p), timestamp=stamp)
+                for t, p in chunk
+            ]
+            await self._append(partition, tombstones, stamp, "the expiry", "expire fewer")
+            if self._shards.get(partition.index) is not shard or partition.role is not Role.LEADER:
+                break
+            remaining = shard.offsets.get(group, {})
+            for tp in chunk:
+                remaining.pop(tp, None)
+            if not remaining:
+                shard.offsets.pop(group, None)
+                shard.last_member_ms.pop(group, None)
+        if gone:
+            log.info("group_offsets_expired", group=group, partitions=len(gone))
+        return len(gone)
+
+    async def compact_offsets_topic(self) -> None:
+        """Rule 1: an offsets topic made before compaction is altered to compact, by the
+        broker leading its partition 0 (one asker; a lost answer asks again next round)."""
+        topic = self.broker.replicas.image.topic(OFFSETS_TOPIC)
+        if topic is None or is_compacted(topic.configs):
+            return
+        try:
+            self.broker.replicas.leader_partition(OFFSETS_TOPIC, 0)
+        except KraftliteError:
+            return
+        await self.broker.admin_call(
+            AlterConfigsRequest(OFFSETS_TOPIC, {"cleanup.policy": "compact", "retention.ms": None})
+        )
+        log.info("offsets_topic_compacted")

@@ -28,6 +28,17 @@ Rules:
    partition named twice is answered twice and tombstoned once.
 7. The group's own checks come first and refuse the whole request (coordinator.py rule 6):
    a deletion is never half applied, and its tombstones are one batch.
+8. Committed offsets expire (Kafka's `offsets.retention.minutes`, KIP-211; `expired`): an
+   offset of a group with no members goes once the group has had none for the retention
+   and the offset was committed at least that long ago, so a group left empty loses its
+   offsets together, one retention after its last member went, and a group that never
+   had members (commits outside any membership) loses each one retention after its commit.
+   How long a group has had no members counts from the last moment its coordinator saw
+   one, or from when the coordinator loaded the group (membership is soft state: a
+   coordinator that took the group over knows no more), so a coordinator move delays
+   expiry and never hastens it. A group with members keeps every offset (Kafka also
+   expires those of topics a consumer group no longer subscribes to; kraftlite does not).
+   Its offsets gone, the group is gone (coordinator.py rule 4).
 """
 
 from __future__ import annotations
@@ -58,6 +69,8 @@ class CommittedOffset:
     # the group's protocol as the commit showed it (coordinator.py's Shard.kind): classic
     # for Kafka's classic members and commits outside any membership over Kafka's protocol
     kind: GroupKind = field(default="consumer", compare=False)
+    # when it was committed (the commit record's time, wall clock ms; -1: unknown), rule 8
+    commit_ms: int = field(default=-1, compare=False)
 
 
 def check_count(count: int) -> None:
@@ -157,3 +170,17 @@ def plan_deletion(
         elif (topic, partition) in committed:
             tombstoned[topic, partition] = None
     return OffsetDeletion(refused, tuple(tombstoned))
+
+
+def expired(
+    committed: Mapping[TopicPartition, CommittedOffset],
+    idle_ms: int,
+    now_ms: int,
+    retention_ms: int,
+) -> tuple[TopicPartition, ...]:
+    """Rule 8 for one group: the partitions whose offsets expire. `idle_ms`: how long the
+    group has had no members as its coordinator knows it (0 while it has some); `now_ms`:
+    the wall clock, which commit times are in."""
+    if idle_ms < retention_ms:
+        return ()
+    return tuple(tp for tp, c in committed.items() if now_ms - c.commit_ms >= retention_ms)

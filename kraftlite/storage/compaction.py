@@ -88,6 +88,31 @@ def dirty_ratio(headers: Sequence[BatchHeader], cleaned: int, end: int) -> float
     return dirty / total if total else 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class Dirtiness:
+    """What the cleaner has left to do in a partition (its metrics, docs/metrics.md): the
+    dirty part's share of the cleanable range by bytes (rule 6), its bytes, and the
+    producer timestamp of its oldest record (None when nothing is dirty)."""
+
+    ratio: float
+    dirty_bytes: int
+    oldest_dirty_ms: int | None
+
+    def lag_ms(self, now_ms: int) -> int:
+        """How long the oldest dirty record has waited (0 when there is none)."""
+        return 0 if self.oldest_dirty_ms is None else max(0, now_ms - self.oldest_dirty_ms)
+
+
+def dirtiness(headers: Sequence[BatchHeader], cleaned: int, end: int) -> Dirtiness:
+    """Rule 6's figures for [log start, `end`) with the log cleaned up to `cleaned`."""
+    dirty = [h for h in headers if h.base_offset < end and h.next_offset > cleaned]
+    return Dirtiness(
+        dirty_ratio(headers, cleaned, end),
+        sum(h.batch_length for h in dirty),
+        min((h.first_timestamp for h in dirty), default=None),
+    )
+
+
 def due(
     headers: Sequence[BatchHeader], cleaned: int, end: int, now_ms: int, policy: CleanPolicy
 ) -> bool:

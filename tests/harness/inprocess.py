@@ -132,6 +132,7 @@ class InProcessBroker:
             connection.close()
         for shard in self.coordinator._shards.values():  # stops classic groups' tickers
             shard.close()
+        await self.coordinator.stop()
         if self._session is not None:
             await self._session.close()
 
@@ -158,7 +159,7 @@ class InProcessBroker:
         self.create_topic(
             OFFSETS_TOPIC,
             self.group_settings.offsets_partitions,
-            configs={"retention.ms": "-1", "min.insync.replicas": "1"},
+            configs={"cleanup.policy": "compact", "min.insync.replicas": "1"},
         )
 
     # -- metadata ------------------------------------------------------------------------
@@ -352,8 +353,9 @@ class ControllerTwin:
             topic_id = topic_id_for(path.rsplit("/", 1)[1])
             change: Any = lambda: node.apply(r.RemoveTopicRecord(topic_id=topic_id))  # noqa: E731
         else:
+            configs = {k: str(v) for k, v in (wanted.get("configs") or {}).items()}
             change = lambda: node.create_topic(  # noqa: E731
-                wanted["name"], wanted["partitions"], configs={"retention.ms": "-1"}
+                wanted["name"], wanted["partitions"], configs=configs
             )
         asyncio.get_running_loop().call_later(0.05, change)
         if method == "DELETE":

@@ -66,13 +66,32 @@ async def test_the_coordinator_asks_for_its_offsets_topic_as_a_broker() -> None:
             "name": OFFSETS_TOPIC,
             "partitions": 4,
             "replication_factor": 1,
-            "configs": {"retention.ms": -1, "min.insync.replicas": 1},
+            "configs": {"cleanup.policy": "compact", "min.insync.replicas": 1},
             "internal": True,
             "replica_assignment": None,
             "validate_only": False,
         }
         await node.coordinator.ensure_offsets_topic()  # there now: no call
         assert len(controller.calls) == 1
+
+
+async def test_an_offsets_topic_made_before_compaction_is_altered_to_compact() -> None:
+    """A data directory of an older kraftlite: its offsets topic has retention off and no
+    cleanup.policy. The broker leading its partition 0 alters it to compact, once."""
+    async with InProcessBroker(offsets_partitions=2) as node:
+        topic_id = topic_id_for(OFFSETS_TOPIC)
+        node.apply(r.RemoveTopicRecord(topic_id=topic_id))
+        node.create_topic(OFFSETS_TOPIC, 2, configs={"retention.ms": "-1"})
+        controller = ControllerTwin(node)
+        node.broker.controllers.call_with_headers = controller.call_with_headers  # type: ignore[method-assign]
+        await node.coordinator.compact_offsets_topic()
+        assert dict(node.image.topics[topic_id].configs) == {"cleanup.policy": "compact"}
+        [(method, path, body, _)] = controller.calls
+        assert (method, path) == ("PUT", f"/v1/topics/{OFFSETS_TOPIC}/configs")
+        assert body == {"configs": {"cleanup.policy": "compact", "retention.ms": None}}
+        await node.coordinator.compact_offsets_topic()  # compacted now: no call
+        assert len(controller.calls) == 1
+        assert node.partition(OFFSETS_TOPIC, 0).compacted
 
 
 async def test_another_broker_creating_the_offsets_topic_first_is_waited_for() -> None:

@@ -5,13 +5,20 @@ classic JoinGroup/SyncGroup), over the memory log (tests/harness/inprocess.py)."
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 import pytest
 
 from kraftlite.broker.partition import Acks
 from kraftlite.errors import ErrorCode, KraftliteError
-from kraftlite.groups.coordinator import OFFSETS_TOPIC, parse_offset_record
+from kraftlite.groups.coordinator import (
+    INLINE_LOAD_BYTES,
+    OFFSETS_TOPIC,
+    GroupSettings,
+    parse_offset_record,
+)
 from kraftlite.groups.offsets import CommittedOffset
 from kraftlite.metadata.records import NO_LEADER, PartitionChangeRecord
 from kraftlite.protocol import batch as fmt
@@ -295,3 +302,149 @@ async def test_committed_offsets_keep_their_leader_epoch_and_their_groups_kind(
         node.apply(PartitionChangeRecord(topic_id=topic_id, partition=moved, leader=NO_LEADER))
         node.apply(PartitionChangeRecord(topic_id=topic_id, partition=moved, leader=BROKER_ID))
     await check()
+
+
+# -- expiry and loading (coordinator.py rules 3 and 8, offsets.py rule 8) -----------------------
+
+RETENTION_MS = 3_600_000
+
+
+def advance(node: InProcessBroker, ms: int) -> None:
+    """Time passes; the broker kept heartbeating meanwhile (its leadership lease holds)."""
+    node.clock.advance(ms)
+    node.heartbeat()
+
+
+@pytest.fixture
+async def expiring() -> Any:
+    settings = GroupSettings(
+        offsets_partitions=3, initial_rebalance_delay_ms=0, offsets_retention_ms=RETENTION_MS
+    )
+    async with InProcessBroker(groups=settings) as broker:
+        broker.create_topic("orders", partitions=2)
+        yield broker
+
+
+def tombstoned(node: InProcessBroker, group: str) -> list[Any]:
+    return [tp for g, tp, committed in commit_records(node, group) if committed is None]
+
+
+async def test_offsets_of_a_group_without_members_expire_one_retention_after_their_commit(
+    expiring: InProcessBroker,
+) -> None:
+    node, coordinator = expiring, expiring.coordinator
+    await write(node, "orders", 0, 5)
+    await coordinator.commit("simple", None, None, [(("orders", 0), CommittedOffset(2, ""))])
+    advance(node, RETENTION_MS // 2)
+    await coordinator.commit("simple", None, None, [(("orders", 1), CommittedOffset(0, ""))])
+    advance(node, RETENTION_MS // 2 - 1)
+    assert await coordinator.expire_offsets() == 0  # not yet a retention old
+    advance(node, 1)
+    assert await coordinator.expire_offsets() == 1  # the first commit only
+    assert coordinator.committed("simple") == {("orders", 1): CommittedOffset(0, "")}
+    assert tombstoned(node, "simple") == [("orders", 0)]
+    advance(node, RETENTION_MS // 2)
+    assert await coordinator.expire_offsets() == 1
+    # its offsets gone, the group is gone (rule 4)
+    with pytest.raises(KraftliteError) as info:
+        coordinator.describe("simple")
+    assert info.value.code is ErrorCode.GROUP_ID_NOT_FOUND
+    assert tombstoned(node, "simple") == [("orders", 0), ("orders", 1)]
+
+
+async def test_a_group_keeps_its_offsets_while_it_has_members_and_a_retention_after(
+    expiring: InProcessBroker,
+) -> None:
+    node, coordinator = expiring, expiring.coordinator
+    await write(node, "orders", 0, 5)
+    epoch = coordinator.join("g", "m", "c", ["orders"], None)["member_epoch"]
+    await coordinator.commit("g", "m", epoch, [(("orders", 0), CommittedOffset(3, ""))])
+    for _ in range(2 * RETENTION_MS // 5_000):  # two retentions of heartbeats, no commit
+        advance(node, 5_000)
+        epoch = coordinator.heartbeat("g", "m", epoch)["member_epoch"]
+    assert await coordinator.expire_offsets() == 0  # a member: nothing expires
+    coordinator.leave("g", "m")
+    advance(node, RETENTION_MS - 1)
+    assert await coordinator.expire_offsets() == 0  # empty for less than a retention
+    advance(node, 1)
+    assert await coordinator.expire_offsets() == 1
+    assert coordinator.committed("g") == {}
+
+
+async def test_a_member_that_went_silent_counts_from_its_session_end(
+    expiring: InProcessBroker,
+) -> None:
+    """No leave: the member's session runs out (the sweep drops it), and the group has
+    been empty only since this coordinator saw it so."""
+    node, coordinator = expiring, expiring.coordinator
+    await write(node, "orders", 0, 5)
+    epoch = coordinator.join("g", "m", "c", ["orders"], None)["member_epoch"]
+    await coordinator.commit("g", "m", epoch, [(("orders", 0), CommittedOffset(3, ""))])
+    advance(node, RETENTION_MS)  # the session ended long ago; nobody looked
+    assert await coordinator.expire_offsets() == 0  # it was a member until this sweep
+    advance(node, RETENTION_MS)
+    assert await coordinator.expire_offsets() == 1
+
+
+async def test_a_coordinator_move_delays_expiry_and_never_hastens_it(
+    expiring: InProcessBroker,
+) -> None:
+    node, coordinator = expiring, expiring.coordinator
+    await write(node, "orders", 0, 5)
+    await coordinator.commit("simple", None, None, [(("orders", 0), CommittedOffset(1, ""))])
+    advance(node, RETENTION_MS - 10)
+    topic_id, index = topic_id_for(OFFSETS_TOPIC), coordinator.offsets_partition("simple")
+    node.apply(PartitionChangeRecord(topic_id=topic_id, partition=index, leader=NO_LEADER))
+    node.apply(PartitionChangeRecord(topic_id=topic_id, partition=index, leader=BROKER_ID))
+    advance(node, 10)  # a retention after the commit, but just after the load
+    assert await coordinator.expire_offsets() == 0
+    assert coordinator.committed("simple") == {("orders", 0): CommittedOffset(1, "")}
+    advance(node, RETENTION_MS)
+    assert await coordinator.expire_offsets() == 1
+    # the commit time came back from the log: a new commit restarts its count
+    await coordinator.commit("simple", None, None, [(("orders", 0), CommittedOffset(2, ""))])
+    advance(node, RETENTION_MS - 1)
+    assert await coordinator.expire_offsets() == 0
+
+
+async def test_a_large_offsets_partition_loads_off_the_event_loop(node: InProcessBroker) -> None:
+    """Rule 3: past INLINE_LOAD_BYTES the new leader answers COORDINATOR_LOAD_IN_PROGRESS
+    (retriable) until its loader has replayed the partition, then the offsets are there."""
+    coordinator = node.coordinator
+    await write(node, "orders", 0, 1000)
+    metadata = "m" * 1000
+    index = coordinator.offsets_partition("g")
+    while node.partition(OFFSETS_TOPIC, index).log.size_bytes <= INLINE_LOAD_BYTES:
+        for offset in range(0, 1000, 50):
+            wanted = [(("orders", 0), CommittedOffset(offset, metadata))]
+            await coordinator.commit("g", None, None, wanted)
+    topic_id = topic_id_for(OFFSETS_TOPIC)
+    node.apply(PartitionChangeRecord(topic_id=topic_id, partition=index, leader=NO_LEADER))
+    node.apply(PartitionChangeRecord(topic_id=topic_id, partition=index, leader=BROKER_ID))
+    with pytest.raises(KraftliteError) as info:
+        coordinator.committed("g")
+    assert info.value.code is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and info.value.retriable
+    assert "g" not in coordinator.coordinated_offsets()  # listed once loaded
+    for _ in range(500):
+        await asyncio.sleep(0.01)
+        with contextlib.suppress(KraftliteError):
+            assert coordinator.committed("g") == {("orders", 0): CommittedOffset(950, metadata)}
+            break
+    else:
+        pytest.fail("the load did not finish")
+
+
+async def test_a_load_for_a_leadership_lost_meanwhile_is_dropped(node: InProcessBroker) -> None:
+    coordinator = node.coordinator
+    await write(node, "orders", 0, 10)
+    index = coordinator.offsets_partition("g")
+    while node.partition(OFFSETS_TOPIC, index).log.size_bytes <= INLINE_LOAD_BYTES:
+        await coordinator.commit("g", None, None, [(("orders", 0), CommittedOffset(1, "m" * 4000))])
+    topic_id = topic_id_for(OFFSETS_TOPIC)
+    node.apply(PartitionChangeRecord(topic_id=topic_id, partition=index, leader=NO_LEADER))
+    node.apply(PartitionChangeRecord(topic_id=topic_id, partition=index, leader=BROKER_ID))
+    coordinator.load_led()  # the load starts
+    node.apply(PartitionChangeRecord(topic_id=topic_id, partition=index, leader=NO_LEADER))
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+    assert index not in coordinator._shards  # read for a leadership it no longer has

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import json
 import re
 import subprocess
 import sys
@@ -20,9 +22,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from prometheus_client.parser import text_string_to_metric_families
 
 from kraftlite.client import Admin
 from kraftlite.client import Consumer as PythonConsumer
+from kraftlite.protocol.partitioner import partition_for_key
 from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -397,3 +401,101 @@ def test_a_compacted_topic_reads_as_a_table_from_any_broker(cluster: Cluster) ->
     assert (got.returncode, got.stdout) == (0, "v2\n"), got.stderr
     got = cli(topic, "user-5")
     assert got.returncode == 1 and "no value" in got.stderr, got
+
+
+def cleaner_figure(cluster: Cluster, broker_id: int, family: str, topic: str, index: int) -> Any:
+    """A per-partition cleaner gauge of one broker (None when it has no sample)."""
+    with urllib.request.urlopen(cluster.urls[broker_id] + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    wanted = {"topic": topic, "partition": str(index)}
+    return next(
+        (
+            sample.value
+            for found in text_string_to_metric_families(text)
+            if found.name == family
+            for sample in found.samples
+            if sample.labels == wanted
+        ),
+        None,
+    )
+
+
+def test_the_offsets_topic_is_compacted_and_a_new_coordinator_loads_live_offsets_only(
+    cluster: Cluster,
+) -> None:
+    """Issue 26: `__consumer_offsets` is compacted, each replica's cleaner drops superseded
+    commits (its per-partition metrics show it), and the coordinator that takes the group
+    over replays what is left, not every commit ever made."""
+    create_topic(cluster, "committed-src", {})
+    commits = 300
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "compacting",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        for offset in range(commits):
+            consumer.commit(
+                offsets=[TopicPartition("committed-src", 0, offset)], asynchronous=False
+            )
+    finally:
+        consumer.close()
+    # (only brokers see the topic itself: its cleaner's metrics show it compacted)
+    index = partition_for_key(b"compacting", 10)
+    holders = [b for b, p in cluster.processes.items() if p.alive]
+
+    def cleaned_on_every_replica() -> bool:
+        for broker_id in holders:
+            since = cleaner_figure(
+                cluster,
+                broker_id,
+                "kraftlite_log_cleaner_seconds_since_last_pass",
+                "__consumer_offsets",
+                index,
+            )
+            ratio = cleaner_figure(
+                cluster, broker_id, "kraftlite_log_cleaner_dirty_ratio", "__consumer_offsets", index
+            )
+            if since is None or ratio is None or ratio >= 0.5:
+                return False
+        return True
+
+    wait_for(cleaned_on_every_replica, 60, "every replica's cleaner compacted the offsets")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    [description] = admin.describe_consumer_groups(["compacting"]).values()
+    coordinator = description.result(timeout=10).coordinator.id
+    others = [b for b in holders if b != coordinator]
+    seen = {b: cluster.processes[b].log_path.stat().st_size for b in others}
+    cluster.processes[coordinator].terminate()  # a controlled shutdown moves the leadership
+    try:
+
+        def new_coordinator_loaded() -> list[int]:
+            """The records replayed by a load of the group's partition since then."""
+            records = []
+            for b in others:
+                with cluster.processes[b].log_path.open("rb") as log:
+                    log.seek(seen[b])
+                    for line in log:
+                        with contextlib.suppress(ValueError):
+                            event = json.loads(line)
+                            if (event.get("event"), event.get("partition")) == (
+                                "group_offsets_loaded",
+                                index,
+                            ):
+                                records.append(int(event["records"]))
+            return records
+
+        wait_for(new_coordinator_loaded, 60, "another broker took the group over")
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "compacting"})
+        try:
+            [committed] = consumer.committed([TopicPartition("committed-src", 0)], timeout=30)
+        finally:
+            consumer.close()
+        assert committed.offset == commits - 1
+        # the last commit, and at most the newest batch the cleaner leaves alone
+        assert max(new_coordinator_loaded()) <= 2 < commits
+    finally:
+        cluster.start_broker(coordinator)
+        cluster.wait_ready([coordinator])

@@ -386,7 +386,7 @@ def test_reads_create_no_group_and_empty_groups_go() -> None:
     shard.offsets["o"] = {("a", 0): CommittedOffset(1, "")}
     assert shard.exists("o") and "o" not in shard.groups  # offsets alone keep a group
     shard.group("e")
-    shard.drop_if_empty("e")  # a refused join leaves nothing
+    shard.drop_if_empty("e", 0)  # a refused join leaves nothing
     assert "e" not in shard.groups
 
 
