@@ -35,7 +35,10 @@ Rules:
    leader's, from the key index (storage/log.py rule 8) once the index has caught up with
    the high watermark the read began at, so never a value not yet committed, and never an
    older one than the log held then; a record the index names that is no longer there
-   (the cleaner took it for a newer one meanwhile) sends the read round again.
+   (the cleaner took it for a newer one meanwhile) sends the read round again. A page of
+   the table (`table_page`) is the index's entries after a cursor (an index key,
+   storage/keys.py) read the same way: at most `limit` rows and `max_bytes` of keys and
+   values (one row at least), with the cursor to go on from while the index has more.
 7. A partition's idempotent producers (Kafka's DescribeProducers) are its leader's state
    (broker/producer_state.py), as values: id, epoch, last sequence, and the broker's time
    of its last batch there, which stands in for Kafka's last batch timestamp (a new
@@ -402,6 +405,31 @@ class BrokerService:
                 return None
             missing = offset  # the cleaner took it for a newer one: catch up, look again
 
+    async def table_page(  # noqa: PLR0917 - a page's bounds
+        self,
+        topic: str,
+        index: int,
+        after: bytes | None,
+        limit: int,
+        max_bytes: int,
+        timeout_s: float = KEY_READ_TIMEOUT_S,
+    ) -> TablePage:
+        """Rule 8: up to `limit` live keys of compacted partition `index` in index order,
+        after the index key `after` (None: from the first), each with its latest record;
+        from the partition's leader (NOT_LEADER_OR_FOLLOWER elsewhere)."""
+        partition = self._leader(topic, index)
+        if not partition.compacted:
+            raise KraftliteError(
+                ErrorCode.INVALID_REQUEST, f"{topic} is not compacted: it has no table"
+            )
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        await self._index_up_to_high_watermark(partition, deadline)
+        page = await asyncio.to_thread(_table_rows, partition, after, limit, max_bytes)
+        if page.gone:  # once more after a catch-up: what is gone twice is deleted
+            await self._index_up_to_high_watermark(partition, deadline)
+            page = await asyncio.to_thread(_table_rows, partition, after, limit, max_bytes)
+        return page
+
     async def _index_up_to_high_watermark(self, partition: Partition, deadline: float) -> None:
         """The leader's key index caught up with its high watermark as it is now: one
         catch-up at a time per partition (the others wait for it, not repeat it), and not
@@ -742,6 +770,54 @@ def _record_at(partition: Partition, offset: int) -> batch_format.ConsumedRecord
         if batch.header.base_offset <= offset < batch.header.next_offset:
             return next(r for r in batch.records() if r.offset == offset)
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class TablePage:
+    """Rule 8's page of one partition's table: (index key, latest record) of each live key
+    in index order, and the index key to go on after (None: the index has no more)."""
+
+    rows: tuple[tuple[bytes, batch_format.ConsumedRecord], ...]
+    next_after: bytes | None
+    gone: int = 0  # entries skipped: their record was no longer there
+
+
+def _table_rows(partition: Partition, after: bytes | None, limit: int, max_bytes: int) -> TablePage:
+    """Rule 8's page from the index as it is (on a thread): each entry's record read below
+    the high watermark, a batch read once for all the entries it holds. An entry whose
+    record is gone (the cleaner took it for a newer one after the index caught up) is
+    skipped and counted (`gone`): the caller reads the page again after another catch-up,
+    and a key whose record went twice is deleted, as `latest_of_key` decides."""
+    high_watermark = partition.high_watermark()
+    entries = partition.log.index_page(after, limit)
+    if any(offset >= high_watermark for _, offset in entries):
+        _not_available(partition, f"its high watermark {high_watermark} is behind its index")
+    records: dict[int, batch_format.ConsumedRecord] = {}
+    for offset in sorted(offset for _, offset in entries):
+        if offset in records:
+            continue
+        try:
+            data = partition.log.read(offset, 1, max_offset=high_watermark)
+        except KraftliteError as exc:
+            if exc.code is not ErrorCode.OFFSET_OUT_OF_RANGE:
+                raise
+            continue
+        for batch in batch_format.decode_stream(data):
+            records.update((r.offset, r) for r in batch.records())
+    rows: list[tuple[bytes, batch_format.ConsumedRecord]] = []
+    size, last, gone = 0, after, 0
+    for index_key, offset in entries:
+        record = records.get(offset)
+        if record is None or record.value is None:
+            gone += 1
+            last = index_key
+            continue
+        size += len(record.key or b"") + len(record.value)
+        if rows and size > max_bytes:
+            return TablePage(tuple(rows), last, gone)
+        rows.append((index_key, record))
+        last = index_key
+    return TablePage(tuple(rows), last if len(entries) >= limit else None, gone)
 
 
 def _not_available(partition: Partition, why: str) -> NoReturn:

@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 import aiohttp
 import orjson
@@ -52,7 +53,7 @@ from kraftlite.console import add_console
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 from kraftlite.metadata.views import topic_view
 from kraftlite.protocol import batch as batch_format
-from kraftlite.protocol import framing, json_records, names
+from kraftlite.protocol import framing, json_records, names, urls
 from kraftlite.protocol.headers import BATCH_TYPE, METADATA_VERSION
 from kraftlite.protocol.internal import (
     GroupListResponse,
@@ -63,6 +64,7 @@ from kraftlite.protocol.internal import (
 from kraftlite.security.acls import CLUSTER_NAME, Action, Operation, ResourceType
 from kraftlite.security.gate import Gate
 from kraftlite.service import BrokerService, Leadership, Produced
+from kraftlite.storage import keys as key_index
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
@@ -620,6 +622,146 @@ async def latest_of_key(request: web.Request) -> web.StreamResponse:
     return json_response({"partition": partition, **json_records.record_to_json(record, encoding)})
 
 
+MAX_TABLE_ROWS = 1000  # rows of one table page (`limit`)
+MAX_TABLE_PARTITIONS = 256  # partitions one page of a topic's table asks (more: by partition)
+
+
+def _table_bounds(request: web.Request) -> tuple[bytes | None, int, int, str]:
+    """A table page's query: the cursor (`after`, as a page's `next` gave it), `limit`
+    (1..MAX_TABLE_ROWS, default 100), `max_bytes` of keys and values (at least one row;
+    at most MAX_JSON_FETCH_BYTES, as a JSON fetch) and the `encoding`."""
+    query = request.query
+    limit = int_param(query.get("limit"), "limit", 100)
+    max_bytes = int_param(query.get("max_bytes"), "max_bytes", DEFAULT_MAX_BYTES)
+    if not 1 <= limit <= MAX_TABLE_ROWS or max_bytes < 1:
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, f"limit must be 1-{MAX_TABLE_ROWS}, max_bytes >= 1"
+        )
+    after = None
+    if "after" in query:
+        after = json_records.cursor_from_text(query["after"])
+    encoding = json_records.encoding_of(query.get("encoding", "utf8"), "encoding")
+    return after, limit, min(max_bytes, MAX_JSON_FETCH_BYTES), encoding
+
+
+def _table_answer(
+    rows: list[tuple[bytes, int, dict[str, Any]]], next_after: bytes | None
+) -> web.Response:
+    return json_response(
+        {
+            "rows": [{"partition": partition, **row} for _, partition, row in rows],
+            "next": None if next_after is None else json_records.cursor_to_text(next_after),
+        }
+    )
+
+
+async def partition_table(request: web.Request) -> web.StreamResponse:
+    """`GET /v1/topics/{topic}/partitions/{partition}/table`: a page of one partition of a
+    compacted topic read as a table (service.py rule 8), from its leader (relayed there)."""
+    service = request.app[SERVICE]
+    topic, index = request.match_info["topic"], _partition_index(request)
+    brokers_only(request, topic)
+    after, limit, max_bytes, encoding = _table_bounds(request)
+    try:
+        page = await service.table_page(topic, index, after, limit, max_bytes)
+    except KraftliteError as exc:
+        if exc.code is not ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            raise
+        return await relay(service.broker, request, exc, b"")
+    rows = [(k, index, json_records.record_to_json(r, encoding)) for k, r in page.rows]
+    return _table_answer(rows, page.next_after)
+
+
+async def topic_table(request: web.Request) -> web.StreamResponse:
+    """`GET /v1/topics/{topic}/table`: a page of a compacted topic read as a table, its
+    partitions merged in key order (storage/keys.py rule 2; a key written to several
+    partitions is a row of each). Each partition's page is asked of its leader (relayed
+    there, as this caller: the leader authorizes it); the page is the first `limit` rows
+    of their union and every row after them with the same key, so that the cursor (the
+    last row's key) loses none; `max_bytes` bounds it as each partition's."""
+    service = request.app[SERVICE]
+    topic = request.match_info["topic"]
+    brokers_only(request, topic)
+    after, limit, max_bytes, encoding = _table_bounds(request)
+    count = len(service.broker.replicas.topic(topic).partitions)
+    if count > MAX_TABLE_PARTITIONS:
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST,
+            f"{topic} has {count} partitions: read its table by partition "
+            f"(/partitions/{{partition}}/table) above {MAX_TABLE_PARTITIONS}",
+        )
+    pages = await asyncio.gather(
+        *(_partition_page(request, topic, i, after, limit, max_bytes) for i in range(count))
+    )
+    # every row of a partition up to its page's end is known; past the lowest end, not all
+    known_to = min((end for _, end in pages if end is not None), default=None)
+    merged = sorted(
+        (key, index, record)
+        for index, (rows, _) in enumerate(pages)
+        for key, record in rows
+        if known_to is None or key <= known_to
+    )
+    shown: list[tuple[bytes, int, dict[str, Any]]] = []
+    size = 0
+    for key, index, record in merged:
+        if shown and (len(shown) >= limit or size > max_bytes) and key != shown[-1][0]:
+            break
+        shown.append((key, index, json_records.record_to_json(record, encoding)))
+        size += len(record.key or b"") + len(record.value or b"")
+    if not shown:  # only keys whose records went: go on past them
+        return _table_answer(shown, known_to)
+    more = len(shown) < len(merged) or known_to is not None
+    return _table_answer(shown, shown[-1][0] if more else None)
+
+
+async def _partition_page(  # noqa: PLR0917 - the page's bounds
+    request: web.Request,
+    topic: str,
+    index: int,
+    after: bytes | None,
+    limit: int,
+    max_bytes: int,
+) -> tuple[list[tuple[bytes, batch_format.ConsumedRecord]], bytes | None]:
+    """One partition's page for `topic_table`: this broker's own, or its leader's (relayed
+    as the caller, in base64 so every key and value comes back as it is stored)."""
+    service = request.app[SERVICE]
+    try:
+        page = await service.table_page(topic, index, after, limit, max_bytes)
+    except KraftliteError as exc:
+        if exc.code is not ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            raise
+        query = {"limit": str(limit), "max_bytes": str(max_bytes), "encoding": "base64"}
+        if after is not None:
+            query["after"] = json_records.cursor_to_text(after)
+        path = urls.topic_path(topic, "partitions", str(index), "table")
+        answer = await relay(
+            service.broker,
+            request,
+            exc,
+            b"",
+            path_qs=f"{path}?{urlencode(query)}",
+            obey_no_forward=False,
+        )
+        return _relayed_page(answer)
+    return list(page.rows), page.next_after
+
+
+def _relayed_page(
+    answer: web.Response,
+) -> tuple[list[tuple[bytes, batch_format.ConsumedRecord]], bytes | None]:
+    try:
+        parsed = orjson.loads(answer.body)  # type: ignore[arg-type]
+        if answer.status >= 400:
+            raise error_from_problem(answer.status, parsed)
+        records = [json_records.record_from_json(row) for row in parsed["rows"]]
+        end = None if parsed["next"] is None else json_records.cursor_from_text(parsed["next"])
+    except (ValueError, KeyError, TypeError):
+        raise KraftliteError(
+            ErrorCode.UNKNOWN_SERVER_ERROR, "the leader sent a bad answer"
+        ) from None
+    return [(key_index.index_key(r.key or b""), r) for r in records], end
+
+
 async def list_offsets(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
     topic, index = request.match_info["topic"], _partition_index(request)
@@ -813,6 +955,8 @@ def make_broker_app(
     r.add_get("/v1/topics/{topic}/partitions/{partition}/records", fetch)
     r.add_get("/v1/topics/{topic}/partitions/{partition}/offsets", list_offsets)
     r.add_get("/v1/topics/{topic}/keys/{key}", latest_of_key)
+    r.add_get("/v1/topics/{topic}/table", topic_table)
+    r.add_get("/v1/topics/{topic}/partitions/{partition}/table", partition_table)
     r.add_post("/v1/topics/{topic}/partitions/{partition}/delete-records", delete_records)
     r.add_get("/v1/groups", groups.list_groups)
     r.add_get("/v1/groups/{group}", groups.describe)

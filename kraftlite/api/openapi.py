@@ -646,6 +646,20 @@ SCHEMAS: Final[Json] = {
         {"partition": _PARTITION_INDEX, **_FETCHED_RECORD_FIELDS},
         required=["partition", "offset", "timestamp", "key", "value", "headers"],
     ),
+    "TablePage": _object(
+        {
+            "rows": _array(
+                _ref("KeyedRecord"),
+                "each live key's latest record, in key order (keys sort by their bytes; keys "
+                "over 400 bytes after every shorter one, by their SHA-256)",
+            ),
+            "next": _str(
+                "the cursor for the next page (pass it as after); null: the table has no more rows",
+                nullable=True,
+            ),
+        },
+        required=["rows", "next"],
+    ),
     "FetchResponse": _object(
         {
             "records": _array(_ref("FetchedRecord"), "only records below the high watermark"),
@@ -979,6 +993,12 @@ PARAMETERS: Final[Json] = {
         _str(),
     ),
     "key_encoding": _query("key_encoding", "how the key in the path is written", _ENCODING),
+    "after": _query(
+        "after",
+        "the cursor a table page answered as next: this page starts after it",
+        _str(pattern="^[A-Za-z0-9_-]{1,540}$"),
+    ),
+    "limit": _query("limit", "at most this many rows", _int(minimum=1, maximum=1000, default=100)),
     "at": _query(
         "at",
         "earliest = the log start, latest = the high watermark, a unix time in milliseconds = "
@@ -1005,6 +1025,14 @@ def _params(*names: str) -> list[Json]:
 
 
 _PARTITION_PARAMS = ("topic", "partition", "no_forward")
+_TABLE_DOC = (
+    "The latest record of each live key (never a value not yet committed, as a key's read), "
+    "a page at a time: `rows` in key order, and `next` to pass as `after` for the next page "
+    "(null at the end). A page holds at most `limit` rows and about `max_bytes` of keys and "
+    "values (at least one row). INVALID_REQUEST: the topic is not compacted, or a bad "
+    "cursor. OFFSET_NOT_AVAILABLE (retriable): an index is still catching up with its high "
+    "watermark."
+)
 _BROKER_PARAM: Final[Json] = {
     "name": "broker_id",
     "in": "path",
@@ -1387,6 +1415,32 @@ PATHS: Final[Json] = {
                 ErrorCode.OFFSET_NOT_AVAILABLE,
                 *_LEADER,
             ],
+        ),
+    },
+    "/v1/topics/{topic}/table": {
+        "parameters": _params("topic"),
+        "get": _operation(
+            "topic_table",
+            "fetch",
+            "Read a compacted topic as a table: its live keys, a page at a time",
+            {"200": _answer("a page of the table", _ref("TablePage"))},
+            description=_TABLE_DOC + " Each partition's page is read from its leader's key "
+            "index (relayed there); a key written to several partitions is a row of each. "
+            "Topics of more than 256 partitions are read by partition (INVALID_REQUEST).",
+            parameters=_params("after", "limit", "max_bytes", "encoding"),
+            errors=[ErrorCode.INVALID_REQUEST, ErrorCode.OFFSET_NOT_AVAILABLE, *_LEADER],
+        ),
+    },
+    "/v1/topics/{topic}/partitions/{partition}/table": {
+        "parameters": _params(*_PARTITION_PARAMS),
+        "get": _operation(
+            "partition_table",
+            "fetch",
+            "Read one partition of a compacted topic as a table, a page at a time",
+            {"200": _answer("a page of the partition's table", _ref("TablePage"))},
+            description=_TABLE_DOC + " From the partition's leader (relayed there).",
+            parameters=_params("after", "limit", "max_bytes", "encoding"),
+            errors=[ErrorCode.INVALID_REQUEST, ErrorCode.OFFSET_NOT_AVAILABLE, *_LEADER],
         ),
     },
     "/v1/topics/{topic}/partitions/{partition}/delete-records": {

@@ -130,6 +130,8 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("GET", "/v1/topics/{topic}/partitions/{partition}/records"): _topic(Operation.READ),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets"): _topic(Operation.DESCRIBE),
     ("GET", "/v1/topics/{topic}/keys/{key}"): _topic(Operation.READ),  # as a fetch
+    ("GET", "/v1/topics/{topic}/table"): _topic(Operation.READ),
+    ("GET", "/v1/topics/{topic}/partitions/{partition}/table"): _topic(Operation.READ),
     ("POST", "/v1/topics/{topic}/partitions/{partition}/delete-records"): _topic(Operation.DELETE),
     ("GET", "/v1/groups"): _cluster(Operation.DESCRIBE),
     ("GET", "/v1/groups/{group}"): _group(Operation.DESCRIBE),

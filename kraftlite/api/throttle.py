@@ -26,8 +26,10 @@ def _records_route(request: web.Request) -> bool:
 
 
 def _key_route(request: web.Request) -> bool:
-    """A compacted topic's key read: consumed bytes, as a fetch's."""
-    return request.path.startswith("/v1/topics/") and "/keys/" in request.path
+    """A compacted topic's key read or table page: consumed bytes, as a fetch's."""
+    return request.path.startswith("/v1/topics/") and (
+        "/keys/" in request.path or request.path.endswith("/table")
+    )
 
 
 @web.middleware

@@ -104,8 +104,9 @@ class ReplicaLog(Protocol):
         """The offset of `key`'s latest record below `indexed_offset`, if any."""
         ...
 
-    def index_page(self, after: bytes | None, limit: int) -> list[int]:
-        """The offsets of up to `limit` indexed keys after the key `after`, in index order."""
+    def index_page(self, after: bytes | None, limit: int) -> list[tuple[bytes, int]]:
+        """Up to `limit` entries (index key, offset of its record) after the index key
+        `after` (storage/keys.py), in index order."""
         ...
 
     def batch_headers(self) -> list[BatchHeader]:

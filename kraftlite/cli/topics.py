@@ -97,6 +97,40 @@ def topics_get(
         click.echo(value)
 
 
+@topics.command("table")
+@click.argument("name")
+@click.option(
+    "--partition", type=click.IntRange(0), default=None, help="Only this partition's keys."
+)
+@click.option(
+    "--limit", type=click.IntRange(1), default=None, help="At most this many keys (default: all)."
+)
+@bootstrap_option
+@output_option
+@api_errors
+def topics_table(
+    name: str, partition: int | None, limit: int | None, bootstrap: Connection, output: str
+) -> None:
+    """A compacted topic read as a table: each live key and its latest value, in key order,
+    one per line (KEY<TAB>VALUE; with --output json, one JSON object per line)."""
+    shown, after = 0, None
+    with bootstrap.admin() as admin:
+        while limit is None or shown < limit:
+            page = 1000 if limit is None else min(1000, limit - shown)
+            rows, after = admin.table_page(name, after=after, limit=page, partition=partition)
+            for row in rows:
+                key = row["key"].decode("utf-8", "backslashreplace")
+                value = row["value"].decode("utf-8", "backslashreplace")
+                if output == "json":
+                    print_json({**{k: row[k] for k in ("partition", "offset", "timestamp")},
+                                "key": key, "value": value})  # fmt: skip
+                else:
+                    click.echo(f"{key}\t{value}")
+            shown += len(rows)
+            if after is None:
+                break
+
+
 @topics.command("delete")
 @click.argument("name")
 @bootstrap_option

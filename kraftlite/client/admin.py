@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import base64
 import urllib.parse
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from kraftlite.client.credentials import Credentials
 from kraftlite.client.transport import DESCRIBE_RETRY, Transport
 from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.protocol import urls
 
 
 class Admin:
@@ -105,16 +106,47 @@ class Admin:
                     if exc.code is ErrorCode.RESOURCE_NOT_FOUND:
                         return None
                     raise
-                return {
-                    **found,
-                    "key": base64.b64decode(found["key"]),
-                    "value": base64.b64decode(found["value"]),
-                    "headers": {
-                        name: None if v is None else base64.b64decode(v)
-                        for name, v in found["headers"].items()
-                    },
-                }
+                return _decoded(found)
         raise AssertionError("unreachable: the attempts end in a return or an error")
+
+    async def table_page(
+        self,
+        topic: str,
+        *,
+        after: str | None = None,
+        limit: int = 100,
+        partition: int | None = None,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of a compacted topic read as a table (of one `partition`, or of every
+        partition merged in key order): each live key's latest committed record (as
+        `latest_value` gives it), at most `limit`, after the cursor `after` (None: from the
+        first key); and the cursor for the next page, None at the end. Retried as
+        `latest_value` is."""
+        params = {"limit": str(int(limit)), "encoding": "base64"}
+        if after is not None:
+            params["after"] = after
+        rest = ("table",) if partition is None else ("partitions", str(int(partition)), "table")
+        path = f"{urls.topic_path(topic, *rest)}?{urllib.parse.urlencode(params)}"
+        async for attempt in DESCRIBE_RETRY.run_async(self._transport.clock):
+            with attempt:
+                page = await self._transport.call("GET", path)
+                return [_decoded(row) for row in page["rows"]], page["next"]
+        raise AssertionError("unreachable: the attempts end in a return or an error")
+
+    async def table(
+        self, topic: str, *, partition: int | None = None, page_size: int = 100
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Every live key's latest record of a compacted topic, in key order (`table_page`
+        after `table_page`)."""
+        after: str | None = None
+        while True:
+            rows, after = await self.table_page(
+                topic, after=after, limit=page_size, partition=partition
+            )
+            for row in rows:
+                yield row
+            if after is None:
+                return
 
     async def create_partitions(self, name: str, count: int) -> dict[str, Any]:
         grown: dict[str, Any] = await self._transport.call(
@@ -332,3 +364,15 @@ class Admin:
         """Every partition moving: `{"topic", "partition", "replicas", "adding", "removing",
         "isr", "leader"}`; empty when nothing moves."""
         return list((await self._transport.call("GET", "/v1/reassignments"))["reassignments"])
+
+
+def _decoded(row: dict[str, Any]) -> dict[str, Any]:
+    """A table's record as the API sends it with encoding=base64, its bytes as bytes."""
+    return {
+        **row,
+        "key": base64.b64decode(row["key"]),
+        "value": base64.b64decode(row["value"]),
+        "headers": {
+            name: None if v is None else base64.b64decode(v) for name, v in row["headers"].items()
+        },
+    }

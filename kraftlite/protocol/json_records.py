@@ -149,3 +149,37 @@ def record_to_json(record: ConsumedRecord, encoding: str) -> dict[str, Any]:
     if value_fallback:
         out["value_encoding"] = "base64"
     return out
+
+
+_CURSOR_MAX = 2 + 400  # an index key (storage/keys.py): a tag byte and up to 400 key bytes
+
+
+def cursor_to_text(index_key: bytes) -> str:
+    """A table page's cursor (an index key) as a query parameter: base64url, unpadded."""
+    return base64.urlsafe_b64encode(index_key).decode("ascii").rstrip("=")
+
+
+def cursor_from_text(text: str) -> bytes:
+    """`cursor_to_text`'s inverse; INVALID_REQUEST for text no page gave."""
+    if len(text) > 4 * _CURSOR_MAX // 3 + 4:
+        raise _bad("after is not a cursor a table page gave")
+    try:
+        cursor = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except ValueError:
+        raise _bad("after is not a cursor a table page gave") from None
+    if not cursor or cursor[0] not in {0, 1} or len(cursor) > _CURSOR_MAX:
+        raise _bad("after is not a cursor a table page gave")
+    return cursor
+
+
+def record_from_json(row: Any) -> ConsumedRecord:
+    """A record `record_to_json(record, "base64")` made, back (a relayed table page's);
+    ValueError, KeyError or TypeError for anything else."""
+
+    def raw(value: Any) -> bytes | None:
+        return None if value is None else base64.b64decode(str(value), validate=True)
+
+    headers = tuple((str(name), raw(value)) for name, value in dict(row["headers"]).items())
+    return ConsumedRecord(
+        int(row["offset"]), int(row["timestamp"]), raw(row["key"]), raw(row["value"]), headers
+    )

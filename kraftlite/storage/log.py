@@ -1049,23 +1049,23 @@ class PartitionLog:
             found = txn.get(self._uid + key_index.index_key(key), db=self._keys)
         return None if found is None else int(_OFFSET.unpack(found)[0])
 
-    def index_page(self, after: bytes | None, limit: int) -> list[int]:
-        """The offsets of up to `limit` keys of the index in its order (storage/keys.py
-        rule 2), after the key `after` (None: from the first)."""
+    def index_page(self, after: bytes | None, limit: int) -> list[tuple[bytes, int]]:
+        """Up to `limit` entries of the index in its order (storage/keys.py rule 2) after
+        the index key `after` (None: from the first): (index key, offset of its record)."""
         self._check_open()
-        start = self._uid if after is None else self._uid + key_index.index_key(after)
-        offsets: list[int] = []
+        start = self._uid if after is None else self._uid + after
+        entries: list[tuple[bytes, int]] = []
         with self.storage.reading() as txn:
             cursor = txn.cursor(db=self._keys)
             if not cursor.set_range(start):
-                return offsets
+                return entries
             for key, value in self._range_from(cursor):
                 if after is not None and bytes(key) == start:
                     continue
-                offsets.append(int(_OFFSET.unpack(value)[0]))
-                if len(offsets) >= limit:
+                entries.append((bytes(key[len(self._uid) :]), int(_OFFSET.unpack(value)[0])))
+                if len(entries) >= limit:
                     break
-        return offsets
+        return entries
 
     def rewrite_batches(
         self, rewrites: Sequence[BatchRewrite], cleaned_to: int | None = None

@@ -420,12 +420,12 @@ class MemoryPartitionLog:
             self._check_open()
             return self._index.get(key_index.index_key(key))
 
-    def index_page(self, after: bytes | None, limit: int) -> list[int]:
+    def index_page(self, after: bytes | None, limit: int) -> list[tuple[bytes, int]]:
         with self._lock:
             self._check_open()
             keys = sorted(self._index)
-            start = 0 if after is None else bisect.bisect_right(keys, key_index.index_key(after))
-            return [self._index[key] for key in keys[start : start + limit]]
+            start = 0 if after is None else bisect.bisect_right(keys, after)
+            return [(key, self._index[key]) for key in keys[start : start + limit]]
 
     def rewrite_batches(
         self, rewrites: Sequence[BatchRewrite], cleaned_to: int | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
+from typing import Any
 
 import pytest
 
@@ -246,3 +247,37 @@ async def test_a_compacted_topic_reads_as_a_table_through_the_key_index(
     monkeypatch.setattr(service_module, "KEY_INDEX_MAX_BEHIND", 0)
     error = await refused(service.latest_of_key("table", b"a", 0))
     assert error.code is ErrorCode.OFFSET_NOT_AVAILABLE and error.retriable
+
+
+async def test_a_compacted_partitions_table_pages_by_cursor_within_its_bounds(
+    node: InProcessBroker,
+) -> None:
+    """Service rule 8's pages: live keys in index order after a cursor, each with its latest
+    record; at most `limit` rows and about `max_bytes` (one row at least); a cursor while
+    the index has more; deleted keys and keys whose records went are not rows."""
+    from kraftlite.storage.keys import index_key  # noqa: PLC0415
+
+    node.create_topic("table", configs={"cleanup.policy": "compact"})
+    service = node.service
+    now = node.clock.now_ms()
+    for key, value in [(b"c", b"1"), (b"a", b"1"), (b"d", b"1"), (b"b", b"1"), (b"a", b"22")]:
+        record = fmt.encode_batch([value], keys=[key], timestamps=[now])
+        await service.produce("table", 0, record, Acks.ALL, 1.0, principal=ALICE)
+    tombstone = fmt.encode_batch([None], keys=[b"c"], timestamps=[now])
+    await service.produce("table", 0, tombstone, Acks.ALL, 1.0, principal=ALICE)
+
+    def rows(page: Any) -> list[tuple[bytes | None, bytes | None, int]]:
+        return [(r.key, r.value, r.offset) for _, r in page.rows]
+
+    whole = await service.table_page("table", 0, None, 100, 1 << 20)
+    assert rows(whole) == [(b"a", b"22", 4), (b"b", b"1", 3), (b"d", b"1", 2)]
+    assert whole.next_after is None  # the index has no more
+    first = await service.table_page("table", 0, None, 2, 1 << 20)
+    assert rows(first) == rows(whole)[:2] and first.next_after == index_key(b"b")
+    rest = await service.table_page("table", 0, first.next_after, 2, 1 << 20)
+    assert rows(rest) == rows(whole)[2:] and rest.next_after is None
+    # about max_bytes: one row at least, and a cursor after the last one shown
+    small = await service.table_page("table", 0, None, 100, 1)
+    assert rows(small) == rows(whole)[:1] and small.next_after == index_key(b"a")
+    error = await refused(service.table_page("orders", 0, None, 10, 1 << 20))
+    assert error.code is ErrorCode.INVALID_REQUEST

@@ -133,18 +133,19 @@ def test_users_acls_and_deny_wins(cluster: Cluster) -> None:
     assert [t["name"] for t in http("GET", other + "/v1/topics", headers=alice)[1]["topics"]] == [
         "orders-eu"
     ]
-    # writing is not reading: nor reading a key (a compacted topic's table view), which is
-    # refused before the broker looks at the topic at all
+    # writing is not reading: nor reading a key or a page of a compacted topic's table view,
+    # which is refused before the broker looks at the topic at all
     refused(
         http("GET", other + "/v1/topics/orders-eu/partitions/0/records?offset=0", headers=alice),
         403,
         "TOPIC_AUTHORIZATION_FAILED",
     )
-    refused(
-        http("GET", other + "/v1/topics/orders-eu/keys/k", headers=alice),
-        403,
-        "TOPIC_AUTHORIZATION_FAILED",
-    )
+    for table_read in ("keys/k", "table", "partitions/0/table"):
+        refused(
+            http("GET", other + f"/v1/topics/orders-eu/{table_read}", headers=alice),
+            403,
+            "TOPIC_AUTHORIZATION_FAILED",
+        )
     # a DENY on one topic wins over the prefixed ALLOW
     status, answer = as_admin("POST", url + "/v1/topics", {"name": "orders-secret"})
     assert status == 201, answer
