@@ -111,7 +111,9 @@ READ = frozenset(
         "fetchOffset.retryIntervalMs",
     }
 )
-BATCH_ONLY = frozenset({"endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"})
+BATCH_ONLY = frozenset(
+    {"endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp", "latestPerKey"}
+)
 STREAM_ONLY = frozenset(
     {"maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "commitToGroup"}
 )

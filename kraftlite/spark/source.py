@@ -11,29 +11,36 @@ Rules:
 3. `read()` yields Arrow record batches built from the stored batches' buffers.
 4. Records deleted by retention before the job read them fail the job with
    `failOnDataLoss=true` (the default), saying what was lost; with false they are skipped.
+5. `latestPerKey=true` (batch; kraftlite's own) reads each topic partition as a table: of
+   the records in its planned range, only the latest of each key, unless that one is a
+   tombstone (null value); records without a key are no rows. One Spark partition per topic
+   partition (a key's records are all in it), its keys folded as the range is read, so a
+   task holds about twice the partition's live keys (`latest_of_each_key`). On a compacted
+   topic this is what the cleaner converges to, read consistently at the planned end.
 
 Options (options.py checks them; docs/spark.md has the table): the brokers
 (`kafka.bootstrap.servers` or `kraftlite.bootstrap`) and credentials; one of `subscribe`,
 `subscribePattern` or `assign`; where to start (`startingOffsets`, `startingTimestamp`,
 `startingOffsetsByTimestamp`, with `startingOffsetsByTimestampStrategy`) and, for a batch,
-where to end (`endingOffsets`, `endingTimestamp`, `endingOffsetsByTimestamp`); how to split
-(`minPartitions`, `maxRecordsPerPartition`); `failOnDataLoss`; `includeHeaders`;
-`fetchMaxBytes`; `requestTimeoutMs`.
+where to end (`endingOffsets`, `endingTimestamp`, `endingOffsetsByTimestamp`) and
+`latestPerKey`; how to split (`minPartitions`, `maxRecordsPerPartition`); `failOnDataLoss`;
+`includeHeaders`; `fetchMaxBytes`; `requestTimeoutMs`.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol.batch import split_batches
-from kraftlite.spark.arrow import Columns, to_record_batch
+from kraftlite.spark.arrow import Columns, arrow_schema, to_record_batch
 from kraftlite.spark.cluster import (
     LOG,
     Brokers,
@@ -74,6 +81,7 @@ class OffsetRange(InputPartition):
     columns: Columns
     fail_on_data_loss: bool
     fetch_max_bytes: int
+    latest_per_key: bool = False
 
 
 def selected_topics(
@@ -176,11 +184,15 @@ class ReadSettings:
     fetch_max_bytes: int
     min_partitions: int
     max_records_per_partition: int = 0
+    latest_per_key: bool = False
 
     @classmethod
     def of(cls, options: Options, columns: Columns) -> ReadSettings:
         timeout_ms = same_option(options, ["requestTimeoutMs", "kafka.request.timeout.ms"], 30_000)
         fetch_bytes = ["fetchMaxBytes", "kafka.fetch.max.bytes", "kafka.max.partition.fetch.bytes"]
+        latest = flag_option(options, "latestPerKey", False)
+        if latest and not {"key", "value", "offset"} <= {name for name, _ in columns}:
+            raise OptionError("latestPerKey needs the key, value and offset columns")
         return cls(
             brokers_of(options, timeout_ms),
             columns,
@@ -188,6 +200,7 @@ class ReadSettings:
             smallest_option(options, fetch_bytes, 4 << 20),
             positive_option(options, "minPartitions", 0),
             positive_option(options, "maxRecordsPerPartition", 0),
+            latest,
         )
 
     def cluster(self) -> Cluster:
@@ -196,10 +209,12 @@ class ReadSettings:
     def offset_range(self, topic: str, partition: int, start: int, end: int) -> OffsetRange:
         return OffsetRange(
             self.bootstrap, topic, partition, start, end, self.columns,
-            self.fail_on_data_loss, self.fetch_max_bytes,
+            self.fail_on_data_loss, self.fetch_max_bytes, self.latest_per_key,
         )  # fmt: skip
 
     def split(self, ranges: list[OffsetRange]) -> list[OffsetRange]:
+        if self.latest_per_key:  # rule 5: a key's records stay in one Spark partition
+            return ranges
         return split(ranges, self.min_partitions, self.max_records_per_partition)
 
 
@@ -366,6 +381,43 @@ def split(
 
 
 def read_range(part: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """Rules 2, 3 and 5: the records of [start, end) (or the latest of each key), as Arrow
+    record batches."""
+    batches = _read_batches(part)
+    if part.latest_per_key:
+        yield from latest_of_each_key(batches, arrow_schema(part.columns))
+    else:
+        yield from batches
+
+
+def latest_of_each_key(
+    batches: Iterable[pa.RecordBatch], schema: pa.Schema, fold_rows: int = 100_000
+) -> Iterator[pa.RecordBatch]:
+    """Rule 5: the latest record of each key among `batches` (in offset order), in offset
+    order, its tombstones and keyless records dropped. Folded whenever the rows held pass
+    `fold_rows` or twice what the last fold kept, so memory follows the live keys."""
+    held: list[pa.RecordBatch] = []
+    rows, threshold = 0, fold_rows
+    for batch in batches:
+        held.append(batch)
+        rows += batch.num_rows
+        if rows >= threshold:
+            folded = _fold(pa.Table.from_batches(held, schema))
+            held, rows = folded.to_batches(), folded.num_rows
+            threshold = max(fold_rows, 2 * rows)
+    table = _fold(pa.Table.from_batches(held, schema))
+    table = table.filter(pc.is_valid(table["value"])).sort_by("offset")
+    yield from table.to_batches()
+
+
+def _fold(table: pa.Table) -> pa.Table:
+    """The last record of each key in `table` (tombstones kept: a later one may still come)."""
+    keyed = table.filter(pc.is_valid(table["key"]))
+    last = keyed.group_by("key").aggregate([("offset", "max")])["offset_max"]
+    return keyed.filter(pc.is_in(keyed["offset"], value_set=last))
+
+
+def _read_batches(part: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Rules 2 and 3: the records of [start, end), as Arrow record batches."""
     cluster = Cluster(part.bootstrap)
     pages = cluster.fetch(

@@ -101,3 +101,41 @@ def test_a_stream_over_a_compacted_topic_reads_each_kept_row_once(
     seen = collections.Counter(r.offset for r in rows)
     assert max(seen.values()) == 1
     assert sorted(seen) == [o for o, _, _ in compacted]
+
+
+def test_latest_per_key_reads_each_partition_as_a_table(spark: Any, cluster: Cluster) -> None:
+    """`latestPerKey=true` (source.py rule 5): the latest record of each key of each
+    partition, tombstoned keys and keyless records left out, whatever `minPartitions` asks
+    (a key's records stay in one Spark partition); on any topic, compacted or not."""
+    topic = "latest-per-key"
+    written: dict[tuple[int, bytes], tuple[int, bytes | None]] = {}
+
+    async def write() -> None:
+        async with Admin(bootstrap(cluster)) as admin:
+            await admin.create_topic(topic, partitions=3)
+        async with Producer(bootstrap(cluster), linger_ms=1) as producer:
+            sent = []
+            for n in range(5):
+                for k in range(20):
+                    value = None if (k == 7 and n == 4) else f"{k}-{n}".encode()
+                    sent.append(
+                        (b"key-%d" % k, value, await producer.send(topic, value, b"key-%d" % k))
+                    )
+                await producer.send(topic, b"keyless", partition=0)
+            await producer.flush()
+            for key, value, future in sent:  # in the order sent: the latest of a key last
+                metadata = await future
+                written[metadata.partition, key] = (metadata.offset, value)
+
+    asyncio.run(write())
+    rows = reader(
+        spark, cluster, subscribe=topic, latestPerKey="true", minPartitions="10"
+    ).collect()
+    got = sorted((r.partition, bytes(r.key), r.offset, bytes(r.value)) for r in rows)
+    expected = sorted(
+        (partition, key, offset, value)
+        for (partition, key), (offset, value) in written.items()
+        if value is not None
+    )
+    assert got == expected
+    assert len(got) == 19  # key-7's latest is a tombstone

@@ -3,6 +3,8 @@ headers column, with null header values (section 13's bitmap used as Arrow's) an
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 
 from kraftlite.protocol import batch as batch_format
@@ -65,3 +67,38 @@ def test_many_headers_with_nulls_keep_their_place() -> None:
     stored = batch_format.encode_batch([b"v"] * count, timestamps=[0] * count, headers=headers)
     rows = _rows(stored)
     assert [[(h["key"], h["value"]) for h in row["headers"]] for row in rows] == headers
+
+
+def test_latest_of_each_key_keeps_the_last_record_of_each_key_in_offset_order() -> None:
+    """source.py rule 5, folded every few rows as a long range would be."""
+    from kraftlite.spark.source import latest_of_each_key  # noqa: PLC0415
+
+    schema = arrow_schema(default_columns(False))
+    written = [(b"a", b"1"), (b"b", b"1"), (None, b"keyless"), (b"a", b"2"), (b"c", b"1"),
+               (b"b", None), (b"c", b"2"), (b"d", b"1"), (b"b", b"3"), (b"d", None)]  # fmt: skip
+
+    def batch(first: int, records: list[tuple[bytes | None, bytes | None]]) -> Any:
+        count = len(records)
+        return pa.RecordBatch.from_pydict(
+            {
+                "key": [k for k, _ in records],
+                "value": [v for _, v in records],
+                "topic": ["t"] * count,
+                "partition": [0] * count,
+                "offset": list(range(first, first + count)),
+                "timestamp": [0] * count,
+                "timestampType": [0] * count,
+            },
+            schema=schema,
+        )
+
+    batches = [batch(i, written[i : i + 2]) for i in range(0, len(written), 2)]
+    for fold_rows in (1, 3, 100):
+        rows = [
+            (r["key"], r["value"], r["offset"])
+            for b in latest_of_each_key(batches, schema, fold_rows)
+            for r in b.to_pylist()
+        ]
+        # a: its 2nd; b: deleted, then written again; c: its 2nd; d: deleted; no keyless row
+        assert rows == [(b"a", b"2", 3), (b"c", b"2", 6), (b"b", b"3", 8)], fold_rows
+    assert list(latest_of_each_key([], schema)) == []

@@ -77,6 +77,7 @@ def test_known_options_pass_whatever_their_case() -> None:
     [
         (Mode.STREAM_READ, "endingTimestamp", "endingTimestamp is for batch reads only"),
         (Mode.STREAM_READ, "endingOffsetsByTimestamp", "for batch reads only"),
+        (Mode.STREAM_READ, "latestPerKey", "for batch reads only"),
         (Mode.BATCH_READ, "maxOffsetsPerTrigger", "for streaming reads only"),
         (Mode.BATCH_READ, "minOffsetsPerTrigger", "for streaming reads only"),
         (Mode.BATCH_WRITE, "subscribe", "subscribe is a read option"),
