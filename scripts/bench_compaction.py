@@ -10,10 +10,15 @@ on a fresh copy (medians printed):
   lookup     a random key's latest record: the index lookup and the read of its record,
              p50/p99 in microseconds, against the baseline of one raw LMDB get of a key in
              the same environment
+  offsets    a group coordinator's load (groups/coordinator.py `replay`) of an offsets
+             partition holding `--commits` commit records (commits of 10 partitions each, by
+             1,000 groups): before, the whole history, as an offsets topic without compaction
+             kept it; after, what one pass of the cleaner leaves (live offsets only)
 The HTTP round trip of `GET /v1/topics/{t}/keys/{key}` and the Redis GET comparison are not
 part of this script yet. The last line is one JSON object of the medians.
 
 Run: python scripts/bench_compaction.py [--runs 3] [--records 200000] [--keys 10000]
+     [--commits 1000000]
 """
 
 from __future__ import annotations
@@ -27,7 +32,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import orjson
+
 from kraftlite.broker import cleaner
+from kraftlite.groups.coordinator import offset_key, replay
 from kraftlite.protocol import batch as fmt
 from kraftlite.storage.compaction import CleanPolicy
 from kraftlite.storage.log import LogStorage, PartitionLog, StorageConfig
@@ -50,6 +58,32 @@ def build(path: Path, records: int, keys: int, rng: random.Random) -> int:
     size = log.size_bytes
     storage.close()
     return size
+
+
+def build_offsets(path: Path, commits: int) -> tuple[int, int]:
+    """An offsets partition of `commits` commit records: 1,000 groups each committing 10
+    partitions at a time, round after round. (its bytes, its live keys)."""
+    storage = LogStorage(StorageConfig(path=path))
+    log = storage.open_partition("__consumer_offsets-0")
+    groups, partitions = 1000, 10
+    for n in range(commits // partitions):
+        group = f"group-{n % groups}"
+        keys = [offset_key(group, "orders", p) for p in range(partitions)]
+        values = [
+            orjson.dumps({"offset": n, "metadata": "", "ts": NOW_MS}) for _ in range(partitions)
+        ]
+        log.append(fmt.encode_batch(values, keys=keys, timestamps=[n] * partitions), 0)
+    log.set_high_watermark(log.log_end_offset)
+    size = log.size_bytes
+    storage.close()
+    return size, min(groups, commits // partitions) * partitions
+
+
+def timed_replay(log: PartitionLog) -> tuple[float, int]:
+    """(seconds, records read) of one coordinator load."""
+    started = time.perf_counter()
+    _, records = replay(log)
+    return time.perf_counter() - started, records
 
 
 def timed_read(log: PartitionLog) -> float:
@@ -100,6 +134,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--keys", type=int, default=10_000)
+    parser.add_argument("--commits", type=int, default=1_000_000)
     args = parser.parse_args()
     rng = random.Random(26)
     root = Path(tempfile.mkdtemp(prefix="bench-compaction-"))
@@ -130,7 +165,24 @@ def main() -> None:
             results["raw_p99"].append(percentile(raw, 0.99))
             storage.close()
             shutil.rmtree(path)
-        medians = {name: round(statistics.median(v), 1) for name, v in results.items()}
+        offsets_size, live = build_offsets(root / "offsets", args.commits)
+        for name in ("load_before_s", "load_after_s", "records_before", "records_after"):
+            results[name] = []
+        for run in range(args.runs):
+            path = root / f"offsets-{run}"
+            shutil.copytree(root / "offsets", path)
+            storage = LogStorage(StorageConfig(path=path))
+            log = storage.open_partition("__consumer_offsets-0")
+            took, records = timed_replay(log)
+            results["load_before_s"].append(took)
+            results["records_before"].append(records)
+            cleaner.clean(log, NOW_MS, CleanPolicy(), force=True)
+            took, records = timed_replay(log)
+            results["load_after_s"].append(took)
+            results["records_after"].append(records)
+            storage.close()
+            shutil.rmtree(path)
+        medians = {name: round(statistics.median(v), 3) for name, v in results.items()}
         print(f"log: {args.records} records of 100 B over {args.keys} keys, {size / 1e6:.1f} MB")
         print(f"baseline read+decode  {medians['read']:8.1f} MB/s")
         print(f"cleaner pass          {medians['clean']:8.1f} MB/s of log cleaned")
@@ -139,6 +191,12 @@ def main() -> None:
             f"key lookup            p50 {medians['lookup_p50']:.1f} us, p99 "
             f"{medians['lookup_p99']:.1f} us (baseline raw LMDB get: p50 "
             f"{medians['raw_p50']:.1f} us, p99 {medians['raw_p99']:.1f} us)"
+        )
+        print(
+            f"offsets load          {args.commits} commits ({offsets_size / 1e6:.0f} MB, {live} "
+            f"live offsets): before compaction {medians['load_before_s']:.2f} s "
+            f"({medians['records_before']:.0f} records), after "
+            f"{medians['load_after_s']:.3f} s ({medians['records_after']:.0f} records)"
         )
         print(json.dumps({"bench": "compaction", "runs": args.runs, **medians}))
     finally:

@@ -922,6 +922,7 @@ _UNKNOWN = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,)
 _CONTROLLER = (ErrorCode.NOT_CONTROLLER, ErrorCode.REQUEST_TIMED_OUT)
 _LEADER = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 _COORDINATOR = (
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
     ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_COORDINATOR,
     ErrorCode.UNKNOWN_MEMBER_ID,
@@ -1575,6 +1576,7 @@ PATHS: Final[Json] = {
                 ErrorCode.INVALID_TOPIC_EXCEPTION,
                 ErrorCode.GROUP_ID_NOT_FOUND,
                 ErrorCode.GROUP_NOT_EMPTY,
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                 ErrorCode.COORDINATOR_NOT_AVAILABLE,
                 ErrorCode.NOT_COORDINATOR,
                 ErrorCode.NOT_ENOUGH_REPLICAS,

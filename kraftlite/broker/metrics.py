@@ -152,6 +152,8 @@ def replica_figures(broker: Broker) -> ReplicaFigures:
     now = broker.clock.now_ms()
     compacted = []
     for p in broker.replicas.compacted_partitions():
+        if p.role is Role.OFFLINE:  # the cleaner skips it: what it saw last is stale
+            continue
         seen = p.cleaner
         lag = 0 if seen.dirtiness is None else seen.dirtiness.lag_ms(now)
         max_lag = p.config_int("max.compaction.lag.ms")

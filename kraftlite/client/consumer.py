@@ -49,6 +49,17 @@ def _leader_retriable(exc: BaseException) -> bool:
 
 # Reads from a partition's leader (offsets, fetches): 10 tries over about 5.5 s.
 LEADER_CALL_RETRY = RetryPolicy(_leader_retriable, max_attempts=10, backoff=Backoff(0.05, 1.0))
+_COORDINATOR_BUSY = {
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,  # a new coordinator replays its offsets
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,  # the offsets topic is being made
+}
+# A join, a commit or an offsets read while the coordinator is not ready: asked again (each
+# is safe to repeat: the member id is the client's own, KIP-1082), for up to a minute
+GROUP_CALL_RETRY = RetryPolicy(
+    lambda exc: isinstance(exc, KraftliteError) and exc.code in _COORDINATOR_BUSY,
+    timeout_s=60.0,
+    backoff=Backoff(0.1, 2.0),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +162,7 @@ class Consumer:
         if self.session_timeout_ms is not None:
             body["session_timeout_ms"] = self.session_timeout_ms
         started = self._now_s()
-        answer = await self._transport.call("POST", f"/v1/groups/{self.group_id}/members", body)
+        answer = await self._group_call("POST", f"/v1/groups/{self.group_id}/members", body)
         self.member_id = answer["member_id"]
         self.member_epoch = 0
         self._session_s = int(answer.get("session_timeout_ms", 10_000)) / 1000
@@ -251,8 +262,14 @@ class Consumer:
 
     async def committed(self) -> dict[TopicPartition, int]:
         """The group's committed offsets."""
-        answer = await self._transport.call("GET", f"/v1/groups/{self.group_id}/offsets")
+        answer = await self._group_call("GET", f"/v1/groups/{self.group_id}/offsets")
         return {(o["topic"], o["partition"]): o["offset"] for o in answer["offsets"]}
+
+    async def _group_call(self, method: str, path: str, body: Any = None) -> Any:
+        async for attempt in GROUP_CALL_RETRY.run_async(self._clock):
+            with attempt:
+                return await self._transport.call(method, path, body)
+        raise AssertionError("unreachable: the attempts end in a return or an error")
 
     async def commit(
         self,
@@ -280,7 +297,7 @@ class Consumer:
         }
         if self.member_id is not None:
             body |= {"member_id": self.member_id, "member_epoch": self.member_epoch}
-        await self._transport.call("POST", f"/v1/groups/{self.group_id}/offsets", body)
+        await self._group_call("POST", f"/v1/groups/{self.group_id}/offsets", body)
         self._committed_positions.update(offsets)
 
     # -- assignment and positions ---------------------------------------------------------

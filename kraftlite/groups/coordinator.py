@@ -69,7 +69,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -110,6 +110,7 @@ _KEY_PREFIX = b"offset\x00"
 CONSUMER_PROTOCOL = "consumer"  # the classic protocol type of consumers (Kafka's ConsumerProtocol)
 ASSIGNOR_NAME = "uniform"  # Kafka's name for the uniform assignor, which assignor.py follows
 INLINE_LOAD_BYTES = 128 << 10  # rule 3: larger offsets partitions load off the event loop
+LOAD_RETRY_MS = 5_000  # rule 3: a failed load is tried again this much later
 _READ_BYTES = 8 << 20
 _TOMBSTONES_PER_BATCH = 1000  # rule 8: one expiry's tombstones, a batch at a time
 _RUN_INTERVAL_S = 1.0
@@ -217,11 +218,19 @@ class Shard:
     def idle_ms(self, name: str, now_ms: int) -> int:
         """Rule 8: how long the group has had no members, as far as this coordinator knows
         (0 while it has some); `maybe_sweep` first, or silent members count as members."""
-        group, classic = self.groups.get(name), self.classic.get(name)
-        if (group is not None and group.members) or (classic is not None and classic.members):
+        group = self.groups.get(name)
+        if (group is not None and group.members) or name in self.classic:
+            # (a classic group's object stays until the sweep after its last member went)
             self.last_member_ms[name] = now_ms
             return 0
         return now_ms - self.last_member_ms.get(name, self.loaded_ms)
+
+    def forget_idle(self, now_ms: int, retention_ms: int) -> None:
+        """Rule 8: entries of groups idle past the retention say no more than their
+        absence does (idle since the load, at least as long), so they go."""
+        for name, seen in list(self.last_member_ms.items()):
+            if now_ms - seen >= retention_ms and now_ms - self.loaded_ms >= retention_ms:
+                del self.last_member_ms[name]
 
     def kind(self, name: str) -> GroupKind:
         """What a group with no members is: what its commits say (rule 2: a classic
@@ -425,8 +434,10 @@ class GroupCoordinator:
         # rule 3: partition -> (leader epoch, its load), while one runs on the loader
         self._loading: dict[int, tuple[int, asyncio.Task[None]]] = {}
         self._loader = ThreadPoolExecutor(1, thread_name_prefix="group-loader")
+        self._failed: dict[int, tuple[int, int]] = {}  # partition -> (epoch, retry after)
         self._stopping = threading.Event()
-        self._runner: asyncio.Task[None] | None = None
+        self._runners: list[asyncio.Task[None]] = []
+        self._expiring: set[str] = set()  # rule 8: groups whose tombstones are being written
 
     # -- routing ----------------------------------------------------------------------------
 
@@ -483,9 +494,9 @@ class GroupCoordinator:
     def _shard_of(self, partition: Partition) -> Shard:
         """The partition's shard for its leader epoch: loaded at once when small, else
         COORDINATOR_LOAD_IN_PROGRESS while the loader replays it (rule 3)."""
-        index = partition.index
+        index, epoch = partition.index, partition.leader_epoch
         shard = self._shards.get(index)
-        if shard is not None and shard.leader_epoch == partition.leader_epoch:
+        if shard is not None and shard.leader_epoch == epoch:
             return shard
         if shard is not None:
             shard.close()
@@ -493,45 +504,53 @@ class GroupCoordinator:
         loading = self._loading.get(index)
         if loading is None and partition.log.size_bytes <= INLINE_LOAD_BYTES:
             return self._install(partition, *replay(partition.log))
-        if loading is None or loading[0] != partition.leader_epoch:
-            task = asyncio.get_running_loop().create_task(self._load(partition))
-            self._loading[index] = (partition.leader_epoch, task)
+        failed = self._failed.get(index)
+        retry = failed is None or failed[0] != epoch or self._now() >= failed[1]
+        if (loading is None or loading[0] != epoch) and retry:
+            task = asyncio.get_running_loop().create_task(self._load(partition, epoch))
+            self._loading[index] = (epoch, task)
         raise KraftliteError(
             ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
             f"broker {self.broker.broker_id} is loading the groups of {OFFSETS_TOPIC}-{index}",
         )
 
-    async def _load(self, partition: Partition) -> None:
-        """Rule 3 off the event loop: the shard is installed only if this broker still
-        leads the partition in the epoch it was read for."""
-        index, epoch = partition.index, partition.leader_epoch
-        started = self.broker.clock.monotonic_ms()
+    async def _load(self, partition: Partition, epoch: int) -> None:
+        """Rule 3 off the event loop, for the leadership of `epoch`: the replay stops once
+        this broker no longer has it, and the shard is installed only if it still does. A
+        failed load is tried again LOAD_RETRY_MS later (its requests answered
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile)."""
+        index = partition.index
+
+        def current() -> bool:
+            return partition.role is Role.LEADER and partition.leader_epoch == epoch
+
+        def stopping() -> bool:
+            return self._stopping.is_set() or not current()
+
+        started = self._now()
         try:
+            if not current():
+                return
             offsets, records = await asyncio.get_running_loop().run_in_executor(
-                self._loader, replay, partition.log, self._stopping.is_set
+                self._loader, replay, partition.log, stopping
             )
         except LoadStoppedError:
             return
-        except Exception:  # a request after this one starts another load
+        except Exception:  # tried again later: a request after LOAD_RETRY_MS starts it
             log.exception("group_offsets_load_failed", partition=index, leader_epoch=epoch)
+            self._failed[index] = (epoch, self._now() + LOAD_RETRY_MS)
             return
         finally:
-            if self._loading.get(index, (None,))[0] == epoch:
+            mine = self._loading.get(index)
+            if mine is not None and mine[1] is asyncio.current_task():
                 del self._loading[index]
-        current = self._shards.get(index)
-        if (
-            partition.role is Role.LEADER
-            and partition.leader_epoch == epoch
-            and (current is None or current.leader_epoch != epoch)
-        ):
-            if current is not None:
-                current.close()
+        current_shard = self._shards.get(index)
+        if current() and (current_shard is None or current_shard.leader_epoch != epoch):
+            if current_shard is not None:
+                current_shard.close()
+            self._failed.pop(index, None)
             self._install(partition, offsets, records)
-            log.info(
-                "group_offsets_load_took",
-                partition=index,
-                ms=self.broker.clock.monotonic_ms() - started,
-            )
+            log.info("group_offsets_load_took", partition=index, ms=self._now() - started)
 
     def _install(
         self,
@@ -596,6 +615,7 @@ class GroupCoordinator:
                 f"{self.settings.max_session_timeout_ms}",
             )
         _, shard = self._shard(group)
+        self._check_not_expiring(group)
         classic = shard.classic.get(group)
         if classic is not None and classic.members:
             raise KraftliteError(
@@ -704,6 +724,7 @@ class GroupCoordinator:
                 f"session timeout {session_timeout_ms} ms is outside [{low}, {high}]",
             )
         partition, shard = self._shard(group)
+        self._check_not_expiring(group)
         if shard.existing(group, self._now()).members:
             raise KraftliteError(
                 ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
@@ -864,6 +885,7 @@ class GroupCoordinator:
                 remaining.pop(tp, None)
             if not remaining:
                 shard.offsets.pop(group, None)
+                shard.last_member_ms.pop(group, None)
             if classic is not None and not classic.members:
                 classic.close()
                 shard.classic.pop(group, None)
@@ -908,6 +930,8 @@ class GroupCoordinator:
                 remaining.pop(tp, None)
             if not remaining:
                 shard.offsets.pop(group, None)
+                if not shard.exists(group):
+                    shard.last_member_ms.pop(group, None)
         return deletion
 
     async def _append(
@@ -1042,8 +1066,14 @@ class GroupCoordinator:
     def local_groups(self) -> list[GroupListing]:
         """Groups this broker coordinates now, as `GET /v1/groups` lists them (each typed:
         protocol/internal.py; another broker asks for them with `GET /v1/internal/groups`,
-        a GroupListResponse) and the Kafka edge's ListGroups answers them."""
+        a GroupListResponse); those of partitions still loading (rule 3) are not listed."""
+        return self.listed_groups()[0]
+
+    def listed_groups(self) -> tuple[list[GroupListing], bool]:
+        """`local_groups`, and whether a partition's groups are still loading (the Kafka
+        edge's ListGroups then answers COORDINATOR_LOAD_IN_PROGRESS, as Kafka's)."""
         result: list[GroupListing] = []
+        loading = False
         for index in range(self.settings.offsets_partitions):
             try:
                 partition = self.broker.replicas.leader_partition(OFFSETS_TOPIC, index)
@@ -1051,6 +1081,7 @@ class GroupCoordinator:
                 continue
             shard = self._loaded_shard(partition)
             if shard is None:  # loading (rule 3): listed once loaded
+                loading = True
                 continue
             now = self._now()
             shard.maybe_sweep(now, 0)
@@ -1082,17 +1113,24 @@ class GroupCoordinator:
                         "type": "consumer" if state.members else shard.kind(name),
                     }
                 )
-        return result
+        return result, loading
 
     # -- background: loads, expiry, the offsets topic's policy (rules 1, 3, 8) ---------------
 
     def start(self) -> None:
-        self._runner = asyncio.get_running_loop().create_task(self._run(), name="groups")
+        loop = asyncio.get_running_loop()
+        self._runners = [
+            loop.create_task(self._every(_RUN_INTERVAL_S * 1000, self._round), name="groups"),
+            loop.create_task(
+                self._every(self.settings.offsets_retention_check_interval_ms, self.expire_offsets),
+                name="group-offsets-expiry",
+            ),
+        ]
 
     async def stop(self) -> None:
         """Stop the background rounds and any load (a replay ends at its next read)."""
         self._stopping.set()
-        tasks = [t for t in (self._runner, *(t for _, t in self._loading.values())) if t]
+        tasks = [*self._runners, *(task for _, task in self._loading.values())]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -1100,22 +1138,23 @@ class GroupCoordinator:
                 await task
         await asyncio.to_thread(self._loader.shutdown, wait=True)
 
-    async def _run(self) -> None:
-        next_expiry = self._now() + self.settings.offsets_retention_check_interval_ms
+    @staticmethod
+    async def _every(interval_ms: float, work: Callable[[], Awaitable[object]]) -> None:
         while True:
-            await asyncio.sleep(_RUN_INTERVAL_S)
+            await asyncio.sleep(interval_ms / 1000)
             try:
-                self.load_led()
-                if self._now() >= next_expiry:
-                    next_expiry = self._now() + self.settings.offsets_retention_check_interval_ms
-                    await self.expire_offsets()
-                await self.compact_offsets_topic()
+                await work()
             except Exception:  # the next round tries again
                 log.exception("group_coordinator_round_failed")
 
+    async def _round(self) -> None:
+        self.load_led()
+        await self.compact_offsets_topic()
+
     def load_led(self) -> None:
         """Rule 3 at once: a shard (or its load) for every offsets partition this broker
-        leads; the shards of partitions it no longer leads closed."""
+        leads; the shards of partitions it no longer leads closed. One partition's failure
+        stops no other's."""
         for index in range(self.settings.offsets_partitions):
             try:
                 partition = self.broker.replicas.leader_partition(OFFSETS_TOPIC, index)
@@ -1124,7 +1163,10 @@ class GroupCoordinator:
                 if shard is not None:
                     shard.close()
                 continue
-            self._loaded_shard(partition)
+            try:
+                self._loaded_shard(partition)
+            except Exception:
+                log.exception("group_offsets_load_failed", partition=index)
 
     async def expire_offsets(self) -> int:
         """Rule 8: one expiry round over the groups this broker coordinates; the offsets
@@ -1140,6 +1182,7 @@ class GroupCoordinator:
                 continue
             now = self._now()
             shard.maybe_sweep(now, 0)
+            shard.forget_idle(now, self.settings.offsets_retention_ms)
             candidates = [
                 group
                 for group, offsets in shard.offsets.items()
@@ -1160,34 +1203,54 @@ class GroupCoordinator:
 
     async def _expire(self, group: str) -> int:
         """Rule 8 for one group, inside its gate: what expires now (a member may have
-        joined, or a commit come, while it waited), tombstoned a batch at a time."""
+        joined, or a commit come, while it waited), tombstoned a batch at a time while the
+        group takes no member (`_check_not_expiring`), so none sees offsets the log has
+        deleted. The offsets dropped from the view."""
         partition, shard = self._shard(group)
         now = self._now()
+        shard.maybe_sweep(now, 0)  # a member gone since the round began counts from now
         gone = expired(
             shard.offsets.get(group, {}),
             shard.idle_ms(group, now),
             self.broker.clock.now_ms(),
             self.settings.offsets_retention_ms,
         )
-        for start in range(0, len(gone), _TOMBSTONES_PER_BATCH):
-            chunk = gone[start : start + _TOMBSTONES_PER_BATCH]
-            stamp = self.broker.clock.now_ms()
-            tombstones = [
-                batch_format.Record(value=None, key=offset_key(group, t, p), timestamp=stamp)
-                for t, p in chunk
-            ]
-            await self._append(partition, tombstones, stamp, "the expiry", "expire fewer")
-            if self._shards.get(partition.index) is not shard or partition.role is not Role.LEADER:
-                break
-            remaining = shard.offsets.get(group, {})
-            for tp in chunk:
-                remaining.pop(tp, None)
-            if not remaining:
-                shard.offsets.pop(group, None)
-                shard.last_member_ms.pop(group, None)
-        if gone:
-            log.info("group_offsets_expired", group=group, partitions=len(gone))
-        return len(gone)
+        if not gone:
+            return 0
+        dropped = 0
+        self._expiring.add(group)
+        try:
+            for start in range(0, len(gone), _TOMBSTONES_PER_BATCH):
+                chunk = gone[start : start + _TOMBSTONES_PER_BATCH]
+                stamp = self.broker.clock.now_ms()
+                tombstones = [
+                    batch_format.Record(value=None, key=offset_key(group, t, p), timestamp=stamp)
+                    for t, p in chunk
+                ]
+                await self._append(partition, tombstones, stamp, "the expiry", "expire fewer")
+                if self._shards.get(partition.index) is not shard:
+                    break  # moved: the next coordinator replays the tombstones
+                remaining = shard.offsets.get(group, {})
+                for tp in chunk:
+                    remaining.pop(tp, None)
+                dropped += len(chunk)
+                if not remaining:
+                    shard.offsets.pop(group, None)
+                    shard.last_member_ms.pop(group, None)
+        finally:
+            self._expiring.discard(group)
+            if dropped:
+                log.info("group_offsets_expired", group=group, partitions=dropped)
+        return dropped
+
+    def _check_not_expiring(self, group: str) -> None:
+        """Rule 8: a group whose offsets are being expired takes no member until they are
+        (retriable: Kafka's clients join again after COORDINATOR_LOAD_IN_PROGRESS)."""
+        if group in self._expiring:
+            raise KraftliteError(
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                f"group {group}'s expired offsets are being deleted: join again shortly",
+            )
 
     async def compact_offsets_topic(self) -> None:
         """Rule 1: an offsets topic made before compaction is altered to compact, by the

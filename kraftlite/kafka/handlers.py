@@ -1335,6 +1335,8 @@ class Session:
                 _instance_id(body.get("group_instance_id")),
             )
         except KraftliteError as exc:
+            if exc.code is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:  # as Kafka: older clients
+                return {"error_code": int(ErrorCode.REBALANCE_IN_PROGRESS)}  # do not expect 14
             return {"error_code": kafka_code(exc)}
         return {
             "error_code": NONE,
@@ -1356,6 +1358,8 @@ class Session:
                 _instance_id(body.get("group_instance_id")),
             )
         except KraftliteError as exc:
+            if exc.code is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:  # Kafka answers a loading
+                return {"error_code": NONE}  # group's heartbeat blindly
             return {"error_code": kafka_code(exc)}
         return {"error_code": NONE}
 
@@ -1380,8 +1384,11 @@ class Session:
             except KraftliteError as exc:
                 code = kafka_code(exc)
             results.append({**member, "error_code": code})
-            if code == int(ErrorCode.NOT_COORDINATOR):
-                return {"error_code": code}
+            if code in {
+                int(ErrorCode.NOT_COORDINATOR),
+                int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
+            }:
+                return {"error_code": code}  # the whole request's, as Kafka answers them
         if request.api_version < 3:
             return {"error_code": results[0]["error_code"]}
         return {"error_code": NONE, "members": results}
@@ -1424,7 +1431,8 @@ class Session:
         wanted_states = {s.strip().lower() for s in body.get("states_filter") or []}
         wanted_types = {t.strip().lower() for t in body.get("types_filter") or []}
         groups: list[bodies.ListedGroup] = []
-        for group in self.service.coordinator.local_groups():
+        listed, loading = self.service.coordinator.listed_groups()
+        for group in listed:
             if not self._may(Operation.DESCRIBE, ResourceType.GROUP, group["group"], listing=True):
                 continue
             state = group_apis.kafka_group_state(group["state"])
@@ -1440,7 +1448,12 @@ class Session:
                     "group_type": group["type"],
                 }
             )
-        return {"error_code": NONE, "groups": groups}
+        # as Kafka: the groups known, and COORDINATOR_LOAD_IN_PROGRESS (the client asks
+        # again) while a partition's groups are loading
+        return {
+            "error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) if loading else NONE,
+            "groups": groups,
+        }
 
     # -- admin ---------------------------------------------------------------------------------
 

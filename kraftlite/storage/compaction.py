@@ -92,7 +92,7 @@ def dirty_ratio(headers: Sequence[BatchHeader], cleaned: int, end: int) -> float
 class Dirtiness:
     """What the cleaner has left to do in a partition (its metrics, docs/metrics.md): the
     dirty part's share of the cleanable range by bytes (rule 6), its bytes, and the
-    producer timestamp of its oldest record (None when nothing is dirty)."""
+    producer timestamp of its oldest record (None when nothing dirty has one)."""
 
     ratio: float
     dirty_bytes: int
@@ -109,7 +109,7 @@ def dirtiness(headers: Sequence[BatchHeader], cleaned: int, end: int) -> Dirtine
     return Dirtiness(
         dirty_ratio(headers, cleaned, end),
         sum(h.batch_length for h in dirty),
-        min((h.first_timestamp for h in dirty), default=None),
+        min((h.first_timestamp for h in dirty if h.first_timestamp >= 0), default=None),
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from typing import Any
 
 import pytest
@@ -407,6 +408,46 @@ async def test_a_coordinator_move_delays_expiry_and_never_hastens_it(
     assert await coordinator.expire_offsets() == 0
 
 
+async def test_a_group_takes_no_member_while_its_expired_offsets_are_deleted(
+    expiring: InProcessBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rule 8: while the tombstones of a group's expiry wait for their acknowledgement, a
+    join (kraftlite's, KIP-848's or a classic JoinGroup) is refused, retriable, so no member
+    sees offsets the log has deleted; a classic group that came and went meanwhile counts
+    as having had a member now, and keeps its offsets."""
+    node, coordinator = expiring, expiring.coordinator
+    await write(node, "orders", 0, 5)
+    for group in ("a", "c"):
+        await coordinator.commit(group, None, None, [(("orders", 0), CommittedOffset(1, ""))])
+    advance(node, RETENTION_MS)
+    appending, release = asyncio.Event(), asyncio.Event()
+    real_append = coordinator._append
+
+    async def held_append(partition: Any, records: Any, now: int, what: str, instead: str) -> None:
+        if what == "the expiry":
+            appending.set()
+            await release.wait()
+        await real_append(partition, records, now, what, instead)
+
+    monkeypatch.setattr(coordinator, "_append", held_append)
+    expiry = asyncio.create_task(coordinator.expire_offsets())
+    await asyncio.wait_for(appending.wait(), 5)
+    expiring_group = next(iter(coordinator._expiring))
+    with pytest.raises(KraftliteError) as info:
+        coordinator.join(expiring_group, "m", "c", ["orders"], None)
+    assert info.value.code is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and info.value.retriable
+    with pytest.raises(KraftliteError) as info:
+        coordinator.classic_for_join(expiring_group, 10_000)
+    assert info.value.code is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    other = "c" if expiring_group == "a" else "a"
+    coordinator.classic_for_join(other, 10_000)  # a classic group of the other, now
+    release.set()
+    assert await expiry == 1  # the first group's offsets; the other had a member just now
+    assert coordinator.committed(expiring_group) == {}
+    assert coordinator.committed(other) == {("orders", 0): CommittedOffset(1, "")}
+    coordinator.join(expiring_group, "m", "c", ["orders"], None)  # done: it joins
+
+
 async def test_a_large_offsets_partition_loads_off_the_event_loop(node: InProcessBroker) -> None:
     """Rule 3: past INLINE_LOAD_BYTES the new leader answers COORDINATOR_LOAD_IN_PROGRESS
     (retriable) until its loader has replayed the partition, then the offsets are there."""
@@ -425,6 +466,24 @@ async def test_a_large_offsets_partition_loads_off_the_event_loop(node: InProces
         coordinator.committed("g")
     assert info.value.code is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and info.value.retriable
     assert "g" not in coordinator.coordinated_offsets()  # listed once loaded
+    # the Kafka edge answers as Kafka's coordinator does while it loads
+    kafka = node.connect()
+    synced = await kafka.call(
+        ApiKey.SYNC_GROUP,
+        5,
+        {"group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": None,
+         "protocol_type": "consumer", "protocol_name": "range", "assignments": []},
+    )  # fmt: skip
+    assert synced["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS  # not 14: old clients
+    beat = await kafka.call(
+        ApiKey.HEARTBEAT,
+        4,
+        {"group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": None},
+    )
+    assert beat["error_code"] == 0  # answered blindly, as Kafka does
+    listed = await kafka.call(ApiKey.LIST_GROUPS, 4, {"states_filter": []})
+    assert listed["error_code"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert await offset_commit(kafka, "g", "m", -1, 1) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     for _ in range(500):
         await asyncio.sleep(0.01)
         with contextlib.suppress(KraftliteError):
@@ -434,17 +493,49 @@ async def test_a_large_offsets_partition_loads_off_the_event_loop(node: InProces
         pytest.fail("the load did not finish")
 
 
-async def test_a_load_for_a_leadership_lost_meanwhile_is_dropped(node: InProcessBroker) -> None:
+async def test_a_load_for_a_leadership_lost_meanwhile_is_dropped(
+    node: InProcessBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rule 3: a replay for a leadership lost while it runs stops, installs nothing and
+    leaves no load behind; a later leadership loads afresh."""
+    from kraftlite.groups import coordinator as module  # noqa: PLC0415
+
     coordinator = node.coordinator
     await write(node, "orders", 0, 10)
     index = coordinator.offsets_partition("g")
     while node.partition(OFFSETS_TOPIC, index).log.size_bytes <= INLINE_LOAD_BYTES:
         await coordinator.commit("g", None, None, [(("orders", 0), CommittedOffset(1, "m" * 4000))])
+    started, go_on = threading.Event(), threading.Event()
+    stopped: list[bool] = []
+    real_replay = module.replay
+
+    def slow_replay(log: Any, stopping: Any) -> Any:
+        started.set()
+        go_on.wait(5)
+        stopped.append(stopping())
+        return real_replay(log, stopping)
+
+    monkeypatch.setattr(module, "replay", slow_replay)
     topic_id = topic_id_for(OFFSETS_TOPIC)
     node.apply(PartitionChangeRecord(topic_id=topic_id, partition=index, leader=NO_LEADER))
     node.apply(PartitionChangeRecord(topic_id=topic_id, partition=index, leader=BROKER_ID))
     coordinator.load_led()  # the load starts
+    assert await asyncio.to_thread(started.wait, 5)
     node.apply(PartitionChangeRecord(topic_id=topic_id, partition=index, leader=NO_LEADER))
-    for _ in range(100):
+    go_on.set()
+    for _ in range(200):
+        if not coordinator._loading:
+            break
         await asyncio.sleep(0.01)
-    assert index not in coordinator._shards  # read for a leadership it no longer has
+    assert stopped == [True] and not coordinator._loading  # it stopped, and left no load
+    assert index not in coordinator._shards
+    monkeypatch.setattr(module, "replay", real_replay)
+    node.apply(PartitionChangeRecord(topic_id=topic_id, partition=index, leader=BROKER_ID))
+    coordinator.load_led()
+    for _ in range(500):
+        await asyncio.sleep(0.01)
+        with contextlib.suppress(KraftliteError):
+            assert coordinator.committed("g") == {("orders", 0): CommittedOffset(1, "m" * 4000)}
+            break
+    else:
+        pytest.fail("the new leadership's load did not finish")
