@@ -51,8 +51,8 @@ import asyncio
 import itertools
 import secrets
 import weakref
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, NoReturn, TypeVar
 
 import aiohttp
@@ -75,6 +75,7 @@ from kraftlite.protocol.admin import AdminRequest
 from kraftlite.protocol.internal import GroupListing, GroupListResponse, MessageError
 from kraftlite.protocol.partitioner import partition_for_key
 from kraftlite.security import producer_ids
+from kraftlite.storage import keys as key_index
 
 log = structlog.get_logger(__name__)
 A = TypeVar("A")
@@ -422,12 +423,17 @@ class BrokerService:
             raise KraftliteError(
                 ErrorCode.INVALID_REQUEST, f"{topic} is not compacted: it has no table"
             )
-        deadline = asyncio.get_running_loop().time() + timeout_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         await self._index_up_to_high_watermark(partition, deadline)
-        page = await asyncio.to_thread(_table_rows, partition, after, limit, max_bytes)
-        if page.gone:  # once more after a catch-up: what is gone twice is deleted
+        page = await asyncio.to_thread(_table_rows, partition, after, limit, max_bytes, None)
+        while page.gone:  # again after a catch-up: what is gone twice at one offset is deleted
+            if loop.time() >= deadline:
+                _not_available(partition, "its keys are being written faster than it reads")
             await self._index_up_to_high_watermark(partition, deadline)
-            page = await asyncio.to_thread(_table_rows, partition, after, limit, max_bytes)
+            page = await asyncio.to_thread(
+                _table_rows, partition, after, limit, max_bytes, page.gone
+            )
         return page
 
     async def _index_up_to_high_watermark(self, partition: Partition, deadline: float) -> None:
@@ -779,45 +785,81 @@ class TablePage:
 
     rows: tuple[tuple[bytes, batch_format.ConsumedRecord], ...]
     next_after: bytes | None
-    gone: int = 0  # entries skipped: their record was no longer there
+    # entries whose record was no longer there, not known deleted: index key -> the offset
+    # the index named (the caller reads the page again)
+    gone: Mapping[bytes, int] = field(default_factory=dict)
 
 
-def _table_rows(partition: Partition, after: bytes | None, limit: int, max_bytes: int) -> TablePage:
-    """Rule 8's page from the index as it is (on a thread): each entry's record read below
-    the high watermark, a batch read once for all the entries it holds. An entry whose
-    record is gone (the cleaner took it for a newer one after the index caught up) is
-    skipped and counted (`gone`): the caller reads the page again after another catch-up,
-    and a key whose record went twice is deleted, as `latest_of_key` decides."""
-    high_watermark = partition.high_watermark()
+TABLE_READ_FACTOR = 8  # a page reads at most this many times max_bytes of batches
+
+
+def _table_rows(
+    partition: Partition,
+    after: bytes | None,
+    limit: int,
+    max_bytes: int,
+    suspect: Mapping[bytes, int] | None,
+) -> TablePage:
+    """Rule 8's page from the index as it is (on a thread), its entries taken in index order
+    and each one's batch read when its entry is reached (the last batch kept for the next
+    entries), until `limit` rows, `max_bytes` of keys, values and headers, or
+    TABLE_READ_FACTOR times that of batches read (one row at least). An entry whose record
+    is gone (the cleaner took it for a newer one after the index caught up) is skipped and
+    named in `gone`, for the caller to read the page again after another catch-up
+    (`suspect`: what the last reading found gone), unless it is known deleted: gone at the
+    same offset twice, or below the log start, as `latest_of_key` decides."""
     entries = partition.log.index_page(after, limit)
+    high_watermark = partition.high_watermark()  # after the index: it is never above this
+    log_start = partition.log.log_start_offset
     if any(offset >= high_watermark for _, offset in entries):
         _not_available(partition, f"its high watermark {high_watermark} is behind its index")
-    records: dict[int, batch_format.ConsumedRecord] = {}
-    for offset in sorted(offset for _, offset in entries):
-        if offset in records:
-            continue
-        try:
-            data = partition.log.read(offset, 1, max_offset=high_watermark)
-        except KraftliteError as exc:
-            if exc.code is not ErrorCode.OFFSET_OUT_OF_RANGE:
-                raise
-            continue
-        for batch in batch_format.decode_stream(data):
-            records.update((r.offset, r) for r in batch.records())
     rows: list[tuple[bytes, batch_format.ConsumedRecord]] = []
-    size, last, gone = 0, after, 0
+    gone: dict[bytes, int] = {}
+    held: dict[int, batch_format.ConsumedRecord] = {}  # the last batch read
+    size = read = 0
+    last = after
     for index_key, offset in entries:
-        record = records.get(offset)
-        if record is None or record.value is None:
-            gone += 1
+        if rows and (size > max_bytes or read > TABLE_READ_FACTOR * max_bytes):
+            return TablePage(tuple(rows), last, gone)
+        if offset not in held:
+            held, data_size = _batch_at(partition, offset, high_watermark)
+            read += data_size
+        record = held.get(offset)
+        if (
+            record is None
+            or record.value is None
+            or key_index.index_key(record.key or b"") != index_key
+        ):
+            deleted = suspect is not None and (
+                suspect.get(index_key) == offset or offset < log_start
+            )
+            if not deleted:
+                gone[index_key] = offset
             last = index_key
             continue
         size += len(record.key or b"") + len(record.value)
-        if rows and size > max_bytes:
-            return TablePage(tuple(rows), last, gone)
+        size += sum(len(name) + len(value or b"") for name, value in record.headers)
         rows.append((index_key, record))
         last = index_key
     return TablePage(tuple(rows), last if len(entries) >= limit else None, gone)
+
+
+def _batch_at(
+    partition: Partition, offset: int, high_watermark: int
+) -> tuple[dict[int, batch_format.ConsumedRecord], int]:
+    """The records of the batch holding `offset` below the high watermark (none when it is
+    gone), and the bytes read."""
+    try:
+        data = partition.log.read(offset, 1, max_offset=high_watermark)
+    except KraftliteError as exc:
+        if exc.code is not ErrorCode.OFFSET_OUT_OF_RANGE:
+            raise
+        return {}, 0
+    for batch in batch_format.decode_stream(data):
+        if batch.header.base_offset <= offset < batch.header.next_offset:
+            return {r.offset: r for r in batch.records()}, len(data)
+        break
+    return {}, len(data)
 
 
 def _not_available(partition: Partition, why: str) -> NoReturn:

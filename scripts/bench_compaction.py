@@ -14,23 +14,31 @@ on a fresh copy (medians printed):
              partition holding `--commits` commit records (commits of 10 partitions each, by
              1,000 groups): before, the whole history, as an offsets topic without compaction
              kept it; after, what one pass of the cleaner leaves (live offsets only)
-The HTTP round trip of `GET /v1/topics/{t}/keys/{key}` and the Redis GET comparison are not
-part of this script yet. The last line is one JSON object of the medians.
+With `--http` (needs the bench extra, `pip install -e '.[bench]'`, and Debian's
+redis-server) it also starts a local cluster (`kraftlite dev`, 3 controllers and 3 brokers),
+writes `--keys` keys of 100 B values to a compacted topic (RF 3) and, on one keep-alive
+connection each, times:
+  http get   `GET /v1/topics/{t}/keys/{key}` of random keys, p50/p99 in microseconds
+  redis get  GET of the same keys and values from a local non-persistent redis-server
+The last line is one JSON object of the medians.
 
 Run: python scripts/bench_compaction.py [--runs 3] [--records 200000] [--keys 10000]
-     [--commits 1000000]
+     [--commits 1000000] [--http]
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import random
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -86,6 +94,74 @@ def timed_replay(log: PartitionLog) -> tuple[float, int]:
     return time.perf_counter() - started, records
 
 
+def http_and_redis_gets(root: Path, keys: int, count: int, rng: random.Random) -> dict[str, float]:
+    """The `--http` figures: key reads from a local cluster and GETs from redis-server."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import bench  # noqa: PLC0415 - scripts/bench.py: its cluster start
+    import peers  # noqa: PLC0415 - scripts/peers.py: its redis-server
+    import redis  # noqa: PLC0415 - the bench extra
+
+    values = {b"key-%d" % k: rng.randbytes(50).hex().encode() for k in range(keys)}
+    process, url = bench.start_cluster(root / "cluster")
+    try:
+        status, answer = bench.call(
+            "POST",
+            url + "/v1/topics",
+            {"name": "table", "partitions": 1, "replication_factor": 3,
+             "configs": {"cleanup.policy": "compact"}},
+        )  # fmt: skip
+        assert status == 201, answer
+        items = list(values.items())
+        for start in range(0, len(items), 500):
+            records = [
+                {"key": k.decode(), "value": v.decode()} for k, v in items[start : start + 500]
+            ]
+            for _ in range(50):
+                status, answer = bench.call(
+                    "POST", url + "/v1/topics/table/records", {"records": records}
+                )
+                if status == 200:
+                    break
+                time.sleep(0.2)
+            assert status == 200, answer
+        host, port = url.removeprefix("http://").split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=30)
+        names = [rng.choice(items)[0].decode() for _ in range(count)]
+
+        def get(name: str) -> Any:
+            connection.request("GET", f"/v1/topics/table/keys/{name}")
+            response = connection.getresponse()
+            body = response.read()
+            return response.status, body
+
+        for _ in range(300):  # until the leader's index has caught up
+            if get(names[0])[0] == 200:
+                break
+            time.sleep(0.1)
+        took = []
+        for name in names:
+            started = time.perf_counter()
+            status, body = get(name)
+            took.append((time.perf_counter() - started) * 1e6)
+            assert status == 200, body
+    finally:
+        process.terminate()
+        process.wait(60)
+    with peers.RedisServer(root / "redis") as server, redis.Redis(port=server.port) as client:
+        client.mset(values)
+        redis_took = []
+        for name in names:
+            started = time.perf_counter()
+            assert client.get(name) is not None
+            redis_took.append((time.perf_counter() - started) * 1e6)
+    return {
+        "http_p50": percentile(took, 0.5),
+        "http_p99": percentile(took, 0.99),
+        "redis_p50": percentile(redis_took, 0.5),
+        "redis_p99": percentile(redis_took, 0.99),
+    }
+
+
 def timed_read(log: PartitionLog) -> float:
     started = time.perf_counter()
     offset = log.log_start_offset
@@ -135,6 +211,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--commits", type=int, default=1_000_000)
+    parser.add_argument("--http", action="store_true", help="HTTP key reads against Redis GET")
     args = parser.parse_args()
     rng = random.Random(26)
     root = Path(tempfile.mkdtemp(prefix="bench-compaction-"))
@@ -182,6 +259,12 @@ def main() -> None:
             results["records_after"].append(records)
             storage.close()
             shutil.rmtree(path)
+        if args.http:
+            for run in range(args.runs):
+                for name, value in http_and_redis_gets(
+                    root / f"http-{run}", args.keys, 2000, rng
+                ).items():
+                    results.setdefault(name, []).append(value)
         medians = {name: round(statistics.median(v), 3) for name, v in results.items()}
         print(f"log: {args.records} records of 100 B over {args.keys} keys, {size / 1e6:.1f} MB")
         print(f"baseline read+decode  {medians['read']:8.1f} MB/s")
@@ -198,6 +281,13 @@ def main() -> None:
             f"({medians['records_before']:.0f} records), after "
             f"{medians['load_after_s']:.3f} s ({medians['records_after']:.0f} records)"
         )
+        if args.http:
+            print(
+                f"http key read         p50 {medians['http_p50']:.0f} us, p99 "
+                f"{medians['http_p99']:.0f} us (baseline redis GET: p50 "
+                f"{medians['redis_p50']:.0f} us, p99 {medians['redis_p99']:.0f} us; "
+                f"p50 {medians['http_p50'] / medians['redis_p50']:.1f}x)"
+            )
         print(json.dumps({"bench": "compaction", "runs": args.runs, **medians}))
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -51,6 +51,7 @@ from kraftlite.broker.partition import Acks
 from kraftlite.config import ListenerLimits
 from kraftlite.console import add_console
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
+from kraftlite.metadata.topics import is_compacted
 from kraftlite.metadata.views import topic_view
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import framing, json_records, names, urls
@@ -624,6 +625,7 @@ async def latest_of_key(request: web.Request) -> web.StreamResponse:
 
 MAX_TABLE_ROWS = 1000  # rows of one table page (`limit`)
 MAX_TABLE_PARTITIONS = 256  # partitions one page of a topic's table asks (more: by partition)
+TABLE_FAN_OUT = 16  # partition pages of one topic page asked at once
 
 
 def _table_bounds(request: web.Request) -> tuple[bytes | None, int, int, str]:
@@ -678,26 +680,60 @@ async def topic_table(request: web.Request) -> web.StreamResponse:
     partitions is a row of each). Each partition's page is asked of its leader (relayed
     there, as this caller: the leader authorizes it); the page is the first `limit` rows
     of their union and every row after them with the same key, so that the cursor (the
-    last row's key) loses none; `max_bytes` bounds it as each partition's."""
+    last row's key) loses none. `max_bytes` is shared: each partition's page gets its
+    share (one row at least), so a page reads and holds about `max_bytes` in all; at most
+    TABLE_FAN_OUT partition pages are asked at once, and the merge runs on a thread."""
     service = request.app[SERVICE]
     topic = request.match_info["topic"]
     brokers_only(request, topic)
     after, limit, max_bytes, encoding = _table_bounds(request)
-    count = len(service.broker.replicas.topic(topic).partitions)
+    described = service.broker.replicas.topic(topic)
+    if not is_compacted(described.configs):  # before asking any leader
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, f"{topic} is not compacted: it has no table"
+        )
+    count = len(described.partitions)
     if count > MAX_TABLE_PARTITIONS:
         raise KraftliteError(
             ErrorCode.INVALID_REQUEST,
             f"{topic} has {count} partitions: read its table by partition "
             f"(/partitions/{{partition}}/table) above {MAX_TABLE_PARTITIONS}",
         )
-    pages = await asyncio.gather(
-        *(_partition_page(request, topic, i, after, limit, max_bytes) for i in range(count))
-    )
+    share = max(1, max_bytes // count)
+    asking = asyncio.Semaphore(TABLE_FAN_OUT)
+
+    async def page_of(index: int) -> _PartitionPage:
+        async with asking:
+            return await _partition_page(request, topic, index, after, limit, share)
+
+    try:
+        async with asyncio.TaskGroup() as pages_group:  # one failed: the others cancelled
+            tasks = [pages_group.create_task(page_of(i)) for i in range(count)]
+    except ExceptionGroup as failed:  # the first partition's error is the answer
+        raise failed.exceptions[0] from None
+    pages = [task.result() for task in tasks]
+    shown, next_after = await asyncio.to_thread(_merge_pages, pages, limit, max_bytes, encoding)
+    return _table_answer(shown, next_after)
+
+
+# One partition's page: its rows (index key, record; or the JSON a leader relayed, decoded on
+# the merge's thread) and the index key it ended at (None: the partition has no more)
+_PartitionPage = tuple[list[tuple[bytes, batch_format.ConsumedRecord]] | web.Response, bytes | None]
+
+
+def _merge_pages(
+    pages: list[_PartitionPage], limit: int, max_bytes: int, encoding: str
+) -> tuple[list[tuple[bytes, int, dict[str, Any]]], bytes | None]:
+    """`topic_table`'s merge (on a thread): the rows to show and the cursor after them."""
+    read = [
+        (_relayed_page(rows) if isinstance(rows, web.Response) else (rows, end))
+        for rows, end in pages
+    ]
     # every row of a partition up to its page's end is known; past the lowest end, not all
-    known_to = min((end for _, end in pages if end is not None), default=None)
+    known_to = min((end for _, end in read if end is not None), default=None)
     merged = sorted(
         (key, index, record)
-        for index, (rows, _) in enumerate(pages)
+        for index, (rows, _) in enumerate(read)
         for key, record in rows
         if known_to is None or key <= known_to
     )
@@ -708,10 +744,11 @@ async def topic_table(request: web.Request) -> web.StreamResponse:
             break
         shown.append((key, index, json_records.record_to_json(record, encoding)))
         size += len(record.key or b"") + len(record.value or b"")
+        size += sum(len(name) + len(value or b"") for name, value in record.headers)
     if not shown:  # only keys whose records went: go on past them
-        return _table_answer(shown, known_to)
+        return shown, known_to
     more = len(shown) < len(merged) or known_to is not None
-    return _table_answer(shown, shown[-1][0] if more else None)
+    return shown, shown[-1][0] if more else None
 
 
 async def _partition_page(  # noqa: PLR0917 - the page's bounds
@@ -721,9 +758,10 @@ async def _partition_page(  # noqa: PLR0917 - the page's bounds
     after: bytes | None,
     limit: int,
     max_bytes: int,
-) -> tuple[list[tuple[bytes, batch_format.ConsumedRecord]], bytes | None]:
-    """One partition's page for `topic_table`: this broker's own, or its leader's (relayed
-    as the caller, in base64 so every key and value comes back as it is stored)."""
+) -> _PartitionPage:
+    """One partition's page for `topic_table`: this broker's own, or its leader's answer
+    (relayed as the caller, in base64 so every key and value comes back as it is stored;
+    read by `_merge_pages`)."""
     service = request.app[SERVICE]
     try:
         page = await service.table_page(topic, index, after, limit, max_bytes)
@@ -742,7 +780,7 @@ async def _partition_page(  # noqa: PLR0917 - the page's bounds
             path_qs=f"{path}?{urlencode(query)}",
             obey_no_forward=False,
         )
-        return _relayed_page(answer)
+        return answer, None
     return list(page.rows), page.next_after
 
 

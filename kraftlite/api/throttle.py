@@ -7,6 +7,7 @@ not counted again where it lands."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
@@ -25,11 +26,12 @@ def _records_route(request: web.Request) -> bool:
     return request.path.endswith("/records") and request.path.startswith("/v1/topics/")
 
 
+_KEY_ROUTE = re.compile(r"^/v1/topics/[^/]+/(keys/[^/]+|table|partitions/[^/]+/table)$")
+
+
 def _key_route(request: web.Request) -> bool:
     """A compacted topic's key read or table page: consumed bytes, as a fetch's."""
-    return request.path.startswith("/v1/topics/") and (
-        "/keys/" in request.path or request.path.endswith("/table")
-    )
+    return _KEY_ROUTE.match(request.path) is not None
 
 
 @web.middleware

@@ -52,7 +52,7 @@ class CleanerState:
     def passed(self, result: CleanResult, now_ms: int) -> None:
         self.last_pass_ms = now_ms
         self.passes += 1
-        self.freed_bytes += result.freed_bytes
+        self.freed_bytes += max(0, result.freed_bytes)
 
 
 @dataclass

@@ -118,6 +118,8 @@ def topics_table(
         while limit is None or shown < limit:
             page = 1000 if limit is None else min(1000, limit - shown)
             rows, after = admin.table_page(name, after=after, limit=page, partition=partition)
+            if limit is not None:  # a key in several partitions may make a page longer
+                rows = rows[: limit - shown]
             for row in rows:
                 key = row["key"].decode("utf-8", "backslashreplace")
                 value = row["value"].decode("utf-8", "backslashreplace")

@@ -213,7 +213,7 @@ class Shard:
         group = self.groups.get(name)
         if group is not None and not group.members:
             del self.groups[name]
-            self.last_member_ms[name] = now_ms
+            self._emptied(name, now_ms)
 
     def idle_ms(self, name: str, now_ms: int) -> int:
         """Rule 8: how long the group has had no members, as far as this coordinator knows
@@ -221,9 +221,15 @@ class Shard:
         group = self.groups.get(name)
         if (group is not None and group.members) or name in self.classic:
             # (a classic group's object stays until the sweep after its last member went)
-            self.last_member_ms[name] = now_ms
+            self._emptied(name, now_ms)
             return 0
         return now_ms - self.last_member_ms.get(name, self.loaded_ms)
+
+    def _emptied(self, name: str, now_ms: int) -> None:
+        """Rule 8: the group's last member went now; kept for a group with offsets only
+        (one that commits later is kept by its commit's own time)."""
+        if self.offsets.get(name):
+            self.last_member_ms[name] = now_ms
 
     def forget_idle(self, now_ms: int, retention_ms: int) -> None:
         """Rule 8: entries of groups idle past the retention say no more than their
@@ -248,13 +254,13 @@ class Shard:
             group.expire(now_ms)
             if not group.members:
                 del self.groups[name]
-                self.last_member_ms[name] = now_ms
+                self._emptied(name, now_ms)
         for name, classic in list(self.classic.items()):
             classic.expire()
             if not classic.members:  # its offsets, if any, stay in `offsets`
                 classic.close()
                 del self.classic[name]
-                self.last_member_ms[name] = now_ms
+                self._emptied(name, now_ms)
 
     def close(self) -> None:
         """This broker stopped coordinating the partition: answer every waiting member."""
@@ -1227,21 +1233,33 @@ class GroupCoordinator:
                     batch_format.Record(value=None, key=offset_key(group, t, p), timestamp=stamp)
                     for t, p in chunk
                 ]
-                await self._append(partition, tombstones, stamp, "the expiry", "expire fewer")
+                try:
+                    await self._append(partition, tombstones, stamp, "the expiry", "expire fewer")
+                except KraftliteError as exc:
+                    if exc.code is not ErrorCode.NOT_COORDINATOR and (
+                        self._shards.get(partition.index) is shard
+                    ):  # appended or not, unknown: the view forgets them as meant (a move
+                        self._forget(shard, group, chunk)  # replays what the log says)
+                    raise
                 if self._shards.get(partition.index) is not shard:
                     break  # moved: the next coordinator replays the tombstones
-                remaining = shard.offsets.get(group, {})
-                for tp in chunk:
-                    remaining.pop(tp, None)
+                self._forget(shard, group, chunk)
                 dropped += len(chunk)
-                if not remaining:
-                    shard.offsets.pop(group, None)
-                    shard.last_member_ms.pop(group, None)
         finally:
             self._expiring.discard(group)
             if dropped:
                 log.info("group_offsets_expired", group=group, partitions=dropped)
         return dropped
+
+    @staticmethod
+    def _forget(shard: Shard, group: str, partitions: Sequence[TopicPartition]) -> None:
+        """Rule 8: expired offsets out of the view (the group with its last one)."""
+        remaining = shard.offsets.get(group, {})
+        for tp in partitions:
+            remaining.pop(tp, None)
+        if not remaining:
+            shard.offsets.pop(group, None)
+            shard.last_member_ms.pop(group, None)
 
     def _check_not_expiring(self, group: str) -> None:
         """Rule 8: a group whose offsets are being expired takes no member until they are

@@ -16,7 +16,9 @@ Rules:
    tombstone (null value); records without a key are no rows. One Spark partition per topic
    partition (a key's records are all in it), its keys folded as the range is read, so a
    task holds about twice the partition's live keys (`latest_of_each_key`). On a compacted
-   topic this is what the cleaner converges to, read consistently at the planned end.
+   topic a key written again after the plan may have had its record in the range cleaned
+   away before the task read it: that key is then missing from the result (read without an
+   `endingOffsets`, a batch ends at the latest offset, which leaves the window small).
 
 Options (options.py checks them; docs/spark.md has the table): the brokers
 (`kafka.bootstrap.servers` or `kraftlite.bootstrap`) and credentials; one of `subscribe`,
@@ -391,23 +393,31 @@ def read_range(part: OffsetRange) -> Iterator[pa.RecordBatch]:
 
 
 def latest_of_each_key(
-    batches: Iterable[pa.RecordBatch], schema: pa.Schema, fold_rows: int = 100_000
+    batches: Iterable[pa.RecordBatch],
+    schema: pa.Schema,
+    fold_rows: int = 100_000,
+    fold_bytes: int = 256 << 20,
 ) -> Iterator[pa.RecordBatch]:
     """Rule 5: the latest record of each key among `batches` (in offset order), in offset
-    order, its tombstones and keyless records dropped. Folded whenever the rows held pass
-    `fold_rows` or twice what the last fold kept, so memory follows the live keys."""
+    order (filters keep the order: nothing is sorted, so no column is concatenated past
+    Arrow's 2 GiB), its tombstones and keyless records dropped. Folded whenever the rows
+    held pass `fold_rows`, or their bytes `fold_bytes`, or twice what the last fold kept,
+    so memory follows the live keys."""
     held: list[pa.RecordBatch] = []
-    rows, threshold = 0, fold_rows
+    rows = size = 0
+    row_threshold, byte_threshold = fold_rows, fold_bytes
     for batch in batches:
         held.append(batch)
         rows += batch.num_rows
-        if rows >= threshold:
+        size += batch.nbytes
+        if rows >= row_threshold or size >= byte_threshold:
             folded = _fold(pa.Table.from_batches(held, schema))
-            held, rows = folded.to_batches(), folded.num_rows
-            threshold = max(fold_rows, 2 * rows)
+            held = folded.to_batches()
+            rows, size = folded.num_rows, folded.nbytes
+            row_threshold = max(fold_rows, 2 * rows)
+            byte_threshold = max(fold_bytes, 2 * size)
     table = _fold(pa.Table.from_batches(held, schema))
-    table = table.filter(pc.is_valid(table["value"])).sort_by("offset")
-    yield from table.to_batches()
+    yield from table.filter(pc.is_valid(table["value"])).to_batches()
 
 
 def _fold(table: pa.Table) -> pa.Table:

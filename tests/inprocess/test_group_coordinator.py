@@ -539,3 +539,25 @@ async def test_a_load_for_a_leadership_lost_meanwhile_is_dropped(
             break
     else:
         pytest.fail("the new leadership's load did not finish")
+
+
+async def test_an_expiry_whose_tombstones_may_be_written_forgets_the_offsets(
+    expiring: InProcessBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rule 8: tombstones appended but not acknowledged in time may still commit; the view
+    forgets the offsets as the expiry meant (a member never reads what the log deletes)."""
+    node, coordinator = expiring, expiring.coordinator
+    await write(node, "orders", 0, 5)
+    await coordinator.commit("g", None, None, [(("orders", 0), CommittedOffset(1, ""))])
+    advance(node, RETENTION_MS)
+    real_append = coordinator._append
+
+    async def timed_out(partition: Any, records: Any, now: int, what: str, instead: str) -> None:
+        await real_append(partition, records, now, what, instead)
+        if what == "the expiry":
+            raise KraftliteError(ErrorCode.REQUEST_TIMED_OUT, "no acknowledgement in time")
+
+    monkeypatch.setattr(coordinator, "_append", timed_out)
+    assert await coordinator.expire_offsets() == 0  # not acknowledged: not counted
+    assert coordinator.committed("g") == {}
+    assert tombstoned(node, "g") == [("orders", 0)]

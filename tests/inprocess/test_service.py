@@ -281,3 +281,62 @@ async def test_a_compacted_partitions_table_pages_by_cursor_within_its_bounds(
     assert rows(small) == rows(whole)[:1] and small.next_after == index_key(b"a")
     error = await refused(service.table_page("orders", 0, None, 10, 1 << 20))
     assert error.code is ErrorCode.INVALID_REQUEST
+
+
+async def test_a_table_page_reads_what_its_bounds_allow_and_steps_over_cleaned_records(
+    node: InProcessBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Service rule 8: a page reads a batch only when its entry is reached and stops at
+    max_bytes (one row at least); an entry whose record the cleaner took after the index
+    caught up is read again after another catch-up (the key's newer record), and one gone
+    twice at the same offset is deleted (a tombstone the cleaner took before the index saw
+    it)."""
+    from kraftlite import service as service_module  # noqa: PLC0415
+    from kraftlite.broker import cleaner  # noqa: PLC0415
+    from kraftlite.storage.compaction import CleanPolicy  # noqa: PLC0415
+
+    node.create_topic("big", configs={"cleanup.policy": "compact"})
+    service = node.service
+    now = node.clock.now_ms()
+
+    async def put(topic: str, key: bytes, value: bytes | None) -> None:
+        record = fmt.encode_batch([value], keys=[key], timestamps=[now])
+        await service.produce(topic, 0, record, Acks.ALL, 1.0, principal=ALICE)
+
+    for k in range(20):
+        await put("big", b"k%02d" % k, b"v" * 10_000)
+    reads: list[int] = []
+    real_batch_at = service_module._batch_at
+
+    def counted(partition: Any, offset: int, high_watermark: int) -> Any:
+        reads.append(offset)
+        return real_batch_at(partition, offset, high_watermark)
+
+    monkeypatch.setattr(service_module, "_batch_at", counted)
+    page = await service.table_page("big", 0, None, 20, 1)
+    assert [r.key for _, r in page.rows] == [b"k00"] and len(reads) == 1
+    reads.clear()
+    page = await service.table_page("big", 0, None, 20, 25_000)
+    assert [r.key for _, r in page.rows] == [b"k00", b"k01", b"k02"] and len(reads) == 3
+
+    node.create_topic("moving", configs={"cleanup.policy": "compact"})
+    await put("moving", b"a", b"1")
+    await put("moving", b"b", b"1")
+    await put("moving", b"gone", b"1")
+    await service.table_page("moving", 0, None, 10, 1 << 20)  # the index caught up: 3 keys
+    await put("moving", b"a", b"2")  # a newer "a", and "gone" deleted
+    await put("moving", b"gone", None)
+    await put("moving", b"tail", b"1")  # the newest batch, which the cleaner leaves alone
+    log = node.partition("moving").log
+    cleaner.clean(log, now + 1, CleanPolicy(delete_retention_ms=0), force=True)
+    assert log.indexed_offset == 3  # the index still names a@0 and gone@2, both cleaned,
+    # and the tombstone went too: the index will never see it
+    assert next(fmt.decode_stream(log.read(2, 1))).header.base_offset == 3
+    assert next(fmt.decode_stream(log.read(4, 1))).header.base_offset == 5
+    reads.clear()
+    page = await service.table_page("moving", 0, None, 10, 1 << 20)
+    assert [(r.key, r.value, r.offset) for _, r in page.rows] == [
+        (b"a", b"2", 3),
+        (b"b", b"1", 1),
+        (b"tail", b"1", 5),
+    ]
