@@ -69,7 +69,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -1055,15 +1063,19 @@ class GroupCoordinator:
                 return None
             raise
 
-    def coordinated_offsets(self) -> dict[str, dict[TopicPartition, CommittedOffset]]:
-        """The committed offsets of every group this broker coordinates now."""
-        result: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+    def _led_shards(self) -> Iterator[Shard | None]:
+        """The shard of each offsets partition this broker leads, None while it loads."""
         for index in range(self.settings.offsets_partitions):
             try:
                 partition = self.broker.replicas.leader_partition(OFFSETS_TOPIC, index)
             except KraftliteError:
                 continue
-            shard = self._loaded_shard(partition)
+            yield self._loaded_shard(partition)
+
+    def coordinated_offsets(self) -> dict[str, dict[TopicPartition, CommittedOffset]]:
+        """The committed offsets of every group this broker coordinates now."""
+        result: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        for shard in self._led_shards():
             for name, offsets in shard.offsets.items() if shard else ():
                 if offsets:
                     result[name] = dict(offsets)
@@ -1080,12 +1092,7 @@ class GroupCoordinator:
         edge's ListGroups then answers COORDINATOR_LOAD_IN_PROGRESS, as Kafka's)."""
         result: list[GroupListing] = []
         loading = False
-        for index in range(self.settings.offsets_partitions):
-            try:
-                partition = self.broker.replicas.leader_partition(OFFSETS_TOPIC, index)
-            except KraftliteError:
-                continue
-            shard = self._loaded_shard(partition)
+        for shard in self._led_shards():
             if shard is None:  # loading (rule 3): listed once loaded
                 loading = True
                 continue
@@ -1178,12 +1185,7 @@ class GroupCoordinator:
         """Rule 8: one expiry round over the groups this broker coordinates; the offsets
         expired."""
         count = 0
-        for index in range(self.settings.offsets_partitions):
-            try:
-                partition = self.broker.replicas.leader_partition(OFFSETS_TOPIC, index)
-            except KraftliteError:
-                continue
-            shard = self._loaded_shard(partition)
+        for shard in list(self._led_shards()):
             if shard is None:  # loading: the next round
                 continue
             now = self._now()
