@@ -819,8 +819,8 @@ def _table_rows(
     size = read = 0
     last = after
     for index_key, offset in entries:
-        if rows and (size > max_bytes or read > TABLE_READ_FACTOR * max_bytes):
-            return TablePage(tuple(rows), last, gone)
+        if last != after and (size > max_bytes or read > TABLE_READ_FACTOR * max_bytes):
+            return TablePage(tuple(rows), last, gone)  # (one entry looked at, at least)
         if offset not in held:
             held, data_size = _batch_at(partition, offset, high_watermark)
             read += data_size
