@@ -336,6 +336,26 @@ SCHEMAS: Final[Json] = {
                         "size_bytes": _long("bytes of its partitions' leaders' logs"),
                         "partitions": _map(_long(), "bytes of each partition's leader's log"),
                         "rates": {"anyOf": [_ref("Rates"), {"type": "null"}]},
+                        "compaction": _map(
+                            _object(
+                                {
+                                    "dirty_ratio": {
+                                        "type": "number",
+                                        "minimum": 0,
+                                        "maximum": 1,
+                                        "description": "dirty bytes over the cleanable range's",
+                                    },
+                                    "lag_ms": _long("how long the oldest dirty record waited"),
+                                    "since_pass_ms": _long(
+                                        "time since the last pass (null: none yet)",
+                                        nullable=True,
+                                    ),
+                                },
+                                required=["dirty_ratio", "lag_ms", "since_pass_ms"],
+                            ),
+                            "a compacted topic's cleaner, by partition, as its leader last "
+                            "saw it (empty for other topics)",
+                        ),
                     },
                     required=["size_bytes", "partitions", "rates"],
                 ),

@@ -1,6 +1,7 @@
 """Figures only brokers know, for the console (`GET /v1/cluster/stats`): each broker's
 leaders, replicas, bytes on disk and produce/fetch rates, and per topic (only the topics
-asked for) its size, each partition's size and its rates.
+asked for) its size, each partition's size and its rates, and a compacted topic's cleaner
+figures per partition (from its leader).
 
 Rules:
 1. Each broker answers for itself (`local_stats`, served at `/v1/internal/stats` to nodes);
@@ -32,6 +33,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import aiohttp
+import msgspec
 import structlog
 from prometheus_client import Counter
 
@@ -43,6 +45,7 @@ from kraftlite.protocol.internal import (
     RATE_NAMES,
     BrokerStatsRequest,
     BrokerStatsResponse,
+    CompactionStats,
     MessageError,
     StatsRates,
     TopicStats,
@@ -50,6 +53,7 @@ from kraftlite.protocol.internal import (
 
 if TYPE_CHECKING:
     from kraftlite.broker.broker import Broker
+    from kraftlite.broker.cleaner import CleanerState
 
 log = structlog.get_logger(__name__)
 TIMEOUT_S = 2.0
@@ -115,13 +119,15 @@ async def local_stats(
         image = replicas.image.topic(name)
         if image is None:
             continue
-        sizes = {}
+        sizes, compaction = {}, {}
         async for indexes in paced(list(image.partitions)):
             for index in indexes:
                 led = replicas.partitions.get((image.topic_id, index))
                 if led is not None and led.serving_as_leader:
                     sizes[index] = led.log.size_bytes
-        per_topic[name] = TopicStats(sizes, by_topic.get(name, idle))
+                    if led.compacted:
+                        compaction[index] = _compaction(led.cleaner, now_ms)
+        per_topic[name] = TopicStats(sizes, by_topic.get(name, idle), compaction)
     return BrokerStatsResponse(
         broker.broker_id,
         leaders,
@@ -130,6 +136,16 @@ async def local_stats(
         total,
         None if rates is None else rates.span_ms,
         per_topic,
+    )
+
+
+def _compaction(seen: CleanerState, now_ms: int) -> CompactionStats:
+    """A led compacted partition's cleaner figures (as its metrics show them)."""
+    dirtiness = seen.dirtiness
+    return CompactionStats(
+        0.0 if dirtiness is None else min(1.0, max(0.0, dirtiness.ratio)),
+        0 if dirtiness is None else dirtiness.lag_ms(now_ms),
+        None if seen.last_pass_ms is None else max(0, now_ms - seen.last_pass_ms),
     )
 
 
@@ -178,7 +194,8 @@ async def _fan_out(
     brokers: list[dict[str, Any]] = []
     totals: dict[str, float] | None = None
     per_topic: dict[str, dict[str, Any]] = {
-        name: {"size_bytes": 0, "partitions": {}, "rates": None} for name in topics
+        name: {"size_bytes": 0, "partitions": {}, "rates": None, "compaction": {}}
+        for name in topics
     }
     for broker_id in sorted(image.brokers):
         answer = answers.get(broker_id)
@@ -205,6 +222,8 @@ async def _fan_out(
                     into["partitions"][str(index)] = size
                     into["size_bytes"] += size
             into["rates"] = _add_rates(into["rates"], topic.rates)
+            for index, cleaner in topic.compaction.items():
+                into["compaction"][str(index)] = msgspec.structs.asdict(cleaner)
     return {
         **partition_health(image),
         "rates": totals,

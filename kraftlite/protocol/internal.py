@@ -478,13 +478,25 @@ class StatsRates(msgspec.Struct, frozen=True):
         return {name: getattr(self, name) for name in RATE_NAMES}
 
 
+class CompactionStats(msgspec.Struct, frozen=True):
+    """What the log cleaner last saw of a compacted partition a broker leads (its metrics,
+    broker/metrics.py): the dirty share of the cleanable range, how long its oldest dirty
+    record has waited, and the time since the cleaner's last pass (None: none yet)."""
+
+    dirty_ratio: Annotated[float, Meta(ge=0.0, le=1.0)]
+    lag_ms: NonNegative
+    since_pass_ms: NonNegative | None = None
+
+
 class TopicStats(msgspec.Struct, frozen=True):
     """A topic's figures on one broker (keyed by its name in BrokerStatsResponse): the size
     of each partition it leads, by index (a JSON object's keys: canonical decimals), in the
-    order it lists them, and the topic's rates there (None while it has none yet)."""
+    order it lists them, the topic's rates there (None while it has none yet), and, for a
+    compacted topic, its led partitions' cleaner figures (an older broker sends none)."""
 
     partitions: Annotated[dict[Int32, NonNegative], Meta(max_length=MAX_ITEMS)] = {}
     rates: StatsRates | None = None
+    compaction: Annotated[dict[Int32, CompactionStats], Meta(max_length=MAX_ITEMS)] = {}
 
 
 class BrokerStatsResponse(Message, frozen=True):
@@ -502,7 +514,7 @@ class BrokerStatsResponse(Message, frozen=True):
     topics: Annotated[dict[TopicName, TopicStats], Meta(max_length=MAX_STATS_TOPICS)] = {}
 
     def __post_init__(self) -> None:
-        if sum(len(t.partitions) for t in self.topics.values()) > MAX_ITEMS:
+        if sum(len(t.partitions) + len(t.compaction) for t in self.topics.values()) > MAX_ITEMS:
             raise ValueError(f"at most {MAX_ITEMS} partitions in all")
 
 

@@ -93,6 +93,30 @@ def test_topic_page_shows_the_partition_table(cluster: Cluster, watched: Watched
     assert page.locator("svg.spark").count() == 2
 
 
+def test_a_compacted_topics_page_shows_its_cleaner(cluster: Cluster, watched: Watched) -> None:
+    """Issue 26: the cleanup policy, and each partition's compaction state from its
+    leader's cleaner (the dirty share, and when it last cleaned)."""
+    body = {"name": "profiles", "partitions": 2, "configs": {"cleanup.policy": "compact"}}
+    status, answer = http_retry("POST", cluster.urls[1] + "/v1/topics", body)
+    assert status == 201, answer
+    records = [{"key": f"user-{k % 3}", "value": str(k), "partition": k % 2} for k in range(6)]
+    status, answer = http(
+        "POST", cluster.urls[1] + "/v1/topics/profiles/records", {"records": records}
+    )
+    assert status == 200 and "errors" not in answer, answer
+    page = open_page(watched, cluster.urls[2], "#/topics/profiles")
+    page.locator('tr[data-partition="1"]').wait_for()
+    assert "compact" in page.locator("[data-stat=topic-cleanup]").inner_text()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('tr[data-partition] td.compaction')]"
+        ".every((cell) => cell.textContent.includes('% dirty'))"
+    )  # from each partition's leader, whichever broker it is
+    orders = open_page(watched, cluster.urls[3], "#/topics/orders")
+    orders.locator('tr[data-partition="2"]').wait_for()
+    assert orders.locator("td.compaction").count() == 0  # a delete topic has no such column
+    assert "delete" in orders.locator("[data-stat=topic-cleanup]").inner_text()
+
+
 def test_messages_show_records_and_never_run_their_html(cluster: Cluster, watched: Watched) -> None:
     page = open_page(watched, cluster.urls[2], "#/messages/orders/0")
     page.locator('tr[data-offset="1"]').wait_for()

@@ -444,8 +444,19 @@ def test_a_broker_answer_is_the_json_it_always_was() -> None:
         "disk_bytes": 30,
         "rates": None,
         "rate_window_ms": None,
-        "topics": {"t": {"partitions": {"0": 30}, "rates": None}},
+        "topics": {"t": {"partitions": {"0": 30}, "rates": None, "compaction": {}}},
     }
+    # an older broker's answer (no compaction figures) reads the same; bad figures do not
+    older = {**stats.to_json(), "topics": {"t": {"partitions": {"0": 30}, "rates": None}}}
+    assert m.BrokerStatsResponse.from_json(older) == stats
+    cleaning = {"0": {"dirty_ratio": 0.25, "lag_ms": 10, "since_pass_ms": None}}
+    read = m.BrokerStatsResponse.from_json(
+        {**older, "topics": {"t": {"partitions": {"0": 30}, "compaction": cleaning}}}
+    )
+    assert read.topics["t"].compaction == {0: m.CompactionStats(0.25, 10, None)}
+    for bad in ({"dirty_ratio": 1.5, "lag_ms": 0}, {"dirty_ratio": 0.5, "lag_ms": -1}):
+        with pytest.raises(m.MessageError):
+            m.BrokerStatsResponse.from_json({**older, "topics": {"t": {"compaction": {"0": bad}}}})
     listed = m.GroupListResponse.from_json({"v": 1, "groups": [dict(reversed(_GROUP.items()))]})
     assert orjson.dumps(listed.groups[0]) == orjson.dumps(_GROUP)  # the clients' key order
     # an AlterPartition result carries the committed state or an error, never both

@@ -74,6 +74,9 @@ export function mount(view, ctx, params) {
     }
     const figures = stats && stats.topics ? stats.topics[name] : null;
     const sizes = (figures && figures.partitions) || {};
+    const cleaning = (figures && figures.compaction) || {};
+    const policy = (topic.configs || {})["cleanup.policy"] ?? "delete";
+    const compacted = policy.split(",").map((p) => p.trim()).includes("compact");
     const rates = figures ? figures.rates : null;
     history.in.push(rates ? rates.produce_records : null);
     history.out.push(rates ? rates.fetch_records : null);
@@ -84,6 +87,7 @@ export function mount(view, ctx, params) {
       stat("under-replicated", fmtNum(topic.under_replicated), { bad: topic.under_replicated > 0, id: "topic-under" }),
       stat("offline", fmtNum(topic.offline), { bad: topic.offline > 0 }),
       stat("size", figures ? fmtBytes(figures.size_bytes) : "—", { id: "topic-size" }),
+      stat("cleanup policy", policy || "none", { id: "topic-cleanup" }),
     );
     replace(
       charts,
@@ -101,7 +105,7 @@ export function mount(view, ctx, params) {
     replace(
       partitionsBox,
       table(
-        ["partition", "leader", "replicas", "ISR", "log start", "high watermark", "size", ""],
+        ["partition", "leader", "replicas", "ISR", "log start", "high watermark", "size", ...(compacted ? ["compaction"] : []), ""],
         topic.partitions.map((p) => h(
           "tr",
           { class: p.leader < 0 ? "bad" : p.isr.length < p.replicas.length ? "under" : null, "data-partition": p.partition },
@@ -112,6 +116,7 @@ export function mount(view, ctx, params) {
           h("td", { class: "num" }, fmtNum(p.log_start_offset)),
           h("td", { class: "num" }, fmtNum(p.high_watermark)),
           h("td", { class: "num" }, sizes[String(p.partition)] === undefined ? "—" : fmtBytes(sizes[String(p.partition)])),
+          ...(compacted ? [h("td", { class: "compaction" }, compactionText(cleaning[String(p.partition)]))] : []),
           h("td", {}, h("a", { href: `#/messages/${part(name)}/${p.partition}` }, "messages")),
         )),
         { empty: state.onlyUnder ? "Every partition is fully replicated." : "No partitions." },
@@ -127,4 +132,21 @@ export function mount(view, ctx, params) {
   }
 
   return { refresh, interval: 5000 };
+}
+
+// A compacted partition's cleaner, as its leader last saw it: the dirty share of what it may
+// clean, how long the oldest dirty record has waited, and when it last cleaned.
+function compactionText(figures) {
+  if (!figures) return "—";
+  const dirty = `${Math.round(figures.dirty_ratio * 100)}% dirty`;
+  const waited = figures.lag_ms > 0 ? ` · oldest ${fmtDuration(figures.lag_ms)}` : "";
+  const last = figures.since_pass_ms === null ? "no pass yet" : `cleaned ${fmtDuration(figures.since_pass_ms)} ago`;
+  return `${dirty}${waited} · ${last}`;
+}
+
+function fmtDuration(ms) {
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 120_000) return `${Math.round(ms / 1000)} s`;
+  if (ms < 7_200_000) return `${Math.round(ms / 60_000)} min`;
+  return `${Math.round(ms / 3_600_000)} h`;
 }
