@@ -774,7 +774,7 @@ def _record_at(partition: Partition, offset: int) -> batch_format.ConsumedRecord
         raise
     for batch in batch_format.decode_stream(data):
         if batch.header.base_offset <= offset < batch.header.next_offset:
-            return next(r for r in batch.records() if r.offset == offset)
+            return batch.record_at(offset)
     return None
 
 
@@ -815,16 +815,16 @@ def _table_rows(
         _not_available(partition, f"its high watermark {high_watermark} is behind its index")
     rows: list[tuple[bytes, batch_format.ConsumedRecord]] = []
     gone: dict[bytes, int] = {}
-    held: dict[int, batch_format.ConsumedRecord] = {}  # the last batch read
+    held: batch_format.DecodedBatch | None = None  # the last batch read
     size = read = 0
     last = after
     for index_key, offset in entries:
         if last != after and (size > max_bytes or read > TABLE_READ_FACTOR * max_bytes):
             return TablePage(tuple(rows), last, gone)  # (one entry looked at, at least)
-        if offset not in held:
+        if held is None or not held.header.base_offset <= offset < held.header.next_offset:
             held, data_size = _batch_at(partition, offset, high_watermark)
             read += data_size
-        record = held.get(offset)
+        record = None if held is None else held.record_at(offset)
         if (
             record is None
             or record.value is None
@@ -846,20 +846,20 @@ def _table_rows(
 
 def _batch_at(
     partition: Partition, offset: int, high_watermark: int
-) -> tuple[dict[int, batch_format.ConsumedRecord], int]:
-    """The records of the batch holding `offset` below the high watermark (none when it is
-    gone), and the bytes read."""
+) -> tuple[batch_format.DecodedBatch | None, int]:
+    """The batch holding `offset` below the high watermark (None when it is gone), and the
+    bytes read."""
     try:
         data = partition.log.read(offset, 1, max_offset=high_watermark)
     except KraftliteError as exc:
         if exc.code is not ErrorCode.OFFSET_OUT_OF_RANGE:
             raise
-        return {}, 0
+        return None, 0
     for batch in batch_format.decode_stream(data):
         if batch.header.base_offset <= offset < batch.header.next_offset:
-            return {r.offset: r for r in batch.records()}, len(data)
+            return batch, len(data)
         break
-    return {}, len(data)
+    return None, len(data)
 
 
 def _not_available(partition: Partition, why: str) -> NoReturn:

@@ -153,6 +153,16 @@ class DecodedBatch:
         ):
             yield ConsumedRecord(base + i, ts, key, value, hdrs)
 
+    def record_at(self, offset: int) -> ConsumedRecord | None:
+        """The record at `offset`, if this batch holds one there (without making the
+        others: a key read wants one record of a batch of thousands)."""
+        i = offset - self.header.base_offset
+        if not 0 <= i < len(self.keys):
+            return None
+        return ConsumedRecord(
+            offset, self.timestamps[i], self.keys[i], self.values[i], self.headers[i]
+        )
+
 
 # --------------------------------------------------------------------------------- encoding
 

@@ -481,3 +481,14 @@ def test_null_keys_reads_the_key_validity_bitmap_alone(batch, producer) -> None:
     # a batch too short to hold the bitmap is left to validation to refuse
     short = data[: header.header_size + 8 * len(keys)]
     assert fmt.null_keys(short, header) == []
+
+
+def test_record_at_is_the_record_records_gives_at_that_offset() -> None:
+    data = fmt.encode_batch(
+        [b"a", None, b"c"], keys=[b"k0", b"k1", None], timestamps=[10, 11, 12],
+        headers=[(), (("h", b"v"),), ()], base_offset=40,
+    )  # fmt: skip
+    [batch] = list(fmt.decode_stream(data))
+    for record in batch.records():
+        assert batch.record_at(record.offset) == record
+    assert batch.record_at(39) is None and batch.record_at(43) is None
