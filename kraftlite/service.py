@@ -387,9 +387,12 @@ class BrokerService:
             raise KraftliteError(
                 ErrorCode.INVALID_REQUEST, f"{topic} is not compacted: it has no latest values"
             )
-        deadline = asyncio.get_running_loop().time() + timeout_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         missing = None  # the offset the index named last round, whose record was gone
         while True:
+            if missing is not None and loop.time() >= deadline:  # a hot key, cleaned as read
+                _not_available(partition, "the key is being written faster than it reads")
             await self._index_up_to_high_watermark(partition, deadline)
             offset = partition.log.key_offset(key)
             if offset is None:
