@@ -10,6 +10,9 @@ on a fresh copy (medians printed):
   lookup     a random key's latest record: the index lookup and the read of its record,
              p50/p99 in microseconds, against the baseline of one raw LMDB get of a key in
              the same environment
+  append     a producer's cost while the cleaner works: appends of 100-record batches (one
+             every 2 ms) with cleaner passes back to back on another thread, p50/p99 in
+             microseconds, against the same appends with no cleaner
   offsets    a group coordinator's load (groups/coordinator.py `replay`) of an offsets
              partition holding `--commits` commit records (commits of 10 partitions each, by
              1,000 groups): before, the whole history, as an offsets topic without compaction
@@ -31,6 +34,7 @@ Run: python scripts/bench_compaction.py [--runs 3] [--records 200000] [--keys 10
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import random
@@ -38,6 +42,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -182,6 +187,46 @@ def timed_read(log: PartitionLog) -> float:
     return time.perf_counter() - started
 
 
+def appends_while(
+    log: PartitionLog, keys: int, rng: random.Random, cleaning: bool, count: int = 1000
+) -> list[float]:
+    """Microseconds per append of a 100-record batch (and its high watermark), paced at one
+    every 2 ms, with or without cleaner passes running back to back on another thread (they
+    share the partition's lock and LMDB's one writer)."""
+    stop = threading.Event()
+    passes = 0
+
+    def clean_again() -> None:
+        nonlocal passes
+        while not stop.is_set():
+            cleaner.clean(log, NOW_MS, POLICY, force=True, stopping=stop.is_set)
+            passes += 1
+
+    worker = threading.Thread(target=clean_again) if cleaning else None
+    if worker is not None:
+        worker.start()
+    took = []
+    try:
+        for n in range(count):
+            chosen = [b"key-%d" % rng.randrange(keys) for _ in range(BATCH)]
+            batch = fmt.encode_batch(
+                [rng.randbytes(100) for _ in range(BATCH)], keys=chosen, timestamps=[n] * BATCH
+            )
+            started = time.perf_counter()
+            log.append(batch, 0)
+            log.set_high_watermark(log.log_end_offset)
+            took.append((time.perf_counter() - started) * 1e6)
+            time.sleep(0.002)
+    finally:
+        stop.set()
+        if worker is not None:
+            with contextlib.suppress(cleaner.Stopped):
+                worker.join()
+    if cleaning and not passes:
+        raise SystemExit("no cleaner pass ran while appending: make --records larger")
+    return took
+
+
 def lookups(log: PartitionLog, keys: int, rng: random.Random, count: int = 2000) -> list[float]:
     """Microseconds per lookup of a random key: index, then the record's batch read."""
     took = []
@@ -191,8 +236,7 @@ def lookups(log: PartitionLog, keys: int, rng: random.Random, count: int = 2000)
         offset = log.key_offset(key)
         if offset is not None:
             data = log.read(offset, 1, max_offset=log.high_watermark)
-            batch = next(fmt.decode_stream(data))
-            next(r for r in batch.records() if r.offset == offset)
+            next(fmt.decode_stream(data)).record_at(offset)
         took.append((time.perf_counter() - started) * 1e6)
     return took
 
@@ -250,6 +294,11 @@ def main() -> None:
             raw = raw_gets(log)
             results["raw_p50"].append(percentile(raw, 0.5))
             results["raw_p99"].append(percentile(raw, 0.99))
+            for cleaning in (False, True):
+                took = appends_while(log, args.keys, rng, cleaning)
+                name = "append_cleaning" if cleaning else "append_alone"
+                results.setdefault(f"{name}_p50", []).append(percentile(took, 0.5))
+                results.setdefault(f"{name}_p99", []).append(percentile(took, 0.99))
             storage.close()
             shutil.rmtree(path)
         offsets_size, live = build_offsets(root / "offsets", args.commits)
@@ -284,6 +333,11 @@ def main() -> None:
             f"key lookup            p50 {medians['lookup_p50']:.1f} us, p99 "
             f"{medians['lookup_p99']:.1f} us (baseline raw LMDB get: p50 "
             f"{medians['raw_p50']:.1f} us, p99 {medians['raw_p99']:.1f} us)"
+        )
+        print(
+            f"append under cleaning p50 {medians['append_cleaning_p50']:.0f} us, p99 "
+            f"{medians['append_cleaning_p99']:.0f} us (baseline, no cleaner: p50 "
+            f"{medians['append_alone_p50']:.0f} us, p99 {medians['append_alone_p99']:.0f} us)"
         )
         print(
             f"offsets load          {args.commits} commits ({offsets_size / 1e6:.0f} MB, {live} "
