@@ -382,11 +382,7 @@ class BrokerService:
         than `timeout_s`."""
         count = len(self.broker.replicas.topic(topic).partitions)
         index = partition_for_key(key, count) if partition_index is None else partition_index
-        partition = self._leader(topic, index)
-        if not partition.compacted:
-            raise KraftliteError(
-                ErrorCode.INVALID_REQUEST, f"{topic} is not compacted: it has no latest values"
-            )
+        partition = self._table_leader(topic, index)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         missing = None  # the offset the index named last round, whose record was gone
@@ -421,11 +417,7 @@ class BrokerService:
         """Rule 8: up to `limit` live keys of compacted partition `index` in index order,
         after the index key `after` (None: from the first), each with its latest record;
         from the partition's leader (NOT_LEADER_OR_FOLLOWER elsewhere)."""
-        partition = self._leader(topic, index)
-        if not partition.compacted:
-            raise KraftliteError(
-                ErrorCode.INVALID_REQUEST, f"{topic} is not compacted: it has no table"
-            )
+        partition = self._table_leader(topic, index)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         await self._index_up_to_high_watermark(partition, deadline)
@@ -438,6 +430,16 @@ class BrokerService:
                 _table_rows, partition, after, limit, max_bytes, page.gone
             )
         return page
+
+    def _table_leader(self, topic: str, index: int) -> Partition:
+        """Rule 8: the leader replica of a compacted topic's partition (a topic that is not
+        compacted has no table: INVALID_REQUEST)."""
+        partition = self._leader(topic, index)
+        if not partition.compacted:
+            raise KraftliteError(
+                ErrorCode.INVALID_REQUEST, f"{topic} is not compacted: it has no table"
+            )
+        return partition
 
     async def _index_up_to_high_watermark(self, partition: Partition, deadline: float) -> None:
         """The leader's key index caught up with its high watermark as it is now: one
@@ -769,16 +771,8 @@ __all__ = ["MAX_WAIT_MS", "BrokerService", "FetchWanted", "Fetched", "Offsets", 
 
 def _record_at(partition: Partition, offset: int) -> batch_format.ConsumedRecord | None:
     """The record at `offset` below the high watermark, if it is still there."""
-    try:
-        data = partition.log.read(offset, 1, max_offset=partition.high_watermark())
-    except KraftliteError as exc:
-        if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE:
-            return None
-        raise
-    for batch in batch_format.decode_stream(data):
-        if batch.header.base_offset <= offset < batch.header.next_offset:
-            return batch.record_at(offset)
-    return None
+    batch, _ = _batch_at(partition, offset, partition.high_watermark())
+    return None if batch is None else batch.record_at(offset)
 
 
 @dataclass(frozen=True, slots=True)

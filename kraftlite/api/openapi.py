@@ -1046,6 +1046,21 @@ def _params(*names: str) -> list[Json]:
 
 
 _PARTITION_PARAMS = ("topic", "partition", "no_forward")
+
+
+def _table_page(operation_id: str, summary: str, answer: str, where: str) -> Json:
+    """A table route's GET (the topic's, or one partition's): same bounds, answer, errors."""
+    return _operation(
+        operation_id,
+        "fetch",
+        summary,
+        {"200": _answer(answer, _ref("TablePage"))},
+        description=f"{_TABLE_DOC} {where}",
+        parameters=_params("after", "limit", "max_bytes", "encoding"),
+        errors=[ErrorCode.INVALID_REQUEST, ErrorCode.OFFSET_NOT_AVAILABLE, *_LEADER],
+    )
+
+
 _TABLE_DOC = (
     "The latest record of each live key (never a value not yet committed, as a key's read), "
     "a page at a time: `rows` in key order, and `next` to pass as `after` for the next page "
@@ -1440,28 +1455,22 @@ PATHS: Final[Json] = {
     },
     "/v1/topics/{topic}/table": {
         "parameters": _params("topic"),
-        "get": _operation(
+        "get": _table_page(
             "topic_table",
-            "fetch",
             "Read a compacted topic as a table: its live keys, a page at a time",
-            {"200": _answer("a page of the table", _ref("TablePage"))},
-            description=_TABLE_DOC + " Each partition's page is read from its leader's key "
-            "index (relayed there); a key written to several partitions is a row of each. "
-            "Topics of more than 256 partitions are read by partition (INVALID_REQUEST).",
-            parameters=_params("after", "limit", "max_bytes", "encoding"),
-            errors=[ErrorCode.INVALID_REQUEST, ErrorCode.OFFSET_NOT_AVAILABLE, *_LEADER],
+            "a page of the table",
+            "Each partition's page is read from its leader's key index (relayed there); a "
+            "key written to several partitions is a row of each. Topics of more than 256 "
+            "partitions are read by partition (INVALID_REQUEST).",
         ),
     },
     "/v1/topics/{topic}/partitions/{partition}/table": {
         "parameters": _params(*_PARTITION_PARAMS),
-        "get": _operation(
+        "get": _table_page(
             "partition_table",
-            "fetch",
             "Read one partition of a compacted topic as a table, a page at a time",
-            {"200": _answer("a page of the partition's table", _ref("TablePage"))},
-            description=_TABLE_DOC + " From the partition's leader (relayed there).",
-            parameters=_params("after", "limit", "max_bytes", "encoding"),
-            errors=[ErrorCode.INVALID_REQUEST, ErrorCode.OFFSET_NOT_AVAILABLE, *_LEADER],
+            "a page of the partition's table",
+            "From the partition's leader (relayed there).",
         ),
     },
     "/v1/topics/{topic}/partitions/{partition}/delete-records": {

@@ -241,9 +241,10 @@ class Shard:
 
     def forget_idle(self, now_ms: int, retention_ms: int) -> None:
         """Rule 8: entries of groups idle past the retention say no more than their
-        absence does (idle since the load, at least as long), so they go."""
+        absence does (idle since the load, at least as long: every entry is from after
+        it), so they go."""
         for name, seen in list(self.last_member_ms.items()):
-            if now_ms - seen >= retention_ms and now_ms - self.loaded_ms >= retention_ms:
+            if now_ms - seen >= retention_ms:
                 del self.last_member_ms[name]
 
     def kind(self, name: str) -> GroupKind:
