@@ -5,14 +5,17 @@ It writes a compacted partition's log (`--records` records of 100 B values over 
 keys, in batches of 100, all below the high watermark) and measures, each `--runs` times
 on a fresh copy (medians printed):
   read       baseline: the log read back in 8 MiB pages and decoded into columns, MB/s
-  clean      one forced pass of the cleaner (broker/cleaner.py), MB/s of log cleaned
+  clean      one forced pass of the cleaner (broker/cleaner.py), deciding in the cleaner's
+             process as a broker's does (broker/cleaner_process.py), MB/s of log cleaned
   index      building the key index from the log start (storage/log.py rule 8), MB/s
   lookup     a random key's latest record: the index lookup and the read of its record,
              p50/p99 in microseconds, against the baseline of one raw LMDB get of a key in
              the same environment
   append     a producer's cost while the cleaner works: appends of 100-record batches (one
              every 2 ms) with cleaner passes back to back on another thread, p50/p99 in
-             microseconds, against the same appends with no cleaner
+             microseconds, against the same appends with no cleaner, and with the passes
+             deciding on the cleaner's thread instead of its process; this process's
+             threads switch as a broker's do (eventloop.SWITCH_INTERVAL_S)
   offsets    a group coordinator's load (groups/coordinator.py `replay`) of an offsets
              partition holding `--commits` commit records (commits of 10 partitions each, by
              1,000 groups): before, the whole history, as an offsets topic without compaction
@@ -49,10 +52,12 @@ from typing import Any
 
 import orjson
 
+from kraftlite import eventloop
 from kraftlite.broker import cleaner
+from kraftlite.broker.cleaner_process import CleanerProcess
 from kraftlite.groups.coordinator import offset_key, replay
 from kraftlite.protocol import batch as fmt
-from kraftlite.storage.compaction import CleanPolicy
+from kraftlite.storage.compaction import CleanPolicy, PassPlan
 from kraftlite.storage.log import LogStorage, PartitionLog, StorageConfig
 
 BATCH = 100
@@ -188,20 +193,28 @@ def timed_read(log: PartitionLog) -> float:
 
 
 def appends_while(
-    log: PartitionLog, keys: int, rng: random.Random, cleaning: bool, count: int = 1000
+    log: PartitionLog,
+    keys: int,
+    rng: random.Random,
+    planner: cleaner.Planner | None,
+    count: int = 1000,
 ) -> list[float]:
     """Microseconds per append of a 100-record batch (and its high watermark), paced at one
-    every 2 ms, with or without cleaner passes running back to back on another thread (they
-    share the partition's lock and LMDB's one writer)."""
+    every 2 ms, with or without (`planner` None) cleaner passes running back to back on
+    another thread (they share the partition's lock and LMDB's one writer)."""
     stop = threading.Event()
     passes = 0
 
     def clean_again() -> None:
         nonlocal passes
-        while not stop.is_set():
-            cleaner.clean(log, NOW_MS, POLICY, force=True, stopping=stop.is_set)
-            passes += 1
+        with contextlib.suppress(cleaner.Stopped):
+            while not stop.is_set():
+                cleaner.clean(
+                    log, NOW_MS, POLICY, force=True, stopping=stop.is_set, planner=planner
+                )
+                passes += 1
 
+    cleaning = planner is not None
     worker = threading.Thread(target=clean_again) if cleaning else None
     if worker is not None:
         worker.start()
@@ -220,8 +233,7 @@ def appends_while(
     finally:
         stop.set()
         if worker is not None:
-            with contextlib.suppress(cleaner.Stopped):
-                worker.join()
+            worker.join()
     if cleaning and not passes:
         raise SystemExit("no cleaner pass ran while appending: make --records larger")
     return took
@@ -269,6 +281,9 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(26)
     root = Path(tempfile.mkdtemp(prefix="bench-compaction-"))
+    sys.setswitchinterval(eventloop.SWITCH_INTERVAL_S)  # as a broker's process
+    process = CleanerProcess()
+    process.start_pass(NOW_MS, POLICY, 0, ())  # started before anything is timed
     try:
         size = build(root / "template", args.records, args.keys, rng)
         results: dict[str, list[float]] = {
@@ -282,7 +297,7 @@ def main() -> None:
             log = storage.open_partition("t-0")
             results["read"].append(size / timed_read(log) / 1e6)
             started = time.perf_counter()
-            cleaner.clean(log, NOW_MS, POLICY, force=True)
+            cleaner.clean(log, NOW_MS, POLICY, force=True, planner=process.start_pass)
             results["clean"].append(size / (time.perf_counter() - started) / 1e6)
             started = time.perf_counter()
             while log.indexed_offset < log.high_watermark:
@@ -294,9 +309,12 @@ def main() -> None:
             raw = raw_gets(log)
             results["raw_p50"].append(percentile(raw, 0.5))
             results["raw_p99"].append(percentile(raw, 0.99))
-            for cleaning in (False, True):
-                took = appends_while(log, args.keys, rng, cleaning)
-                name = "append_cleaning" if cleaning else "append_alone"
+            for name, planner in (
+                ("append_alone", None),
+                ("append_cleaning", process.start_pass),
+                ("append_cleaning_thread", PassPlan),
+            ):
+                took = appends_while(log, args.keys, rng, planner)
                 results.setdefault(f"{name}_p50", []).append(percentile(took, 0.5))
                 results.setdefault(f"{name}_p99", []).append(percentile(took, 0.99))
             storage.close()
@@ -337,7 +355,9 @@ def main() -> None:
         print(
             f"append under cleaning p50 {medians['append_cleaning_p50']:.0f} us, p99 "
             f"{medians['append_cleaning_p99']:.0f} us (baseline, no cleaner: p50 "
-            f"{medians['append_alone_p50']:.0f} us, p99 {medians['append_alone_p99']:.0f} us)"
+            f"{medians['append_alone_p50']:.0f} us, p99 {medians['append_alone_p99']:.0f} us; "
+            f"deciding on the cleaner's thread: p50 {medians['append_cleaning_thread_p50']:.0f}"
+            f" us, p99 {medians['append_cleaning_thread_p99']:.0f} us)"
         )
         print(
             f"offsets load          {args.commits} commits ({offsets_size / 1e6:.0f} MB, {live} "
@@ -359,6 +379,7 @@ def main() -> None:
             )
         print(json.dumps({"bench": "compaction", "runs": args.runs, **medians}))
     finally:
+        process.close()
         shutil.rmtree(root, ignore_errors=True)
 
 

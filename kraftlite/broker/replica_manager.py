@@ -18,8 +18,10 @@ Rules:
    compacted partition this broker holds, led or followed (each replica cleans its own
    log, as Kafka's do), gets a pass if one is due (broker/cleaner.py), one partition at
    a time on the cleaner's own thread, all passes together held to
-   `log.cleaner.io.max.bytes.per.second`. Stopping the broker ends a pass between two of
-   its transactions, and waits for it.
+   `log.cleaner.io.max.bytes.per.second`. The thread reads and writes; a pass decodes and
+   decides in the cleaner's process (broker/cleaner_process.py), off the broker's GIL.
+   Stopping the broker ends a pass between two of its transactions, waits for it, then
+   ends the process.
 7. Each compacted partition's key index (storage/log.py rule 8) follows its high
    watermark on every replica, led or followed, so a new leader's has little to catch up
    on (service.py rule 8 catches up the rest before it answers).
@@ -39,6 +41,7 @@ import aiohttp
 import structlog
 
 from kraftlite.broker import cleaner, metrics
+from kraftlite.broker.cleaner_process import CleanerProcess
 from kraftlite.broker.controller_client import ControllerClient
 from kraftlite.broker.fetch_sessions import FetchSession, FetchSessions, SessionPartition
 from kraftlite.broker.follower_fetcher import FollowerFetcher, PartitionKey
@@ -61,6 +64,7 @@ from kraftlite.protocol.internal import (
     ReplicaFetchResponse,
 )
 from kraftlite.security.quotas import QuotaTracker
+from kraftlite.storage import compaction
 from kraftlite.storage.compaction import CleanPolicy
 
 log = structlog.get_logger(__name__)
@@ -87,6 +91,7 @@ class ReplicationSettings:
     cleaner_enable: bool = True  # log.cleaner.enable (rule 6)
     cleaner_backoff_ms: int = 15_000  # log.cleaner.backoff.ms
     cleaner_io_max_bytes_per_second: int | None = None  # unset: unthrottled, as Kafka's
+    cleaner_process: bool = True  # passes decide in a process of their own (rule 6)
 
 
 def log_name(topic_id: str, partition: int) -> str:
@@ -137,6 +142,9 @@ class ReplicaManager:
             None
             if rate is None
             else cleaner.IoThrottle(rate, clock, sleep=self._cleaner_stopping.wait)
+        )
+        self._cleaner_process = (
+            CleanerProcess(self._cleaner_stopping.is_set) if settings.cleaner_process else None
         )
 
     # -- metadata -------------------------------------------------------------------------
@@ -573,6 +581,8 @@ class ReplicaManager:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await asyncio.to_thread(self._cleaner_pool.shutdown)  # no pass outlives the logs
+        if self._cleaner_process is not None:
+            await asyncio.to_thread(self._cleaner_process.close)
         for partition in self.partitions.values():
             with contextlib.suppress(Exception):
                 partition.log.checkpoint_high_watermark()
@@ -737,6 +747,11 @@ class ReplicaManager:
                 throttle=self._cleaner_throttle,
                 stopping=self._cleaner_stopping.is_set,
                 observe=functools.partial(setattr, partition.cleaner, "dirtiness"),
+                planner=(
+                    compaction.PassPlan
+                    if self._cleaner_process is None
+                    else self._cleaner_process.start_pass
+                ),
             )
             try:
                 result = await loop.run_in_executor(self._cleaner_pool, clean)

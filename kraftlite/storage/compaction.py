@@ -32,6 +32,9 @@ Rules (Kafka's semantics and names, docs/design/storage.md "Compaction"):
    pass ended, the log's `cleaned_offset`) is at least `min.cleanable.dirty.ratio` of it
    by bytes, or when its oldest dirty record is older than `max.compaction.lag.ms`; never
    when nothing in the range is dirty.
+7. A pass decides from the bytes it is given (`PassPlan`), so its decoding and deciding
+   (most of a pass's CPU) can run in a process of its own (broker/cleaner_process.py) while
+   the broker's thread reads the log and writes the rewrites.
 """
 
 from __future__ import annotations
@@ -186,3 +189,44 @@ def rewrite(  # noqa: PLR0917 - keep's inputs and the batch's stored length
     runs = batch_format.kept_runs(batch, kept)
     header = batch.header
     return BatchRewrite(header.base_offset, batch_length, header.header_crc, tuple(runs))
+
+
+class PassPlan:
+    """One pass's decisions (rules 2 to 5) over the log's bytes as the cleaner reads them:
+    first `fold` every batch below the high watermark, first to last (rule 2's map), then
+    `plan` the cleanable range's batches, first to last. `whole`: rule 4's batches (by
+    base offset), left as they are, as is everything below `log_start`; their keys are
+    pinned (`keep`)."""
+
+    def __init__(
+        self, now_ms: int, policy: CleanPolicy, log_start: int, whole: Collection[int]
+    ) -> None:
+        self.now_ms = now_ms
+        self.policy = policy
+        self.log_start = log_start
+        self.whole = frozenset(whole)
+        self.latest: dict[bytes, int] = {}
+        self.pinned: set[bytes] = set()
+
+    def fold(self, data: bytes) -> int:
+        """Take the keys of `data`'s batches into rule 2's map; the offset after them."""
+        decoded = list(batch_format.decode_stream(data))
+        latest(decoded, self.latest)
+        return decoded[-1].header.next_offset
+
+    def plan(self, data: bytes) -> tuple[list[BatchRewrite], int]:
+        """The rewrites of `data`'s batches (those that keep every record need none), and
+        the offset after them."""
+        rewrites = []
+        offset = -1
+        for view in batch_format.split_batches(data):
+            batch = batch_format.decode(view)
+            offset = batch.header.next_offset
+            base = batch.header.base_offset
+            if base in self.whole or base < self.log_start:
+                self.pinned.update(key for key in batch.keys if key is not None)
+                continue
+            change = rewrite(batch, self.latest, self.now_ms, self.policy, len(view), self.pinned)
+            if change is not None:
+                rewrites.append(change)
+        return rewrites, offset

@@ -1,0 +1,190 @@
+"""The log cleaner's process (kraftlite/broker/cleaner_process.py), a real one: passes
+decided there leave the log as passes decided on the cleaner's thread; a failure or a
+death ends one pass and the next starts a new process; a broker that stops or dies takes
+the process with it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from kraftlite.broker import cleaner
+from kraftlite.broker.cleaner_process import (
+    Began,
+    Begin,
+    CleanerProcess,
+    CleanerProcessError,
+    Failed,
+    Fold,
+    Folded,
+    Plan,
+    Planned,
+    answer,
+)
+from kraftlite.protocol import batch as fmt
+from kraftlite.storage.compaction import CleanPolicy
+from kraftlite.storage.memory import MemoryPartitionLog
+
+pytestmark = pytest.mark.integration
+
+NOW_MS = 10**13
+POLICY = CleanPolicy(delete_retention_ms=1000)
+
+
+def a_log(batches: int = 60) -> MemoryPartitionLog:
+    """Batches of 5 records over 7 keys, every 9th record a tombstone (some old enough to
+    go), one idempotent producer's batches among them."""
+    log = MemoryPartitionLog("t-0")
+    for n in range(batches):
+        keys = [b"k%d" % ((n * 5 + i) % 7) for i in range(5)]
+        values = [None if (n * 5 + i) % 9 == 0 else b"v%d" % (n * 5 + i) for i in range(5)]
+        stamps = [NOW_MS - 5000 + n * 50] * 5
+        producer = {"producer_id": 7, "producer_epoch": 0, "base_sequence": n * 5} if n % 4 else {}
+        log.append(fmt.encode_batch(values, keys=keys, timestamps=stamps, **producer), 0)
+    log.set_high_watermark(log.log_end_offset)
+    return log
+
+
+def records(log: MemoryPartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    data = log.read(log.log_start_offset, 1 << 30)
+    return [
+        (batch.header.base_offset + i, key, value)
+        for batch in fmt.decode_stream(data)
+        for i, (key, value) in enumerate(zip(batch.keys, batch.values, strict=True))
+    ]
+
+
+@pytest.fixture
+def process() -> CleanerProcess:
+    owner = CleanerProcess()
+    yield owner
+    owner.close()
+
+
+def test_a_pass_decided_in_the_process_leaves_the_log_as_one_decided_on_the_thread(
+    process: CleanerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cleaner, "READ_BYTES", 700)  # many reads and folds per pass
+    here, there = a_log(), a_log()
+    ours = cleaner.clean(here, NOW_MS, POLICY, force=True)
+    theirs = cleaner.clean(there, NOW_MS, POLICY, force=True, planner=process.start_pass)
+    assert ours == theirs and ours is not None and ours.rewritten > 0 and ours.freed_bytes > 0
+    assert records(here) == records(there)
+    assert there.cleaned_offset == here.cleaned_offset
+    # the same process serves the next pass, and a second pass has nothing left to do
+    assert cleaner.clean(there, NOW_MS, POLICY, force=True, planner=process.start_pass) == (
+        cleaner.clean(here, NOW_MS, POLICY, force=True)
+    )
+
+
+def test_the_process_answers_each_request_in_turn_and_refuses_one_out_of_order() -> None:
+    data = a_log(3).read(0, 1 << 20)
+    plan, reply = answer(None, Fold(data))
+    assert plan is None and isinstance(reply, Failed) and "without a pass begun" in reply.error
+    plan, reply = answer(None, Begin(NOW_MS, POLICY, 0, frozenset()))
+    assert plan is not None and reply == Began()
+    plan, reply = answer(plan, Fold(data))
+    assert reply == Folded(15)
+    _, reply = answer(plan, Plan(data))
+    assert isinstance(reply, Planned) and reply.next_offset == 15 and reply.rewrites
+
+
+def test_a_killed_process_fails_one_pass_and_the_next_pass_starts_another(
+    process: CleanerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = a_log()
+    before = records(log)
+    process.start_pass(NOW_MS, POLICY, 0, ())  # running
+    first = process._process
+    assert first is not None
+    reads = []
+
+    def kill_on_second_read(*args: object, **kwargs: object) -> bytes:
+        reads.append(1)
+        if len(reads) == 2:
+            first.kill()
+            first.wait()
+        return original(*args, **kwargs)
+
+    original = cleaner._read
+    monkeypatch.setattr(cleaner, "_read", kill_on_second_read)
+    monkeypatch.setattr(cleaner, "READ_BYTES", 700)
+    with pytest.raises(CleanerProcessError, match=r"died|gone"):
+        cleaner.clean(log, NOW_MS, POLICY, force=True, planner=process.start_pass)
+    assert records(log) == before and log.cleaned_offset == 0  # nothing written
+    monkeypatch.setattr(cleaner, "_read", original)
+    result = cleaner.clean(log, NOW_MS, POLICY, force=True, planner=process.start_pass)
+    assert result is not None and result.rewritten > 0
+    assert process._process is not None and process._process.pid != first.pid
+
+
+def test_a_stopping_broker_stops_waiting_and_ends_the_process() -> None:
+    stopping = False
+    owner = CleanerProcess(lambda: stopping)
+    try:
+        owner.start_pass(NOW_MS, POLICY, 0, ())
+        child = owner._process
+        assert child is not None
+        child.send_signal(signal.SIGSTOP)  # a reply that will not come
+        stopping = True
+        started = time.monotonic()
+        with pytest.raises(cleaner.Stopped):
+            owner.request(Fold(a_log(3).read(0, 1 << 20)), Folded)
+        assert time.monotonic() - started < 10
+        assert owner._process is None  # ended: no later request reads that reply
+        assert child.wait(10) == -signal.SIGKILL
+    finally:
+        owner.close()
+
+
+def test_the_process_ends_when_its_broker_is_killed(tmp_path: Path) -> None:
+    """kill -9 of the process holding it closes its socket: it exits (rule 3)."""
+    script = textwrap.dedent(
+        """
+        import sys, time
+        from kraftlite.broker.cleaner_process import CleanerProcess
+        from kraftlite.storage.compaction import CleanPolicy
+        owner = CleanerProcess()
+        owner.start_pass(0, CleanPolicy(), 0, ())
+        print(owner._process.pid, flush=True)
+        time.sleep(600)
+        """
+    )
+    broker = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, cwd=Path(__file__).parents[2]
+    )
+    try:
+        assert broker.stdout is not None
+        child = int(broker.stdout.readline())
+        os.kill(child, 0)  # running
+    finally:
+        broker.kill()
+        broker.wait()
+        assert broker.stdout is not None
+        broker.stdout.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break  # gone (reaped by init once its parent died)
+        if _zombie(child):
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the cleaner's process outlived its broker")
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True
