@@ -83,6 +83,9 @@ MAX_WAIT_MS = 30_000  # the longest a fetch long-polls, whatever it asks
 MAX_FETCH_PARTITIONS = 10_000  # partitions one Kafka Fetch may name
 MAX_RECORD_ERRORS = 1_000  # the records an INVALID_RECORD answer names, at most
 KEY_READ_TIMEOUT_S = 5.0  # how long a key's read waits for the index to catch up
+# a key read decodes its record on the event loop from a batch up to this size (its cost
+# is the batch's CRC and column sums, not its other records), else on a worker thread
+INLINE_RECORD_BYTES = 256 << 10
 KEY_INDEX_MAX_BEHIND = 100_000  # offsets a read catches the index up by; more: try later
 _GROUPS_TIMEOUT_S = 5.0
 # Lag is exported for at most this many groups per coordinator (their names are labels:
@@ -396,7 +399,12 @@ class BrokerService:
             high_watermark = partition.high_watermark()
             if offset >= high_watermark:  # indexed before a restart or a new leader's HW
                 _not_available(partition, f"its high watermark {high_watermark} is behind")
-            record = await asyncio.to_thread(_record_at, partition, offset)
+            data = _batch_bytes_at(partition, offset, high_watermark)  # inline, as a fetch
+            record = (
+                _record_in(data, offset)
+                if len(data) <= INLINE_RECORD_BYTES
+                else await asyncio.to_thread(_record_in, data, offset)
+            )
             if record is not None and record.key == key:
                 return None if record.value is None else (index, record)
             if offset == missing or offset < partition.log.log_start_offset:
@@ -769,10 +777,11 @@ def _records_in(data: bytes) -> int:
 __all__ = ["MAX_WAIT_MS", "BrokerService", "FetchWanted", "Fetched", "Offsets", "Produced"]
 
 
-def _record_at(partition: Partition, offset: int) -> batch_format.ConsumedRecord | None:
-    """The record at `offset` below the high watermark, if it is still there."""
-    batch, _ = _batch_at(partition, offset, partition.high_watermark())
-    return None if batch is None else batch.record_at(offset)
+def _record_in(data: bytes, offset: int) -> batch_format.ConsumedRecord | None:
+    """The record at `offset` in the first batch of `data`, if it holds one there."""
+    for view in batch_format.split_batches(data):
+        return batch_format.record_in(view, offset)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -841,17 +850,23 @@ def _table_rows(
     return TablePage(tuple(rows), last if len(entries) >= limit else None, gone)
 
 
+def _batch_bytes_at(partition: Partition, offset: int, high_watermark: int) -> bytes:
+    """The stored batch holding `offset` below the high watermark, or the next one after it
+    (b"" when none is left: retention took it)."""
+    try:
+        return partition.log.read(offset, 1, max_offset=high_watermark)
+    except KraftliteError as exc:
+        if exc.code is not ErrorCode.OFFSET_OUT_OF_RANGE:
+            raise
+        return b""
+
+
 def _batch_at(
     partition: Partition, offset: int, high_watermark: int
 ) -> tuple[batch_format.DecodedBatch | None, int]:
     """The batch holding `offset` below the high watermark (None when it is gone), and the
     bytes read."""
-    try:
-        data = partition.log.read(offset, 1, max_offset=high_watermark)
-    except KraftliteError as exc:
-        if exc.code is not ErrorCode.OFFSET_OUT_OF_RANGE:
-            raise
-        return None, 0
+    data = _batch_bytes_at(partition, offset, high_watermark)
     for batch in batch_format.decode_stream(data):
         if batch.header.base_offset <= offset < batch.header.next_offset:
             return batch, len(data)

@@ -248,7 +248,7 @@ def lookups(log: PartitionLog, keys: int, rng: random.Random, count: int = 2000)
         offset = log.key_offset(key)
         if offset is not None:
             data = log.read(offset, 1, max_offset=log.high_watermark)
-            next(fmt.decode_stream(data)).record_at(offset)
+            fmt.record_in(next(fmt.split_batches(data)), offset)
         took.append((time.perf_counter() - started) * 1e6)
     return took
 

@@ -41,6 +41,8 @@ class Planning(Protocol):
 
     def plan(self, data: bytes) -> tuple[list[BatchRewrite], int]: ...
 
+    def end(self) -> None: ...
+
 
 # (now_ms, policy, log start, rule 4's whole batches) -> a pass's decisions
 Planner = Callable[[int, CleanPolicy, int, Collection[int]], Planning]
@@ -173,6 +175,7 @@ def clean(
             freed += log.rewrite_batches(chunk)
             rewritten += len(chunk)
             spent(_written(chunk))
+    plan.end()
     cleaned = min(offset, end)  # where this pass stopped (earlier if the log changed)
     log.rewrite_batches([], cleaned_to=cleaned)  # a small transaction of its own
     observe(compaction.dirtiness(headers, cleaned, end))

@@ -13,19 +13,22 @@ Rules:
 1. One process per broker, started with the first pass that needs it and again with the
    first pass after it died; a broker without compacted partitions starts none.
 2. Typed messages over a socket pair, one reply to each request, in order: `Begin` a pass,
-   `Fold` and `Plan` bytes of the log (compaction.py rule 7). A failure in the process is
-   answered `Failed` and ends the pass on the broker (its cleaner logs it; the next pass
-   starts over).
+   `Fold` and `Plan` bytes of the log (compaction.py rule 7), `End` it (its keys freed).
+   A failure in the process is answered `Failed` and ends the pass on the broker (its
+   cleaner logs it; the next pass starts over).
 3. The process ends when its socket closes: when the broker stops (`close`), or dies,
-   even by kill -9. It ignores SIGINT, so a Ctrl-C to the broker's process group stops it
-   through the broker. A request the broker stops waiting for (it is stopping, or the
-   process died) ends the process: no reply is ever read by the wrong request.
+   even by kill -9. It ignores SIGINT and SIGTERM, so a signal to the broker's process
+   group stops it through the broker. A broker that stops kills it (`kill`, from any
+   thread), so no request waits on it (a stopped process, SIGSTOP, would hold a send of a
+   MiB for ever), and starts no other. A request the broker stops waiting for (it is
+   stopping, or the process died) ends the process: no reply is ever read by the wrong
+   request.
 """
 
 from __future__ import annotations
 
 import contextlib
-import signal
+import os
 import socket
 import subprocess
 import sys
@@ -33,6 +36,7 @@ import traceback
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import TypeVar
 
 from kraftlite.broker.cleaner import Stopped
@@ -43,7 +47,15 @@ POLL_S = 0.1  # how often a wait for a reply looks at `stopping` and the process
 CLOSE_WAIT_S = 5.0
 # the process's command: this module under its own name (not `-m`'s __main__), so the
 # messages it unpickles and pickles are this module's classes
-_MAIN = "from kraftlite.broker.cleaner_process import main; main()"
+# messages it unpickles and pickles are this module's classes), with -P (the broker's
+# working directory is not on its path) and, before any import, SIGINT and SIGTERM ignored
+# (rule 3: a signal to the broker's process group stops it through the broker)
+_MAIN = (
+    "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "from kraftlite.broker.cleaner_process import main; main()"
+)
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # where kraftlite is imported from
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +77,17 @@ class Plan:
 
 
 @dataclass(frozen=True, slots=True)
+class End:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
 class Began:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
     pass
 
 
@@ -85,9 +107,9 @@ class Failed:
     error: str
 
 
-Request = Begin | Fold | Plan
-Reply = Began | Folded | Planned | Failed
-_R = TypeVar("_R", Began, Folded, Planned)
+Request = Begin | Fold | Plan | End
+Reply = Began | Folded | Planned | Ended | Failed
+_R = TypeVar("_R", Began, Folded, Planned, Ended)
 
 
 class CleanerProcessError(Exception):
@@ -103,12 +125,13 @@ def answer(plan: PassPlan | None, request: Request) -> tuple[PassPlan | None, Re
             return plan, Folded(plan.fold(data))
         case Plan(data) if plan is not None:
             return plan, Planned(*plan.plan(data))
+        case End():
+            return None, Ended()  # the pass's keys go with it
     return plan, Failed(f"{type(request).__name__} without a pass begun")
 
 
 def serve(connection: Connection) -> None:
     """The process's loop (rule 3): until its socket closes."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     plan: PassPlan | None = None
     while True:
         try:
@@ -158,6 +181,8 @@ class CleanerProcess:
             reply = connection.recv()
         except (OSError, EOFError) as exc:
             self.close(kill=True)
+            if self._stopping():
+                raise Stopped from exc  # `kill` ended it
             raise CleanerProcessError(f"the log cleaner's process is gone: {exc!r}") from exc
         except BaseException:
             self.close(kill=True)  # its reply, if any, must never answer the next request
@@ -181,15 +206,25 @@ class CleanerProcess:
             if self._process.poll() is None:
                 return self._connection
             self.close()
+        if self._stopping():
+            raise Stopped
         ours, theirs = socket.socketpair()
         with ours, theirs:
             self._process = subprocess.Popen(  # noqa: S603 - our own module
-                [sys.executable, "-c", _MAIN, str(theirs.fileno())],
+                [sys.executable, "-P", "-c", _MAIN, str(theirs.fileno())],
                 stdin=subprocess.DEVNULL,
                 pass_fds=[theirs.fileno()],
+                env={**os.environ, "PYTHONPATH": _python_path()},
             )
             self._connection = Connection(ours.detach())
         return self._connection
+
+    def kill(self) -> None:
+        """Kill the process now, from any thread (rule 3: the broker is stopping): a request
+        in flight on the cleaner's thread fails at once; `close` still reaps it."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.kill()
 
     def close(self, *, kill: bool = False) -> None:
         """End the process (rule 3): its socket closes, then it exits; killed if it has
@@ -221,6 +256,16 @@ class RemotePass:
     def plan(self, data: bytes) -> tuple[list[BatchRewrite], int]:
         planned = self._owner.request(Plan(data), Planned, self._process)
         return planned.rewrites, planned.next_offset
+
+    def end(self) -> None:
+        self._owner.request(End(), Ended, self._process)
+
+
+def _python_path() -> str:
+    """The child's PYTHONPATH: kraftlite's own root first (so a source tree run imports the
+    same kraftlite), then the broker's."""
+    inherited = os.environ.get("PYTHONPATH")
+    return _PACKAGE_ROOT if not inherited else os.pathsep.join((_PACKAGE_ROOT, inherited))
 
 
 def main() -> None:

@@ -573,6 +573,8 @@ class ReplicaManager:
 
     async def stop(self) -> None:
         self._cleaner_stopping.set()  # a pass in flight ends after its transaction
+        if self._cleaner_process is not None:
+            self._cleaner_process.kill()  # or at its request to the process (rule 6)
         for task in self._tasks:
             task.cancel()
         for fetcher in self._fetchers.values():

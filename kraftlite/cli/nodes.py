@@ -82,7 +82,7 @@ def controller(  # noqa: PLR0917 - click passes every option positionally
     bootstrap = os.environ.get("KRAFTLITE_BOOTSTRAP_PASSWORD") or loaded.bootstrap_password
     from kraftlite.node import run_controller  # noqa: PLC0415 - keep light commands light
 
-    eventloop.run(run_controller(loaded, password, secret, bootstrap))
+    eventloop.run_node(run_controller(loaded, password, secret, bootstrap))
 
 
 @click.command()
@@ -126,7 +126,7 @@ def broker(  # noqa: PLR0917 - click passes every option positionally
     _check_exposure(loaded, insecure)
     from kraftlite.node import run_broker  # noqa: PLC0415 - keep light commands light
 
-    eventloop.run(run_broker(loaded, secret))
+    eventloop.run_node(run_broker(loaded, secret))
 
 
 @click.command()

@@ -798,6 +798,51 @@ def decode(buf: bytes | bytearray | memoryview) -> DecodedBatch:
     return DecodedBatch(header, _ints(layout.timestamps, "q"), keys, values, headers)
 
 
+def record_in(buf: bytes | bytearray | memoryview, offset: int) -> ConsumedRecord | None:
+    """The record at `offset` of one whole batch (None when it holds none there), checked
+    as `validate` checks the batch, without decoding its other records: a key read wants
+    one record of a batch of thousands (`decode(buf).record_at(offset)`, for less)."""
+    header, layout = _check(memoryview(buf))
+    i = offset - header.base_offset
+    if not 0 <= i < header.record_count:
+        return None
+    timestamp = int.from_bytes(layout.timestamps[8 * i : 8 * i + 8], "little", signed=True)
+    headers: Headers = ()
+    if layout.header_counts is not None:
+        assert layout.header_names is not None and layout.header_values is not None
+        first, count = _start_and_length(layout.header_counts, i)
+        headers = tuple(
+            (_bytes_of(layout.header_names, j).decode("utf-8"), _item(layout.header_values, j))
+            for j in range(first, first + count)
+        )
+    return ConsumedRecord(
+        offset, timestamp, _item(layout.keys, i), _item(layout.values, i), headers
+    )
+
+
+def _start_and_length(lengths: memoryview, i: int) -> tuple[int, int]:
+    """Where item `i` of a column of uint32 `lengths` starts (their sum before it), and
+    its length."""
+    if i > _NUMPY_FROM:
+        before = int(np.add.reduce(np.frombuffer(lengths, "<u4", i), dtype=np.uint64))
+    else:
+        before = sum(_ints(lengths[: 4 * i], "I"))
+    return before, int.from_bytes(lengths[4 * i : 4 * i + 4], "little")
+
+
+def _item(column: _Column, i: int) -> bytes | None:
+    """Item `i` of a checked column (None: null)."""
+    if column.validity is not None and not column.validity[i // 8] >> (i % 8) & 1:
+        return None
+    return _bytes_of(column, i)
+
+
+def _bytes_of(column: _Column, i: int) -> bytes:
+    """The bytes of item `i` of a checked column (a null one has none)."""
+    start, length = _start_and_length(column.lengths, i)
+    return bytes(column.data[start : start + length])
+
+
 def decode_stream(buf: bytes | bytearray | memoryview) -> Iterator[DecodedBatch]:
     """Decode every batch of a stream of concatenated batches (a binary fetch response)."""
     for view in split_batches(buf):

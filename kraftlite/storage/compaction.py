@@ -209,14 +209,17 @@ class PassPlan:
         self.pinned: set[bytes] = set()
 
     def fold(self, data: bytes) -> int:
-        """Take the keys of `data`'s batches into rule 2's map; the offset after them."""
+        """Take the keys of `data`'s batches (one at least) into rule 2's map; the offset
+        after them."""
         decoded = list(batch_format.decode_stream(data))
+        if not decoded:
+            raise ValueError("no batch to fold")
         latest(decoded, self.latest)
         return decoded[-1].header.next_offset
 
     def plan(self, data: bytes) -> tuple[list[BatchRewrite], int]:
-        """The rewrites of `data`'s batches (those that keep every record need none), and
-        the offset after them."""
+        """The rewrites of `data`'s batches (one at least; those that keep every record
+        need none), and the offset after them."""
         rewrites = []
         offset = -1
         for view in batch_format.split_batches(data):
@@ -229,4 +232,10 @@ class PassPlan:
             change = rewrite(batch, self.latest, self.now_ms, self.policy, len(view), self.pinned)
             if change is not None:
                 rewrites.append(change)
+        if offset < 0:
+            raise ValueError("no batch to plan")
         return rewrites, offset
+
+    def end(self) -> None:
+        """The pass is over: its keys are no longer needed."""
+        self.latest, self.pinned = {}, set()

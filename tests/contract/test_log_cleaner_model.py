@@ -15,6 +15,7 @@ After every step:
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 from pathlib import Path
@@ -33,8 +34,9 @@ from hypothesis.stateful import (
 )
 
 from kraftlite.broker import cleaner
+from kraftlite.broker.cleaner_process import CleanerProcess
 from kraftlite.protocol import batch as fmt
-from kraftlite.storage.compaction import CleanPolicy
+from kraftlite.storage.compaction import CleanPolicy, PassPlan
 from tests.contract.test_partition_log_contract import ADAPTERS
 
 pytestmark = pytest.mark.contract
@@ -57,6 +59,7 @@ class CleanerMachine(RuleBasedStateMachine):
         # (first, next offset, idempotent) of each batch appended
         self.batches: list[tuple[int, int, bool]] = []
         self.now = 1000
+        self.planner: cleaner.Planner = PassPlan
         self.producer_sequence = 0
         self.sequences: dict[int, int] = {}  # offset -> its idempotent record's sequence
 
@@ -125,7 +128,7 @@ class CleanerMachine(RuleBasedStateMachine):
             (first, end) for first, end, yes in self.batches if yes and start <= first and end <= hw
         ]
         whole = set(range(*idempotent[-1])) if idempotent else set()  # rule 4
-        result = cleaner.clean(self.log, self.now, POLICY, force=True)
+        result = cleaner.clean(self.log, self.now, POLICY, force=True, planner=self.planner)
         assert result is not None
         assert self.log.cleaned_offset == max(
             min(result.end, self.log.high_watermark), self.log.log_start_offset
@@ -231,14 +234,30 @@ class LmdbCleanerMachine(CleanerMachine):
     adapter_name = "lmdb"
 
 
+class LmdbProcessCleanerMachine(CleanerMachine):
+    """Passes decided in the cleaner's process (broker/cleaner_process.py), as a broker's."""
+
+    adapter_name = "lmdb"
+    process: ClassVar[CleanerProcess | None] = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        assert self.process is not None
+        self.planner = self.process.start_pass
+
+
 class MemoryCleanerMachine(CleanerMachine):
     adapter_name = "memory"
 
 
 @pytest.mark.parametrize(
-    "machine", [LmdbCleanerMachine, MemoryCleanerMachine], ids=["lmdb", "memory"]
+    "machine",
+    [LmdbCleanerMachine, MemoryCleanerMachine, LmdbProcessCleanerMachine],
+    ids=["lmdb", "memory", "lmdb-process"],
 )
 def test_the_cleaner_against_a_model(machine: type[CleanerMachine]) -> None:
-    run_state_machine_as_test(
-        machine, settings=settings(max_examples=40, stateful_step_count=40, deadline=None)
-    )
+    with contextlib.closing(CleanerProcess()) as process:
+        LmdbProcessCleanerMachine.process = process
+        run_state_machine_as_test(
+            machine, settings=settings(max_examples=40, stateful_step_count=40, deadline=None)
+        )

@@ -10,8 +10,11 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,7 +49,9 @@ def a_log(batches: int = 60) -> MemoryPartitionLog:
         keys = [b"k%d" % ((n * 5 + i) % 7) for i in range(5)]
         values = [None if (n * 5 + i) % 9 == 0 else b"v%d" % (n * 5 + i) for i in range(5)]
         stamps = [NOW_MS - 5000 + n * 50] * 5
-        producer = {"producer_id": 7, "producer_epoch": 0, "base_sequence": n * 5} if n % 4 else {}
+        producer: dict[str, Any] = (
+            {"producer_id": 7, "producer_epoch": 0, "base_sequence": n * 5} if n % 4 else {}
+        )
         log.append(fmt.encode_batch(values, keys=keys, timestamps=stamps, **producer), 0)
     log.set_high_watermark(log.log_end_offset)
     return log
@@ -62,7 +67,7 @@ def records(log: MemoryPartitionLog) -> list[tuple[int, bytes | None, bytes | No
 
 
 @pytest.fixture
-def process() -> CleanerProcess:
+def process() -> Iterator[CleanerProcess]:
     owner = CleanerProcess()
     yield owner
     owner.close()
@@ -105,15 +110,15 @@ def test_a_killed_process_fails_one_pass_and_the_next_pass_starts_another(
     first = process._process
     assert first is not None
     reads = []
+    original = cleaner._read
 
-    def kill_on_second_read(*args: object, **kwargs: object) -> bytes:
+    def kill_on_second_read(*args: Any, **kwargs: Any) -> bytes:
         reads.append(1)
         if len(reads) == 2:
             first.kill()
             first.wait()
         return original(*args, **kwargs)
 
-    original = cleaner._read
     monkeypatch.setattr(cleaner, "_read", kill_on_second_read)
     monkeypatch.setattr(cleaner, "READ_BYTES", 700)
     with pytest.raises(CleanerProcessError, match=r"died|gone"):
@@ -125,23 +130,61 @@ def test_a_killed_process_fails_one_pass_and_the_next_pass_starts_another(
     assert process._process is not None and process._process.pid != first.pid
 
 
-def test_a_stopping_broker_stops_waiting_and_ends_the_process() -> None:
-    stopping = False
-    owner = CleanerProcess(lambda: stopping)
+def test_a_process_that_dies_during_a_request_fails_it(process: CleanerProcess) -> None:
+    process.start_pass(NOW_MS, POLICY, 0, ())
+    child = process._process
+    assert child is not None
+    child.send_signal(signal.SIGSTOP)  # the request waits on it
+    threading.Timer(0.3, child.kill).start()
+    with pytest.raises(CleanerProcessError, match=r"died|gone"):
+        process.request(Fold(a_log(3).read(0, 1 << 20)), Folded)
+    assert process._process is None
+
+
+def test_a_stopping_broker_kills_the_process_and_starts_no_other() -> None:
+    """Even a stopped process (SIGSTOP) with a MiB to send it: `kill` frees the request."""
+    stopping = threading.Event()
+    owner = CleanerProcess(stopping.is_set)
     try:
         owner.start_pass(NOW_MS, POLICY, 0, ())
         child = owner._process
         assert child is not None
-        child.send_signal(signal.SIGSTOP)  # a reply that will not come
-        stopping = True
+        child.send_signal(signal.SIGSTOP)
+
+        def stop() -> None:  # as ReplicaManager.stop does, from the event loop's thread
+            stopping.set()
+            owner.kill()
+
+        threading.Timer(0.3, stop).start()
         started = time.monotonic()
         with pytest.raises(cleaner.Stopped):
-            owner.request(Fold(a_log(3).read(0, 1 << 20)), Folded)
+            owner.request(Fold(os.urandom(4 << 20)), Folded)  # more than a socket buffers
         assert time.monotonic() - started < 10
-        assert owner._process is None  # ended: no later request reads that reply
-        assert child.wait(10) == -signal.SIGKILL
+        assert owner._process is None and child.poll() == -signal.SIGKILL
+        with pytest.raises(cleaner.Stopped):
+            owner.start_pass(NOW_MS, POLICY, 0, ())
+        assert owner._process is None  # none started
     finally:
         owner.close()
+
+
+def test_a_pass_ends_by_freeing_its_keys_in_the_process(process: CleanerProcess) -> None:
+    log = a_log()
+    plan = process.start_pass(NOW_MS, POLICY, 0, ())
+    plan.fold(log.read(0, 1 << 20))
+    plan.end()
+    with pytest.raises(CleanerProcessError, match="without a pass begun"):
+        plan.fold(log.read(0, 1 << 20))
+
+
+def test_the_process_ignores_the_brokers_working_directory(
+    process: CleanerProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "signal.py").write_text("raise SystemExit('shadowed')\n")
+    monkeypatch.chdir(tmp_path)
+    log = a_log()
+    result = cleaner.clean(log, NOW_MS, POLICY, force=True, planner=process.start_pass)
+    assert result is not None and result.rewritten > 0
 
 
 def test_the_process_ends_when_its_broker_is_killed(tmp_path: Path) -> None:

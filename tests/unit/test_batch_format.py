@@ -492,3 +492,32 @@ def test_record_at_is_the_record_records_gives_at_that_offset() -> None:
     for record in batch.records():
         assert batch.record_at(record.offset) == record
     assert batch.record_at(39) is None and batch.record_at(43) is None
+
+
+@given(batches(), st.integers(0, 2**40))
+def test_record_in_reads_one_record_as_decode_does(batch, base_offset) -> None:
+    values, keys, stamps, headers = batch
+    data = fmt.stamp(
+        fmt.encode_batch(values, keys=keys, timestamps=stamps, headers=headers), base_offset, 0
+    )
+    decoded = fmt.decode(data)
+    for offset in range(base_offset - 1, base_offset + len(values) + 1):
+        assert fmt.record_in(data, offset) == decoded.record_at(offset)
+
+
+def test_record_in_past_numpys_threshold_and_on_a_corrupt_batch() -> None:
+    count = 300  # sums of lengths before a record go through numpy past 64 items
+    data = bytearray(
+        fmt.encode_batch(
+            [None if i % 7 == 0 else b"v" * (i % 13) for i in range(count)],
+            keys=[b"k%d" % i for i in range(count)],
+            timestamps=list(range(count)),
+            headers=[(("h", b"x" * i), ("n", None))[: i % 3] for i in range(count)],
+            base_offset=5,
+        )
+    )
+    decoded = fmt.decode(data)
+    assert [fmt.record_in(data, 5 + i) for i in range(count)] == list(decoded.records())
+    data[-1] ^= 1
+    with pytest.raises(fmt.CorruptBatchError):
+        fmt.record_in(data, 5)
