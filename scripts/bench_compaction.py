@@ -28,6 +28,9 @@ connection each, times:
              p50/p99 in microseconds, with `GET /readyz` on the same connection as the HTTP
              stack's floor
   redis get  GET of the same keys and values from a local non-persistent redis-server
+  produce    the goal's other side: what producers write to that one partition, MB/s of
+             log (8 concurrent binary batches of 1,000 keyed 100 B records, acks=all, to
+             its leader), against which the cleaner's MB/s above is held
 The last line is one JSON object of the medians.
 
 Run: python scripts/bench_compaction.py [--runs 3] [--records 200000] [--keys 10000]
@@ -37,6 +40,7 @@ Run: python scripts/bench_compaction.py [--runs 3] [--records 200000] [--keys 10
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import http.client
 import json
@@ -57,6 +61,7 @@ from kraftlite.broker import cleaner
 from kraftlite.broker.cleaner_process import CleanerProcess
 from kraftlite.groups.coordinator import offset_key, replay
 from kraftlite.protocol import batch as fmt
+from kraftlite.protocol.headers import BATCH_TYPE
 from kraftlite.storage.compaction import CleanPolicy, PassPlan
 from kraftlite.storage.log import LogStorage, PartitionLog, StorageConfig
 
@@ -150,6 +155,7 @@ def http_and_redis_gets(root: Path, keys: int, count: int, rng: random.Random) -
             body = response.read()
             return response.status, body
 
+        produce_mb_s = asyncio.run(produce_rate(leader_url, keys, rng))
         for _ in range(300):  # until the leader's index has caught up
             if get(f"/v1/topics/table/keys/{names[0]}")[0] == 200:
                 break
@@ -174,12 +180,46 @@ def http_and_redis_gets(root: Path, keys: int, count: int, rng: random.Random) -
             assert client.get(name) is not None
             redis_took.append((time.perf_counter() - started) * 1e6)
     return {
+        "produce_mb_s": produce_mb_s,
         "http_p50": percentile(took, 0.5),
         "http_p99": percentile(took, 0.99),
         "readyz_p50": percentile(floor, 0.5),
         "redis_p50": percentile(redis_took, 0.5),
         "redis_p99": percentile(redis_took, 0.99),
     }
+
+
+async def produce_rate(
+    leader_url: str, keys: int, rng: random.Random, seconds: float = 5.0, producers: int = 8
+) -> float:
+    """MB/s of log written to partition 0 of the "table" topic by `producers` concurrent
+    binary batches of 1,000 keyed 100 B records, acks=all, straight to its leader."""
+    import aiohttp  # noqa: PLC0415 - the cluster's own client library
+
+    chosen = [b"key-%d" % rng.randrange(keys) for _ in range(1000)]
+    batch = fmt.encode_batch(
+        [rng.randbytes(100) for _ in chosen],
+        keys=chosen,
+        timestamps=[int(time.time() * 1000)] * 1000,
+    )
+    url = f"{leader_url}/v1/topics/table/partitions/0/records?acks=all"
+    headers = {"Content-Type": BATCH_TYPE, "X-Kraftlite-No-Forward": "1"}
+    written = 0
+    deadline = time.monotonic() + seconds
+
+    async def produce(session: aiohttp.ClientSession) -> None:
+        nonlocal written
+        while time.monotonic() < deadline:
+            async with session.post(url, data=batch, headers=headers) as response:
+                await response.read()
+                if response.status != 200:
+                    raise SystemExit(f"produce failed: {response.status}")
+            written += len(batch)
+
+    started = time.monotonic()
+    async with aiohttp.ClientSession() as session:
+        await asyncio.gather(*(produce(session) for _ in range(producers)))
+    return written / (time.monotonic() - started) / 1e6
 
 
 def timed_read(log: PartitionLog) -> float:
@@ -372,6 +412,11 @@ def main() -> None:
                 f"{medians['redis_p50']:.0f} us, p99 {medians['redis_p99']:.0f} us; "
                 f"p50 {medians['http_p50'] / medians['redis_p50']:.1f}x; the HTTP stack alone, "
                 f"GET /readyz: p50 {medians['readyz_p50']:.0f} us)"
+            )
+            print(
+                f"produce one partition {medians['produce_mb_s']:8.1f} MB/s of log (RF 3, "
+                f"acks=all): the cleaner's {medians['clean']:.1f} MB/s is "
+                f"{medians['clean'] / medians['produce_mb_s']:.2f}x it (goal: at least 1x)"
             )
             print(
                 f"lookup vs redis       p50 {medians['lookup_p50'] / medians['redis_p50']:.2f}x "

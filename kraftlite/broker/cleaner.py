@@ -14,7 +14,7 @@ the cleaner reads and writes, together), sleeping on the cleaner's thread.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -35,11 +35,13 @@ REWRITE_CHUNK = 8
 
 
 class Planning(Protocol):
-    """One pass's decisions (compaction.PassPlan, or its proxy in the cleaner's process)."""
+    """One pass's decisions (compaction.PassPlan, or its proxy in the cleaner's process),
+    over the reads the pass makes: the proxy reads ahead of the process by one, so the
+    broker's reads and writes overlap the process's work."""
 
-    def fold(self, data: bytes) -> int: ...
+    def fold(self, reads: Iterable[bytes]) -> None: ...
 
-    def plan(self, data: bytes) -> tuple[list[BatchRewrite], int]: ...
+    def plan(self, reads: Iterable[bytes]) -> Iterator[list[BatchRewrite]]: ...
 
     def end(self) -> None: ...
 
@@ -104,6 +106,29 @@ class Stopped(Exception):
     """The broker is stopping: the pass ends between two chunks (`clean`'s `stopping`)."""
 
 
+class _Reader:
+    """The log's batches from `offset` below `limit`, a read at a time (each counted by
+    `spent`); `offset` is where the reads got to. It ends early when retention or a
+    truncation took the rest (the next pass starts from the log as it is then)."""
+
+    def __init__(
+        self, log: ReplicaLog, offset: int, limit: int, spent: Callable[[int], None]
+    ) -> None:
+        self.offset = offset
+        self._log = log
+        self._limit = limit
+        self._spent = spent
+
+    def __iter__(self) -> Iterator[bytes]:
+        while self.offset < self._limit:
+            data = _read(self._log, self.offset, self._limit)
+            if not data:
+                return
+            self._spent(len(data))
+            self.offset = batch_format.next_offset_after(data)
+            yield data
+
+
 def _read(log: ReplicaLog, offset: int, limit: int) -> bytes:
     """The batches from `offset` below `limit`; b"" once retention or truncation took the
     range meanwhile (the pass ends; the next one starts from the log as it is)."""
@@ -155,27 +180,18 @@ def clean(
     if not force and not compaction.due(headers, log.cleaned_offset, end, now_ms, policy):
         return None
     plan = planner(now_ms, policy, start, compaction.last_producer_batches(headers))
-    offset = start
-    while offset < high_watermark:  # rule 2's map, from the whole log below the watermark
-        data = _read(log, offset, high_watermark)
-        if not data:
-            break
-        spent(len(data))
-        offset = plan.fold(data)
+    # rule 2's map, from the whole log below the high watermark
+    plan.fold(_Reader(log, start, high_watermark, spent))
     rewritten = freed = 0
-    offset = max(start, headers[0].base_offset) if headers else start
-    while offset < end:
-        data = _read(log, offset, end)
-        if not data:
-            break
-        spent(len(data))
-        changes, offset = plan.plan(data)
+    reader = _Reader(log, max(start, headers[0].base_offset) if headers else start, end, spent)
+    for changes in plan.plan(reader):
         for at in range(0, len(changes), REWRITE_CHUNK):
             chunk = changes[at : at + REWRITE_CHUNK]
             freed += log.rewrite_batches(chunk)
             rewritten += len(chunk)
             spent(_written(chunk))
     plan.end()
+    offset = reader.offset
     cleaned = min(offset, end)  # where this pass stopped (earlier if the log changed)
     log.rewrite_batches([], cleaned_to=cleaned)  # a small transaction of its own
     observe(compaction.dirtiness(headers, cleaned, end))

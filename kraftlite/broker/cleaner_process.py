@@ -33,7 +33,7 @@ import socket
 import subprocess
 import sys
 import traceback
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -93,13 +93,12 @@ class Ended:
 
 @dataclass(frozen=True, slots=True)
 class Folded:
-    next_offset: int
+    pass
 
 
 @dataclass(frozen=True, slots=True)
 class Planned:
     rewrites: list[BatchRewrite]
-    next_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +121,10 @@ def answer(plan: PassPlan | None, request: Request) -> tuple[PassPlan | None, Re
         case Begin(now_ms, policy, log_start, whole):
             return PassPlan(now_ms, policy, log_start, whole), Began()
         case Fold(data) if plan is not None:
-            return plan, Folded(plan.fold(data))
+            plan.fold_one(data)
+            return plan, Folded()
         case Plan(data) if plan is not None:
-            return plan, Planned(*plan.plan(data))
+            return plan, Planned(plan.plan_one(data))
         case End():
             return None, Ended()  # the pass's keys go with it
     return plan, Failed(f"{type(request).__name__} without a pass begun")
@@ -172,13 +172,37 @@ class CleanerProcess:
     ) -> _R:
         """The process's reply to `request` (rule 2), started first if it is not running;
         `within`: the process a pass began in, which must still be the one running."""
+        self.send(request, within)
+        return self.receive(expected, within)
+
+    def send(self, request: Request, within: subprocess.Popen[bytes] | None = None) -> None:
+        """`request`, its reply to be `receive`d before the next is sent (rule 2)."""
         if within is not None and (self._process is not within or within.poll() is not None):
             raise CleanerProcessError("the log cleaner's process died during the pass")
         connection = self._started()
-        try:
+        with self._failing():
             connection.send(request)
+
+    def receive(self, expected: type[_R], within: subprocess.Popen[bytes] | None = None) -> _R:
+        """The reply to the request sent last."""
+        connection = self._connection
+        if connection is None or (within is not None and self._process is not within):
+            raise CleanerProcessError("the log cleaner's process died during the pass")
+        with self._failing():
             self._wait(connection)
             reply = connection.recv()
+        if isinstance(reply, Failed):
+            raise CleanerProcessError(f"the log cleaner's process failed: {reply.error}")
+        if not isinstance(reply, expected):
+            self.close(kill=True)
+            raise CleanerProcessError(f"the log cleaner's process answered {reply!r}")
+        return reply
+
+    @contextlib.contextmanager
+    def _failing(self) -> Iterator[None]:
+        """A send or receive that fails ends the process (rule 3)."""
+        try:
+            yield
         except (OSError, EOFError) as exc:
             self.close(kill=True)
             if self._stopping():
@@ -187,12 +211,6 @@ class CleanerProcess:
         except BaseException:
             self.close(kill=True)  # its reply, if any, must never answer the next request
             raise
-        if isinstance(reply, Failed):
-            raise CleanerProcessError(f"the log cleaner's process failed: {reply.error}")
-        if not isinstance(reply, expected):
-            self.close(kill=True)
-            raise CleanerProcessError(f"the log cleaner's process answered {reply!r}")
-        return reply
 
     def _wait(self, connection: Connection) -> None:
         while not connection.poll(POLL_S):
@@ -244,21 +262,52 @@ class CleanerProcess:
 
 
 class RemotePass:
-    """One pass's decisions, made in the cleaner's process (cleaner.Planning)."""
+    """One pass's decisions, made in the cleaner's process (cleaner.Planning). Each read is
+    sent once the reply to the one before has come, so there is one request at a time (no
+    two sides ever block sending to each other), while the next read from the log, and
+    the writes of the rewrites received, overlap the process's work on the one sent."""
 
     def __init__(self, owner: CleanerProcess, process: subprocess.Popen[bytes]) -> None:
         self._owner = owner
         self._process = process  # the one the pass began in
 
-    def fold(self, data: bytes) -> int:
-        return self._owner.request(Fold(data), Folded, self._process).next_offset
+    def fold(self, reads: Iterable[bytes]) -> None:
+        with self._abandoned_unless_done():
+            sent = False
+            for data in reads:  # read while the process folds the one sent before
+                if sent:
+                    self._owner.receive(Folded, self._process)
+                self._owner.send(Fold(data), self._process)
+                sent = True
+            if sent:
+                self._owner.receive(Folded, self._process)
 
-    def plan(self, data: bytes) -> tuple[list[BatchRewrite], int]:
-        planned = self._owner.request(Plan(data), Planned, self._process)
-        return planned.rewrites, planned.next_offset
+    def plan(self, reads: Iterable[bytes]) -> Iterator[list[BatchRewrite]]:
+        with self._abandoned_unless_done():
+            planned: Planned | None = None
+            sent = False
+            for data in reads:  # read while the process plans the one sent before
+                if sent:
+                    planned = self._owner.receive(Planned, self._process)
+                self._owner.send(Plan(data), self._process)
+                sent = True
+                if planned is not None:
+                    yield planned.rewrites  # written while the process plans `data`
+            if sent:
+                yield self._owner.receive(Planned, self._process).rewrites
 
     def end(self) -> None:
         self._owner.request(End(), Ended, self._process)
+
+    @contextlib.contextmanager
+    def _abandoned_unless_done(self) -> Iterator[None]:
+        """A pass that ends with a request unanswered (a read or a write failed, or the
+        broker is stopping) ends the process: that reply must not answer the next request."""
+        try:
+            yield
+        except BaseException:
+            self._owner.close(kill=True)
+            raise
 
 
 def _python_path() -> str:

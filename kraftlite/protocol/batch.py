@@ -798,6 +798,24 @@ def decode(buf: bytes | bytearray | memoryview) -> DecodedBatch:
     return DecodedBatch(header, _ints(layout.timestamps, "q"), keys, values, headers)
 
 
+def keys_of(buf: bytes | bytearray | memoryview) -> tuple[BatchHeader, list[bytes | None]]:
+    """One whole batch's header and keys, checked as `validate` checks it, its other
+    columns left as they are (what the log cleaner's map of keys is built from)."""
+    header, layout = _check(memoryview(buf))
+    return header, _nullable(layout.keys, header.record_count)
+
+
+def next_offset_after(buf: bytes | bytearray | memoryview) -> int:
+    """The offset after the last of a stream of stored (stamped) batches; ValueError when
+    it holds none."""
+    last = None
+    for last in split_batches(buf):  # noqa: B007 - the last one is wanted
+        pass
+    if last is None:
+        raise ValueError("no batch")
+    return read_header(last).next_offset
+
+
 def record_in(buf: bytes | bytearray | memoryview, offset: int) -> ConsumedRecord | None:
     """The record at `offset` of one whole batch (None when it holds none there), checked
     as `validate` checks the batch, without decoding its other records: a key read wants

@@ -39,7 +39,7 @@ Rules (Kafka's semantics and names, docs/design/storage.md "Compaction"):
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from kraftlite.protocol import batch as batch_format
@@ -129,16 +129,6 @@ def due(
     return now_ms - oldest > policy.max_compaction_lag_ms
 
 
-def latest(batches: Iterable[DecodedBatch], into: dict[bytes, int]) -> dict[bytes, int]:
-    """Rule 2's map: each key's last offset in `batches` (first to last), over `into`."""
-    for batch in batches:
-        base = batch.header.base_offset
-        for i, key in enumerate(batch.keys):
-            if key is not None:
-                into[key] = base + i
-    return into
-
-
 def last_producer_batches(headers: Iterable[BatchHeader]) -> set[int]:
     """Rule 4: the base offsets of each idempotent producer's last batch."""
     last: dict[int, int] = {}
@@ -150,7 +140,7 @@ def last_producer_batches(headers: Iterable[BatchHeader]) -> set[int]:
 
 def keep(
     batch: DecodedBatch,
-    latest_offsets: Mapping[bytes, int],
+    latest_offsets: Mapping[bytes | None, int],
     now_ms: int,
     policy: CleanPolicy,
     pinned: Collection[bytes] = frozenset(),
@@ -161,22 +151,20 @@ def keep(
     key's latest again (Kafka keeps only such a batch's header; kraftlite's format has no
     empty batch)."""
     base = batch.header.base_offset
-    kept = []
-    for i, (key, value, timestamp) in enumerate(
-        zip(batch.keys, batch.values, batch.timestamps, strict=True)
-    ):
-        if key is None or latest_offsets.get(key) != base + i:
-            kept.append(False)
-        elif value is None:
-            kept.append(now_ms - timestamp <= policy.delete_retention_ms or key in pinned)
-        else:
-            kept.append(True)
+    latest_of = latest_offsets.get
+    kept = [  # the latest of its key (a record without a key has none, rule 3)
+        key is not None and latest_of(key) == offset
+        for key, offset in zip(batch.keys, range(base, base + len(batch.keys)), strict=True)
+    ]
+    values, timestamps, keys = batch.values, batch.timestamps, batch.keys
+    for i in [i for i, value in enumerate(values) if value is None and kept[i]]:  # tombstones
+        kept[i] = now_ms - timestamps[i] <= policy.delete_retention_ms or keys[i] in pinned
     return kept
 
 
 def rewrite(  # noqa: PLR0917 - keep's inputs and the batch's stored length
     batch: DecodedBatch,
-    latest_offsets: Mapping[bytes, int],
+    latest_offsets: Mapping[bytes | None, int],
     now_ms: int,
     policy: CleanPolicy,
     batch_length: int,
@@ -194,9 +182,9 @@ def rewrite(  # noqa: PLR0917 - keep's inputs and the batch's stored length
 class PassPlan:
     """One pass's decisions (rules 2 to 5) over the log's bytes as the cleaner reads them:
     first `fold` every batch below the high watermark, first to last (rule 2's map), then
-    `plan` the cleanable range's batches, first to last. `whole`: rule 4's batches (by
-    base offset), left as they are, as is everything below `log_start`; their keys are
-    pinned (`keep`)."""
+    `plan` the cleanable range's batches, first to last; `end` frees the map. `whole`: rule
+    4's batches (by base offset), left as they are, as is everything below `log_start`;
+    their keys are pinned (`keep`). Each read (bytes) holds whole batches, one at least."""
 
     def __init__(
         self, now_ms: int, policy: CleanPolicy, log_start: int, whole: Collection[int]
@@ -205,26 +193,35 @@ class PassPlan:
         self.policy = policy
         self.log_start = log_start
         self.whole = frozenset(whole)
-        self.latest: dict[bytes, int] = {}
+        self.latest: dict[bytes | None, int] = {}  # rule 2's map (never a None key)
         self.pinned: set[bytes] = set()
 
-    def fold(self, data: bytes) -> int:
-        """Take the keys of `data`'s batches (one at least) into rule 2's map; the offset
-        after them."""
-        decoded = list(batch_format.decode_stream(data))
-        if not decoded:
-            raise ValueError("no batch to fold")
-        latest(decoded, self.latest)
-        return decoded[-1].header.next_offset
+    def fold(self, reads: Iterable[bytes]) -> None:
+        for data in reads:
+            self.fold_one(data)
 
-    def plan(self, data: bytes) -> tuple[list[BatchRewrite], int]:
-        """The rewrites of `data`'s batches (one at least; those that keep every record
-        need none), and the offset after them."""
+    def plan(self, reads: Iterable[bytes]) -> Iterator[list[BatchRewrite]]:
+        for data in reads:
+            yield self.plan_one(data)
+
+    def end(self) -> None:
+        """The pass is over: its keys are no longer needed."""
+        self.latest, self.pinned = {}, set()
+
+    def fold_one(self, data: bytes) -> None:
+        """Take the keys of `data`'s batches into rule 2's map."""
+        latest_offsets = self.latest
+        for view in batch_format.split_batches(data):
+            header, keys = batch_format.keys_of(view)
+            base = header.base_offset
+            latest_offsets.update(zip(keys, range(base, base + len(keys)), strict=True))
+        latest_offsets.pop(None, None)  # records without a key (rule 3) are in no map
+
+    def plan_one(self, data: bytes) -> list[BatchRewrite]:
+        """The rewrites of `data`'s batches (those that keep every record need none)."""
         rewrites = []
-        offset = -1
         for view in batch_format.split_batches(data):
             batch = batch_format.decode(view)
-            offset = batch.header.next_offset
             base = batch.header.base_offset
             if base in self.whole or base < self.log_start:
                 self.pinned.update(key for key in batch.keys if key is not None)
@@ -232,10 +229,4 @@ class PassPlan:
             change = rewrite(batch, self.latest, self.now_ms, self.policy, len(view), self.pinned)
             if change is not None:
                 rewrites.append(change)
-        if offset < 0:
-            raise ValueError("no batch to plan")
-        return rewrites, offset
-
-    def end(self) -> None:
-        """The pass is over: its keys are no longer needed."""
-        self.latest, self.pinned = {}, set()
+        return rewrites

@@ -96,9 +96,9 @@ def test_the_process_answers_each_request_in_turn_and_refuses_one_out_of_order()
     plan, reply = answer(None, Begin(NOW_MS, POLICY, 0, frozenset()))
     assert plan is not None and reply == Began()
     plan, reply = answer(plan, Fold(data))
-    assert reply == Folded(15)
+    assert reply == Folded()
     _, reply = answer(plan, Plan(data))
-    assert isinstance(reply, Planned) and reply.next_offset == 15 and reply.rewrites
+    assert isinstance(reply, Planned) and reply.rewrites
 
 
 def test_a_killed_process_fails_one_pass_and_the_next_pass_starts_another(
@@ -171,10 +171,10 @@ def test_a_stopping_broker_kills_the_process_and_starts_no_other() -> None:
 def test_a_pass_ends_by_freeing_its_keys_in_the_process(process: CleanerProcess) -> None:
     log = a_log()
     plan = process.start_pass(NOW_MS, POLICY, 0, ())
-    plan.fold(log.read(0, 1 << 20))
+    plan.fold([log.read(0, 1 << 20)])
     plan.end()
     with pytest.raises(CleanerProcessError, match="without a pass begun"):
-        plan.fold(log.read(0, 1 << 20))
+        plan.fold([log.read(0, 1 << 20)])
 
 
 def test_the_process_ignores_the_brokers_working_directory(
@@ -231,3 +231,26 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except OSError:
         return True
+
+
+def test_a_pass_that_fails_with_a_request_unanswered_leaves_no_reply_for_the_next(
+    process: CleanerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first write fails while the next read is with the process: that pass ends the
+    process, and the next pass (another process) cleans as the thread would."""
+    monkeypatch.setattr(cleaner, "READ_BYTES", 700)
+    log, expected = a_log(), a_log()
+    cleaner.clean(expected, NOW_MS, POLICY, force=True)
+    first = process.start_pass(NOW_MS, POLICY, 0, ())._process
+    original = log.rewrite_batches
+
+    def failing(*args: Any, **kwargs: Any) -> int:
+        raise OSError("disk")
+
+    monkeypatch.setattr(log, "rewrite_batches", failing)
+    with pytest.raises(OSError, match="disk"):
+        cleaner.clean(log, NOW_MS, POLICY, force=True, planner=process.start_pass)
+    assert process._process is None and first.poll() is not None  # ended, not reused
+    monkeypatch.setattr(log, "rewrite_batches", original)
+    cleaner.clean(log, NOW_MS, POLICY, force=True, planner=process.start_pass)
+    assert records(log) == records(expected)
