@@ -13,8 +13,9 @@ the cleaner reads and writes, together), sleeping on the cleaner's thread.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -41,7 +42,7 @@ class Planning(Protocol):
 
     def fold(self, reads: Iterable[bytes]) -> None: ...
 
-    def plan(self, reads: Iterable[bytes]) -> Iterator[list[BatchRewrite]]: ...
+    def plan(self, reads: Iterable[bytes]) -> Generator[list[BatchRewrite]]: ...
 
     def end(self) -> None: ...
 
@@ -184,12 +185,13 @@ def clean(
     plan.fold(_Reader(log, start, high_watermark, spent))
     rewritten = freed = 0
     reader = _Reader(log, max(start, headers[0].base_offset) if headers else start, end, spent)
-    for changes in plan.plan(reader):
-        for at in range(0, len(changes), REWRITE_CHUNK):
-            chunk = changes[at : at + REWRITE_CHUNK]
-            freed += log.rewrite_batches(chunk)
-            rewritten += len(chunk)
-            spent(_written(chunk))
+    with contextlib.closing(plan.plan(reader)) as planned:  # closed here, whatever happens
+        for changes in planned:
+            for at in range(0, len(changes), REWRITE_CHUNK):
+                chunk = changes[at : at + REWRITE_CHUNK]
+                freed += log.rewrite_batches(chunk)
+                rewritten += len(chunk)
+                spent(_written(chunk))
     plan.end()
     offset = reader.offset
     cleaned = min(offset, end)  # where this pass stopped (earlier if the log changed)

@@ -33,7 +33,7 @@ import socket
 import subprocess
 import sys
 import traceback
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -156,6 +156,7 @@ class CleanerProcess:
         self._stopping = stopping
         self._process: subprocess.Popen[bytes] | None = None
         self._connection: Connection | None = None
+        self.outstanding = False  # a request sent whose reply has not been received
 
     def start_pass(
         self, now_ms: int, policy: CleanPolicy, log_start: int, whole: Collection[int]
@@ -179,9 +180,12 @@ class CleanerProcess:
         """`request`, its reply to be `receive`d before the next is sent (rule 2)."""
         if within is not None and (self._process is not within or within.poll() is not None):
             raise CleanerProcessError("the log cleaner's process died during the pass")
+        if self.outstanding:  # its reply would answer this request: start over
+            self.close(kill=True)
         connection = self._started()
         with self._failing():
             connection.send(request)
+        self.outstanding = True
 
     def receive(self, expected: type[_R], within: subprocess.Popen[bytes] | None = None) -> _R:
         """The reply to the request sent last."""
@@ -191,6 +195,7 @@ class CleanerProcess:
         with self._failing():
             self._wait(connection)
             reply = connection.recv()
+        self.outstanding = False
         if isinstance(reply, Failed):
             raise CleanerProcessError(f"the log cleaner's process failed: {reply.error}")
         if not isinstance(reply, expected):
@@ -237,6 +242,10 @@ class CleanerProcess:
             self._connection = Connection(ours.detach())
         return self._connection
 
+    def running(self, process: subprocess.Popen[bytes]) -> bool:
+        """Whether `process` is the one this side talks to."""
+        return self._process is process
+
     def kill(self) -> None:
         """Kill the process now, from any thread (rule 3: the broker is stopping): a request
         in flight on the cleaner's thread fails at once; `close` still reaps it."""
@@ -249,6 +258,7 @@ class CleanerProcess:
         not within CLOSE_WAIT_S, or at once (`kill`: what it works on is abandoned)."""
         connection, process = self._connection, self._process
         self._connection = self._process = None
+        self.outstanding = False
         if connection is not None:
             connection.close()
         if process is not None:
@@ -282,7 +292,7 @@ class RemotePass:
             if sent:
                 self._owner.receive(Folded, self._process)
 
-    def plan(self, reads: Iterable[bytes]) -> Iterator[list[BatchRewrite]]:
+    def plan(self, reads: Iterable[bytes]) -> Generator[list[BatchRewrite]]:
         with self._abandoned_unless_done():
             planned: Planned | None = None
             sent = False
@@ -302,11 +312,13 @@ class RemotePass:
     @contextlib.contextmanager
     def _abandoned_unless_done(self) -> Iterator[None]:
         """A pass that ends with a request unanswered (a read or a write failed, or the
-        broker is stopping) ends the process: that reply must not answer the next request."""
+        broker is stopping) ends its process: that reply must not answer the next request
+        (`send` would also start over). A stop loses the rewrites of the read it had sent."""
         try:
             yield
         except BaseException:
-            self._owner.close(kill=True)
+            if self._owner.outstanding and self._owner.running(self._process):
+                self._owner.close(kill=True)
             raise
 
 

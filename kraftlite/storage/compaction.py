@@ -39,7 +39,7 @@ Rules (Kafka's semantics and names, docs/design/storage.md "Compaction"):
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kraftlite.protocol import batch as batch_format
@@ -200,7 +200,7 @@ class PassPlan:
         for data in reads:
             self.fold_one(data)
 
-    def plan(self, reads: Iterable[bytes]) -> Iterator[list[BatchRewrite]]:
+    def plan(self, reads: Iterable[bytes]) -> Generator[list[BatchRewrite]]:
         for data in reads:
             yield self.plan_one(data)
 

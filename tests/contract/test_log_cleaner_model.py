@@ -255,7 +255,10 @@ class MemoryCleanerMachine(CleanerMachine):
     [LmdbCleanerMachine, MemoryCleanerMachine, LmdbProcessCleanerMachine],
     ids=["lmdb", "memory", "lmdb-process"],
 )
-def test_the_cleaner_against_a_model(machine: type[CleanerMachine]) -> None:
+def test_the_cleaner_against_a_model(
+    machine: type[CleanerMachine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cleaner, "READ_BYTES", 300)  # a pass reads batch by batch or so
     with contextlib.closing(CleanerProcess()) as process:
         LmdbProcessCleanerMachine.process = process
         run_state_machine_as_test(

@@ -244,12 +244,16 @@ def test_a_pass_that_fails_with_a_request_unanswered_leaves_no_reply_for_the_nex
     first = process.start_pass(NOW_MS, POLICY, 0, ())._process
     original = log.rewrite_batches
 
+    outstanding = []
+
     def failing(*args: Any, **kwargs: Any) -> int:
+        outstanding.append(process.outstanding)  # the next read is with the process
         raise OSError("disk")
 
     monkeypatch.setattr(log, "rewrite_batches", failing)
     with pytest.raises(OSError, match="disk"):
         cleaner.clean(log, NOW_MS, POLICY, force=True, planner=process.start_pass)
+    assert outstanding == [True]
     assert process._process is None and first.poll() is not None  # ended, not reused
     monkeypatch.setattr(log, "rewrite_batches", original)
     cleaner.clean(log, NOW_MS, POLICY, force=True, planner=process.start_pass)

@@ -521,3 +521,18 @@ def test_record_in_past_numpys_threshold_and_on_a_corrupt_batch() -> None:
     data[-1] ^= 1
     with pytest.raises(fmt.CorruptBatchError):
         fmt.record_in(data, 5)
+
+
+@given(st.lists(batches(), min_size=1, max_size=4), st.integers(0, 2**40))
+def test_keys_of_and_next_offset_after_read_a_stream_as_decode_does(stream, base) -> None:
+    data, offset = b"", base
+    for values, keys, stamps, headers in stream:
+        batch = fmt.encode_batch(values, keys=keys, timestamps=stamps, headers=headers)
+        data += bytes(fmt.stamp(batch, offset, 0))
+        offset += len(values)
+    assert fmt.next_offset_after(data) == offset
+    for view in fmt.split_batches(data):
+        decoded = fmt.decode(view)
+        assert fmt.keys_of(view) == (decoded.header, decoded.keys)
+    with pytest.raises(ValueError, match="no batch"):
+        fmt.next_offset_after(b"")
