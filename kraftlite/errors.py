@@ -35,6 +35,11 @@ class ErrorCode(IntEnum):
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     DUPLICATE_SEQUENCE_NUMBER = 46
     INVALID_PRODUCER_EPOCH = 47
+    INVALID_TXN_STATE = 48  # transactions (issue 27): the request does not fit the state
+    INVALID_PRODUCER_ID_MAPPING = 49
+    INVALID_TRANSACTION_TIMEOUT = 50
+    CONCURRENT_TRANSACTIONS = 51  # the transaction is being written or ended: retry
+    PRODUCER_FENCED = 90  # a newer instance of this transactional id exists
     UNKNOWN_PRODUCER_ID = 59
     REBALANCE_IN_PROGRESS = 27
     RECORD_LIST_TOO_LARGE = 18
@@ -117,6 +122,19 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ),
     ErrorCode.DUPLICATE_SEQUENCE_NUMBER: ErrorInfo(409, False, "this batch was written already"),
     ErrorCode.INVALID_PRODUCER_EPOCH: ErrorInfo(409, False, "a newer producer with this id exists"),
+    ErrorCode.INVALID_TXN_STATE: ErrorInfo(409, False, "not allowed in the transaction's state"),
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING: ErrorInfo(
+        409, False, "the producer id is not this transactional id's"
+    ),
+    ErrorCode.INVALID_TRANSACTION_TIMEOUT: ErrorInfo(
+        400, False, "the transaction timeout is out of range"
+    ),
+    ErrorCode.CONCURRENT_TRANSACTIONS: ErrorInfo(
+        409, True, "the transaction is being changed: try again shortly"
+    ),
+    ErrorCode.PRODUCER_FENCED: ErrorInfo(
+        409, False, "a newer producer with this transactional id exists"
+    ),
     ErrorCode.UNKNOWN_PRODUCER_ID: ErrorInfo(
         409, False, "no state for this producer here: start a new sequence"
     ),
