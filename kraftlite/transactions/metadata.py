@@ -1,9 +1,12 @@
 """The transaction coordinator's decisions for one transactional id (issue 27): Kafka's
 TransactionMetadata and the checks of its TransactionCoordinator, as
 docs/design/kafka-transactions.md gives them (rule ids there in brackets). Pure: the
-coordinator (not yet built) looks the id up, refuses a request while a write for the id is
-in flight (`pending`: CONCURRENT_TRANSACTIONS, [C12]), appends the metadata a decision
-names to `__transaction_state` with acks=all, and only then answers and installs it.
+coordinator (not yet built) looks the id up, says whether a write for it is in flight
+(`pending`, [C12]: each decision answers CONCURRENT_TRANSACTIONS for it at the point of
+its checks where Kafka does), appends the metadata a decision names to
+`__transaction_state` with acks=all, and only then answers and installs it; a failed write
+installs nothing and is answered with its own error [C13] (a failed fence too: Kafka then
+also keeps the fenced epoch in memory, which is safe to leave out).
 
 Kafka's first transaction protocol (transaction.version 0: one epoch per producer session,
 a bump only at InitProducerId or a fence); brokers advertise no higher version, so Java 4
@@ -18,7 +21,10 @@ Rules:
    it at the next epoch [I8] and the caller is told CONCURRENT_TRANSACTIONS, to retry until
    that abort completes; a Prepare state answers CONCURRENT_TRANSACTIONS. KIP-360: a caller
    naming the producer id and epoch it had recovers them if they are still current, or had
-   just been bumped for it [I6b, I7c-e]; else PRODUCER_FENCED.
+   just been bumped for it [I6b, I7c-e]; else PRODUCER_FENCED. Every write to Empty notes
+   the producer id it had (`previous_producer_id`), so only the caller a rotation was for
+   recovers across it. Where Kafka throws (an exhausted epoch and an expected one that is
+   not it) this answers as for any other epoch.
 3. AddPartitionsToTxn and AddOffsetsToTxn [A4, O2] begin or extend a transaction: from
    Empty or a Complete state, or Ongoing; nothing is written when every partition is in.
 4. EndTxn [E3]: Ongoing goes to PrepareCommit or PrepareAbort (answered once that is
@@ -108,6 +114,7 @@ def transit(current: TxnMetadata, **changes: Any) -> TxnMetadata:
     """Rule 1: `current` with `changes`, checked (AssertionError: a bug)."""
     target = replace(current, **changes)
     assert current.state in VALID_PREVIOUS[target.state], (current.state, target.state)
+    assert target.producer_epoch <= MAX_EPOCH, "an epoch past Short.MAX_VALUE"
     if target.producer_id == current.producer_id:
         assert target.producer_epoch in (current.producer_epoch, current.producer_epoch + 1)
     else:
@@ -159,6 +166,8 @@ def init_producer_id(  # noqa: PLR0917 - the request's fields and the coordinato
     expected: tuple[int, int] | None,
     now_ms: int,
     new_producer_id: Callable[[], int],
+    *,
+    pending: bool = False,
     max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
 ) -> Decision:
     """Rule 2, for a transactional id (an idempotent producer's InitProducerId stores
@@ -173,6 +182,8 @@ def init_producer_id(  # noqa: PLR0917 - the request's fields and the coordinato
             transactional_id, new_producer_id(), NO_EPOCH, timeout_ms, S.EMPTY,
             last_update_ms=now_ms,
         )  # fmt: skip
+    if pending:
+        return Refused(ErrorCode.CONCURRENT_TRANSACTIONS)  # [I6a]
     if expected is not None and not (  # [I6b]
         current.producer_epoch == NO_EPOCH
         or expected[0] == current.producer_id
@@ -209,11 +220,24 @@ def _bump(
             **common,
         )
     elif expected_epoch is None:  # [I7b]
-        target = transit(current, producer_epoch=epoch + 1, last_producer_epoch=NO_EPOCH, **common)
+        target = transit(
+            current,
+            producer_epoch=epoch + 1,
+            last_producer_epoch=NO_EPOCH,
+            previous_producer_id=current.producer_id,
+            **common,
+        )
     elif epoch in (expected_epoch, NO_EPOCH):  # [I7c]: KIP-360 recovery
-        target = transit(current, producer_epoch=epoch + 1, last_producer_epoch=epoch, **common)
-    elif expected_epoch == current.last_producer_epoch:  # [I7d]: that bump, retried
-        return Answered(current.producer_id, epoch)
+        target = transit(
+            current,
+            producer_epoch=epoch + 1,
+            last_producer_epoch=epoch,
+            previous_producer_id=current.producer_id,
+            **common,
+        )
+    elif expected_epoch == current.last_producer_epoch:  # [I7d]: that bump, retried: the
+        # same epoch written again (its timeout and time refreshed), answered once durable
+        target = transit(current, timeout_ms=timeout_ms, last_update_ms=now_ms)
     else:
         return Refused(ErrorCode.PRODUCER_FENCED)  # [I7e]
     return Write(target)
@@ -234,12 +258,18 @@ def fence(current: TxnMetadata, now_ms: int) -> Write:
     return Write(target, ErrorCode.CONCURRENT_TRANSACTIONS, markers=True)
 
 
-def _check_producer(current: TxnMetadata | None, producer_id: int, epoch: int) -> Refused | None:
-    """[A4, E3]: the caller is the id's producer at its current epoch."""
+def _check_producer(
+    current: TxnMetadata | None, producer_id: int, epoch: int, pending: bool
+) -> Refused | None:
+    """[A4, E3]: the caller is the id's producer at its current epoch, and no write for
+    the id is in flight (checked in that order, as Kafka's: a fenced producer learns so
+    rather than being told to retry)."""
     if current is None or producer_id != current.producer_id:
         return Refused(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
     if epoch != current.producer_epoch:
         return Refused(ErrorCode.PRODUCER_FENCED)
+    if pending:
+        return Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
     return None
 
 
@@ -249,10 +279,12 @@ def add_partitions(
     epoch: int,
     partitions: Iterable[TopicPartition],
     now_ms: int,
+    *,
+    pending: bool = False,
 ) -> Decision:
     """Rule 3 [A4, O2], once the caller's authorization and the partitions' existence were
     checked [A1, A3]."""
-    refused = _check_producer(current, producer_id, epoch)
+    refused = _check_producer(current, producer_id, epoch, pending)
     if refused is not None:
         return refused
     assert current is not None
@@ -283,10 +315,16 @@ _END_ELSEWHERE: Final[dict[tuple[TxnState, bool], ErrorCode | None]] = {
 
 
 def end_txn(
-    current: TxnMetadata | None, producer_id: int, epoch: int, commit: bool, now_ms: int
+    current: TxnMetadata | None,
+    producer_id: int,
+    epoch: int,
+    commit: bool,
+    now_ms: int,
+    *,
+    pending: bool = False,
 ) -> Decision:
     """Rule 4 [E2-E3]."""
-    refused = _check_producer(current, producer_id, epoch)
+    refused = _check_producer(current, producer_id, epoch, pending)
     if refused is not None:
         return refused
     assert current is not None
@@ -311,5 +349,5 @@ def timed_out(current: TxnMetadata, now_ms: int) -> bool:
 
 def expired(current: TxnMetadata, now_ms: int, expiration_ms: int) -> bool:
     """Rule 5 [C21]: an id idle long enough to delete (its tombstone written, the next
-    InitProducerId for it starts afresh)."""
+    InitProducerId for it starts afresh); the coordinator skips ids with a write pending."""
     return current.state in FINISHED and current.last_update_ms <= now_ms - expiration_ms

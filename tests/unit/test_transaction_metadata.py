@@ -93,8 +93,9 @@ def test_kip_360_a_producer_recovers_its_id_and_a_retried_bump_is_not_repeated()
                             1000, 0, False, 2)), 3)  # fmt: skip
     bumped = written(txn.init_producer_id(meta, "app", 60_000, (1000, 0), 4, ids().__next__))
     assert (bumped.producer_id, bumped.producer_epoch, bumped.last_producer_epoch) == (1000, 1, 0)
-    again = txn.init_producer_id(bumped, "app", 60_000, (1000, 0), 5, ids().__next__)
-    assert again == Answered(1000, 1)  # its answer was lost: the same answer, no second bump
+    again = written(txn.init_producer_id(bumped, "app", 30_000, (1000, 0), 5, ids().__next__))
+    assert (again.producer_id, again.producer_epoch) == (1000, 1)  # its answer was lost: the
+    assert (again.timeout_ms, again.last_update_ms) == (30_000, 5)  # same one, written again
     stale = txn.init_producer_id(bumped, "app", 60_000, (1000, 7), 5, ids().__next__)
     assert stale == Refused(ErrorCode.PRODUCER_FENCED)
     other = txn.init_producer_id(bumped, "app", 60_000, (999, 1), 5, ids().__next__)
@@ -113,8 +114,14 @@ def test_an_exhausted_epoch_moves_to_a_new_producer_id() -> None:
     # the old producer's own recovery (KIP-360) rotates it, and its retry gets that answer
     recovered = written(txn.init_producer_id(meta, "app", 60_000, old, 1, ids(5000).__next__))
     assert (recovered.producer_id, recovered.producer_epoch) == (5000, 0)
-    retry = txn.init_producer_id(recovered, "app", 60_000, old, 2, ids(6000).__next__)
-    assert retry == Answered(5000, 0)
+    retry = written(txn.init_producer_id(recovered, "app", 60_000, old, 2, ids(6000).__next__))
+    assert (retry.producer_id, retry.producer_epoch) == (5000, 0)
+    # once a new instance bumps the new id, the old id's recovery is over: it cannot fence
+    # the new instance's transaction
+    taken = written(txn.init_producer_id(recovered, "app", 60_000, None, 3, ids(7000).__next__))
+    ongoing = written(txn.add_partitions(taken, 5000, 1, [T0], 4))
+    late = txn.init_producer_id(ongoing, "app", 60_000, old, 5, ids(8000).__next__)
+    assert late == Refused(ErrorCode.PRODUCER_FENCED)
 
 
 def test_end_txn_outside_an_ongoing_transaction_answers_as_kafka() -> None:
@@ -221,3 +228,40 @@ def test_no_sequence_of_requests_breaks_the_state_machine(requests: list) -> Non
                 assert meta.producer_epoch >= before.producer_epoch
             if decision.markers:
                 assert meta.state in txn.PREPARED
+
+
+def test_checks_come_in_kafkas_order() -> None:
+    """A fenced or unknown producer learns so even while a write is in flight; a bad
+    request is refused before anything about the id is looked at; the expected producer is
+    checked before the state."""
+    meta = written(txn.add_partitions(begin(), 1000, 0, [T0], 1))
+    busy = Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
+    for decide in (
+        lambda pid, epoch: txn.add_partitions(meta, pid, epoch, [T1], 2, pending=True),
+        lambda pid, epoch: txn.end_txn(meta, pid, epoch, True, 2, pending=True),
+    ):
+        assert decide(999, 0) == Refused(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        assert decide(1000, 7) == Refused(ErrorCode.PRODUCER_FENCED)
+        assert decide(1000, 0) == busy
+    new_id = ids().__next__
+    bad_timeout = txn.init_producer_id(meta, "app", 0, None, 2, new_id, pending=True)
+    assert bad_timeout == Refused(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+    assert txn.init_producer_id(meta, "app", 60_000, None, 2, new_id, pending=True) == busy
+    preparing = written(txn.end_txn(meta, 1000, 0, True, 3))
+    stranger = txn.init_producer_id(preparing, "app", 60_000, (999, 0), 4, new_id)
+    assert stranger == Refused(ErrorCode.PRODUCER_FENCED)  # before CONCURRENT_TRANSACTIONS
+
+
+def test_a_fenced_zombie_cannot_recover_its_epoch() -> None:
+    zombie = written(txn.add_partitions(begin(), 1000, 0, [T0], now_ms=1))
+    aborted = txn.completed(txn.fence(zombie, 2).metadata, 3)
+    assert aborted.producer_epoch == 1 and aborted.last_producer_epoch == txn.NO_EPOCH
+    recovery = txn.init_producer_id(aborted, "app", 60_000, (1000, 0), 4, ids().__next__)
+    assert recovery == Refused(ErrorCode.PRODUCER_FENCED)
+
+
+def test_a_new_id_takes_any_expected_producer_and_a_bump_takes_the_new_timeout() -> None:
+    first = written(txn.init_producer_id(None, "app", 60_000, (42, 3), 1, ids().__next__))
+    assert (first.producer_id, first.producer_epoch) == (1000, 0)  # the -1 epoch case
+    again = written(txn.init_producer_id(first, "app", 5_000, None, 2, ids().__next__))
+    assert (again.producer_epoch, again.timeout_ms) == (1, 5_000)
