@@ -61,7 +61,7 @@ def check(cluster: Cluster, topic: str, producer: Producer) -> None:
     assert_no_violations(check_partition(cluster, topic, producer.acked, refused=producer.refused))
 
 
-@pytest.mark.parametrize("victim", ["leader", "follower"])
+@pytest.mark.parametrize("victim", [pytest.param("leader", marks=pytest.mark.slice), "follower"])
 def test_kill_9_any_broker_under_acks_all_load_loses_nothing(cluster: Cluster, victim: str) -> None:
     created = create(cluster, "load", **{"min.insync.replicas": 2})
     leader = created["leader"]

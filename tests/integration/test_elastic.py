@@ -82,6 +82,7 @@ def settled(cluster: Cluster, topic: str, target: list[int]) -> dict[str, Any] |
     return views[0] if done else None
 
 
+@pytest.mark.slice
 def test_a_partition_moves_to_a_new_broker_under_load_and_loses_nothing(cluster: Cluster) -> None:
     """The leader's replica moves to a broker that joined after the topic was created:
     broker 4 catches up as a follower, joins the ISR, then the final list commits with

@@ -41,6 +41,7 @@ def fenced(cluster: Cluster, broker_id: int, via: int) -> bool:
     return any(b["id"] == broker_id and b["fenced"] for b in body["brokers"])
 
 
+@pytest.mark.slice
 def test_a_killed_leader_is_fenced_at_once_and_writes_resume(cluster: Cluster) -> None:
     leader = create(cluster, "fast", **{"min.insync.replicas": 2})["partitions"][0]["leader"]
     rest = [b for b in cluster.processes if b != leader]

@@ -105,6 +105,7 @@ def remove_voter(cluster: Cluster, node_id: int) -> tuple[int, Any]:
     return http_retry("DELETE", cluster.urls[3] + f"/v1/quorum/voters/{node_id}")
 
 
+@pytest.mark.slice
 def test_the_quorum_grows_to_five_and_shrinks_to_three_under_load(cluster: Cluster) -> None:
     create(cluster, "voters", **{"min.insync.replicas": 2})
     producer = Producer(cluster, "voters")

@@ -47,6 +47,7 @@ def leader_of(cluster: Cluster, topic: str) -> int:
     raise AssertionError("no broker is up")
 
 
+@pytest.mark.slice
 def test_a_leader_killed_during_a_batch_read_changes_nothing_in_the_result(
     spark: Any, cluster: Cluster, tmp_path: Path
 ) -> None:

@@ -17,7 +17,12 @@ from kraftlite.spark.examples import purchases
 from tests.harness.processes import Cluster
 from tests.spark.support import bootstrap, reader
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.slice,
+    pytest.mark.integration,
+    pytest.mark.timeout(600),
+]
 
 
 def test_the_purchases_pipeline_totals_match_a_plain_read(

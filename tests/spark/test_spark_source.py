@@ -15,7 +15,12 @@ import pytest
 from tests.harness.processes import Cluster, http
 from tests.spark.support import BASE_MS, produce, reader
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.slice,
+    pytest.mark.integration,
+    pytest.mark.timeout(600),
+]
 
 
 def test_a_batch_read_returns_exactly_the_records_in_kafkas_schema(
