@@ -1,15 +1,15 @@
-"""Shared fixtures, and the slow layers' slices.
+"""Shared fixtures, and the chaos layer's slice.
 
-The chaos and spark layers (their markers) are the suite's slowest: about 13 minutes of
-its 30 on this 2-core machine. A run takes a bounded slice of each unless
-KRAFTLITE_FULL_SUITE=1:
-- every test also marked `slice`: for chaos, the random fault runs under load (with
-  replicas moving, and on a compacted topic), a killed leader's fencing, kill -9 of a
-  leader under load, a move under load, the quorum's membership under load, a leader
-  killed under a Spark read; for spark, the pipeline and the source;
-- and a rotating quarter of the others of each layer (dealt in test id order), chosen by
-  the day (UTC), so each of them runs in CI at least once every four days;
-  KRAFTLITE_SHARE=N takes quarter N (0-3) instead.
+The chaos layer (marker `chaos`) is the suite's slowest: about 10 minutes of its 30 on this
+2-core machine. A run takes a bounded slice of it unless KRAFTLITE_FULL_SUITE=1:
+- every chaos test also marked `slice`: the random fault runs under load (with replicas
+  moving, and on a compacted topic), a killed leader's fencing, kill -9 of a leader under
+  load, a move under load, the quorum's membership under load, a leader killed under a
+  Spark read;
+- and a rotating quarter of the others (dealt in test id order), chosen by the day (UTC),
+  so each of them runs in CI at least once every four days; KRAFTLITE_SHARE=N takes
+  quarter N (0-3) instead. Each chaos test builds its own cluster, so any subset runs as
+  the whole does (the Spark tests share one cluster, and all of them always run).
 The rest are deselected; the run's header says which quarter it took.
 """
 
@@ -25,11 +25,11 @@ import pytest
 from kraftlite.storage.log import LogStorage, StorageConfig
 
 SHARES = 4
-ROTATING_LAYERS = ("chaos", "spark")
+ROTATING_LAYERS = ("chaos",)
 
 
 def _share() -> int | None:
-    """The quarter of the slow layers' unsliced tests this run takes; None: all."""
+    """The quarter of the chaos layer's unsliced tests this run takes; None: all."""
     if os.environ.get("KRAFTLITE_FULL_SUITE") == "1":
         return None
     chosen = os.environ.get("KRAFTLITE_SHARE")
@@ -41,10 +41,9 @@ def _share() -> int | None:
 def pytest_report_header(config: pytest.Config) -> str:
     share = _share()
     if share is None:
-        return "slow layers (chaos, spark): all of them (KRAFTLITE_FULL_SUITE=1)"
+        return "chaos layer: all of it (KRAFTLITE_FULL_SUITE=1)"
     return (
-        f"slow layers (chaos, spark): their slices and quarter {share} of the rest "
-        "(KRAFTLITE_FULL_SUITE=1 runs all)"
+        f"chaos layer: its slice and quarter {share} of the rest (KRAFTLITE_FULL_SUITE=1 runs all)"
     )
 
 

@@ -19,7 +19,6 @@ from tests.spark.support import bootstrap, reader
 
 pytestmark = [
     pytest.mark.spark,
-    pytest.mark.slice,
     pytest.mark.integration,
     pytest.mark.timeout(600),
 ]

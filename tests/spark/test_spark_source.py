@@ -17,7 +17,6 @@ from tests.spark.support import BASE_MS, produce, reader
 
 pytestmark = [
     pytest.mark.spark,
-    pytest.mark.slice,
     pytest.mark.integration,
     pytest.mark.timeout(600),
 ]

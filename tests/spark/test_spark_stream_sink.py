@@ -187,10 +187,11 @@ def test_the_sink_refuses_what_it_cannot_write(spark: Any, cluster: Cluster) -> 
             writer = writer.option(name, value)
         writer.mode(mode).save()
 
+    asyncio.run(_create(cluster, "refusing", 3))  # its own: no other test's topic
     values = spark.createDataFrame([(b"x",)], "value binary")
     for frame, mode, options, message in [
         (spark.createDataFrame([(b"x",)], "body binary"), "append", {"topic": "t"}, "value"),
-        (values, "overwrite", {"topic": "sunk"}, "append-only"),
+        (values, "overwrite", {"topic": "refusing"}, "append-only"),
         (values, "append", {}, "set the topic option or give the rows a topic column"),
         (spark.createDataFrame([(1,)], "value int"), "append", {"topic": "t"}, "binary or"),
         (values, "append", {"topic": "no-such-topic"}, "UNKNOWN_TOPIC_OR_PARTITION"),
@@ -199,7 +200,7 @@ def test_the_sink_refuses_what_it_cannot_write(spark: Any, cluster: Cluster) -> 
             write(frame, mode, **options)
     bad_partition = spark.createDataFrame([(7, b"x")], "partition int, value binary")
     with pytest.raises(Exception, match="a row asks for 7"):
-        write(bad_partition, topic="sunk")
+        write(bad_partition, topic="refusing")
 
 
 def test_a_stream_from_one_topic_into_another(spark: Any, cluster: Cluster, tmp_path: Path) -> None:
