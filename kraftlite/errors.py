@@ -40,6 +40,10 @@ class ErrorCode(IntEnum):
     INVALID_TRANSACTION_TIMEOUT = 50
     CONCURRENT_TRANSACTIONS = 51  # the transaction is being written or ended: retry
     PRODUCER_FENCED = 90  # a newer instance of this transactional id exists
+    TRANSACTION_COORDINATOR_FENCED = 52  # a marker from a coordinator that was replaced
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    UNSTABLE_OFFSET_COMMIT = 88  # a transaction holds an offset commit not yet decided
+    TRANSACTION_ABORTABLE = 120  # the transaction cannot commit: abort it and go on
     UNKNOWN_PRODUCER_ID = 59
     REBALANCE_IN_PROGRESS = 27
     RECORD_LIST_TOO_LARGE = 18
@@ -134,6 +138,18 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ),
     ErrorCode.PRODUCER_FENCED: ErrorInfo(
         409, False, "a newer producer with this transactional id exists"
+    ),
+    ErrorCode.TRANSACTION_COORDINATOR_FENCED: ErrorInfo(
+        409, False, "a newer transaction coordinator wrote this producer's markers"
+    ),
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorInfo(
+        403, False, "not authorized for this transactional id"
+    ),
+    ErrorCode.UNSTABLE_OFFSET_COMMIT: ErrorInfo(
+        409, True, "an open transaction holds an offset commit for this partition: retry"
+    ),
+    ErrorCode.TRANSACTION_ABORTABLE: ErrorInfo(
+        409, False, "the transaction cannot commit: abort it"
     ),
     ErrorCode.UNKNOWN_PRODUCER_ID: ErrorInfo(
         409, False, "no state for this producer here: start a new sequence"

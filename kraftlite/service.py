@@ -63,6 +63,7 @@ from kraftlite.broker.broker import Broker
 from kraftlite.broker.notifier import wait_any
 from kraftlite.broker.offsets import Offsets, leader_offsets, local_offsets
 from kraftlite.broker.partition import Acks, Partition
+from kraftlite.broker.producer_state import AbortedTxn
 from kraftlite.broker.replica_manager import KEY_INDEX_CHUNK_BYTES
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.assignor import TopicPartition
@@ -107,8 +108,10 @@ class ActiveProducer(NamedTuple):
 
     producer_id: int
     producer_epoch: int
-    last_sequence: int  # of its last batch here
+    last_sequence: int  # of its last batch here (-1: none since a marker raised its epoch)
     last_seen_ms: int  # when the leader last appended for it (or rebuilt its state: rule 7)
+    coordinator_epoch: int = -1  # of its last marker here (-1: none)
+    txn_start_offset: int = -1  # the first offset of its open transaction here (-1: none)
 
 
 class FetchWanted(NamedTuple):
@@ -145,6 +148,9 @@ class Fetched:
     data: bytes  # zero or more whole stored batches, the first holding `offset` or later
     high_watermark: int
     log_start_offset: int
+    last_stable_offset: int = -1  # -1: as the high watermark (no transaction state built)
+    # read_committed: the aborted transactions `data` holds records of (None: read_uncommitted)
+    aborted: tuple[AbortedTxn, ...] | None = None
 
 
 class BrokerService:
@@ -304,6 +310,13 @@ class BrokerService:
         self.refuse_internal(topic)
         partition = self._leader(topic, index)
         header = self._check_batch(partition, batch, sent_size=sent_size)
+        if batch_format.is_transactional(header):
+            # markers are the leader's alone; a transaction's batches come with the
+            # transaction they belong to (issue 27), which this path does not name
+            raise KraftliteError(
+                ErrorCode.INVALID_RECORD,
+                "a control batch or a transactional batch cannot be produced here",
+            )
         if partition.compacted and (keyless := batch_format.null_keys(batch, header)):
             raise KraftliteError(  # Kafka's words, and the records (its record_errors)
                 ErrorCode.INVALID_RECORD,
@@ -361,9 +374,20 @@ class BrokerService:
 
             def listed() -> list[ActiveProducer]:
                 return sorted(
-                    ActiveProducer(pid, e.epoch, e.batches[-1].last_sequence, e.last_seen_ms)
+                    ActiveProducer(
+                        pid,
+                        e.epoch,
+                        e.batches[-1].last_sequence if e.batches else -1,
+                        e.last_seen_ms,
+                        e.coordinator_epoch,
+                        -1 if e.txn_first_offset is None else e.txn_first_offset,
+                    )
                     for pid, e in states.entries.items()
-                    if e.batches and now - e.last_seen_ms <= states.expiration_ms
+                    if (e.batches or e.coordinator_epoch >= 0)
+                    and (
+                        now - e.last_seen_ms <= states.expiration_ms
+                        or e.txn_first_offset is not None
+                    )
                 )
 
             return listed() if kept <= 1_000 else await asyncio.to_thread(listed)
@@ -501,6 +525,7 @@ class BrokerService:
         max_wait_ms: int,
         *,
         count_records: bool = True,
+        committed: bool = False,
     ) -> list[Fetched | KraftliteError]:
         """Kafka's Fetch: each partition's batches from its offset, at most its own
         `max_bytes` and `max_bytes` in all (capped at `fetch.max.bytes`; the first
@@ -515,6 +540,10 @@ class BrokerService:
         The bytes served are counted (metrics), and the records of the batches served unless
         the caller serves fewer than the batches hold and counts them itself
         (`count_records=False`: the HTTP edge's JSON fetch).
+
+        `committed` (read_committed): each partition is read below its last stable offset,
+        and answered with the aborted transactions its batches hold records of (Kafka's
+        Fetch with isolation level 1; the reader skips those producers' batches).
         """
         if len(wanted) > MAX_FETCH_PARTITIONS:
             raise KraftliteError(
@@ -530,21 +559,37 @@ class BrokerService:
             results: list[Fetched | KraftliteError] = []
             total, failed = 0, False
             caught_up: list[Partition] = []
+            partitions: list[Partition | KraftliteError] = []
             for want in wanted:
                 try:
                     partition = self._leader(want.topic, want.partition)
+                    if committed:
+                        await partition.transactions()  # built once per leader epoch
+                    partitions.append(partition)
+                except KraftliteError as exc:
+                    partitions.append(exc)
+            for want, found in zip(wanted, partitions, strict=True):
+                try:
+                    if isinstance(found, KraftliteError):
+                        raise found
+                    partition = found
                     budget = min(want.max_bytes, max_bytes - total)
                     data = b""
                     if total == 0 or budget > 0:
-                        data = partition.read(want.offset, max(budget, 1))
+                        data = partition.read(want.offset, max(budget, 1), committed=committed)
+                    stable = partition.last_stable_offset(known=committed)
                 except KraftliteError as exc:
                     results.append(exc)
                     failed = True
                     continue
                 log_ = partition.log
                 total += len(data)
-                if not data and want.offset >= log_.high_watermark:
+                if not data and want.offset >= (stable if committed else log_.high_watermark):
                     caught_up.append(partition)
+                aborted = None
+                if committed:
+                    upper = batch_format.next_offset_after(data) if data else want.offset
+                    aborted = tuple(partition.aborted_transactions(want.offset, upper))
                 results.append(
                     Fetched(
                         want.topic,
@@ -552,6 +597,8 @@ class BrokerService:
                         data,
                         log_.high_watermark,
                         log_.log_start_offset,
+                        stable,
+                        aborted,
                     )
                 )
             remaining = deadline - loop.time()
@@ -567,25 +614,36 @@ class BrokerService:
                 return results
             await wait_any([p.hw_moved for p in caught_up], remaining)
 
-    def list_offset(
-        self, topic: str, index: int, at: str | int, *, current_leader_epoch: int = -1
+    async def list_offset(
+        self,
+        topic: str,
+        index: int,
+        at: str | int,
+        *,
+        current_leader_epoch: int = -1,
+        committed: bool = False,
     ) -> tuple[int, int | None]:
         """(offset, timestamp) for "earliest", "latest" or a time in unix ms: the first
         record at or after it (Kafka's ListOffsets), or the high watermark with no
         timestamp when there is none yet (the next record will be there). A client's
-        `current_leader_epoch` is checked first (KIP-320)."""
+        `current_leader_epoch` is checked first (KIP-320). `committed` (read_committed):
+        the last stable offset takes the high watermark's place [P21]."""
         self.check_leader_epoch(topic, index, current_leader_epoch)
-        log_ = self._leader(topic, index).log
+        partition = self._leader(topic, index)
+        log_ = partition.log
+        if committed:
+            await partition.transactions()
+        bound = partition.last_stable_offset(known=True) if committed else log_.high_watermark
         if at == "earliest":
             return log_.log_start_offset, None
         if at == "latest":
-            return log_.high_watermark, None
+            return bound, None
         if not isinstance(at, int) or at < 0:
             raise KraftliteError(
                 ErrorCode.INVALID_REQUEST, "at must be earliest, latest or unix milliseconds >= 0"
             )
-        found = log_.offset_for_time(at, max_offset=log_.high_watermark)
-        return (log_.high_watermark, None) if found is None else found
+        found = log_.offset_for_time(at, max_offset=bound)
+        return (bound, None) if found is None else found
 
     def local_offsets(self, topic: str) -> dict[int, Offsets]:
         return local_offsets(self.broker, topic)

@@ -573,15 +573,19 @@ async def fetch(request: web.Request) -> web.StreamResponse:
             },
         )
     records = []
+    next_offset = offset
     for decoded in batch_format.decode_stream(fetched.data):
+        if batch_format.is_control(decoded.header):  # a transaction's marker: no record
+            next_offset = max(next_offset, decoded.header.next_offset)
+            continue
         for record in decoded.records():
             if record.offset >= offset:
                 records.append(json_records.record_to_json(record, encoding))
+                next_offset = record.offset + 1
             if len(records) >= max_records:
                 break
         if len(records) >= max_records:
             break
-    next_offset = records[-1]["offset"] + 1 if records else offset
     metrics.record_fetch(topic, b"", len(records))
     return json_response(
         {
@@ -809,7 +813,7 @@ async def list_offsets(request: web.Request) -> web.StreamResponse:
     if at not in {"earliest", "latest"}:
         spec = int_param(at, "at (earliest, latest or unix milliseconds)", -1)
     try:
-        offset, timestamp = service.list_offset(topic, index, spec)
+        offset, timestamp = await service.list_offset(topic, index, spec)
     except KraftliteError as exc:
         if exc.code is not ErrorCode.NOT_LEADER_OR_FOLLOWER:
             raise

@@ -47,8 +47,11 @@ class Planning(Protocol):
     def end(self) -> None: ...
 
 
-# (now_ms, policy, log start, rule 4's whole batches) -> a pass's decisions
-Planner = Callable[[int, CleanPolicy, int, Collection[int]], Planning]
+# (now_ms, policy, log start, rule 4's whole batches, rule 8's aborted and undecided ones)
+# -> a pass's decisions
+Planner = Callable[
+    [int, CleanPolicy, int, Collection[int], Collection[int], Collection[int]], Planning
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,10 +180,14 @@ def clean(
     end = compaction.cleanable_end(
         headers, start, high_watermark, log.log_end_offset, now_ms, policy
     )
+    txns = compaction.transactions(headers)  # rule 8
+    if txns.first_unstable is not None:
+        end = max(start, min(end, txns.first_unstable))
     observe(compaction.dirtiness(headers, log.cleaned_offset, end))
     if not force and not compaction.due(headers, log.cleaned_offset, end, now_ms, policy):
         return None
-    plan = planner(now_ms, policy, start, compaction.last_producer_batches(headers))
+    whole = compaction.last_producer_batches(headers)
+    plan = planner(now_ms, policy, start, whole, txns.aborted, txns.undecided)
     # rule 2's map, from the whole log below the high watermark
     plan.fold(_Reader(log, start, high_watermark, spent))
     rewritten = freed = 0

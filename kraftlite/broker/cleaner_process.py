@@ -64,6 +64,8 @@ class Begin:
     policy: CleanPolicy
     log_start: int
     whole: frozenset[int]
+    aborted: frozenset[int]
+    undecided: frozenset[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +120,8 @@ class CleanerProcessError(Exception):
 def answer(plan: PassPlan | None, request: Request) -> tuple[PassPlan | None, Reply]:
     """The process's reply to `request` (rule 2), and the pass it works on after it."""
     match request:
-        case Begin(now_ms, policy, log_start, whole):
-            return PassPlan(now_ms, policy, log_start, whole), Began()
+        case Begin(now_ms, policy, log_start, whole, aborted, undecided):
+            return PassPlan(now_ms, policy, log_start, whole, aborted, undecided), Began()
         case Fold(data) if plan is not None:
             plan.fold_one(data)
             return plan, Folded()
@@ -158,10 +160,19 @@ class CleanerProcess:
         self._connection: Connection | None = None
         self.outstanding = False  # a request sent whose reply has not been received
 
-    def start_pass(
-        self, now_ms: int, policy: CleanPolicy, log_start: int, whole: Collection[int]
+    def start_pass(  # noqa: PLR0917 - a Planner (broker/cleaner.py)
+        self,
+        now_ms: int,
+        policy: CleanPolicy,
+        log_start: int,
+        whole: Collection[int],
+        aborted: Collection[int] = frozenset(),
+        undecided: Collection[int] = frozenset(),
     ) -> RemotePass:
-        self.request(Begin(now_ms, policy, log_start, frozenset(whole)), Began)
+        begin = Begin(
+            now_ms, policy, log_start, frozenset(whole), frozenset(aborted), frozenset(undecided)
+        )
+        self.request(begin, Began)
         assert self._process is not None
         return RemotePass(self, self._process)
 

@@ -10,6 +10,11 @@ Rules:
 3. A follower fetch carries the follower's view of the leader epoch and the epoch of its
    last batch; the leader answers a divergence (KIP-595's diverging epoch, on KIP-101's
    epoch cache) instead of data, and the follower truncates to it.
+4. Transactions (issue 27): the leader's producer state (producer_state.py) knows the
+   open and aborted transactions; read_committed consumers read below the last stable
+   offset, which it derives from them and the high watermark. Only the leader writes a
+   marker (`write_marker`, for the transaction coordinator), through the same state and
+   lock as the producers' batches; a client's batch may not be a control batch.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from kraftlite.broker import replica_state as rs
 from kraftlite.broker.cleaner import CleanerState
 from kraftlite.broker.log_store import ReplicaLog
 from kraftlite.broker.notifier import Notifier
-from kraftlite.broker.producer_state import ProducerStates
+from kraftlite.broker.producer_state import AbortedTxn, ProducerStates
 from kraftlite.clock import Clock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.image import PartitionRegistration
@@ -243,6 +248,10 @@ class Partition:
             async with self._producers_lock:
                 producers = await self._producer_states()
                 header = batch_format.read_header(batch)
+                if batch_format.is_control(header):
+                    raise KraftliteError(
+                        ErrorCode.INVALID_RECORD, "clients cannot write control batches"
+                    )
                 earlier = producers.check(header, self._clock.now_ms())
                 if earlier is None:
                     try:
@@ -282,13 +291,90 @@ class Partition:
         epoch = self._leader_state().leader_epoch
         if self._producers is None or self._producers_epoch != epoch:
             now = self._clock.now_ms()
+            log = self.log
+
+            def marker_at(offset: int) -> batch_format.Marker:
+                return batch_format.marker_of(next(batch_format.split_batches(log.read(offset, 1))))
+
             rebuilt = await asyncio.to_thread(
-                lambda: ProducerStates.rebuild(self.log.producer_headers(), now)
+                lambda: ProducerStates.rebuild(
+                    log.producer_headers(),
+                    now,
+                    marker_at=marker_at,
+                    high_watermark=log.high_watermark,
+                )
             )
             if self._leader_state().leader_epoch != epoch:  # led by another meanwhile
                 raise self.not_leader()
             self._producers, self._producers_epoch = rebuilt, epoch
         return self._producers
+
+    async def write_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        timeout_s: float,
+    ) -> int:
+        """Rule 4: append the marker that ends `producer_id`'s transaction here, for the
+        transaction coordinator (Kafka's WriteTxnMarkers), checked against the producer's
+        state (producer_state.py rule 8); answered once the ISR holds it (acks=all, and
+        min.insync.replicas). Its offset."""
+        async with self._producers_lock:
+            producers = await self._producer_states()
+            producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            now = self._clock.now_ms()
+            marker = batch_format.encode_marker(
+                producer_id, producer_epoch, commit, coordinator_epoch, now
+            )
+            try:
+                info = self._append(marker, Acks.ALL)
+            except BaseException:
+                self._producers = None  # appended or not: the log will say
+                raise
+            producers.record_marker(
+                batch_format.read_header(marker),
+                batch_format.Marker(commit, coordinator_epoch),
+                info.first_offset,
+                now,
+            )
+        min_isr = self.config_int("min.insync.replicas")
+        state = await self._wait_for_high_watermark(
+            info.log_end_offset, self._leader_state_epoch(), timeout_s
+        )
+        if not rs.enough_replicas(state, min_isr):
+            raise _not_enough_replicas(self.name, state, min_isr, appended=True)
+        return info.first_offset
+
+    async def transactions(self) -> ProducerStates:
+        """Rule 4: this leader's producer state, with its transactions (rebuilt from the
+        log the first time a leader epoch needs it)."""
+        producers = self._producers
+        if producers is not None and self._producers_epoch == self._leader_state().leader_epoch:
+            return producers
+        async with self._producers_lock:
+            return await self._producer_states()
+
+    def last_stable_offset(self, *, known: bool = False) -> int:
+        """Rule 4 (producer_state.py rule 9), as leader. When this leader epoch has not
+        built its producer state yet (`transactions` builds it): the high watermark, or
+        with `known` (what a read_committed read may return) the log start."""
+        log = self.log
+        producers = self._producers
+        if producers is None or self._producers_epoch != self._leader_state().leader_epoch:
+            return log.log_start_offset if known else log.high_watermark
+        return producers.last_stable_offset(log.high_watermark, log.log_start_offset)
+
+    def aborted_transactions(self, fetch_offset: int, upper: int) -> list[AbortedTxn]:
+        """Rule 4: the aborted transactions a read_committed read of [fetch_offset, upper)
+        skips (producer_state.py rule 10); none when the state is not built (nothing was
+        read past the high watermark's last stable offset then either)."""
+        producers = self._producers
+        if producers is None or self._producers_epoch != self._leader_state().leader_epoch:
+            return []
+        producers.forget_aborted_below(self.log.log_start_offset)
+        return producers.aborted(fetch_offset, upper)
 
     @contextlib.asynccontextmanager
     async def locked_producer_states(self) -> AsyncIterator[ProducerStates]:
@@ -424,8 +510,9 @@ class Partition:
         self._leader_state()
         return self.log.high_watermark
 
-    def read(self, offset: int, max_bytes: int) -> bytes:
-        """Batches from `offset`, below the high watermark (leader only)."""
+    def read(self, offset: int, max_bytes: int, *, committed: bool = False) -> bytes:
+        """Batches from `offset`, below the high watermark (leader only); below the last
+        stable offset when `committed` (read_committed, rule 4)."""
         self._leader_state()
         log = self.log
         if offset > log.log_end_offset or offset < log.log_start_offset:
@@ -435,11 +522,12 @@ class Partition:
                 log_start_offset=log.log_start_offset,
                 high_watermark=log.high_watermark,
             )
-        if offset >= log.high_watermark:
+        limit = self.last_stable_offset(known=True) if committed else log.high_watermark
+        if offset >= limit:
             # Not committed yet (or a new leader still learning the HW, which can be below
             # the old leader's for a moment): nothing yet, not an error (Kafka does the same).
             return b""
-        return log.read(offset, max_bytes, max_offset=log.high_watermark)
+        return log.read(offset, max_bytes, max_offset=limit)
 
     async def wait_for_records(self, offset: int, timeout_s: float) -> None:
         """Long-poll: until the high watermark passes `offset`, the role changes, or time."""

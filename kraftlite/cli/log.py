@@ -74,6 +74,7 @@ def _summary(storage: LogStorage, name: str, with_records: bool) -> dict[str, An
                 "value": _text(r.value),
             }
             for batch in batch_format.decode_stream(log.read(log.log_start_offset, 1 << 62))
+            if not batch_format.is_control(batch.header)  # a transaction's marker
             for r in batch.records()
             if r.offset >= log.log_start_offset  # the first batch may hold deleted ones
         ]

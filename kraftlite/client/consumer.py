@@ -391,16 +391,20 @@ class Consumer:
                     raise result
                 log.debug("fetch_failed", partition=tp, error=repr(result))
                 continue
-            offset, fetched_records = result
+            offset, fetched_records, end = result
             # Deliver and advance together, and only if the partition is still ours at the
             # position fetched from: a position (and so a commit) never runs ahead of what
-            # the application was given.
-            if fetched_records and self._positions.get(tp) == offset:
+            # the application was given (past a transaction's markers, which hold none).
+            if end > offset and self._positions.get(tp) == offset:
                 records.extend(fetched_records)
-                self._positions[tp] = fetched_records[-1].offset + 1
+                self._positions[tp] = end
         return records
 
-    async def _fetch(self, tp: TopicPartition, timeout_ms: int) -> tuple[int, list[ConsumerRecord]]:
+    async def _fetch(
+        self, tp: TopicPartition, timeout_ms: int
+    ) -> tuple[int, list[ConsumerRecord], int]:
+        """(the position fetched from, the records from it, the offset after the batches
+        read)."""
         topic, index = tp
         offset = await self.position(tp)
         try:
@@ -421,9 +425,10 @@ class Consumer:
                 log.warning("offset_out_of_range", partition=tp, offset=offset, reset_to=reset)
                 if tp in self._positions:
                     self._positions[tp] = reset
-                return offset, []
+                return offset, [], offset
             raise
-        return offset, _records(topic, index, data, offset)
+        end = batch_format.next_offset_after(data) if data else offset
+        return offset, _records(topic, index, data, offset), end
 
     async def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
         while True:
@@ -436,6 +441,8 @@ def _records(topic: str, index: int, data: bytes, offset: int) -> list[ConsumerR
     columns: one object per record and no Python loop of our own."""
     records: list[ConsumerRecord] = []
     for decoded in batch_format.decode_stream(data):
+        if batch_format.is_control(decoded.header):
+            continue  # a transaction's marker: no record (Kafka's consumers skip it too)
         base, count = decoded.header.base_offset, decoded.header.record_count
         skip = max(offset - base, 0)  # a batch can start before the position asked for
         if skip >= count:

@@ -419,6 +419,8 @@ def replay(
         if not data:
             break
         for decoded in batch_format.decode_stream(data):
+            if batch_format.is_control(decoded.header):
+                continue  # a transaction's marker (issue 27): no offset record
             for record in decoded.records():
                 records += 1
                 try:

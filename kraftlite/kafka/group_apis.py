@@ -79,7 +79,6 @@ MAX_DESCRIBED_GROUPS: Final = 100  # rule 2 (Kafka: the request's size only)
 MAX_DESCRIBED_ITEMS: Final = 200_000  # rule 2: as many as one request may hold
 MAX_PRODUCER_PARTITIONS: Final = 1_000  # rule 3: each may rebuild its state from the log
 MAX_LISTED_PRODUCERS: Final = MAX_PRODUCERS  # rule 3: what one partition may hold
-NO_EPOCH: Final = -1  # DescribeProducers' coordinator epoch and transaction start: none
 TOPIC_AUTHORIZATION_FAILED: Final = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 # Kafka's operations on a group (AclEntry.supportedOperations(GROUP)), for rule 2
 _NO_TOPIC_ID: Final = uuid.UUID(int=0)
@@ -168,8 +167,8 @@ def producer_states(producers: Sequence[ActiveProducer]) -> list[bodies.Producer
             "producer_epoch": p.producer_epoch,
             "last_sequence": p.last_sequence,
             "last_timestamp": p.last_seen_ms,
-            "coordinator_epoch": NO_EPOCH,
-            "current_txn_start_offset": NO_EPOCH,
+            "coordinator_epoch": p.coordinator_epoch,
+            "current_txn_start_offset": p.txn_start_offset,
         }
         for p in producers
     ]

@@ -105,6 +105,7 @@ MAX_ADMIN_TOPICS = 100  # topics one CreateTopics or DeleteTopics may name
 LEADER_NOT_AVAILABLE = 5
 UNKNOWN_TOPIC_ID = 100
 INVALID_REQUIRED_ACKS = 21
+READ_COMMITTED = 1  # Fetch and ListOffsets isolation_level (0: read_uncommitted)
 REQUEST_DECOMPRESSED_MAX_BYTES = 64 << 20  # what one produce request may decompress to
 _INLINE_CONVERT_BYTES = 64 << 10  # larger record sets are converted on a worker thread
 _RNG = random.Random()  # noqa: S311 - placements validate_only checks (and never keeps)
@@ -965,7 +966,11 @@ class Session:
                 wanted.append(FetchWanted(name, index, position.fetch_offset, position.max_bytes))
         try:
             results: list[Fetched | KraftliteError] = await self.service.fetch_many(
-                wanted, body["min_bytes"], body["max_bytes"], body["max_wait_ms"]
+                wanted,
+                body["min_bytes"],
+                body["max_bytes"],
+                body["max_wait_ms"],
+                committed=body.get("isolation_level", 0) == READ_COMMITTED,
             )
         except KraftliteError as exc:
             results = [exc] * len(wanted)
@@ -998,9 +1003,14 @@ class Session:
                     "partition_index": key[1],
                     "error_code": NONE,
                     "high_watermark": result.high_watermark,
-                    "last_stable_offset": result.high_watermark,  # no transactions
+                    "last_stable_offset": result.last_stable_offset,
                     "log_start_offset": result.log_start_offset,
-                    "aborted_transactions": None,
+                    "aborted_transactions": None
+                    if result.aborted is None
+                    else [
+                        {"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+                        for txn in result.aborted
+                    ],
                     "preferred_read_replica": -1,
                     "records": converted.get(id(result.data), b""),
                 }
@@ -1099,8 +1109,12 @@ class Session:
                 at: str | int = {-1: "latest", -2: "earliest"}.get(timestamp, timestamp)
                 try:  # (-3, the largest timestamp, is INVALID_REQUEST: not served)
                     leadership = self.service.leader(name, index)
-                    offset, found = self.service.list_offset(
-                        name, index, at, current_leader_epoch=part["current_leader_epoch"]
+                    offset, found = await self.service.list_offset(
+                        name,
+                        index,
+                        at,
+                        current_leader_epoch=part["current_leader_epoch"],
+                        committed=body.get("isolation_level", 0) == READ_COMMITTED,
                     )
                 except KraftliteError as exc:
                     entry["error_code"] = kafka_code(exc)

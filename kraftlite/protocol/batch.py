@@ -25,6 +25,13 @@ reference implementation. The rules it keeps:
    every other batch is byte for byte what it was before null header values existed, and
    encoding and reading it costs what it did (no per-record work is added for it).
 
+8. Transactions (issue 27) are format v2 under attribute bits (docs/batch-format.md): a
+   transactional producer's batch sets `ATTR_TRANSACTIONAL`; the marker that ends its
+   transaction in a partition is a control batch (`encode_marker`) of one record whose key
+   and value are Kafka's control key and marker value, big-endian as Kafka writes them
+   (so the Kafka edge passes them through), with the marker's kind also in the header
+   (`ATTR_COMMIT`), so a log's transactions are known from its headers alone.
+
 All integers are little-endian (the byte order of Arrow buffers and of every machine we run on).
 """
 
@@ -54,7 +61,20 @@ NO_PRODUCER_ID: Final = -1
 ATTR_HAS_HEADERS: Final = 0x01
 # the headers section ends with header_value_validity: set only when a header value is null
 ATTR_NULL_HEADER_VALUES: Final = 0x02
-_KNOWN_ATTRIBUTES: Final = ATTR_HAS_HEADERS | ATTR_NULL_HEADER_VALUES
+# Transactions (issue 27; bits 2-4 stay free for compression), format v2 only: a
+# transactional producer's records, and the commit or abort marker that ends its transaction
+# in a partition (a control batch: one record, Kafka's control key and value, rule 8).
+ATTR_TRANSACTIONAL: Final = 0x20
+ATTR_CONTROL: Final = 0x40  # with ATTR_TRANSACTIONAL
+ATTR_COMMIT: Final = 0x80  # with ATTR_CONTROL: a commit marker (clear: an abort marker)
+_KNOWN_ATTRIBUTES: Final = (
+    ATTR_HAS_HEADERS | ATTR_NULL_HEADER_VALUES | ATTR_TRANSACTIONAL | ATTR_CONTROL | ATTR_COMMIT
+)
+NO_SEQUENCE: Final = -1  # a control batch's base_sequence (Kafka's)
+CONTROL_KEY = struct.Struct(">hh")  # Kafka's control record key: version 0, type
+CONTROL_VALUE = struct.Struct(">hi")  # Kafka's marker value: version 0, coordinator epoch
+CONTROL_ABORT: Final = 0
+CONTROL_COMMIT: Final = 1
 NO_LEADER_EPOCH: Final = -1
 MAX_BATCH_BYTES: Final = 2**31 - 8  # uint32 fits more, but 2 GiB keeps Arrow int32 offsets valid
 
@@ -226,14 +246,16 @@ def encode_batch(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    transactional: bool = False,
 ) -> bytes:
     """Encode records given as columns into one batch.
 
     Producers leave `base_offset` 0 and `leader_epoch` -1: the leader stamps them. An
     idempotent producer gives its `producer_id` (>= 0), epoch and the partition's next
-    `base_sequence`: the batch is then format v2, whose header carries them.
+    `base_sequence`: the batch is then format v2, whose header carries them; a
+    transactional producer's batch says so (`transactional`, rule 8).
     """
-    producer = _producer(producer_id, producer_epoch, base_sequence)
+    producer = _producer(producer_id, producer_epoch, base_sequence, transactional)
     count = len(values)
     if count == 0:
         raise ValueError("a batch holds at least one record")
@@ -249,7 +271,7 @@ def encode_batch(
     parts: list[bytes] = [_le(timestamp_array), _pad(8 * count)]
     parts += _binary_column(keys, "key")
     parts += _binary_column(values, "value")
-    attributes = 0
+    attributes = ATTR_TRANSACTIONAL if transactional else 0
     if headers is not None and any(headers):
         header_parts, null_values = _headers_section(headers)
         attributes |= ATTR_HAS_HEADERS | (ATTR_NULL_HEADER_VALUES if null_values else 0)
@@ -266,9 +288,13 @@ def encode_batch(
     )
 
 
-def _producer(producer_id: int, epoch: int, base_sequence: int) -> tuple[int, int, int] | None:
+def _producer(
+    producer_id: int, epoch: int, base_sequence: int, transactional: bool = False
+) -> tuple[int, int, int] | None:
     """An idempotent producer's header fields (format v2), checked; None for no producer."""
     if producer_id < 0:
+        if transactional:
+            raise ValueError("a transactional batch names its producer")
         return None
     if not (0 <= epoch < 2**15 and 0 <= base_sequence < 2**31):
         raise ValueError("producer epoch must be in [0, 32767] and sequence in [0, 2**31)")
@@ -407,12 +433,13 @@ def encode_columns(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    transactional: bool = False,
 ) -> bytes:
     """`encode_batch` for records that are already columns (a converter that decoded them
     into arrays, as the Kafka edge does): the bytes `encode_batch` writes for the same
     records without headers, and the same `ValueError`s, with no per-record object.
     tests/unit/test_kafka_records_fast.py checks the two agree byte for byte."""
-    producer = _producer(producer_id, producer_epoch, base_sequence)
+    producer = _producer(producer_id, producer_epoch, base_sequence, transactional)
     count = len(values.lengths)
     if count == 0:
         raise ValueError("a batch holds at least one record")
@@ -426,7 +453,61 @@ def encode_columns(
     parts += _column_parts(values, count)
 
     first_and_max = (int(timestamps[0]), int(timestamps.max()))
-    return _assemble(parts, 0, count, first_and_max, base_offset, leader_epoch, producer)
+    attributes = ATTR_TRANSACTIONAL if transactional else 0
+    return _assemble(parts, attributes, count, first_and_max, base_offset, leader_epoch, producer)
+
+
+def encode_marker(
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+    timestamp: int,
+    *,
+    base_offset: int = 0,
+    leader_epoch: int = NO_LEADER_EPOCH,
+) -> bytes:
+    """The control batch that ends a producer's transaction in a partition (rule 8): one
+    record, key Kafka's control key (version 0, COMMIT or ABORT), value its marker value
+    (version 0, the coordinator's epoch), no sequence. Only a partition's leader writes one,
+    for the transaction coordinator."""
+    if producer_id < 0 or not 0 <= producer_epoch < 2**15:
+        raise ValueError("a marker names its producer id and epoch")
+    key = CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = CONTROL_VALUE.pack(0, coordinator_epoch)
+    parts: list[bytes | memoryview] = [array("q", [timestamp]).tobytes(), _pad(8)]
+    parts += _binary_column([key], "key")
+    parts += _binary_column([value], "value")
+    attributes = ATTR_TRANSACTIONAL | ATTR_CONTROL | (ATTR_COMMIT if commit else 0)
+    producer = (producer_id, producer_epoch, NO_SEQUENCE)
+    return _assemble(
+        parts, attributes, 1, (timestamp, timestamp), base_offset, leader_epoch, producer
+    )
+
+
+class Marker(NamedTuple):
+    """A control batch's marker (rule 8)."""
+
+    commit: bool
+    coordinator_epoch: int
+
+
+def marker_of(buf: bytes | bytearray | memoryview) -> Marker:
+    """The marker of one whole control batch, checked as `validate` checks it; ValueError
+    for a batch that is not one."""
+    header, layout = _check(memoryview(buf))
+    if not header.attributes & ATTR_CONTROL:
+        raise ValueError("not a control batch")
+    value = _bytes_of(layout.values, 0)
+    return Marker(bool(header.attributes & ATTR_COMMIT), CONTROL_VALUE.unpack_from(value)[1])
+
+
+def is_transactional(header: BatchHeader) -> bool:
+    return bool(header.attributes & ATTR_TRANSACTIONAL)
+
+
+def is_control(header: BatchHeader) -> bool:
+    return bool(header.attributes & ATTR_CONTROL)
 
 
 def _column_parts(column: BinaryColumn, count: int) -> list[bytes | memoryview]:
@@ -506,6 +587,7 @@ def kept_runs(decoded: DecodedBatch, keep: Sequence[bool]) -> list[bytes]:
                 producer_id=producer,
                 producer_epoch=header.producer_epoch if producer >= 0 else -1,
                 base_sequence=(header.base_sequence + start) % 2**31 if producer >= 0 else -1,
+                transactional=is_transactional(header),
             )
         )
         start = end
@@ -556,10 +638,22 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
         raise CorruptBatchError("a batch holds at least one record")
     if header.batch_length % 8 or header.batch_length < header.header_size:
         raise CorruptBatchError(f"invalid batch length {header.batch_length}")
+    attributes = header.attributes
+    control = attributes & ATTR_CONTROL
     if magic == MAGIC_V2 and not (
-        header.producer_id >= 0 and header.producer_epoch >= 0 and header.base_sequence >= 0
+        header.producer_id >= 0
+        and header.producer_epoch >= 0
+        and (header.base_sequence == NO_SEQUENCE if control else header.base_sequence >= 0)
     ):
         raise CorruptBatchError("a v2 batch names its producer id, epoch and sequence")
+    if (
+        (attributes & ATTR_TRANSACTIONAL and magic != MAGIC_V2)
+        or (control and not attributes & ATTR_TRANSACTIONAL)
+        or (attributes & ATTR_COMMIT and not control)
+    ):
+        raise CorruptBatchError(f"invalid transaction attributes {attributes:#x}")
+    if control and (header.record_count != 1 or attributes & ATTR_HAS_HEADERS):
+        raise CorruptBatchError("a control batch holds one record, without headers")
     if header.base_offset < 0:
         raise CorruptBatchError(f"negative base offset {header.base_offset}")
     return header
@@ -735,6 +829,8 @@ def _check(view: memoryview) -> tuple[BatchHeader, _Layout]:
     if crc32c(view[header.header_size :]) != header.body_crc:
         raise CorruptBatchError("batch body CRC mismatch")
     layout = _layout(view, header)
+    if header.attributes & ATTR_CONTROL:
+        _check_marker(header, layout)
     if layout.header_names is not None:
         try:  # each name on its own: names joined can be UTF-8 when one alone is not
             for name in _split(layout.header_names):
@@ -742,6 +838,18 @@ def _check(view: memoryview) -> tuple[BatchHeader, _Layout]:
         except UnicodeDecodeError as exc:
             raise CorruptBatchError("a header name is not UTF-8") from exc
     return header, layout
+
+
+def _check_marker(header: BatchHeader, layout: _Layout) -> None:
+    """A control batch's record is Kafka's control key and marker value, its kind the
+    header's (rule 8). Kafka's readers take a marker value of a higher version by its
+    prefix; the key's version and type are exact."""
+    key, value = _item(layout.keys, 0), _item(layout.values, 0)
+    kind = CONTROL_COMMIT if header.attributes & ATTR_COMMIT else CONTROL_ABORT
+    if key is None or len(key) != CONTROL_KEY.size or CONTROL_KEY.unpack(key) != (0, kind):
+        raise CorruptBatchError("a control batch's key is not its marker's control key")
+    if value is None or len(value) < CONTROL_VALUE.size or CONTROL_VALUE.unpack_from(value)[0] < 0:
+        raise CorruptBatchError("a control batch's value is not a marker value")
 
 
 def validate(buf: bytes | bytearray | memoryview) -> BatchHeader:

@@ -105,6 +105,8 @@ def to_record_batch(
     """The records of one stored batch with offsets in [start, end), or None if none."""
     cols = batch_format.columns(data)
     header = cols.header
+    if batch_format.is_control(header):
+        return None  # a transaction's marker holds no record to read (Kafka's readers skip it)
     count = header.record_count
     low = max(start, header.base_offset) - header.base_offset
     high = min(end, header.base_offset + count) - header.base_offset

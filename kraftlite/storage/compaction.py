@@ -35,6 +35,15 @@ Rules (Kafka's semantics and names, docs/design/storage.md "Compaction"):
 7. A pass decides from the bytes it is given (`PassPlan`), so its decoding and deciding
    (most of a pass's CPU) can run in a process of its own (broker/cleaner_process.py) while
    the broker's thread reads the log and writes the rewrites.
+8. Transactions (issue 27; docs/design/kafka-transactions.md [P26-P28]), from the headers
+   alone (`transactions`): the cleanable range also ends at the first batch of a
+   transaction whose marker is not below the high watermark, so a pass only rewrites
+   decided transactions; an aborted transaction's batches go whole, and they and an
+   undecided one's never count as a key's latest record (that one may yet abort); a
+   committed one's records are compacted as any others; markers are kept
+   whole (Kafka removes a marker once its transaction's records are all gone, after
+   delete.retention.ms: kraftlite keeps them, a batch of one record per transaction and
+   partition).
 """
 
 from __future__ import annotations
@@ -129,6 +138,34 @@ def due(
     return now_ms - oldest > policy.max_compaction_lag_ms
 
 
+@dataclass(frozen=True, slots=True)
+class Transactions:
+    """Rule 8's view of a log's transactions, from its headers."""
+
+    first_unstable: int | None  # the first offset of the earliest undecided transaction
+    aborted: frozenset[int]  # base offsets of aborted transactions' batches
+    undecided: frozenset[int]  # base offsets of undecided transactions' batches
+
+
+def transactions(headers: Iterable[BatchHeader]) -> Transactions:
+    """Rule 8 for the batches of `headers` (first to last, those below the high
+    watermark): a transaction is decided by its producer's next marker among them."""
+    open_txns: dict[int, list[int]] = {}
+    aborted: list[int] = []
+    for header in headers:
+        if not batch_format.is_transactional(header):
+            continue
+        if batch_format.is_control(header):
+            batches = open_txns.pop(header.producer_id, [])
+            if not header.attributes & batch_format.ATTR_COMMIT:
+                aborted += batches
+        else:
+            open_txns.setdefault(header.producer_id, []).append(header.base_offset)
+    first = min((batches[0] for batches in open_txns.values()), default=None)
+    undecided = frozenset(offset for batches in open_txns.values() for offset in batches)
+    return Transactions(first, frozenset(aborted), undecided)
+
+
 def last_producer_batches(headers: Iterable[BatchHeader]) -> set[int]:
     """Rule 4: the base offsets of each idempotent producer's last batch."""
     last: dict[int, int] = {}
@@ -186,13 +223,21 @@ class PassPlan:
     4's batches (by base offset), left as they are, as is everything below `log_start`;
     their keys are pinned (`keep`). Each read (bytes) holds whole batches, one at least."""
 
-    def __init__(
-        self, now_ms: int, policy: CleanPolicy, log_start: int, whole: Collection[int]
+    def __init__(  # noqa: PLR0917 - a Planner (broker/cleaner.py)
+        self,
+        now_ms: int,
+        policy: CleanPolicy,
+        log_start: int,
+        whole: Collection[int],
+        aborted: Collection[int] = frozenset(),
+        undecided: Collection[int] = frozenset(),
     ) -> None:
         self.now_ms = now_ms
         self.policy = policy
         self.log_start = log_start
         self.whole = frozenset(whole)
+        self.aborted = frozenset(aborted)  # rule 8: batches that go whole
+        self.unfolded = self.aborted | frozenset(undecided)  # rule 8: no key's latest
         self.latest: dict[bytes | None, int] = {}  # rule 2's map (never a None key)
         self.pinned: set[bytes] = set()
 
@@ -214,6 +259,8 @@ class PassPlan:
         for view in batch_format.split_batches(data):
             header, keys = batch_format.keys_of(view)
             base = header.base_offset
+            if base in self.unfolded or batch_format.is_control(header):
+                continue  # rule 8: never a key's latest record
             latest_offsets.update(zip(keys, range(base, base + len(keys)), strict=True))
         latest_offsets.pop(None, None)  # records without a key (rule 3) are in no map
 
@@ -223,6 +270,12 @@ class PassPlan:
         for view in batch_format.split_batches(data):
             batch = batch_format.decode(view)
             base = batch.header.base_offset
+            if base in self.aborted and base not in self.whole and base >= self.log_start:
+                header = batch.header
+                rewrites.append(BatchRewrite(base, len(view), header.header_crc, ()))
+                continue
+            if batch_format.is_control(batch.header):
+                continue  # rule 8: kept whole
             if base in self.whole or base < self.log_start:
                 self.pinned.update(key for key in batch.keys if key is not None)
                 continue

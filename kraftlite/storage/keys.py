@@ -17,7 +17,7 @@ import hashlib
 from collections.abc import Iterable
 from typing import Final
 
-from kraftlite.protocol.batch import DecodedBatch
+from kraftlite.protocol.batch import ATTR_CONTROL, DecodedBatch
 
 MAX_PLAIN_KEY: Final = 400
 _PLAIN, _DIGEST = b"\x00", b"\x01"
@@ -38,8 +38,10 @@ def updates(batches: Iterable[DecodedBatch], start: int) -> tuple[dict[bytes, in
     end = start
     for batch in batches:
         base = batch.header.base_offset
+        end = max(end, batch.header.next_offset)
+        if batch.header.attributes & ATTR_CONTROL:
+            continue  # a transaction's marker: its key is Kafka's control key, no record's
         for i, key in enumerate(batch.keys):
             if key is not None and base + i >= start:
                 changed[index_key(key)] = None if batch.values[i] is None else base + i
-        end = max(end, batch.header.next_offset)
     return changed, end

@@ -62,9 +62,9 @@ async def test_produce_then_fetch_round_trip(node: InProcessBroker) -> None:
     assert values((await service.fetch("orders", 1, 2, 1 << 20, 0)).data) == [(2, b"c")]
     # partition 0 saw none of it, and the offsets lookups agree with the log
     assert (await service.fetch("orders", 0, 0, 1 << 20, 0)).data == b""
-    assert service.list_offset("orders", 1, "earliest") == (0, None)
-    assert service.list_offset("orders", 1, "latest") == (3, None)
-    assert service.list_offset("orders", 1, node.clock.now_ms()) == (0, node.clock.now_ms())
+    assert await service.list_offset("orders", 1, "earliest") == (0, None)
+    assert await service.list_offset("orders", 1, "latest") == (3, None)
+    assert await service.list_offset("orders", 1, node.clock.now_ms()) == (0, node.clock.now_ms())
 
 
 async def test_a_waiting_fetch_is_woken_by_the_produce(node: InProcessBroker) -> None:
@@ -207,7 +207,7 @@ async def test_leader_epochs_are_checked_here_for_both_edges(node: InProcessBrok
             service.check_leader_epoch("orders", 0, asked)
         assert info.value.code is code
         with pytest.raises(KraftliteError):
-            service.list_offset("orders", 0, "latest", current_leader_epoch=asked)
+            await service.list_offset("orders", 0, "latest", current_leader_epoch=asked)
         with pytest.raises(KraftliteError):
             service.end_offset_for("orders", 0, epoch, current_leader_epoch=asked)
     await service.produce("orders", 0, batch(node, b"a", b"b"), Acks.ALL, 1.0, principal=ALICE)

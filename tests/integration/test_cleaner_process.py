@@ -93,7 +93,7 @@ def test_the_process_answers_each_request_in_turn_and_refuses_one_out_of_order()
     data = a_log(3).read(0, 1 << 20)
     plan, reply = answer(None, Fold(data))
     assert plan is None and isinstance(reply, Failed) and "without a pass begun" in reply.error
-    plan, reply = answer(None, Begin(NOW_MS, POLICY, 0, frozenset()))
+    plan, reply = answer(None, Begin(NOW_MS, POLICY, 0, frozenset(), frozenset(), frozenset()))
     assert plan is not None and reply == Began()
     plan, reply = answer(plan, Fold(data))
     assert reply == Folded()
@@ -258,3 +258,65 @@ def test_a_pass_that_fails_with_a_request_unanswered_leaves_no_reply_for_the_nex
     monkeypatch.setattr(log, "rewrite_batches", original)
     cleaner.clean(log, NOW_MS, POLICY, force=True, planner=process.start_pass)
     assert records(log) == records(expected)
+
+
+def test_transactions_are_cleaned_as_decided_in_both_places(process: CleanerProcess) -> None:
+    """compaction.py rule 8: an aborted transaction's batches go whole and supersede no
+    key; a committed one's records are compacted as any others; markers stay; nothing from
+    the first undecided transaction on is cleaned. The same in the process as here."""
+
+    def txn(pid: int, sequence: int, *pairs: tuple[bytes, bytes]) -> bytes:
+        return fmt.encode_batch(
+            [v for _, v in pairs],
+            keys=[k for k, _ in pairs],
+            timestamps=[NOW_MS - 5000] * len(pairs),
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=sequence,
+            transactional=True,
+        )
+
+    def plain(*pairs: tuple[bytes, bytes]) -> bytes:
+        return fmt.encode_batch(
+            [v for _, v in pairs],
+            keys=[k for k, _ in pairs],
+            timestamps=[NOW_MS - 5000] * len(pairs),
+        )
+
+    def marker(pid: int, commit: bool) -> bytes:
+        return fmt.encode_marker(pid, 0, commit, 0, NOW_MS - 5000)
+
+    def a_transactional_log() -> MemoryPartitionLog:
+        log = MemoryPartitionLog("t-0")
+        for batch in (
+            plain((b"a", b"a0"), (b"b", b"b0"), (b"c", b"c0")),  # 0-2
+            txn(1, 0, (b"a", b"a-aborted")),  # 3
+            txn(2, 0, (b"b", b"b-committed")),  # 4
+            marker(1, commit=False),  # 5
+            marker(2, commit=True),  # 6
+            txn(3, 0, (b"c", b"c-open")),  # 7: undecided
+            plain((b"a", b"a1")),  # 8: behind it, so not cleaned yet
+            plain((b"z", b"z")),  # 9
+        ):
+            log.append(batch, 0)
+        log.set_high_watermark(log.log_end_offset)
+        return log
+
+    here, there = a_transactional_log(), a_transactional_log()
+    mine = cleaner.clean(here, NOW_MS, POLICY, force=True)
+    theirs = cleaner.clean(there, NOW_MS, POLICY, force=True, planner=process.start_pass)
+    assert mine == theirs and mine is not None
+    assert mine.end == 7  # the first undecided transaction's first offset
+    assert (
+        records(here)
+        == records(there)
+        == [
+            (2, b"c", b"c0"),  # c's undecided c-open may yet abort: c0 stays
+            (4, b"b", b"b-committed"),  # b0 went: the committed record is b's latest
+            (5, fmt.CONTROL_KEY.pack(0, fmt.CONTROL_ABORT), fmt.CONTROL_VALUE.pack(0, 0)),
+            (6, fmt.CONTROL_KEY.pack(0, fmt.CONTROL_COMMIT), fmt.CONTROL_VALUE.pack(0, 0)),
+            (7, b"c", b"c-open"),
+            (8, b"a", b"a1"),
+            (9, b"z", b"z"),
+        ]
+    )

@@ -1088,9 +1088,10 @@ def kafka_to_kraftlite(*batches: KafkaBatch) -> bytes:
             raise CorruptRecordsError("offset deltas are not 0..n-1 (kraftlite offsets are dense)")
     first = batches[0]
     producer = _producer_of(batches)
+    transactional = first.is_transactional
     packed = [b.columns for b in batches if isinstance(b.columns, _PackedRecords)]
     if len(packed) == len(batches):
-        return _packed_to_kraftlite(packed, producer)
+        return _packed_to_kraftlite(packed, producer, transactional)
     if len(batches) == 1:
         values, keys, timestamps = first.values, first.keys, first.timestamps
         headers = first.headers if first.has_headers else None
@@ -1109,13 +1110,14 @@ def kafka_to_kraftlite(*batches: KafkaBatch) -> bytes:
             producer_id=producer[0],
             producer_epoch=producer[1],
             base_sequence=producer[2],
+            transactional=transactional,
         )
     except (ValueError, OverflowError) as exc:  # e.g. timestamps out of int64 range
         raise CorruptRecordsError(f"cannot convert the batch: {exc}") from exc
 
 
 def _packed_to_kraftlite(
-    batches: Sequence[_PackedRecords], producer: tuple[int, int, int]
+    batches: Sequence[_PackedRecords], producer: tuple[int, int, int], transactional: bool
 ) -> bytes:
     """`kafka_to_kraftlite`'s encoding for batches the packed parser read (no headers):
     the kraftlite columns built from its arrays, the same bytes and errors."""
@@ -1133,6 +1135,7 @@ def _packed_to_kraftlite(
             producer_id=producer[0],
             producer_epoch=producer[1],
             base_sequence=producer[2],
+            transactional=transactional,
         )
     except (ValueError, OverflowError) as exc:  # e.g. a batch over 2 GiB
         raise CorruptRecordsError(f"cannot convert the batch: {exc}") from exc
@@ -1182,7 +1185,11 @@ def _producer_of(batches: Sequence[KafkaBatch]) -> tuple[int, int, int]:
     """(producer id, epoch, base sequence) of an idempotent producer's batches, which must
     be one producer's, in sequence; (-1, -1, -1) for batches of no producer."""
     first = batches[0]
+    if any(b.is_transactional != first.is_transactional for b in batches):
+        raise CorruptRecordsError("transactional and other batches for one partition")
     if all(b.producer_id < 0 for b in batches):
+        if first.is_transactional:
+            raise CorruptRecordsError("a transactional batch needs a producer id")
         return (NO_PRODUCER_ID, -1, -1)
     expected = first.base_sequence
     for batch in batches:
@@ -1204,12 +1211,16 @@ def kraftlite_to_kafka(
     with `compression` (rule 5; a topic's `compression.type`).
 
     base_offset and partition_leader_epoch are the kraftlite batch's own (the leader
-    stamped them), the producer id is -1, offset deltas are 0..n-1. Raises
+    stamped them), offset deltas are 0..n-1. A transactional batch keeps its producer and
+    the transactional bit, and a marker is Kafka's control batch (never compressed), as a
+    read_committed consumer needs them; any other batch's producer id is -1. Raises
     `kraftlite.protocol.batch.CorruptBatchError` if the kraftlite batch fails its checks.
     """
     decoded = kraftlite_batch.decode(kraftlite_batch_bytes)
     header = decoded.header
     count = header.record_count
+    if kraftlite_batch.is_control(header):
+        compression = Compression.NONE
     out = bytearray(HEADER_SIZE)
     section = out if compression == Compression.NONE else bytearray()
     has_headers = header.attributes & kraftlite_batch.ATTR_HAS_HEADERS
@@ -1225,16 +1236,23 @@ def kraftlite_to_kafka(
     )
     if compression != Compression.NONE:
         out += _compress(compression, section)
+    attributes = int(compression)
+    producer = (NO_PRODUCER_ID, -1, -1)
+    if kraftlite_batch.is_transactional(header):  # its producer, for read_committed readers
+        attributes |= ATTR_TRANSACTIONAL
+        producer = (header.producer_id, header.producer_epoch, header.base_sequence)
+        if kraftlite_batch.is_control(header):
+            attributes |= ATTR_CONTROL
     return _finish(
         out,
         base_offset=header.base_offset,
         partition_leader_epoch=header.leader_epoch,
-        attributes=int(compression),
+        attributes=attributes,
         last_offset_delta=count - 1,
         base_timestamp=header.first_timestamp,
         max_timestamp=header.max_timestamp,
-        producer_id=NO_PRODUCER_ID,
-        producer_epoch=-1,
-        base_sequence=-1,
+        producer_id=producer[0],
+        producer_epoch=producer[1],
+        base_sequence=producer[2],
         count=count,
     )
