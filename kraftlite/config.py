@@ -484,6 +484,27 @@ class BrokerConfig(StorageSettings):
     offsets_retention_check_interval_ms: int = _key(
         "offsets.retention.check.interval.ms", positive_option, default=600_000
     )
+    # transactions (issue 27; transactions/coordinator.py), Kafka's names and defaults but
+    # the state topic's partitions (Kafka: 50)
+    transaction_state_partitions: int = _key(
+        "transaction.state.log.num.partitions", positive_option, default=10
+    )
+    transaction_max_timeout_ms: int = _key(
+        "transaction.max.timeout.ms", positive_option, default=900_000
+    )
+    transactional_id_expiration_ms: int = _key(
+        "transactional.id.expiration.ms", positive_option, default=604_800_000
+    )
+    transaction_abort_check_interval_ms: int = _key(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        positive_option,
+        default=10_000,
+    )
+    transaction_expire_check_interval_ms: int = _key(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        positive_option,
+        default=3_600_000,
+    )
     # Topics a client's request creates (kraftlite/service.py rule 6): Kafka's names and,
     # but for the replication factor, its defaults (unset: min(3, live brokers), as any
     # topic created without one)

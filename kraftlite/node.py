@@ -26,6 +26,7 @@ from kraftlite.clock import Clock, SystemClock
 from kraftlite.config import BrokerConfig, ControllerConfig
 from kraftlite.controller.quorum_controller import ControllerSettings, QuorumController
 from kraftlite.groups.coordinator import GroupCoordinator, GroupSettings
+from kraftlite.transactions.coordinator import TransactionSettings
 from kraftlite.kafka.handlers import Handlers
 from kraftlite.kafka.server import KafkaServer
 from kraftlite.metadata.image import MetadataImage
@@ -259,6 +260,13 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
                 config.num_partitions,
                 config.default_replication_factor,
             ),
+            transaction_settings=TransactionSettings(
+                partitions=config.transaction_state_partitions,
+                max_timeout_ms=config.transaction_max_timeout_ms,
+                id_expiration_ms=config.transactional_id_expiration_ms,
+                abort_check_interval_ms=config.transaction_abort_check_interval_ms,
+                expire_check_interval_ms=config.transaction_expire_check_interval_ms,
+            ),
         )
         app = make_broker_app(service, auth, gate, limits)
         # one budget of request bytes for both listeners (queued.max.request.bytes)
@@ -282,6 +290,7 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
                 )
             await broker.start()  # register, heartbeats, metadata
             service.coordinator.start()  # group loads, offset expiry
+            service.transactions.start()  # transaction loads, timeouts, id expiry
             log.info(
                 "broker_started", listen=config.listen, url=config.url, log_dir=str(config.log_dir)
             )
@@ -289,7 +298,8 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
             log.info("broker_stopping")
         finally:
             await broker.stop()  # controlled shutdown while still serving followers
-            await service.coordinator.stop()  # before storage closes: its loader reads logs
+            await service.transactions.stop()  # before storage closes: its loader reads logs
+            await service.coordinator.stop()
             if kafka is not None:
                 await kafka.close()
             await runner.cleanup()

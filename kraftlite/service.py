@@ -48,6 +48,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import secrets
 import weakref
@@ -67,16 +68,27 @@ from kraftlite.broker.producer_state import AbortedTxn
 from kraftlite.broker.replica_manager import KEY_INDEX_CHUNK_BYTES
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.assignor import TopicPartition
-from kraftlite.groups.coordinator import GroupCoordinator
+from kraftlite.groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from kraftlite.groups.offsets import CommittedOffset
 from kraftlite.metadata.topics import INTERNAL_TOPICS, has_retention, validate_topic_name
 from kraftlite.protocol import admin
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol.admin import AdminRequest
-from kraftlite.protocol.internal import GroupListing, GroupListResponse, MessageError
+from kraftlite.protocol.internal import (
+    GroupListing,
+    GroupListResponse,
+    MessageError,
+    TxnMarkersRequest,
+    TxnMarkersResponse,
+    TxnPartition,
+    TxnVerifyRequest,
+    TxnVerifyResponse,
+)
 from kraftlite.protocol.partitioner import partition_for_key
 from kraftlite.security import producer_ids
 from kraftlite.storage import keys as key_index
+from kraftlite.transactions.coordinator import TransactionCoordinator, TransactionSettings
+from kraftlite.transactions.metadata import TopicPartition as TxnPartitionKey
 
 log = structlog.get_logger(__name__)
 A = TypeVar("A")
@@ -154,16 +166,26 @@ class Fetched:
 
 
 class BrokerService:
-    def __init__(
+    def __init__(  # noqa: PLR0917 - the service's parts
         self,
         broker: Broker,
         coordinator: GroupCoordinator,
         producer_id_key: bytes,
         nonces: Callable[[], int] = lambda: secrets.randbits(producer_ids.NONCE_BITS),
         topic_defaults: TopicDefaults = TopicDefaults(),
+        transaction_settings: TransactionSettings | None = None,
     ) -> None:
         self.broker = broker
         self.coordinator = coordinator
+        # issue 27: the transactional ids this broker coordinates; their producer ids are
+        # bound to no principal (WRITE on the transactional id and the coordinator's
+        # verification stand for it), made as any producer id is
+        self.transactions = TransactionCoordinator(
+            broker,
+            self.write_markers,
+            lambda tid: producer_ids.mint(producer_id_key, TXN_PRINCIPAL + tid, self._nonces()),
+            transaction_settings,
+        )
         self.topic_defaults = topic_defaults
         self._sticky = itertools.count()
         self._producer_id_key = producer_id_key
@@ -392,6 +414,225 @@ class BrokerService:
 
             return listed() if kept <= 1_000 else await asyncio.to_thread(listed)
 
+    # -- transactions (issue 27) -------------------------------------------------------------
+
+    async def produce_transactional(  # noqa: PLR0917 - produce's parameters, and the id
+        self,
+        topic: str,
+        index: int,
+        batch: bytes,
+        acks: Acks,
+        timeout_s: float,
+        transactional_id: str,
+        *,
+        sent_size: int | None = None,
+    ) -> Produced:
+        """Rule 9: a transactional producer's batch, for a caller the edge found may WRITE
+        the transactional id. A producer's first batch in the partition is verified with the
+        id's coordinator first (Kafka's KIP-890 part 1): the partition must be in the
+        producer's ongoing transaction, at its epoch."""
+        self.refuse_internal(topic)
+        partition = self._leader(topic, index)
+        header = self._check_batch(partition, batch, sent_size=sent_size)
+        if not batch_format.is_transactional(header) or batch_format.is_control(header):
+            raise KraftliteError(
+                ErrorCode.INVALID_RECORD, "a transactional producer's batch says it is one"
+            )
+        if partition.compacted and (keyless := batch_format.null_keys(batch, header)):
+            raise KraftliteError(
+                ErrorCode.INVALID_RECORD,
+                f"compacted topic cannot accept message without key in topic partition "
+                f"{topic}-{index}",
+                record_indexes=keyless[:MAX_RECORD_ERRORS],
+            )
+        token = await partition.begin_verification(header.producer_id)
+        if token is not None:
+            error = await self.verify_transaction(
+                transactional_id,
+                header.producer_id,
+                header.producer_epoch,
+                TxnPartitionKey(topic, index),
+            )
+            if error is not None:
+                raise _verification_error(error)
+        metrics.record_produce(partition, header.record_count, len(batch))
+        info = await partition.produce(
+            batch, Acks.LEADER if acks is Acks.NONE else acks, timeout_s, verification=token
+        )
+        return Produced(info.first_offset, info.last_offset, partition.log.log_start_offset)
+
+    async def txn_offset_commit(
+        self,
+        transactional_id: str,
+        group: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: list[tuple[TopicPartition, CommittedOffset]],
+        *,
+        member_id: str | None = None,
+        generation: int = -1,
+        instance_id: str | None = None,
+    ) -> None:
+        """Rule 9: offsets committed inside a transaction (Kafka's TxnOffsetCommit), on the
+        group's coordinator: verified with the transaction's coordinator first [T4], then
+        written as the producer's transactional batch, pending until its marker."""
+        partition = self.coordinator.coordinator_partition(group)
+        token = await partition.begin_verification(producer_id)
+        if token is not None:
+            error = await self.verify_transaction(
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                TxnPartitionKey(OFFSETS_TOPIC, partition.index),
+            )
+            if error is not None:
+                raise _verification_error(error, retry=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        await self.coordinator.commit_transactional(
+            group,
+            producer_id,
+            producer_epoch,
+            offsets,
+            token,
+            member_id=member_id,
+            generation=generation,
+            instance_id=instance_id,
+        )
+
+    async def verify_transaction(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TxnPartitionKey
+    ) -> ErrorCode | None:
+        """Rule 9: the coordinator's answer (coordinator.py rule 6), asked of this broker's
+        own coordinator or of the broker leading the id's state partition."""
+        coordinator = self.transactions
+        try:
+            coordinator.coordinator_partition(transactional_id)
+        except KraftliteError as exc:
+            if exc.code is not ErrorCode.NOT_COORDINATOR:
+                return exc.code
+            url = self._broker_url(exc.details.get("leader_id"))
+            if url is None:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            wanted = TxnVerifyRequest(
+                transactional_id, producer_id, producer_epoch, tp.topic, tp.partition
+            )
+            answer = await self._internal_post(url, "/v1/internal/txn-verify", wanted.encode())
+            if answer is None:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            try:
+                code = TxnVerifyResponse.decode(answer).error_code
+            except MessageError:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return None if code == 0 else _error_code(code)
+        return coordinator.verify(transactional_id, producer_id, producer_epoch, tp)
+
+    async def write_markers(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        partitions: Sequence[TxnPartitionKey],
+    ) -> dict[TxnPartitionKey, ErrorCode | None]:
+        """coordinator.py rule 4's MarkerWriter: the partitions this broker leads written
+        here, the others asked of their leaders, all at once. A partition whose leader
+        could not be reached answers NOT_LEADER_OR_FOLLOWER (tried again)."""
+        results: dict[TxnPartitionKey, ErrorCode | None] = {}
+        remote: dict[int, list[TxnPartitionKey]] = {}
+        local: list[TxnPartitionKey] = []
+        for tp in partitions:
+            try:
+                self._leader(tp.topic, tp.partition)
+                local.append(tp)
+            except KraftliteError as exc:
+                leader = exc.details.get("leader_id")
+                if exc.code is ErrorCode.NOT_LEADER_OR_FOLLOWER and isinstance(leader, int):
+                    remote.setdefault(leader, []).append(tp)
+                else:
+                    results[tp] = exc.code
+
+        async def ask(leader: int, tps: list[TxnPartitionKey]) -> None:
+            url = self._broker_url(leader)
+            wanted = TxnMarkersRequest(
+                producer_id,
+                producer_epoch,
+                commit,
+                coordinator_epoch,
+                tuple(TxnPartition(tp.topic, tp.partition) for tp in tps),
+            )
+            answer = None
+            if url is not None:
+                answer = await self._internal_post(url, "/v1/internal/txn-markers", wanted.encode())
+            found: dict[TxnPartitionKey, ErrorCode | None] = {}
+            with contextlib.suppress(MessageError):
+                if answer is not None:
+                    for r in TxnMarkersResponse.decode(answer).results:
+                        found[TxnPartitionKey(r.topic, r.partition)] = (
+                            None if r.error_code == 0 else _error_code(r.error_code)
+                        )
+            for tp in tps:
+                results[tp] = found.get(tp, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+        local_results = await self.write_local_markers(
+            producer_id, producer_epoch, commit, coordinator_epoch, local
+        )
+        results.update(local_results)
+        await asyncio.gather(*(ask(leader, tps) for leader, tps in remote.items()))
+        return results
+
+    async def write_local_markers(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        partitions: Sequence[TxnPartitionKey],
+    ) -> dict[TxnPartitionKey, ErrorCode | None]:
+        """Kafka's WriteTxnMarkers on a partition leader (the internal route's, and this
+        broker's coordinator's): each partition's marker, answered once its ISR holds it;
+        an offsets partition's also settles the group offsets committed in the
+        transaction (groups/coordinator.py)."""
+
+        async def one(tp: TxnPartitionKey) -> ErrorCode | None:
+            try:
+                partition = self._leader(tp.topic, tp.partition)
+                offset = await partition.write_marker(
+                    producer_id,
+                    producer_epoch,
+                    commit,
+                    coordinator_epoch,
+                    _MARKER_TIMEOUT_S,
+                )
+            except KraftliteError as exc:
+                return exc.code
+            if tp.topic == OFFSETS_TOPIC:
+                self.coordinator.transaction_ended(tp.partition, producer_id, commit, offset)
+            return None
+
+        answers = await asyncio.gather(*(one(tp) for tp in partitions))
+        return dict(zip(partitions, answers, strict=True))
+
+    def _broker_url(self, broker_id: object) -> str | None:
+        if not isinstance(broker_id, int) or broker_id < 0:
+            return None
+        return self.broker.replicas.broker_url(broker_id)
+
+    async def _internal_post(self, url: str, path: str, body: bytes) -> bytes | None:
+        """A node-to-node call's answer body, None when the node did not answer (200)."""
+        try:
+            async with self.broker.session.post(
+                url + path,
+                data=body,
+                headers={"Content-Type": "application/json"},
+                timeout=aiohttp.ClientTimeout(total=_INTERNAL_TIMEOUT_S),
+            ) as response:
+                if response.status != 200:
+                    log.info("internal_call_refused", url=url, path=path, status=response.status)
+                    return None
+                return await response.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            log.info("internal_call_failed", url=url, path=path, error=repr(exc))
+            return None
+
     # -- the table view of a compacted topic (rule 8) -------------------------------------
 
     async def latest_of_key(
@@ -476,8 +717,12 @@ class BrokerService:
     async def _index_up_to_high_watermark(self, partition: Partition, deadline: float) -> None:
         """The leader's key index caught up with its high watermark as it is now: one
         catch-up at a time per partition (the others wait for it, not repeat it), and not
-        at all when it is far behind (the replica manager's rounds catch it up)."""
-        goal = partition.high_watermark()
+        at all when it is far behind (the replica manager's rounds catch it up). With
+        transactions, up to the last stable offset: the index takes decided records only
+        (storage/txn_headers.py), so a key reads as a read_committed consumer sees it."""
+        partition.high_watermark()  # as leader
+        await partition.transactions()
+        goal = partition.last_stable_offset()
         state = partition.state
         if state is not None and goal < state.epoch_start_offset:  # a new leader's HW
             _not_available(partition, "a new leader's high watermark is catching up")
@@ -833,6 +1078,36 @@ def _records_in(data: bytes) -> int:
 
 
 __all__ = ["MAX_WAIT_MS", "BrokerService", "FetchWanted", "Fetched", "Offsets", "Produced"]
+
+
+_MARKER_TIMEOUT_S = 10.0
+_INTERNAL_TIMEOUT_S = 15.0
+TXN_PRINCIPAL = "transactional-id:"  # whom a transactional id's producer ids are minted for
+
+
+def _error_code(code: int) -> ErrorCode:
+    try:
+        return ErrorCode(code)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+# the coordinator's verification answers, as the producer is told them [P9]
+_VERIFICATION_ANSWERS = {
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING: ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+    ErrorCode.TRANSACTION_ABORTABLE: ErrorCode.TRANSACTION_ABORTABLE,
+}
+
+
+def _verification_error(
+    code: ErrorCode, retry: ErrorCode = ErrorCode.NOT_ENOUGH_REPLICAS
+) -> KraftliteError:
+    """[P9, T4]: what a produce (or a transactional offset commit) is answered when its
+    verification failed; a coordinator that cannot answer now is `retry` (retriable, and
+    for a produce no metadata refresh)."""
+    answer = _VERIFICATION_ANSWERS.get(code, retry)
+    return KraftliteError(answer, "the partition is not in the producer's transaction")
 
 
 def _record_in(data: bytes, offset: int) -> batch_format.ConsumedRecord | None:

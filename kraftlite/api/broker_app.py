@@ -61,11 +61,17 @@ from kraftlite.protocol.internal import (
     MessageError,
     OffsetsRequest,
     ReplicaFetchRequest,
+    TxnMarkerResult,
+    TxnMarkersRequest,
+    TxnMarkersResponse,
+    TxnVerifyRequest,
+    TxnVerifyResponse,
 )
 from kraftlite.security.acls import CLUSTER_NAME, Action, Operation, ResourceType
 from kraftlite.security.gate import Gate
 from kraftlite.service import BrokerService, Leadership, Produced
 from kraftlite.storage import keys as key_index
+from kraftlite.transactions.metadata import TopicPartition as TxnPartitionKey
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
@@ -866,6 +872,48 @@ async def _fetch_answer(broker: Broker, wanted: ReplicaFetchRequest) -> bytes:
     return framing.encode(answer.to_json(), segments)
 
 
+async def txn_markers(request: web.Request) -> web.Response:
+    """`POST /v1/internal/txn-markers` (nodes): a transaction coordinator's markers for the
+    partitions this broker leads (Kafka's WriteTxnMarkers), a TxnMarkersRequest answered
+    with a TxnMarkersResponse once each is written (service.py rule 9)."""
+    try:
+        wanted = TxnMarkersRequest.decode(await request.read())
+    except MessageError as exc:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"bad markers request: {exc}") from None
+    results = await request.app[SERVICE].write_local_markers(
+        wanted.producer_id,
+        wanted.producer_epoch,
+        wanted.commit,
+        wanted.coordinator_epoch,
+        [TxnPartitionKey(p.topic, p.partition) for p in wanted.partitions],
+    )
+    answer = TxnMarkersResponse(
+        tuple(
+            TxnMarkerResult(tp.topic, tp.partition, 0 if error is None else int(error))
+            for tp, error in results.items()
+        )
+    )
+    return web.Response(body=answer.encode(), content_type="application/json")
+
+
+async def txn_verify(request: web.Request) -> web.Response:
+    """`POST /v1/internal/txn-verify` (nodes): whether a partition is in a producer's
+    ongoing transaction, asked of the transactional id's coordinator by the partition's
+    leader (KIP-890; transactions/coordinator.py rule 6)."""
+    try:
+        wanted = TxnVerifyRequest.decode(await request.read())
+    except MessageError as exc:
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"bad verify request: {exc}") from None
+    error = request.app[SERVICE].transactions.verify(
+        wanted.transactional_id,
+        wanted.producer_id,
+        wanted.producer_epoch,
+        TxnPartitionKey(wanted.topic, wanted.partition),
+    )
+    answer = TxnVerifyResponse(0 if error is None else int(error))
+    return web.Response(body=answer.encode(), content_type="application/json")
+
+
 REPLICA_STREAMS: web.AppKey[set[web.WebSocketResponse]] = web.AppKey("replica_streams")
 STREAM_IDLE_S = web.AppKey("stream_idle_s", float)  # connections.max.idle.ms
 METRICS = web.AppKey("metrics", metrics.BrokerCollectors)
@@ -1038,6 +1086,8 @@ def make_broker_app(
     r.add_get("/v1/internal/replica-stream", replica_stream)
     r.add_get("/v1/internal/offsets", internal_offsets)
     r.add_get("/v1/internal/groups", internal_groups)
+    r.add_post("/v1/internal/txn-markers", txn_markers)
+    r.add_post("/v1/internal/txn-verify", txn_verify)
     app[console_api.RATES] = console_api.new_rate_window()
     r.add_get("/v1/cluster/stats", console_api.cluster_stats)
     r.add_get("/v1/topics/{topic}/partitions", console_api.topic_partitions)

@@ -174,6 +174,8 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("GET", "/v1/internal/replica-stream"): NODES,
     ("GET", "/v1/internal/offsets"): NODES,
     ("GET", "/v1/internal/groups"): NODES,
+    ("POST", "/v1/internal/txn-markers"): NODES,
+    ("POST", "/v1/internal/txn-verify"): NODES,
     ("GET", "/v1/internal/stats"): NODES,
     # the web console (kraftlite/console): files and the node's kind, no data; the pages'
     # data comes from the API routes above, authorized as any client's calls

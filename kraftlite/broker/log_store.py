@@ -109,8 +109,9 @@ class ReplicaLog(Protocol):
         `after` (storage/keys.py), in index order."""
         ...
 
-    def batch_headers(self) -> list[BatchHeader]:
-        """The header of every stored batch, first to last (header bytes only)."""
+    def batch_headers(self, start: int = 0) -> list[BatchHeader]:
+        """The header of every stored batch from the one holding `start` on, first to last
+        (header bytes only)."""
         ...
 
     def producer_headers(self) -> list[BatchHeader]:

@@ -240,10 +240,20 @@ class Partition:
 
     # -- produce ------------------------------------------------------------------------
 
-    async def produce(self, batch: bytes | memoryview, acks: Acks, timeout_s: float) -> AppendInfo:
+    async def produce(
+        self,
+        batch: bytes | memoryview,
+        acks: Acks,
+        timeout_s: float,
+        *,
+        verification: object | None = None,
+        sequenced: bool = True,
+    ) -> AppendInfo:
         """Append a producer's batch as leader; return once `acks` is satisfied. A batch of
         an idempotent producer (format v2) is checked against its producer's state first:
-        a duplicate is not appended again, and answers with its first append's offsets."""
+        a duplicate is not appended again, and answers with its first append's offsets. A
+        transactional producer's first batch here needs its `verification`
+        (`begin_verification`, producer_state.py rule 11)."""
         if len(batch) > 12 and batch[12] == batch_format.MAGIC_V2:
             async with self._producers_lock:
                 producers = await self._producer_states()
@@ -252,7 +262,9 @@ class Partition:
                     raise KraftliteError(
                         ErrorCode.INVALID_RECORD, "clients cannot write control batches"
                     )
-                earlier = producers.check(header, self._clock.now_ms())
+                earlier = producers.check(
+                    header, self._clock.now_ms(), verification, sequenced=sequenced
+                )
                 if earlier is None:
                     try:
                         info = self._append(batch, acks)
@@ -294,7 +306,15 @@ class Partition:
             log = self.log
 
             def marker_at(offset: int) -> batch_format.Marker:
-                return batch_format.marker_of(next(batch_format.split_batches(log.read(offset, 1))))
+                """The marker at `offset`; one retention or DeleteRecords removed since the
+                headers were read counts as one from no known coordinator epoch."""
+                try:
+                    view = next(batch_format.split_batches(log.read(offset, 1)), None)
+                    if view is not None and batch_format.read_header(view).base_offset == offset:
+                        return batch_format.marker_of(view)
+                except (KraftliteError, ValueError):
+                    pass
+                return batch_format.Marker(True, -1)
 
             rebuilt = await asyncio.to_thread(
                 lambda: ProducerStates.rebuild(
@@ -346,6 +366,17 @@ class Partition:
         if not rs.enough_replicas(state, min_isr):
             raise _not_enough_replicas(self.name, state, min_isr, appended=True)
         return info.first_offset
+
+    async def begin_verification(self, producer_id: int) -> object | None:
+        """Rule 4 (producer_state.py rule 11): a token for the producer's next transactional
+        batch, or None when the producer has a transaction open here already (no
+        verification needed: the coordinator's marker will end it)."""
+        async with self._producers_lock:
+            producers = await self._producer_states()
+            entry = producers.entries.get(producer_id)
+            if entry is not None and entry.txn_first_offset is not None:
+                return None
+            return producers.begin_verification(producer_id)
 
     async def transactions(self) -> ProducerStates:
         """Rule 4: this leader's producer state, with its transactions (rebuilt from the

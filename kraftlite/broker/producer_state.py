@@ -38,6 +38,12 @@ Transactions (docs/design/kafka-transactions.md, rule ids there in brackets):
    ended by a marker that is not below the high watermark yet, else the high watermark
    [P14, P15]. Open transactions are kept in the order they opened (offsets only grow), so
    the earliest is the first.
+11. Verification (KIP-890 part 1 [P8-P9]): a producer's first transactional batch in the
+   partition (none open) is appended only with the token `begin_verification` gave for the
+   producer before its leader asked the coordinator that the partition is in its
+   transaction, and only while that token is the producer's latest. A marker of the
+   producer, or any of its transactional batches, drops it: so a batch verified just before
+   the coordinator's marker ended the transaction is refused, never left open forever.
 10. `aborted(fetch_offset, upper)` lists the aborted transactions a read_committed reader
    of [fetch_offset, upper) must skip [P19]: each one's marker at or after fetch_offset and
    its first offset below upper. They are kept in their markers' order; a list entry's
@@ -48,6 +54,7 @@ Transactions (docs/design/kafka-transactions.md, rule ids there in brackets):
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -109,11 +116,29 @@ class ProducerStates:
         # below the high watermark yet, in the markers' order (rule 9)
         self.ending: deque[tuple[int, int]] = deque()
         self.aborted_txns: list[AbortedTxn] = []  # in the markers' order (rule 10)
+        self.verifications: dict[int, object] = {}  # rule 11: producer id -> token
 
-    def check(self, header: BatchHeader, now_ms: int) -> Appended | None:
-        """Rules 2-4 and 7 for an incoming batch: None to append it, the earlier append for
-        a duplicate, or KraftliteError."""
-        pid, epoch, first = header.producer_id, header.producer_epoch, header.base_sequence
+    def begin_verification(self, producer_id: int) -> object:
+        """Rule 11: a new token for the producer (its earlier one no longer counts)."""
+        if len(self.verifications) >= MAX_PRODUCERS:
+            self.verifications.clear()  # tokens in flight then fail as INVALID_TXN_STATE
+        token = self.verifications[producer_id] = object()
+        return token
+
+    def check(
+        self,
+        header: BatchHeader,
+        now_ms: int,
+        verification: object | None = None,
+        *,
+        sequenced: bool = True,
+    ) -> Appended | None:
+        """Rules 2-4, 7 and 11 for an incoming batch: None to append it, the earlier append
+        for a duplicate, or KraftliteError. `verification`: the token of rule 11, for a
+        transactional batch. `sequenced` False: a coordinator's own batch for the producer
+        (a group coordinator's transactional offset commit, Kafka's origin COORDINATOR),
+        whose sequence is not checked."""
+        pid, epoch = header.producer_id, header.producer_epoch
         entry = self.entries.get(pid)
         if (
             entry is not None
@@ -136,6 +161,23 @@ class ProducerStates:
                 ErrorCode.INVALID_TXN_STATE,
                 "a producer with a transaction open here wrote outside it",
             )
+        earlier = self._check_sequence(header, entry) if sequenced else None
+        if (
+            earlier is None  # a duplicate is answered as it was (Kafka checks those first)
+            and is_transactional(header)
+            and (entry is None or entry.txn_first_offset is None)
+            and (verification is None or self.verifications.get(pid) is not verification)
+        ):
+            raise KraftliteError(
+                ErrorCode.INVALID_TXN_STATE,
+                "the batch is not part of an ongoing transaction of its producer",
+            )
+        return earlier
+
+    @staticmethod
+    def _check_sequence(header: BatchHeader, entry: ProducerEntry | None) -> Appended | None:
+        """Rules 2-4 past the epoch: None to append, the earlier append for a duplicate."""
+        epoch, first = header.producer_epoch, header.base_sequence
         if entry is None or not entry.batches:
             if first != 0:
                 raise KraftliteError(
@@ -172,9 +214,11 @@ class ProducerStates:
         pid = header.producer_id
         entry = self._entry(pid, header.producer_epoch, now_ms)
         entry.last_seen_ms = now_ms
-        if is_transactional(header) and entry.txn_first_offset is None:
-            entry.txn_first_offset = first_offset  # rule 7
-            self.open_txns[first_offset] = pid
+        if is_transactional(header):
+            self.verifications.pop(pid, None)  # rule 11
+            if entry.txn_first_offset is None:
+                entry.txn_first_offset = first_offset  # rule 7
+                self.open_txns[first_offset] = pid
         entry.batches.append(
             Appended(
                 header.base_sequence,
@@ -218,6 +262,7 @@ class ProducerStates:
         """A marker was appended at `offset` (rules 8-10); the aborted transaction it ended,
         if it aborted one."""
         entry = self._entry(header.producer_id, header.producer_epoch, now_ms)
+        self.verifications.pop(header.producer_id, None)  # rule 11
         entry.last_seen_ms = now_ms
         entry.coordinator_epoch = max(entry.coordinator_epoch, marker.coordinator_epoch)
         first = entry.txn_first_offset
@@ -250,7 +295,7 @@ class ProducerStates:
         txns = self.aborted_txns
         found: list[AbortedTxn] = []
         start = bisect.bisect_left(txns, fetch_offset, key=lambda t: t.last_offset)
-        for txn in txns[start:]:
+        for txn in itertools.islice(txns, start, None):
             if txn.first_offset < upper:
                 found.append(txn)
             if txn.last_stable_offset >= upper:

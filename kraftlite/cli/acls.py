@@ -29,7 +29,9 @@ _acl_options = stack_options(
     [
         click.option("--principal", help="User:<name>, or User:* for everyone."),
         click.option("--operation", help="READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, ..."),
-        click.option("--resource-type", type=click.Choice(["TOPIC", "GROUP", "CLUSTER"])),
+        click.option(
+            "--resource-type", type=click.Choice(["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"])
+        ),
         click.option("--resource-name", help="A name, or * (every one)."),
         click.option("--pattern-type", type=click.Choice(["LITERAL", "PREFIXED"])),
         click.option("--permission", type=click.Choice(["ALLOW", "DENY"])),

@@ -56,6 +56,13 @@ Rules:
    INVALID_REQUEST before it runs for a group whose answer may not fit
    (`description_bound`: members, their topics and assignments, and the subscribed
    topics' partitions).
+9. Transactions (issue 27; docs/design/kafka-transactions.md [T5-T7, G1-G3]): a
+   transactional commit (Kafka's TxnOffsetCommit) is a transactional batch of the
+   producer's, appended as any commit is (rule 2), but its offsets stay pending under the
+   producer id until the transaction's marker on the offsets partition: a commit marker
+   makes them the group's committed offsets, an abort drops them. A replay does the same
+   from the log's batches and markers. A read that must be stable (KIP-447's
+   RequireStable) is told UNSTABLE_OFFSET_COMMIT for a partition with an offset pending.
 8. Expiry (offsets.py rule 8): every `offsets.retention.check.interval.ms`, `run` expires
    the offsets of groups without members that have been idle past the retention,
    with tombstones appended as a deletion's are (rule 6: inside the group's gate, acks=all,
@@ -196,6 +203,21 @@ class Shard:
     loaded_ms: int = 0  # when this coordinator loaded the partition (monotonic)
     # rule 8: group -> when this coordinator last saw it with members (monotonic)
     last_member_ms: dict[str, int] = field(default_factory=dict)
+    # rule 9: producer id -> (group, partition) -> the offset its open transaction commits
+    pending_txns: dict[int, dict[tuple[str, TopicPartition], CommittedOffset]] = field(
+        default_factory=dict
+    )
+
+    def end_transaction(self, producer_id: int, commit: bool) -> None:
+        """Rule 9: a producer's marker on this partition."""
+        pending = self.pending_txns.pop(producer_id, {})
+        if commit:
+            for (group, tp), committed in pending.items():
+                self.offsets.setdefault(group, {})[tp] = committed
+
+    def unstable(self, group: str, tp: TopicPartition) -> bool:
+        """Rule 9: an open transaction commits an offset of the group's partition."""
+        return any((group, tp) in pending for pending in self.pending_txns.values())
 
     def group(self, name: str) -> Group:
         """The group, made if new: only for a join, the one request that adds a member."""
@@ -404,13 +426,22 @@ class LoadStoppedError(Exception):
     """The coordinator is stopping: a replay ends between two reads."""
 
 
-def replay(
-    log_: ReplicaLog, stopping: Callable[[], bool] = lambda: False
-) -> tuple[dict[str, dict[TopicPartition, CommittedOffset]], int]:
-    """Rule 3's replay of an offsets partition up to its log end: (group -> partition ->
-    committed offset, records read). Blocking; a record that cannot be read is skipped
-    (one bad record must not take every group of the partition down)."""
+@dataclass
+class Replayed:
+    """What a replay found (rule 3, and rule 9's open transactions' offsets)."""
+
+    groups: dict[str, dict[TopicPartition, CommittedOffset]]
+    records: int
+    pending_txns: dict[int, dict[tuple[str, TopicPartition], CommittedOffset]]
+
+
+def replay(log_: ReplicaLog, stopping: Callable[[], bool] = lambda: False) -> Replayed:
+    """Rule 3's replay of an offsets partition up to its log end: group -> partition ->
+    committed offset, the records read, and (rule 9) the offsets of transactions still open.
+    Blocking; a record that cannot be read is skipped (one bad record must not take every
+    group of the partition down)."""
     groups: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+    pending_txns: dict[int, dict[tuple[str, TopicPartition], CommittedOffset]] = {}
     offset, records = log_.log_start_offset, 0
     while offset < log_.log_end_offset:
         if stopping():
@@ -419,8 +450,15 @@ def replay(
         if not data:
             break
         for decoded in batch_format.decode_stream(data):
-            if batch_format.is_control(decoded.header):
-                continue  # a transaction's marker (issue 27): no offset record
+            header = decoded.header
+            if batch_format.is_control(header):  # rule 9: a transaction's marker
+                pending = pending_txns.pop(header.producer_id, {})
+                if header.attributes & batch_format.ATTR_COMMIT:
+                    for (txn_group, txn_tp), txn_committed in pending.items():
+                        groups.setdefault(txn_group, {})[txn_tp] = txn_committed
+                offset = header.next_offset
+                continue
+            transactional = batch_format.is_transactional(header)
             for record in decoded.records():
                 records += 1
                 try:
@@ -431,6 +469,9 @@ def replay(
                 if parsed is None:
                     continue
                 group, tp, committed = parsed
+                if transactional and committed is not None:
+                    pending_txns.setdefault(header.producer_id, {})[(group, tp)] = committed
+                    continue
                 offsets = groups.setdefault(group, {})
                 if committed is None:
                     offsets.pop(tp, None)
@@ -439,7 +480,7 @@ def replay(
                 else:
                     offsets[tp] = committed
             offset = decoded.header.next_offset
-    return groups, records
+    return Replayed(groups, records, pending_txns)
 
 
 class GroupCoordinator:
@@ -520,7 +561,7 @@ class GroupCoordinator:
             del self._shards[index]
         loading = self._loading.get(index)
         if loading is None and partition.log.size_bytes <= INLINE_LOAD_BYTES:
-            return self._install(partition, *replay(partition.log))
+            return self._install(partition, replay(partition.log))
         failed = self._failed.get(index)
         retry = failed is None or failed[0] != epoch or self._now() >= failed[1]
         if (loading is None or loading[0] != epoch) and retry:
@@ -548,7 +589,7 @@ class GroupCoordinator:
         try:
             if not current():
                 return
-            offsets, records = await asyncio.get_running_loop().run_in_executor(
+            replayed = await asyncio.get_running_loop().run_in_executor(
                 self._loader, replay, partition.log, stopping
             )
         except LoadStoppedError:
@@ -566,21 +607,18 @@ class GroupCoordinator:
             if current_shard is not None:
                 current_shard.close()
             self._failed.pop(index, None)
-            self._install(partition, offsets, records)
+            self._install(partition, replayed)
             log.info("group_offsets_load_took", partition=index, ms=self._now() - started)
 
-    def _install(
-        self,
-        partition: Partition,
-        offsets: dict[str, dict[TopicPartition, CommittedOffset]],
-        records: int,
-    ) -> Shard:
+    def _install(self, partition: Partition, replayed: Replayed) -> Shard:
+        offsets, records = replayed.groups, replayed.records
         now = self.broker.clock.monotonic_ms()
         # The first leader of the partition (epoch 0) has no predecessor whose members could
         # still hold partitions; any later one waits out the longest session first.
         freeze = self.settings.max_session_timeout_ms if partition.leader_epoch > 0 else 0
         shard = Shard(partition.leader_epoch, now + freeze, self.settings.max_size, offsets=offsets)
         shard.loaded_ms = shard.swept_ms = now
+        shard.pending_txns = replayed.pending_txns
         self._shards[partition.index] = shard
         log.info(
             "group_offsets_loaded",
@@ -830,6 +868,92 @@ class GroupCoordinator:
             target = shard.offsets.setdefault(group, {})
             for tp, committed in offsets:
                 target[tp] = replace(committed, commit_ms=now)
+
+    async def commit_transactional(
+        self,
+        group: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: list[tuple[TopicPartition, CommittedOffset]],
+        verification: object | None,
+        *,
+        member_id: str | None = None,
+        generation: int | None = None,
+        instance_id: str | None = None,
+    ) -> None:
+        """Rule 9 [T5-T7]: checked as a commit is, except that a member need not be named
+        (Kafka's v0-2 clients name none) and a rebalance does not refuse it; appended as the
+        producer's transactional batch (`verification`: its token for the offsets
+        partition, service.py); pending until the transaction's marker."""
+        partition, shard = self._shard(group)
+        partitions = [tp for tp, _ in offsets]
+        check_count(len(offsets))
+        check_metadata(offsets, self.settings.offset_metadata_max_bytes)
+        check_partitions(partitions, self._counts({topic for topic, _ in partitions}))
+        classic = shard.classic.get(group)
+        if generation is not None and generation >= 0:
+            if classic is None or not classic.members:
+                raise KraftliteError(
+                    ErrorCode.ILLEGAL_GENERATION, f"group {group} has no generation {generation}"
+                )
+            classic.check_commit(member_id or "", generation, instance_id)
+        check_in_range(offsets)
+        now = self.broker.clock.now_ms()
+        kind: GroupKind = "classic"
+        records = [
+            batch_format.Record(
+                value=orjson.dumps(_offset_value(replace(c, kind=kind), now)),
+                key=offset_key(group, tp[0], tp[1]),
+                timestamp=now,
+            )
+            for tp, c in offsets
+        ]
+        batch = batch_format.encode_batch(
+            [r.value for r in records],
+            keys=[r.key for r in records],
+            timestamps=[now] * len(records),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=0,
+            transactional=True,
+        )
+        try:
+            await partition.produce(
+                batch,
+                Acks.ALL,
+                self.settings.commit_timeout_s,
+                verification=verification,
+                sequenced=False,
+            )
+        except KraftliteError as exc:
+            if exc.code is ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                raise KraftliteError(
+                    ErrorCode.NOT_COORDINATOR, f"coordinator moved during the commit: {exc}"
+                ) from None
+            raise
+        if self._shards.get(partition.index) is shard and partition.role is Role.LEADER:
+            pending = shard.pending_txns.setdefault(producer_id, {})
+            for tp, committed in offsets:
+                pending[(group, tp)] = replace(committed, kind=kind, commit_ms=now)
+
+    def transaction_ended(self, index: int, producer_id: int, commit: bool, offset: int) -> None:
+        """Rule 9: the producer's marker was written at `offset` of offsets partition
+        `index` by this broker, its leader; a shard of an older leadership is left alone
+        (its successor replays the marker)."""
+        shard = self._shards.get(index)
+        if shard is None:
+            return
+        try:
+            partition = self.broker.replicas.leader_partition(OFFSETS_TOPIC, index)
+        except KraftliteError:
+            return
+        if partition.leader_epoch == shard.leader_epoch:
+            shard.end_transaction(producer_id, commit)
+
+    def unstable(self, group: str, tp: TopicPartition) -> bool:
+        """Rule 9: whether an open transaction commits an offset of the group's `tp`."""
+        _, shard = self._shard(group)
+        return shard.unstable(group, tp)
 
     def _check_member(  # noqa: PLR0917 - the commit's parts, as commit() has them
         self,

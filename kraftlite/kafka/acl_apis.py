@@ -52,6 +52,7 @@ RESOURCE_TYPES: Final[Mapping[int, ResourceType]] = {
     2: ResourceType.TOPIC,
     3: ResourceType.GROUP,
     4: ResourceType.CLUSTER,
+    5: ResourceType.TRANSACTIONAL_ID,
 }
 PATTERN_TYPES: Final[Mapping[int, PatternType]] = {3: PatternType.LITERAL, 4: PatternType.PREFIXED}
 OPERATIONS: Final[Mapping[int, Operation]] = {
@@ -92,6 +93,7 @@ SUPPORTED_OPERATIONS: Final[Mapping[ResourceType, tuple[Operation, ...]]] = {
         Operation.ALTER,
         Operation.DESCRIBE,
     ),
+    ResourceType.TRANSACTIONAL_ID: (Operation.DESCRIBE, Operation.WRITE),
 }
 _OPERATION_CODES: Final[Mapping[Operation, int]] = {
     operation: code for code, operation in OPERATIONS.items()
@@ -111,7 +113,6 @@ def authorized_operations(allowed: Callable[[Action], bool], kind: ResourceType,
 
 # Rule 2: Kafka's codes that kraftlite has no ACLs of
 RESOURCE_TYPES_NOT_SERVED: Final[Mapping[int, str]] = {
-    5: "TRANSACTIONAL_ID",
     6: "DELEGATION_TOKEN",
     7: "USER",
 }
@@ -178,7 +179,8 @@ def acl_request(creation: bodies.AclCreation) -> dict[str, str]:
     kind = creation["resource_type"]
     if kind in RESOURCE_TYPES_NOT_SERVED:
         raise _invalid(
-            f"{RESOURCE_TYPES_NOT_SERVED[kind]} ACLs are not served (TOPIC, GROUP, CLUSTER are)"
+            f"{RESOURCE_TYPES_NOT_SERVED[kind]} ACLs are not served "
+            "(TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID are)"
         )
     if kind not in RESOURCE_TYPES:
         raise _invalid(f"Invalid resourceType {kind}")

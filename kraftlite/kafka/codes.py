@@ -16,7 +16,12 @@ MAX_MESSAGE: Final = 1024  # error messages sent back are cut here (classic stri
 
 
 def kafka_code(exc: KraftliteError) -> int:
-    """kraftlite codes with no Kafka equivalent (>= 1000) answer INVALID_REQUEST."""
+    """kraftlite codes with no Kafka equivalent (>= 1000) answer INVALID_REQUEST.
+    TRANSACTION_ABORTABLE goes out as INVALID_TXN_STATE: no version this listener serves
+    has it (Produce v11, EndTxn v4 and the like add it; docs/design/kafka-transactions.md
+    D3)."""
+    if exc.code is ErrorCode.TRANSACTION_ABORTABLE:
+        return int(ErrorCode.INVALID_TXN_STATE)
     return INVALID_REQUEST if exc.code >= 1000 else int(exc.code)
 
 

@@ -59,6 +59,7 @@ class Position:
     leader_epoch: int = -1
     told_high_watermark: int = -1
     told_log_start: int = -1
+    told_last_stable: int = -1
 
 
 @dataclass
@@ -189,17 +190,21 @@ class ConnectionFetchSession:
         records: bool,
         high_watermark: int,
         log_start: int,
+        last_stable: int = -1,
     ) -> bool:
-        """Rule 4 for one partition; what the client is told is remembered."""
+        """Rule 4 for one partition; what the client is told is remembered (the last
+        stable offset too: a read_committed client waits on it, as Kafka's sessions say)."""
         news = (
             error
             or records
             or high_watermark != position.told_high_watermark
             or log_start != position.told_log_start
+            or last_stable != position.told_last_stable
         )
         if news or not plan.incremental:
             position.told_high_watermark = high_watermark
             position.told_log_start = log_start
+            position.told_last_stable = last_stable
             return True
         return False
 

@@ -40,7 +40,14 @@ from kraftlite.controller import access, decisions
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import OFFSETS_TOPIC
 from kraftlite.groups.offsets import CommittedOffset
-from kraftlite.kafka import acl_apis, cluster_apis, group_apis, records_apis, user_apis
+from kraftlite.kafka import (
+    acl_apis,
+    cluster_apis,
+    group_apis,
+    records_apis,
+    txn_apis,
+    user_apis,
+)
 from kraftlite.kafka.codes import (
     INVALID_REQUEST,
     MAX_ADMIN_TIMEOUT_MS,
@@ -80,6 +87,7 @@ from kraftlite.security.gate import AUDITED_NAMES, Gate
 from kraftlite.security.principal import ANONYMOUS, Caller
 from kraftlite.security.scram_exchange import ScramError, ScramExchange
 from kraftlite.service import BrokerService, Fetched, FetchWanted, Leadership
+from kraftlite.transactions.coordinator import TXN_TOPIC
 
 log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -338,6 +346,7 @@ _MODULE_APIS: Final[Mapping[ApiKey, ModuleHandler]] = {
     **user_apis.APIS,
     **group_apis.APIS,
     **records_apis.APIS,
+    **txn_apis.APIS,
 }
 # The APIs this listener answers (a subset of what messages.py can decode): ApiVersions
 # lists only these, so a client never sends one that would close its connection.
@@ -798,8 +807,28 @@ class Session:
         partition closes the connection, as Kafka does, so the client refreshes its
         metadata; a request naming a partition twice answers INVALID_REQUEST for both."""
         body = cast(bodies.ProduceRequest, request.body)
-        if body["transactional_id"]:
-            raise CloseConnection("transactions are not served")
+        transactional_id = body["transactional_id"]
+        if transactional_id is not None and not txn_apis.may_transactional_id(
+            self, transactional_id
+        ):  # [P3]: the whole request
+            return {
+                "responses": [
+                    {
+                        "name": topic["name"],
+                        "partition_responses": [
+                            {
+                                "index": part["index"],
+                                "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                "base_offset": -1,
+                                "log_append_time_ms": -1,
+                                "log_start_offset": -1,
+                            }
+                            for part in topic["partition_data"]
+                        ],
+                    }
+                    for topic in body["topic_data"]
+                ]
+            }
         acks = {-1: Acks.ALL, 1: Acks.LEADER, 0: Acks.NONE}.get(body["acks"])
         timeout_s = max(0, min(int(body["timeout_ms"]), 300_000)) / 1000
         entries = [
@@ -820,7 +849,15 @@ class Session:
                     await asyncio.sleep(0)
                 started.append(
                     asyncio.ensure_future(
-                        self._produce_one(name, index, data, acks, timeout_s, budget=budget)
+                        self._produce_one(
+                            name,
+                            index,
+                            data,
+                            acks,
+                            timeout_s,
+                            budget=budget,
+                            transactional_id=transactional_id,
+                        )
                         if seen[(name, index)] == 1
                         else _produce_error(index, INVALID_REQUEST, "the partition is named twice")
                     )
@@ -853,6 +890,7 @@ class Session:
         timeout_s: float,
         *,
         budget: list[int],
+        transactional_id: str | None = None,
     ) -> bodies.PartitionProduceResponse:
         if acks is None:
             return await _produce_error(index, INVALID_REQUIRED_ACKS, "acks must be -1, 0 or 1")
@@ -860,17 +898,30 @@ class Session:
             return await _produce_error(index, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
         try:
             leadership = self.service.leader(topic, index)
-            batch = await self._converted(leadership, data, budget)
+            batch = await self._converted(leadership, data, budget, transactional_id)
             self._produced += len(batch)  # the quota's charge: what is stored (gate.py rule 3)
-            produced = await self.service.produce(
-                topic,
-                index,
-                batch,
-                acks,
-                timeout_s,
-                principal=self.who.principal,
-                sent_size=max(records.batch_sizes(data or b"")),
-            )
+            if transactional_id is not None and batch_format.is_transactional(
+                batch_format.read_header(batch)
+            ):
+                produced = await self.service.produce_transactional(
+                    topic,
+                    index,
+                    batch,
+                    acks,
+                    timeout_s,
+                    transactional_id,
+                    sent_size=max(records.batch_sizes(data or b"")),
+                )
+            else:
+                produced = await self.service.produce(
+                    topic,
+                    index,
+                    batch,
+                    acks,
+                    timeout_s,
+                    principal=self.who.principal,
+                    sent_size=max(records.batch_sizes(data or b"")),
+                )
         except KraftliteError as exc:
             answer = await _produce_error(index, kafka_code(exc), _message(exc))
             keyless = exc.details.get("record_indexes", [])  # a compacted topic's refusal
@@ -892,7 +943,11 @@ class Session:
         }
 
     async def _converted(
-        self, leadership: Leadership, data: bytes | None, budget: list[int]
+        self,
+        leadership: Leadership,
+        data: bytes | None,
+        budget: list[int],
+        transactional_id: str | None = None,
     ) -> bytes:
         """A partition's Kafka batches as one kraftlite batch: decoded and converted inline
         when small and uncompressed, else on a worker thread, one at a time, so a large or
@@ -911,9 +966,12 @@ class Session:
         def convert() -> bytes:
             batches = records.decode_batches(data, shared_budget=budget)
             for batch in batches:
-                if batch.is_transactional:
+                if batch.is_control:  # [P7]: markers are the coordinator's
+                    raise KraftliteError(ErrorCode.INVALID_RECORD, "clients write no markers")
+                if batch.is_transactional and transactional_id is None:  # [P3]
                     raise KraftliteError(
-                        ErrorCode.INVALID_REQUEST, "transactions are not served (idempotence is)"
+                        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                        "a transactional batch comes with its transactional id",
                     )
             return records.kafka_to_kraftlite(*batches)
 
@@ -1021,6 +1079,7 @@ class Session:
                     records=bool(result.data),
                     high_watermark=result.high_watermark,
                     log_start=result.log_start_offset,
+                    last_stable=result.last_stable_offset,
                 )
             if news:
                 by_topic.setdefault(key[0], []).append(entry)
@@ -1162,8 +1221,10 @@ class Session:
                 "port": -1,
             }
 
+        if key_type == 1:
+            return await self._transaction_coordinator(group, error)
         if key_type != 0:
-            return error(INVALID_REQUEST, "only group coordinators are served (no transactions)")
+            return error(INVALID_REQUEST, "only group and transaction coordinators are served")
         refused = self._group_refusal(group, Operation.DESCRIBE)
         if refused is not None:
             return error(refused, "not a group this client may use")
@@ -1185,6 +1246,37 @@ class Session:
         host, port = _split_address(leader.kafka)
         return {
             "key": group,
+            "error_code": NONE,
+            "error_message": None,
+            "node_id": leader.broker_id,
+            "host": host,
+            "port": port,
+        }
+
+    async def _transaction_coordinator(
+        self, transactional_id: str, error: Callable[[int, str], bodies.Coordinator]
+    ) -> bodies.Coordinator:
+        """[C1-C3]: the leader of the id's `__transaction_state` partition, for a caller
+        that may DESCRIBE the id (WRITE implies it); the topic is made on first use."""
+        if not transactional_id or len(transactional_id) > names.MAX_TRANSACTIONAL_ID:
+            return error(INVALID_REQUEST, "a transactional id is 1-1024 characters")
+        if not self._may(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return error(TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "not authorized for this id")
+        transactions = self.service.transactions
+        try:
+            await transactions.ensure_state_topic()
+        except KraftliteError as exc:
+            return error(int(ErrorCode.COORDINATOR_NOT_AVAILABLE), _message(exc))
+        image = self.image
+        topic = image.topic(TXN_TOPIC)
+        index = transactions.state_partition(transactional_id)
+        registration = None if topic is None else topic.partitions.get(index)
+        leader = None if registration is None else image.brokers.get(registration.leader)
+        if leader is None or leader.fenced or leader.kafka is None:
+            return error(int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "the id has no coordinator now")
+        host, port = _split_address(leader.kafka)
+        return {
+            "key": transactional_id,
             "error_code": NONE,
             "error_message": None,
             "node_id": leader.broker_id,
@@ -1244,21 +1336,27 @@ class Session:
     async def offset_fetch(self, request: Request) -> bodies.OffsetFetchResponse:
         """OffsetFetch: v8+ asks for several groups at once, earlier versions for one."""
         body = cast(bodies.OffsetFetchRequest, request.body)
+        stable = bool(body.get("require_stable", False))
         if request.api_version < 8:
-            code, topics = self._group_offsets(body["group_id"], body.get("topics"))
+            code, topics = self._group_offsets(body["group_id"], body.get("topics"), stable)
             return {"error_code": code, "topics": topics}
         groups: list[bodies.OffsetFetchResponseGroup] = []
         for group in body.get("groups", []):
-            code, topics = self._group_offsets(group["group_id"], group.get("topics"))
+            code, topics = self._group_offsets(group["group_id"], group.get("topics"), stable)
             groups.append({"group_id": group["group_id"], "error_code": code, "topics": topics})
         return {"groups": groups}
 
     def _group_offsets(
-        self, group: str, asked: Sequence[bodies.OffsetFetchRequestTopic] | None
+        self,
+        group: str,
+        asked: Sequence[bodies.OffsetFetchRequestTopic] | None,
+        stable: bool = False,
     ) -> tuple[int, list[bodies.OffsetFetchResponseTopic]]:
         """(group error code, topics) of one group's committed offsets: the partitions
         asked (-1 where none is committed), or every committed one when `asked` is None;
-        topics the client may not describe are left out."""
+        topics the client may not describe are left out. `stable` (KIP-447's
+        RequireStable): a partition an open transaction commits an offset of is
+        UNSTABLE_OFFSET_COMMIT, which the client retries [G5]."""
         refused = self._group_refusal(group, Operation.DESCRIBE)
         if refused is not None:
             return refused, []
@@ -1275,13 +1373,16 @@ class Session:
             if not self._may_topic(Operation.DESCRIBE, name, listing=True):
                 continue
             c = committed.get((name, index))
+            unstable = stable and self.service.coordinator.unstable(group, (name, index))
+            if unstable:
+                c = None
             by_topic.setdefault(name, []).append(
                 {
                     "partition_index": index,
                     "committed_offset": -1 if c is None else c.offset,
                     "committed_leader_epoch": -1 if c is None else c.leader_epoch,
                     "metadata": "" if c is None else c.metadata,
-                    "error_code": NONE,
+                    "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT) if unstable else NONE,
                 }
             )
         return NONE, [{"name": n, "partitions": p} for n, p in by_topic.items()]
@@ -2004,9 +2105,31 @@ class Session:
 
     async def init_producer_id(self, request: Request) -> bodies.InitProducerIdResponse:
         """An idempotent producer's id, epoch 0 (broker/producer_state.py checks its
-        sequences). A transactional id asks for transactions, which are not served."""
-        if cast(bodies.InitProducerIdRequest, request.body)["transactional_id"] is not None:
-            return {"error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+        sequences); with a transactional id, the transaction coordinator's answer [I1-I8]:
+        WRITE on the id first, and PRODUCER_FENCED as INVALID_PRODUCER_EPOCH before v4."""
+        body = cast(bodies.InitProducerIdRequest, request.body)
+        transactional_id = body["transactional_id"]
+        if transactional_id is not None:
+            if transactional_id == "":
+                return {"error_code": INVALID_REQUEST}  # [I3]
+            if not txn_apis.may_transactional_id(self, transactional_id):
+                return {"error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+            pid, epoch = body.get("producer_id", -1), body.get("producer_epoch", -1)
+            if (pid == -1) != (epoch == -1):
+                return {"error_code": INVALID_REQUEST}  # [I4]
+            try:
+                producer_id, producer_epoch = await self.service.transactions.init_producer_id(
+                    transactional_id,
+                    body["transaction_timeout_ms"],
+                    None if pid == -1 else (pid, epoch),
+                )
+            except KraftliteError as exc:
+                return {"error_code": txn_apis.txn_code(exc, request.api_version, 4)}
+            return {
+                "error_code": NONE,
+                "producer_id": producer_id,
+                "producer_epoch": producer_epoch,
+            }
         try:
             self.handlers.gate.check_init_producer(self.who, edge="kafka", request="InitProducerId")
         except KraftliteError as exc:

@@ -194,7 +194,7 @@ class AccessControlEntryRecord:
     """One ACL (Kafka's AccessControlEntryRecord); `id` is unique forever."""
 
     id: str
-    resource_type: str  # TOPIC, GROUP, CLUSTER
+    resource_type: str  # TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID
     resource_name: str
     pattern_type: str  # LITERAL, PREFIXED
     principal: str  # User:<name> or User:*

@@ -17,7 +17,8 @@ _DECIMAL = re.compile(r"-?[0-9]{1,19}")  # as Java's Long.parseLong: no "1_0", "
 # a double as Java's Double.parseDouble reads one (0.5, 1, .5, 0., 5e-1), but no sign,
 # NaN, Infinity or hex: a ratio is never one of those
 _RATIO = re.compile(r"([0-9]{1,20}(\.[0-9]{0,20})?|\.[0-9]{1,20})([eE][-+]?[0-9]{1,3})?")
-INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets"})  # created by brokers, not users
+# created by brokers, not users: the groups' offsets and the transactions' state
+INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def is_internal_topic(name: str) -> bool:

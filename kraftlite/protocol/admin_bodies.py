@@ -71,7 +71,7 @@ AclOperation = Literal[
     "IDEMPOTENT_WRITE",
 ]
 AclPermission = Literal["ALLOW", "DENY"]
-ResourceType = Literal["TOPIC", "GROUP", "CLUSTER"]
+ResourceType = Literal["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"]
 PatternType = Literal["LITERAL", "PREFIXED"]
 MIN_ITERATIONS: Final = 4096
 MAX_ITERATIONS: Final = 100_000

@@ -550,3 +550,50 @@ class GroupListResponse(Message, frozen=True):
             for g in self.groups
         )
         msgspec.structs.force_setattr(self, "groups", in_order)
+
+
+# -- transactions (issue 27): markers and verification between brokers
+
+ProducerEpoch = Annotated[int, Meta(ge=0, le=2**15 - 1)]
+TransactionalId = Annotated[str, Meta(min_length=1, max_length=names.MAX_TRANSACTIONAL_ID)]
+
+
+class TxnPartition(msgspec.Struct, frozen=True):
+    topic: TopicName
+    partition: Int32
+
+
+class TxnMarkersRequest(Message, frozen=True):
+    """`POST /v1/internal/txn-markers`: a transaction coordinator asks a partition leader
+    to write a producer's marker to the partitions it leads (Kafka's WriteTxnMarkers)."""
+
+    producer_id: NonNegative
+    producer_epoch: ProducerEpoch
+    commit: bool
+    coordinator_epoch: Int32
+    partitions: Annotated[tuple[TxnPartition, ...], Meta(max_length=MAX_ITEMS)]
+
+
+class TxnMarkerResult(msgspec.Struct, frozen=True):
+    topic: TopicName
+    partition: Int32
+    error_code: Annotated[int, Meta(ge=-1, le=2**15 - 1)]  # 0: written
+
+
+class TxnMarkersResponse(Message, frozen=True):
+    results: Annotated[tuple[TxnMarkerResult, ...], Meta(max_length=MAX_ITEMS)] = ()
+
+
+class TxnVerifyRequest(Message, frozen=True):
+    """`POST /v1/internal/txn-verify`: a partition leader asks a transactional id's
+    coordinator whether the partition is in the producer's transaction (KIP-890)."""
+
+    transactional_id: TransactionalId
+    producer_id: NonNegative
+    producer_epoch: ProducerEpoch
+    topic: TopicName
+    partition: Int32
+
+
+class TxnVerifyResponse(Message, frozen=True):
+    error_code: Annotated[int, Meta(ge=-1, le=2**15 - 1)]  # 0: in the transaction

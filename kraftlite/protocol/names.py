@@ -15,6 +15,7 @@ from typing import Final
 
 # The lengths of the names clients choose, for both edges, the internal messages and the
 # OpenAPI document: declared here and nowhere else.
+MAX_TRANSACTIONAL_ID: Final = 1024  # characters (Kafka bounds it by the request's size only)
 MAX_TOPIC_NAME: Final = 249  # Kafka's (and [a-zA-Z0-9._-] only: metadata/topics.py)
 MAX_GROUP_NAME: Final = 249  # as a topic's: a group's offsets may be named after it
 MAX_MEMBER_ID: Final = 64  # an HTTP client's own (a UUID, so a retried join is the same member)

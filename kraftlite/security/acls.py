@@ -34,6 +34,7 @@ class ResourceType(Enum):
     TOPIC = "TOPIC"
     GROUP = "GROUP"
     CLUSTER = "CLUSTER"
+    TRANSACTIONAL_ID = "TRANSACTIONAL_ID"  # issue 27: WRITE to use one, DESCRIBE to see it
 
 
 class Operation(Enum):

@@ -21,7 +21,7 @@ Rules (Kafka's semantics and names, docs/design/storage.md "Compaction"):
    tombstone stamped long ago goes at the first clean here.
 3. A record without a key is dropped, as Kafka's cleaner drops it (a compacted topic
    refuses them on produce; these were written before the topic became compacted).
-4. An idempotent producer's last batch below the high watermark is kept whole: the
+4. An idempotent producer's last batch (not a marker) below the high watermark is kept whole: the
    producer's state is rebuilt from its batches (broker/producer_state.py), and its last
    committed sequence must stay. (Its later batches, above the high watermark, may still be
    truncated away; the committed ones never are, so a batch cleaned because a later
@@ -54,6 +54,9 @@ from dataclasses import dataclass
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol.batch import BatchHeader, DecodedBatch
 from kraftlite.storage.log import BatchRewrite
+from kraftlite.storage.txn_headers import Transactions, transactions
+
+__all__ = ["Transactions", "transactions"]  # rule 8's view, shared with the key index
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,39 +141,13 @@ def due(
     return now_ms - oldest > policy.max_compaction_lag_ms
 
 
-@dataclass(frozen=True, slots=True)
-class Transactions:
-    """Rule 8's view of a log's transactions, from its headers."""
-
-    first_unstable: int | None  # the first offset of the earliest undecided transaction
-    aborted: frozenset[int]  # base offsets of aborted transactions' batches
-    undecided: frozenset[int]  # base offsets of undecided transactions' batches
-
-
-def transactions(headers: Iterable[BatchHeader]) -> Transactions:
-    """Rule 8 for the batches of `headers` (first to last, those below the high
-    watermark): a transaction is decided by its producer's next marker among them."""
-    open_txns: dict[int, list[int]] = {}
-    aborted: list[int] = []
-    for header in headers:
-        if not batch_format.is_transactional(header):
-            continue
-        if batch_format.is_control(header):
-            batches = open_txns.pop(header.producer_id, [])
-            if not header.attributes & batch_format.ATTR_COMMIT:
-                aborted += batches
-        else:
-            open_txns.setdefault(header.producer_id, []).append(header.base_offset)
-    first = min((batches[0] for batches in open_txns.values()), default=None)
-    undecided = frozenset(offset for batches in open_txns.values() for offset in batches)
-    return Transactions(first, frozenset(aborted), undecided)
-
-
 def last_producer_batches(headers: Iterable[BatchHeader]) -> set[int]:
     """Rule 4: the base offsets of each idempotent producer's last batch."""
     last: dict[int, int] = {}
     for header in headers:
-        if header.producer_id >= 0:
+        # a marker is kept anyway (rule 8); the batch with the producer's last sequence
+        # must stay too (Kafka's P29), even an aborted one
+        if header.producer_id >= 0 and not batch_format.is_control(header):
             last[header.producer_id] = header.base_offset
     return set(last.values())
 
@@ -277,7 +254,8 @@ class PassPlan:
             if batch_format.is_control(batch.header):
                 continue  # rule 8: kept whole
             if base in self.whole or base < self.log_start:
-                self.pinned.update(key for key in batch.keys if key is not None)
+                if base not in self.unfolded:  # an aborted or undecided batch pins nothing
+                    self.pinned.update(key for key in batch.keys if key is not None)
                 continue
             change = rewrite(batch, self.latest, self.now_ms, self.policy, len(view), self.pinned)
             if change is not None:

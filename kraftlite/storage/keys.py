@@ -14,7 +14,7 @@ Rules:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Final
 
 from kraftlite.protocol.batch import ATTR_CONTROL, DecodedBatch
@@ -30,16 +30,19 @@ def index_key(key: bytes) -> bytes:
     return _DIGEST + hashlib.sha256(key).digest()
 
 
-def updates(batches: Iterable[DecodedBatch], start: int) -> tuple[dict[bytes, int | None], int]:
+def updates(
+    batches: Iterable[DecodedBatch], start: int, skip: Collection[int] = frozenset()
+) -> tuple[dict[bytes, int | None], int]:
     """Rule 1 for the records of `batches` from offset `start` on: (index key -> offset of
     its latest record, or None for a key whose latest is a tombstone; the offset after the
-    last batch)."""
+    last batch). `skip`: batches (by base offset) whose records are no one's, an aborted
+    transaction's (txn_headers.py), passed over as markers are."""
     changed: dict[bytes, int | None] = {}
     end = start
     for batch in batches:
         base = batch.header.base_offset
         end = max(end, batch.header.next_offset)
-        if batch.header.attributes & ATTR_CONTROL:
+        if batch.header.attributes & ATTR_CONTROL or base in skip:
             continue  # a transaction's marker: its key is Kafka's control key, no record's
         for i, key in enumerate(batch.keys):
             if key is not None and base + i >= start:

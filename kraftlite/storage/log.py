@@ -64,6 +64,7 @@ import structlog
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
 from kraftlite.storage import keys as key_index
+from kraftlite.storage import txn_headers
 
 _T = TypeVar("_T")
 log = structlog.get_logger(__name__)
@@ -784,17 +785,27 @@ class PartitionLog:
                     return peek.base_offset + position, int(stamps[position])
         return None
 
-    def batch_headers(self) -> list[batch_format.BatchHeader]:
-        """The header of every stored batch, first to last: what the log cleaner decides a
-        pass from before it reads a record. One read transaction, header bytes only;
-        meant for a worker thread."""
+    def batch_headers(self, start: int = 0) -> list[batch_format.BatchHeader]:
+        """The header of every stored batch from the one holding `start` on (all of them
+        by default), first to last: what the log cleaner decides a pass from before it
+        reads a record. One read transaction, header bytes only; meant for a worker
+        thread."""
         self._check_open()
         with self.storage.reading() as txn:
             cursor = txn.cursor(db=self._batches)
-            return [
+            key = self._key(start)
+            if start <= self.log_start_offset or not cursor.set_range(key):
+                items: Iterator[tuple[Any, Any]] = self._range(cursor)
+            else:
+                before = bytes(cursor.key()) != key  # the batch before may hold `start`
+                if before and (not cursor.prev() or bytes(cursor.key()[:4]) != self._uid):
+                    cursor.set_range(key)  # there is none of this partition's
+                items = self._range_from(cursor)
+            headers = [
                 batch_format.read_header(bytes(value[: batch_format.HEADER_V2_SIZE]))
-                for _, value in self._range(cursor)
+                for _, value in items
             ]
+        return [h for h in headers if h.next_offset > start]
 
     def producer_headers(self) -> list[batch_format.BatchHeader]:
         """The headers of every stored batch of an idempotent producer (format v2), first
@@ -1015,13 +1026,18 @@ class PartitionLog:
         high_watermark = self.high_watermark
         if start >= high_watermark:
             return start
+        # only decided records (issue 27): up to the first undecided transaction, without
+        # the aborted ones (txn_headers.py)
+        limit, aborted = txn_headers.index_bounds(self.batch_headers(start), high_watermark)
+        if start >= limit:
+            return start
         try:
-            data = self.read(start, max_bytes, max_offset=high_watermark)
+            data = self.read(start, max_bytes, max_offset=limit)
         except KraftliteError as exc:
             if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE:  # truncated or retained meanwhile
                 return self.indexed_offset
             raise
-        changed, end = key_index.updates(batch_format.decode_stream(data), start)
+        changed, end = key_index.updates(batch_format.decode_stream(data), start, aborted)
         if end <= start:
             return start
         with self._lock:

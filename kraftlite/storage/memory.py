@@ -28,6 +28,7 @@ import numpy as np
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
 from kraftlite.storage import keys as key_index
+from kraftlite.storage import txn_headers
 from kraftlite.storage.log import (
     UNDEFINED_EPOCH,
     UNDEFINED_OFFSET,
@@ -275,11 +276,11 @@ class MemoryPartitionLog:
             return None
         return found
 
-    def batch_headers(self) -> list[batch_format.BatchHeader]:
-        """The header of every stored batch, first to last."""
+    def batch_headers(self, start: int = 0) -> list[batch_format.BatchHeader]:
+        """The header of every stored batch from the one holding `start` on, first to last."""
         with self._lock:
             self._check_open()
-            return [s.header for s in self._batches]
+            return [s.header for s in self._batches if s.header.next_offset > start]
 
     def producer_headers(self) -> list[batch_format.BatchHeader]:
         """The headers of every stored idempotent-producer (v2) batch, first to last."""
@@ -393,13 +394,18 @@ class MemoryPartitionLog:
         high_watermark = self.high_watermark
         if start >= high_watermark:
             return start
+        # only decided records (issue 27): up to the first undecided transaction, without
+        # the aborted ones (txn_headers.py)
+        limit, aborted = txn_headers.index_bounds(self.batch_headers(start), high_watermark)
+        if start >= limit:
+            return start
         try:
-            data = self.read(start, max_bytes, max_offset=high_watermark)
+            data = self.read(start, max_bytes, max_offset=limit)
         except KraftliteError as exc:
             if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE:
                 return self.indexed_offset
             raise
-        changed, end = key_index.updates(batch_format.decode_stream(data), start)
+        changed, end = key_index.updates(batch_format.decode_stream(data), start, aborted)
         if end <= start:
             return start
         with self._lock:

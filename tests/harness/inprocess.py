@@ -132,6 +132,7 @@ class InProcessBroker:
             connection.close()
         for shard in self.coordinator._shards.values():  # stops classic groups' tickers
             shard.close()
+        await self.service.transactions.stop()
         await self.coordinator.stop()
         if self._session is not None:
             await self._session.close()

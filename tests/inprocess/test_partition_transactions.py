@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kraftlite.broker.partition import Acks
+from kraftlite.broker.partition import Acks, Partition
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata import records as r
 from kraftlite.protocol import batch as fmt
@@ -28,6 +28,13 @@ from tests.harness.inprocess import (
 )
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+
+
+async def produce_txn(partition: Partition, batch: bytes) -> None:
+    """A transactional batch, verified as the service verifies it (its producer's token)."""
+    header = fmt.read_header(batch)
+    token = await partition.begin_verification(header.producer_id)
+    await partition.produce(batch, Acks.ALL, 1, verification=token)
 
 
 def txn_batch(pid: int, sequence: int, *values: bytes, epoch: int = 0) -> bytes:
@@ -137,8 +144,8 @@ async def test_read_committed_sees_committed_transactions_whole_and_never_aborte
     kafka = node.connect()
     partition = node.partition("orders")
     await produce_plain(kafka, b"before")  # 0
-    await partition.produce(txn_batch(7, 0, b"a1", b"a2"), Acks.ALL, 1)  # 1-2, to abort
-    await partition.produce(txn_batch(8, 0, b"c1"), Acks.ALL, 1)  # 3, to commit
+    await produce_txn(partition, txn_batch(7, 0, b"a1", b"a2"))  # 1-2, to abort
+    await produce_txn(partition, txn_batch(8, 0, b"c1"))  # 3, to commit
     await produce_plain(kafka, b"plain")  # 4: behind both open transactions
     # open transactions pin the last stable offset at the first one's first offset [P16]
     assert partition.log.high_watermark == 5
@@ -172,10 +179,10 @@ async def test_a_new_leader_epoch_rebuilds_the_transactions_from_its_log(
     node: InProcessBroker,
 ) -> None:
     partition = node.partition("orders")
-    await partition.produce(txn_batch(7, 0, b"x"), Acks.ALL, 1)  # 0
-    await partition.produce(txn_batch(9, 0, b"y"), Acks.ALL, 1)  # 1
+    await produce_txn(partition, txn_batch(7, 0, b"x"))  # 0
+    await produce_txn(partition, txn_batch(9, 0, b"y"))  # 1
     await partition.write_marker(7, 0, False, 3, 1)  # 2
-    await partition.produce(txn_batch(7, 1, b"z"), Acks.ALL, 1)  # 3: 7's next transaction
+    await produce_txn(partition, txn_batch(7, 1, b"z"))  # 3: 7's next transaction
     before = (await partition.transactions()).aborted(0, 10)
     topic_id = topic_id_for("orders")  # the same broker leads again, in a new epoch
     node.apply(r.PartitionChangeRecord(topic_id=topic_id, partition=0, leader=-1))
@@ -221,7 +228,7 @@ async def test_readers_skip_markers_and_move_past_them(node: InProcessBroker) ->
     the service's read_committed fetch stops below the open transaction, and past the
     marker its position moves on."""
     partition = node.partition("orders")
-    await partition.produce(txn_batch(7, 0, b"t"), Acks.ALL, 1)
+    await produce_txn(partition, txn_batch(7, 0, b"t"))
     wanted = [FetchWanted("orders", 0, 0, 1 << 20)]
     (found,) = await node.service.fetch_many(wanted, 1, 1 << 20, 0, committed=True)
     assert isinstance(found, Fetched) and found.data == b"" and found.aborted == ()
@@ -232,3 +239,36 @@ async def test_readers_skip_markers_and_move_past_them(node: InProcessBroker) ->
     from kraftlite.client.consumer import _records  # noqa: PLC0415
 
     assert [r.value for r in _records("orders", 0, found.data, 0)] == [b"t"]
+
+
+async def test_a_compacted_topic_reads_as_a_read_committed_consumer_sees_it(
+    node: InProcessBroker,
+) -> None:
+    """The key index takes decided records only (storage/txn_headers.py): an aborted
+    transaction's value is never a key's latest, an open one's not yet; and the cleaner
+    removing the aborted batch leaves the committed value readable."""
+    node.create_topic("table", configs={"cleanup.policy": "compact"})
+    partition = node.partition("table")
+    plain = fmt.encode_batch([b"committed"], keys=[b"k"], timestamps=[node.clock.now_ms()])
+    await partition.produce(plain, Acks.ALL, 1)  # 0
+    await produce_txn(partition, txn_batch(7, 0, b"k"))  # 1: k = "k" in an aborted txn
+    await partition.write_marker(7, 0, False, 0, 1)  # 2
+    open_batch = fmt.encode_batch(
+        [b"open"],
+        keys=[b"j"],
+        timestamps=[1],
+        producer_id=8,
+        producer_epoch=0,
+        base_sequence=0,
+        transactional=True,
+    )
+    await produce_txn(partition, open_batch)  # 3: still open
+
+    async def value_of(key: bytes) -> bytes | None:
+        found = await node.service.latest_of_key("table", key, 0)
+        return None if found is None else found[1].value
+
+    assert await value_of(b"k") == b"committed"
+    assert await value_of(b"j") is None  # not decided yet
+    await partition.write_marker(8, 0, True, 0, 1)  # 4
+    assert await value_of(b"j") == b"open"

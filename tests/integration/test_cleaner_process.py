@@ -262,8 +262,9 @@ def test_a_pass_that_fails_with_a_request_unanswered_leaves_no_reply_for_the_nex
 
 def test_transactions_are_cleaned_as_decided_in_both_places(process: CleanerProcess) -> None:
     """compaction.py rule 8: an aborted transaction's batches go whole and supersede no
-    key; a committed one's records are compacted as any others; markers stay; nothing from
-    the first undecided transaction on is cleaned. The same in the process as here."""
+    key, but a producer's last batch with a sequence stays (rule 4, Kafka's P29); a
+    committed one's records are compacted as any others; markers stay; nothing from the
+    first undecided transaction on is cleaned. The same in the process as here."""
 
     def txn(pid: int, sequence: int, *pairs: tuple[bytes, bytes]) -> bytes:
         return fmt.encode_batch(
@@ -290,13 +291,14 @@ def test_transactions_are_cleaned_as_decided_in_both_places(process: CleanerProc
         log = MemoryPartitionLog("t-0")
         for batch in (
             plain((b"a", b"a0"), (b"b", b"b0"), (b"c", b"c0")),  # 0-2
-            txn(1, 0, (b"a", b"a-aborted")),  # 3
-            txn(2, 0, (b"b", b"b-committed")),  # 4
-            marker(1, commit=False),  # 5
-            marker(2, commit=True),  # 6
-            txn(3, 0, (b"c", b"c-open")),  # 7: undecided
-            plain((b"a", b"a1")),  # 8: behind it, so not cleaned yet
-            plain((b"z", b"z")),  # 9
+            txn(1, 0, (b"a", b"a-aborted")),  # 3: goes
+            txn(1, 1, (b"y", b"y-aborted")),  # 4: producer 1's last batch, so it stays
+            txn(2, 0, (b"b", b"b-committed")),  # 5
+            marker(1, commit=False),  # 6
+            marker(2, commit=True),  # 7
+            txn(3, 0, (b"c", b"c-open")),  # 8: undecided
+            plain((b"a", b"a1")),  # 9: behind it, so not cleaned yet
+            plain((b"z", b"z")),  # 10
         ):
             log.append(batch, 0)
         log.set_high_watermark(log.log_end_offset)
@@ -306,17 +308,18 @@ def test_transactions_are_cleaned_as_decided_in_both_places(process: CleanerProc
     mine = cleaner.clean(here, NOW_MS, POLICY, force=True)
     theirs = cleaner.clean(there, NOW_MS, POLICY, force=True, planner=process.start_pass)
     assert mine == theirs and mine is not None
-    assert mine.end == 7  # the first undecided transaction's first offset
+    assert mine.end == 8  # the first undecided transaction's first offset
     assert (
         records(here)
         == records(there)
         == [
             (2, b"c", b"c0"),  # c's undecided c-open may yet abort: c0 stays
-            (4, b"b", b"b-committed"),  # b0 went: the committed record is b's latest
-            (5, fmt.CONTROL_KEY.pack(0, fmt.CONTROL_ABORT), fmt.CONTROL_VALUE.pack(0, 0)),
-            (6, fmt.CONTROL_KEY.pack(0, fmt.CONTROL_COMMIT), fmt.CONTROL_VALUE.pack(0, 0)),
-            (7, b"c", b"c-open"),
-            (8, b"a", b"a1"),
-            (9, b"z", b"z"),
+            (4, b"y", b"y-aborted"),  # kept whole, a key of no one's
+            (5, b"b", b"b-committed"),  # b0 went: the committed record is b's latest
+            (6, fmt.CONTROL_KEY.pack(0, fmt.CONTROL_ABORT), fmt.CONTROL_VALUE.pack(0, 0)),
+            (7, fmt.CONTROL_KEY.pack(0, fmt.CONTROL_COMMIT), fmt.CONTROL_VALUE.pack(0, 0)),
+            (8, b"c", b"c-open"),
+            (9, b"a", b"a1"),
+            (10, b"z", b"z"),
         ]
     )

@@ -38,7 +38,7 @@ def marker(pid: int, epoch: int, offset: int, commit: bool, coordinator_epoch: i
 def test_a_transaction_holds_the_last_stable_offset_until_its_marker_is_below_the_hw() -> None:
     states = ProducerStates()
     first = data(7, 0, 0, offset=10)
-    assert states.check(first, NOW) is None
+    assert states.check(first, NOW, states.begin_verification(7)) is None
     states.record(first, 10, NOW)
     other = data(8, 0, 0, offset=12, txn=False)  # another producer's plain records after it
     states.record(other, 12, NOW)
@@ -84,7 +84,7 @@ def test_a_fencing_marker_refuses_the_old_epoch_even_with_no_batches_left() -> N
         with pytest.raises(KraftliteError) as caught:
             states.check(data(1, 0, sequence, 3), NOW)
         assert caught.value.code is ErrorCode.INVALID_PRODUCER_EPOCH
-    assert states.check(data(1, 2, 0, 3), NOW) is None
+    assert states.check(data(1, 2, 0, 3), NOW, states.begin_verification(1)) is None
 
 
 def test_markers_from_an_older_epoch_or_coordinator_are_refused() -> None:
@@ -110,7 +110,7 @@ def test_sequences_go_on_across_transactions_of_one_epoch() -> None:
     states.record_marker(header, commit, 2, NOW)
     duplicate = states.check(data(1, 0, 0, 3), NOW)  # the first transaction's, again
     assert duplicate is not None and duplicate.first_offset == 0
-    assert states.check(data(1, 0, 2, 3), NOW) is None
+    assert states.check(data(1, 0, 2, 3), NOW, states.begin_verification(1)) is None
 
 
 def test_an_open_transaction_keeps_its_producer_from_expiring() -> None:
@@ -184,7 +184,7 @@ def test_last_stable_offset_and_aborted_list_match_the_model(
             transactional = kind == "txn"
             header = data(pid, 0, sequences[pid], end, count, txn=transactional)
             try:
-                states.check(header, NOW)
+                states.check(header, NOW, states.begin_verification(pid))
             except KraftliteError as exc:  # a plain batch inside its own transaction
                 assert exc.code is ErrorCode.INVALID_TXN_STATE
                 assert not transactional and pid in model.open
@@ -214,3 +214,28 @@ def test_last_stable_offset_and_aborted_list_match_the_model(
             high_watermark
         )
         assert found.last_stable_offset(end, 0) == model.last_stable_offset(end)
+
+
+def test_a_first_transactional_batch_needs_the_producers_latest_verification() -> None:
+    """Rule 11 [P9]: without a token, with a stale one, or with one a marker dropped (the
+    coordinator ended the transaction after the leader asked), the batch is refused; with
+    a transaction open here, none is needed."""
+    states = ProducerStates()
+    batch = data(1, 0, 0, 0)
+    for token in (None, object()):
+        with pytest.raises(KraftliteError) as caught:
+            states.check(batch, NOW, token)
+        assert caught.value.code is ErrorCode.INVALID_TXN_STATE
+    stale = states.begin_verification(1)
+    latest = states.begin_verification(1)
+    with pytest.raises(KraftliteError):
+        states.check(batch, NOW, stale)
+    header, abort = marker(1, 0, offset=0, commit=False)
+    states.record_marker(header, abort, 0, NOW)  # the marker lands between ask and append
+    with pytest.raises(KraftliteError) as caught:
+        states.check(data(1, 0, 0, 1), NOW, latest)
+    assert caught.value.code is ErrorCode.INVALID_TXN_STATE
+    token = states.begin_verification(1)
+    assert states.check(data(1, 0, 0, 1), NOW, token) is None
+    states.record(data(1, 0, 0, 1), 1, NOW)
+    assert states.check(data(1, 0, 2, 3), NOW) is None  # open here: no token needed

@@ -678,6 +678,97 @@ class OffsetForLeaderEpochResponse(TypedDict, total=False):
     topics: list[OffsetForLeaderTopicResult]  # []OffsetForLeaderTopicResult, 0+
 
 
+class AddPartitionsToTxnTopic(TypedDict):
+    name: str  # string, 0+
+    partitions: list[int]  # []int32, 0+
+
+
+class AddPartitionsToTxnRequest(TypedDict):
+    v3_and_below_transactional_id: str  # string, 0-3
+    v3_and_below_producer_id: int  # int64, 0-3
+    v3_and_below_producer_epoch: int  # int16, 0-3
+    v3_and_below_topics: list[AddPartitionsToTxnTopic]  # []AddPartitionsToTxnTopic, 0-3
+
+
+class AddPartitionsToTxnPartitionResult(TypedDict, total=False):
+    partition_index: int  # int32, 0+
+    partition_error_code: int  # int16, 0+
+
+
+class AddPartitionsToTxnTopicResult(TypedDict, total=False):
+    name: str  # string, 0+
+    # []AddPartitionsToTxnPartitionResult, 0+
+    results_by_partition: list[AddPartitionsToTxnPartitionResult]
+
+
+class AddPartitionsToTxnResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    # []AddPartitionsToTxnTopicResult, 0-3
+    results_by_topic_v3_and_below: list[AddPartitionsToTxnTopicResult]
+
+
+class AddOffsetsToTxnRequest(TypedDict):
+    transactional_id: str  # string, 0+
+    producer_id: int  # int64, 0+
+    producer_epoch: int  # int16, 0+
+    group_id: str  # string, 0+
+
+
+class AddOffsetsToTxnResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    error_code: int  # int16, 0+
+
+
+class EndTxnRequest(TypedDict):
+    transactional_id: str  # string, 0+
+    producer_id: int  # int64, 0+
+    producer_epoch: int  # int16, 0+
+    committed: bool  # bool, 0+
+
+
+class EndTxnResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    error_code: int  # int16, 0+
+
+
+class TxnOffsetCommitRequestPartition(TypedDict):
+    partition_index: int  # int32, 0+
+    committed_offset: int  # int64, 0+
+    committed_leader_epoch: int  # int32, 2+
+    committed_metadata: str | None  # string, 0+, nullable 0+
+
+
+class TxnOffsetCommitRequestTopic(TypedDict):
+    name: str  # string, 0+
+    partitions: list[TxnOffsetCommitRequestPartition]  # []TxnOffsetCommitRequestPartition, 0+
+
+
+class TxnOffsetCommitRequest(TypedDict):
+    transactional_id: str  # string, 0+
+    group_id: str  # string, 0+
+    producer_id: int  # int64, 0+
+    producer_epoch: int  # int16, 0+
+    generation_id: int  # int32, 3+
+    member_id: str  # string, 3+
+    group_instance_id: str | None  # string, 3+, nullable 3+
+    topics: list[TxnOffsetCommitRequestTopic]  # []TxnOffsetCommitRequestTopic, 0+
+
+
+class TxnOffsetCommitResponsePartition(TypedDict, total=False):
+    partition_index: int  # int32, 0+
+    error_code: int  # int16, 0+
+
+
+class TxnOffsetCommitResponseTopic(TypedDict, total=False):
+    name: str  # string, 0+
+    partitions: list[TxnOffsetCommitResponsePartition]  # []TxnOffsetCommitResponsePartition, 0+
+
+
+class TxnOffsetCommitResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    topics: list[TxnOffsetCommitResponseTopic]  # []TxnOffsetCommitResponseTopic, 0+
+
+
 class DescribeAclsRequest(TypedDict):
     resource_type_filter: int  # int8, 0+
     resource_name_filter: str | None  # string, 0+, nullable 0+
@@ -1417,6 +1508,10 @@ AnyResponse: TypeAlias = (
     | DeleteRecordsResponse
     | InitProducerIdResponse
     | OffsetForLeaderEpochResponse
+    | AddPartitionsToTxnResponse
+    | AddOffsetsToTxnResponse
+    | EndTxnResponse
+    | TxnOffsetCommitResponse
     | DescribeAclsResponse
     | CreateAclsResponse
     | DeleteAclsResponse

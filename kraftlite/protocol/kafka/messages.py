@@ -139,6 +139,10 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -1153,6 +1157,87 @@ _API_LIST: Final = (
             f("ErrorCode", "int16", "0+"),
             f("ProducerId", "int64", "0+", default=-1),
             f("ProducerEpoch", "int16", "0+"),
+        ),
+    ),
+    api(
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        "0-3",  # v4+ are the brokers' own (KIP-890)
+        "3+",
+        request=(
+            f("V3AndBelowTransactionalId", "string", "0-3"),
+            f("V3AndBelowProducerId", "int64", "0-3"),
+            f("V3AndBelowProducerEpoch", "int16", "0-3"),
+            f("V3AndBelowTopics", "[]AddPartitionsToTxnTopic", "0-3", fields=(
+                f("Name", "string", "0+"),
+                f("Partitions", "[]int32", "0+"),
+            )),
+        ),
+        response=(
+            THROTTLE,
+            f("ResultsByTopicV3AndBelow", "[]AddPartitionsToTxnTopicResult", "0-3", fields=(
+                f("Name", "string", "0+"),
+                f("ResultsByPartition", "[]AddPartitionsToTxnPartitionResult", "0+", fields=(
+                    f("PartitionIndex", "int32", "0+"),
+                    f("PartitionErrorCode", "int16", "0+"),
+                )),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        "0-3",  # v4 adds TRANSACTION_ABORTABLE
+        "3+",
+        request=(
+            f("TransactionalId", "string", "0+"),
+            f("ProducerId", "int64", "0+"),
+            f("ProducerEpoch", "int16", "0+"),
+            f("GroupId", "string", "0+"),
+        ),
+        response=(THROTTLE, f("ErrorCode", "int16", "0+")),
+    ),
+    api(
+        ApiKey.END_TXN,
+        "0-3",  # v4 adds TRANSACTION_ABORTABLE, v5 the second transaction protocol
+        "3+",
+        request=(
+            f("TransactionalId", "string", "0+"),
+            f("ProducerId", "int64", "0+"),
+            f("ProducerEpoch", "int16", "0+"),
+            f("Committed", "bool", "0+"),
+        ),
+        response=(THROTTLE, f("ErrorCode", "int16", "0+")),
+    ),
+    api(
+        ApiKey.TXN_OFFSET_COMMIT,
+        "0-3",  # v4 adds TRANSACTION_ABORTABLE
+        "3+",
+        request=(
+            f("TransactionalId", "string", "0+"),
+            f("GroupId", "string", "0+"),
+            f("ProducerId", "int64", "0+"),
+            f("ProducerEpoch", "int16", "0+"),
+            f("GenerationId", "int32", "3+", default=-1),
+            f("MemberId", "string", "3+"),
+            f("GroupInstanceId", "string", "3+", nullable="3+", default=None),
+            f("Topics", "[]TxnOffsetCommitRequestTopic", "0+", fields=(
+                f("Name", "string", "0+"),
+                f("Partitions", "[]TxnOffsetCommitRequestPartition", "0+", fields=(
+                    f("PartitionIndex", "int32", "0+"),
+                    f("CommittedOffset", "int64", "0+"),
+                    f("CommittedLeaderEpoch", "int32", "2+", default=-1),
+                    f("CommittedMetadata", "string", "0+", nullable="0+"),
+                )),
+            )),
+        ),
+        response=(
+            THROTTLE,
+            f("Topics", "[]TxnOffsetCommitResponseTopic", "0+", fields=(
+                f("Name", "string", "0+"),
+                f("Partitions", "[]TxnOffsetCommitResponsePartition", "0+", fields=(
+                    f("PartitionIndex", "int32", "0+"),
+                    f("ErrorCode", "int16", "0+"),
+                )),
+            )),
         ),
     ),
     api(
