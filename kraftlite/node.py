@@ -26,7 +26,6 @@ from kraftlite.clock import Clock, SystemClock
 from kraftlite.config import BrokerConfig, ControllerConfig
 from kraftlite.controller.quorum_controller import ControllerSettings, QuorumController
 from kraftlite.groups.coordinator import GroupCoordinator, GroupSettings
-from kraftlite.transactions.coordinator import TransactionSettings
 from kraftlite.kafka.handlers import Handlers
 from kraftlite.kafka.server import KafkaServer
 from kraftlite.metadata.image import MetadataImage
@@ -39,6 +38,7 @@ from kraftlite.security.gate import Gate
 from kraftlite.security.request_budget import RequestBudget
 from kraftlite.service import BrokerService, TopicDefaults
 from kraftlite.storage.log import LogStorage, StorageConfig
+from kraftlite.transactions.coordinator import TransactionSettings
 
 log = structlog.get_logger(__name__)
 EXIT_FATAL = 70  # EX_SOFTWARE: a broken invariant; stop rather than diverge

@@ -17,7 +17,7 @@ from kraftlite.protocol.kafka import records as kafka_records
 from kraftlite.protocol.kafka.messages import ApiKey
 from kraftlite.security.authenticator import AuthSettings
 from kraftlite.transactions.coordinator import TXN_TOPIC
-from tests.harness.inprocess import InProcessBroker, KafkaConnection, kafka_batch
+from tests.harness.inprocess import InProcessBroker, KafkaConnection
 
 ALICE = "User:alice"
 E = ErrorCode
