@@ -750,13 +750,15 @@ class BrokerService:
         max_bytes: int,
         max_wait_ms: int,
         count_records: bool = True,
+        *,
+        committed: bool = False,
     ) -> Fetched:
         """One partition's `fetch_many` (the HTTP edge's fetch): batches from `offset` on,
         at least one, waiting up to `max_wait_ms` when there are none yet; its error raised.
-        `count_records`: as `fetch_many`'s."""
+        `count_records` and `committed`: as `fetch_many`'s."""
         wanted = FetchWanted(topic, index, offset, max_bytes)
         (result,) = await self.fetch_many(
-            [wanted], 1, max_bytes, max_wait_ms, count_records=count_records
+            [wanted], 1, max_bytes, max_wait_ms, count_records=count_records, committed=committed
         )
         if isinstance(result, KraftliteError):
             raise result

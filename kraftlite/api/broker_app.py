@@ -78,6 +78,7 @@ log = structlog.get_logger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 DEFAULT_MAX_BYTES = 1 << 20
 MAX_JSON_RECORDS = 10_000
+READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"  # fetch `isolation`
 MAX_JSON_FETCH_BYTES = 1 << 20  # a JSON fetch decodes on the event loop: keep it short
 STREAM_CLOSE_S = 1.0  # how long a replica stream waits for the follower's close reply
 
@@ -560,35 +561,54 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     if not binary:  # decoded record by record
         max_bytes = min(max_bytes, MAX_JSON_FETCH_BYTES)
     encoding = json_records.encoding_of(query.get("encoding", "utf8"), "encoding")
+    isolation = query.get("isolation", READ_UNCOMMITTED)
+    if isolation not in {READ_UNCOMMITTED, READ_COMMITTED}:
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, "isolation must be read_uncommitted or read_committed"
+        )
+    committed = isolation == READ_COMMITTED
     try:
         fetched = await service.fetch(
-            topic, index, offset, max_bytes, max_wait_ms, count_records=binary
+            topic, index, offset, max_bytes, max_wait_ms, count_records=binary, committed=committed
         )
     except KraftliteError as exc:
         if exc.code is not ErrorCode.NOT_LEADER_OR_FOLLOWER:
             raise
         return await relay(service.broker, request, exc, b"")
     hw, log_start = fetched.high_watermark, fetched.log_start_offset
+    stable = hw if fetched.last_stable_offset < 0 else fetched.last_stable_offset
+    # past every batch read, markers and aborted transactions' included (issue 27)
+    end = batch_format.next_offset_after(fetched.data) if fetched.data else offset
+    views: list[memoryview] | None = None
+    if fetched.aborted is not None:  # read_committed: the committed records only
+        aborted = [(t.producer_id, t.first_offset) for t in fetched.aborted]
+        views = batch_format.committed_views(fetched.data, aborted)
     if binary:
         return web.Response(
-            body=fetched.data,
+            body=fetched.data if views is None else b"".join(views),
             headers={
                 "Content-Type": BATCH_TYPE,
                 "X-Kraftlite-High-Watermark": str(hw),
                 "X-Kraftlite-Log-Start-Offset": str(log_start),
+                "X-Kraftlite-Last-Stable-Offset": str(stable),
+                "X-Kraftlite-Next-Offset": str(end),
             },
         )
     records = []
-    next_offset = offset
-    for decoded in batch_format.decode_stream(fetched.data):
+    next_offset = end
+    batches = (
+        batch_format.decode_stream(fetched.data)
+        if views is None
+        else map(batch_format.decode, views)
+    )
+    for decoded in batches:
         if batch_format.is_control(decoded.header):  # a transaction's marker: no record
-            next_offset = max(next_offset, decoded.header.next_offset)
             continue
         for record in decoded.records():
             if record.offset >= offset:
                 records.append(json_records.record_to_json(record, encoding))
-                next_offset = record.offset + 1
             if len(records) >= max_records:
+                next_offset = record.offset + 1  # cut short: the next fetch goes on there
                 break
         if len(records) >= max_records:
             break
@@ -599,6 +619,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
             "next_offset": next_offset,
             "high_watermark": hw,
             "log_start_offset": log_start,
+            "last_stable_offset": stable,
         }
     )
 

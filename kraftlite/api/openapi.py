@@ -682,10 +682,24 @@ SCHEMAS: Final[Json] = {
     ),
     "FetchResponse": _object(
         {
-            "records": _array(_ref("FetchedRecord"), "only records below the high watermark"),
-            "next_offset": _OFFSET,
+            "records": _array(
+                _ref("FetchedRecord"),
+                "only records below the high watermark (read_committed: below the last "
+                "stable offset, and none of an aborted transaction); never a transaction's "
+                "markers",
+            ),
+            "next_offset": _long(
+                "where the next fetch goes on: past every record returned, and past the "
+                "markers and aborted records read with them",
+                minimum=0,
+            ),
             "high_watermark": _OFFSET,
             "log_start_offset": _OFFSET,
+            "last_stable_offset": _long(
+                "the first offset of the earliest transaction not yet decided (else the "
+                "high watermark): read_committed readers read below it",
+                minimum=0,
+            ),
         },
         required=["records", "next_offset", "high_watermark", "log_start_offset"],
     ),
@@ -1006,6 +1020,13 @@ PARAMETERS: Final[Json] = {
     ),
     "encoding": _query(
         "encoding", "how keys, values and header values are written in JSON", _ENCODING
+    ),
+    "isolation": _query(
+        "isolation",
+        "read_committed: only records of committed transactions (and records outside any), "
+        "below the last stable offset; read_uncommitted: everything below the high watermark "
+        "(Kafka's isolation.level)",
+        _str(enum=["read_uncommitted", "read_committed"], default="read_uncommitted"),
     ),
     "key": _path(
         "key",
@@ -1399,6 +1420,16 @@ PATHS: Final[Json] = {
                             "description": "binary answers only",
                             "schema": _OFFSET,
                         },
+                        "X-Kraftlite-Last-Stable-Offset": {
+                            "description": "binary answers only: read_committed readers read "
+                            "below it",
+                            "schema": _OFFSET,
+                        },
+                        "X-Kraftlite-Next-Offset": {
+                            "description": "binary answers only: where the next fetch goes "
+                            "on (past the markers and aborted batches left out)",
+                            "schema": _OFFSET,
+                        },
                     },
                     "content": {JSON: {"schema": _ref("FetchResponse")}, BATCH_TYPE: {}},
                 }
@@ -1406,7 +1437,9 @@ PATHS: Final[Json] = {
             description="Forwarded to the partition's leader unless X-Kraftlite-No-Forward "
             "is sent. An offset below the log start or above the high watermark: "
             "OFFSET_OUT_OF_RANGE.",
-            parameters=_params("offset", "max_records", "max_bytes", "max_wait_ms", "encoding"),
+            parameters=_params(
+                "offset", "max_records", "max_bytes", "max_wait_ms", "encoding", "isolation"
+            ),
             errors=[ErrorCode.INVALID_REQUEST, *_LEADER, ErrorCode.OFFSET_OUT_OF_RANGE],
         ),
     },

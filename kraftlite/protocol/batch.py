@@ -40,7 +40,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Final, NamedTuple, TypeAlias
@@ -500,6 +500,30 @@ def marker_of(buf: bytes | bytearray | memoryview) -> Marker:
         raise ValueError("not a control batch")
     value = _bytes_of(layout.values, 0)
     return Marker(bool(header.attributes & ATTR_COMMIT), CONTROL_VALUE.unpack_from(value)[1])
+
+
+def committed_views(
+    buf: bytes | bytearray | memoryview, aborted: Iterable[tuple[int, int]]
+) -> list[memoryview]:
+    """The batches of a stream a read_committed reader returns records of (rule 8, as
+    Kafka's consumers filter a fetch, docs/design/kafka-transactions.md [P20]): no marker,
+    and no batch of a transaction in `aborted` ((producer id, first offset) pairs, the
+    fetch's aborted transactions). An aborted transaction's batches are skipped from its
+    first offset until its producer's next marker."""
+    pending = sorted((first, pid) for pid, first in aborted)
+    at = 0
+    skipping: set[int] = set()
+    kept: list[memoryview] = []
+    for view in split_batches(buf):
+        header = read_header(view)
+        while at < len(pending) and pending[at][0] <= header.last_offset:
+            skipping.add(pending[at][1])
+            at += 1
+        if header.attributes & ATTR_CONTROL:
+            skipping.discard(header.producer_id)
+        elif not (header.attributes & ATTR_TRANSACTIONAL and header.producer_id in skipping):
+            kept.append(view)
+    return kept
 
 
 def is_transactional(header: BatchHeader) -> bool:

@@ -7,17 +7,25 @@ docs/design/kafka-transactions.md §5 lists the behaviour these check."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.timeout(300),
+    # kafka-python 3.0.12 reads its schemas with a deprecated importlib call
+    pytest.mark.filterwarnings("ignore:read_text is deprecated:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +115,45 @@ def test_committed_transactions_are_seen_whole_and_aborted_ones_never(cluster: C
     assert sorted(committed) == sorted(f"c{r}-{i}".encode() for r in range(3) for i in range(10))
     everything = read_values(consumer(cluster, "read_uncommitted"), "txn-out", 3)
     assert len(everything) == 45  # the aborted records are in the log, markers are not records
+    # the HTTP edge, JSON and binary (kraftlite's own consumer), both isolation levels
+    for isolation, expected in (("read_committed", committed), ("read_uncommitted", everything)):
+        assert sorted(http_values(cluster, "txn-out", 3, isolation)) == sorted(expected)
+        assert sorted(asyncio.run(client_values(cluster, "txn-out", isolation))) == sorted(expected)
+
+
+def http_values(cluster: Cluster, topic: str, partitions: int, isolation: str) -> list[bytes]:
+    """Every value the JSON fetch returns, page by page (two records a page)."""
+    values: list[bytes] = []
+    for partition in range(partitions):
+        offset = 0
+        while True:
+            status, answer = http(
+                "GET",
+                cluster.urls[2] + f"/v1/topics/{topic}/partitions/{partition}/records"
+                f"?offset={offset}&max_records=2&isolation={isolation}",
+            )
+            assert status == 200, answer
+            values += [r["value"].encode() for r in answer["records"]]
+            if answer["next_offset"] >= answer["high_watermark"]:
+                break
+            assert answer["next_offset"] > offset  # never stuck on markers or aborted ones
+            offset = answer["next_offset"]
+    return values
+
+
+async def client_values(cluster: Cluster, topic: str, isolation: str) -> list[bytes]:
+    """Every value kraftlite's Python consumer polls from the start."""
+    from kraftlite.client.consumer import Consumer as KraftliteConsumer  # noqa: PLC0415
+
+    values: list[bytes] = []
+    async with KraftliteConsumer(
+        cluster.urls[1], auto_offset_reset="earliest", isolation_level=isolation
+    ) as reader:
+        await reader.assign_topic(topic)
+        for _ in range(20):
+            polled = await reader.poll(200)
+            values += [r.value for r in polled if r.value is not None]
+    return values
 
 
 def test_an_open_transaction_holds_read_committed_readers_back(cluster: Cluster) -> None:
@@ -211,3 +258,124 @@ def test_a_transaction_past_its_timeout_is_aborted_by_the_coordinator(cluster: C
     assert read_values(consumer(cluster, "read_committed"), "txn-timeout", 1) == [b"after"]
     with pytest.raises(KafkaException):
         slow.commit_transaction(30)
+
+
+def test_kafka_python_commits_aborts_and_reads_committed(cluster: Cluster) -> None:
+    from kafka import KafkaConsumer, KafkaProducer  # noqa: PLC0415 - a test-only client
+    from kafka import TopicPartition as KafkaTopicPartition  # noqa: PLC0415
+
+    create_topic(cluster, "kp-txn", partitions=2)
+    writer = KafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id="tx-kp")
+    writer.init_transactions()
+    writer.begin_transaction()
+    for i in range(6):
+        writer.send("kp-txn", value=f"keep-{i}".encode(), partition=i % 2)
+    writer.commit_transaction()
+    writer.begin_transaction()
+    for i in range(4):
+        writer.send("kp-txn", value=f"drop-{i}".encode(), partition=i % 2)
+    writer.flush()
+    writer.abort_transaction()
+    writer.close()
+    reader = KafkaConsumer(
+        bootstrap_servers=cluster.bootstrap,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=3000,
+    )
+    reader.assign([KafkaTopicPartition("kp-txn", 0), KafkaTopicPartition("kp-txn", 1)])
+    values = sorted(message.value for message in reader)
+    reader.close()
+    assert values == sorted(f"keep-{i}".encode() for i in range(6))
+
+
+async def test_aiokafka_transactions_and_send_offsets(cluster: Cluster) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: PLC0415
+
+    create_topic(cluster, "aio-in", partitions=1)
+    create_topic(cluster, "aio-out", partitions=1)
+    source = Producer({"bootstrap.servers": cluster.bootstrap})
+    for i in range(5):
+        source.produce("aio-in", value=f"m{i}".encode(), partition=0)
+    assert source.flush(30) == 0
+    writer = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap, transactional_id="tx-aio")
+    await writer.start()
+    try:
+        async with writer.transaction():
+            for i in range(5):
+                await writer.send_and_wait("aio-out", f"m{i}".upper().encode(), partition=0)
+            await writer.send_offsets_to_transaction(
+                {AioTopicPartition("aio-in", 0): 5}, "aio-group"
+            )
+        await writer.begin_transaction()
+        await writer.send_and_wait("aio-out", b"never", partition=0)
+        await writer.abort_transaction()
+    finally:
+        await writer.stop()
+    reader = AIOKafkaConsumer(
+        bootstrap_servers=cluster.bootstrap,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        group_id="aio-group",
+        enable_auto_commit=False,
+    )
+    await reader.start()
+    try:
+        committed = await reader.committed(AioTopicPartition("aio-in", 0))
+        assert committed == 5  # aiokafka's OffsetFetch asks for nothing stable: wait for it
+        reader.assign([AioTopicPartition("aio-out", 0)])
+        await reader.seek_to_beginning(AioTopicPartition("aio-out", 0))
+        got = await reader.getmany(timeout_ms=3000)
+        values = [m.value for batch in got.values() for m in batch]
+    finally:
+        await reader.stop()
+    assert values == [f"M{i}".encode() for i in range(5)]
+
+
+def transaction_coordinator(cluster: Cluster, transactional_id: str) -> int:
+    from kraftlite.protocol.kafka.messages import ApiKey  # noqa: PLC0415
+    from tests.harness.kafka_wire import call  # noqa: PLC0415
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        answer = call(
+            cluster.kafka_addresses[1],
+            ApiKey.FIND_COORDINATOR,
+            1,
+            {"key": transactional_id, "key_type": 1},
+        )
+        if answer["error_code"] == 0:
+            return int(answer["node_id"])
+        time.sleep(0.1)
+    raise AssertionError("no transaction coordinator")
+
+
+def test_a_commit_survives_its_coordinator_killed_before_the_markers(cluster: Cluster) -> None:
+    """[C23]: kill -9 the coordinator the moment EndTxn is answered; the broker that takes
+    its state partition over finds PrepareCommit and writes the markers: every record
+    becomes visible to read_committed readers, none is lost or seen twice."""
+    create_topic(cluster, "txn-failover")
+    writer = producer(cluster, "tx-failover")
+    writer.init_transactions(30)
+    coordinator = transaction_coordinator(cluster, "tx-failover")
+    writer.begin_transaction()
+    for i in range(30):
+        writer.produce("txn-failover", value=f"f{i}".encode(), partition=i % 3)
+    writer.flush(30)
+    writer.commit_transaction(30)
+    cluster.processes[coordinator].kill()
+    try:
+        deadline = time.monotonic() + 60
+        values: list[bytes] = []
+        while time.monotonic() < deadline:
+            values = read_values(consumer(cluster, "read_committed"), "txn-failover", 3, 2)
+            if len(values) >= 30:
+                break
+        assert sorted(values) == sorted(f"f{i}".encode() for i in range(30))
+        # and the id goes on at its new coordinator
+        writer.begin_transaction()
+        writer.produce("txn-failover", value=b"after", partition=0)
+        writer.commit_transaction(60)
+    finally:
+        cluster.start_broker(coordinator)
+        cluster.wait_ready([coordinator])
