@@ -445,6 +445,7 @@ class BrokerService:
                 f"{topic}-{index}",
                 record_indexes=keyless[:MAX_RECORD_ERRORS],
             )
+        self._check_transactional_producer(transactional_id, header.producer_id)
         token = await partition.begin_verification(header.producer_id)
         if token is not None:
             error = await self.verify_transaction(
@@ -476,6 +477,7 @@ class BrokerService:
         """Rule 9: offsets committed inside a transaction (Kafka's TxnOffsetCommit), on the
         group's coordinator: verified with the transaction's coordinator first [T4], then
         written as the producer's transactional batch, pending until its marker."""
+        self._check_transactional_producer(transactional_id, producer_id)
         partition = self.coordinator.coordinator_partition(group)
         token = await partition.begin_verification(producer_id)
         if token is not None:
@@ -497,6 +499,18 @@ class BrokerService:
             generation=generation,
             instance_id=instance_id,
         )
+
+    def _check_transactional_producer(self, transactional_id: str, producer_id: int) -> None:
+        """Rule 9: a transactional id's producer ids are minted for it (the coordinator's
+        `new_producer_id`), so a caller that may write one id cannot write under another's:
+        its own transaction would be wedged (an epoch raised, records slipped in)."""
+        if not producer_ids.belongs_to(
+            self._producer_id_key, producer_id, TXN_PRINCIPAL + transactional_id
+        ):
+            raise KraftliteError(
+                ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                "the producer id is not this transactional id's",
+            )
 
     async def verify_transaction(
         self, transactional_id: str, producer_id: int, producer_epoch: int, tp: TxnPartitionKey

@@ -119,10 +119,13 @@ class ProducerStates:
         self.verifications: dict[int, object] = {}  # rule 11: producer id -> token
 
     def begin_verification(self, producer_id: int) -> object:
-        """Rule 11: a new token for the producer (its earlier one no longer counts)."""
-        if len(self.verifications) >= MAX_PRODUCERS:
-            self.verifications.clear()  # tokens in flight then fail as INVALID_TXN_STATE
-        token = self.verifications[producer_id] = object()
+        """Rule 11: the producer's token, new if it has none (concurrent first batches of
+        one producer share one, as Kafka's share its guard)."""
+        token = self.verifications.get(producer_id)
+        if token is None:
+            if len(self.verifications) >= MAX_PRODUCERS:
+                self.verifications.clear()  # tokens in flight: their batches are retried
+            token = self.verifications[producer_id] = object()
         return token
 
     def check(
@@ -152,15 +155,17 @@ class ProducerStates:
                 ErrorCode.INVALID_PRODUCER_EPOCH,
                 "a newer epoch of this producer exists: this one is fenced",
             )
-        if (
-            entry is not None
-            and entry.txn_first_offset is not None
-            and not is_transactional(header)
-        ):
-            raise KraftliteError(
-                ErrorCode.INVALID_TXN_STATE,
-                "a producer with a transaction open here wrote outside it",
-            )
+        if entry is not None and entry.txn_first_offset is not None:
+            if not is_transactional(header):
+                raise KraftliteError(
+                    ErrorCode.INVALID_TXN_STATE,
+                    "a producer with a transaction open here wrote outside it",
+                )
+            if epoch > entry.epoch:  # only the coordinator's marker ends it or moves it on
+                raise KraftliteError(
+                    ErrorCode.INVALID_TXN_STATE,
+                    "a newer epoch of the producer wrote while its transaction is open here",
+                )
         earlier = self._check_sequence(header, entry) if sequenced else None
         if (
             earlier is None  # a duplicate is answered as it was (Kafka checks those first)
@@ -168,9 +173,11 @@ class ProducerStates:
             and (entry is None or entry.txn_first_offset is None)
             and (verification is None or self.verifications.get(pid) is not verification)
         ):
+            # retriable: the producer's leader asks the coordinator again (the transaction
+            # ended since, or its token went with a rebuild)
             raise KraftliteError(
-                ErrorCode.INVALID_TXN_STATE,
-                "the batch is not part of an ongoing transaction of its producer",
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                "the batch's transaction was not verified here: retry",
             )
         return earlier
 

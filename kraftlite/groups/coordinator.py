@@ -129,6 +129,7 @@ LOAD_RETRY_MS = 5_000  # rule 3: a failed load is tried again this much later
 _READ_BYTES = 8 << 20
 _TOMBSTONES_PER_BATCH = 1000  # rule 8: one expiry's tombstones, a batch at a time
 _RUN_INTERVAL_S = 1.0
+_MAX_MARKERS_KEPT = 100_000  # rule 9: producers whose last marker a shard remembers
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,12 +209,36 @@ class Shard:
         default_factory=dict
     )
 
-    def end_transaction(self, producer_id: int, commit: bool) -> None:
-        """Rule 9: a producer's marker on this partition."""
+    # rule 9: producer id -> (offset, commit) of its last marker here, for a commit whose
+    # acknowledgement comes after its transaction's marker (a coordinator's timeout abort)
+    last_markers: dict[int, tuple[int, bool]] = field(default_factory=dict)
+
+    def end_transaction(self, producer_id: int, commit: bool, offset: int = -1) -> None:
+        """Rule 9: a producer's marker on this partition, at `offset`."""
         pending = self.pending_txns.pop(producer_id, {})
         if commit:
             for (group, tp), committed in pending.items():
                 self.offsets.setdefault(group, {})[tp] = committed
+        if len(self.last_markers) >= _MAX_MARKERS_KEPT:
+            del self.last_markers[next(iter(self.last_markers))]
+        self.last_markers.pop(producer_id, None)
+        self.last_markers[producer_id] = (offset, commit)
+
+    def add_pending(
+        self,
+        producer_id: int,
+        appended_at: int,
+        offsets: Mapping[tuple[str, TopicPartition], CommittedOffset],
+    ) -> None:
+        """Rule 9: a transactional commit appended at `appended_at` is pending, or settled
+        at once when its transaction's marker came first (its acknowledgement waited)."""
+        marker = self.last_markers.get(producer_id)
+        if marker is not None and marker[0] > appended_at:
+            if marker[1]:
+                for (group, tp), committed in offsets.items():
+                    self.offsets.setdefault(group, {})[tp] = committed
+            return
+        self.pending_txns.setdefault(producer_id, {}).update(offsets)
 
     def unstable(self, group: str, tp: TopicPartition) -> bool:
         """Rule 9: an open transaction commits an offset of the group's partition."""
@@ -481,6 +506,16 @@ def replay(log_: ReplicaLog, stopping: Callable[[], bool] = lambda: False) -> Re
                     offsets[tp] = committed
             offset = decoded.header.next_offset
     return Replayed(groups, records, pending_txns)
+
+
+# a transactional commit's append errors, as the client is told them (Kafka's
+# GroupMetadataManager): retriable ones it retries after finding the coordinator again
+_TXN_COMMIT_ERRORS = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+}
 
 
 class GroupCoordinator:
@@ -890,13 +925,9 @@ class GroupCoordinator:
         check_count(len(offsets))
         check_metadata(offsets, self.settings.offset_metadata_max_bytes)
         check_partitions(partitions, self._counts({topic for topic, _ in partitions}))
-        classic = shard.classic.get(group)
-        if generation is not None and generation >= 0:
-            if classic is None or not classic.members:
-                raise KraftliteError(
-                    ErrorCode.ILLEGAL_GENERATION, f"group {group} has no generation {generation}"
-                )
-            classic.check_commit(member_id or "", generation, instance_id)
+        self._check_transactional_member(
+            shard, group, member_id, -1 if generation is None else generation, instance_id
+        )
         check_in_range(offsets)
         now = self.broker.clock.now_ms()
         kind: GroupKind = "classic"
@@ -917,8 +948,14 @@ class GroupCoordinator:
             base_sequence=0,
             transactional=True,
         )
+        limit = partition.config_int("max.message.bytes")
+        if len(batch) > limit:
+            raise KraftliteError(
+                ErrorCode.RECORD_LIST_TOO_LARGE,
+                f"the commit is {len(batch)} bytes, over max.message.bytes of {OFFSETS_TOPIC}",
+            )
         try:
-            await partition.produce(
+            info = await partition.produce(
                 batch,
                 Acks.ALL,
                 self.settings.commit_timeout_s,
@@ -926,15 +963,50 @@ class GroupCoordinator:
                 sequenced=False,
             )
         except KraftliteError as exc:
-            if exc.code is ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                raise KraftliteError(
-                    ErrorCode.NOT_COORDINATOR, f"coordinator moved during the commit: {exc}"
-                ) from None
-            raise
+            # [C13]'s mapping, as Kafka's group coordinator answers its clients
+            code = _TXN_COMMIT_ERRORS.get(exc.code, exc.code)
+            raise KraftliteError(code, f"the commit was not written: {exc.message}") from None
         if self._shards.get(partition.index) is shard and partition.role is Role.LEADER:
-            pending = shard.pending_txns.setdefault(producer_id, {})
-            for tp, committed in offsets:
-                pending[(group, tp)] = replace(committed, kind=kind, commit_ms=now)
+            shard.add_pending(
+                producer_id,
+                info.first_offset,
+                {(group, tp): replace(c, kind=kind, commit_ms=now) for tp, c in offsets},
+            )
+
+    def _check_transactional_member(
+        self,
+        shard: Shard,
+        group: str,
+        member_id: str | None,
+        generation: int,
+        instance_id: str | None,
+    ) -> None:
+        """[T5]: a commit naming a member, an instance or a generation comes from a member
+        of the group's current generation (a KIP-848 member's generation is its epoch); a
+        classic group's rebalance does not refuse it; one naming none is accepted."""
+        if generation < 0 and not member_id and instance_id is None:
+            return
+        classic = shard.classic.get(group)
+        if classic is not None and classic.members:
+            try:
+                classic.check_commit(member_id or "", generation, instance_id)
+            except KraftliteError as exc:
+                if exc.code is not ErrorCode.REBALANCE_IN_PROGRESS:
+                    raise
+            return
+        now = self._now()
+        state = shard.existing(group, now)
+        if member_id and member_id in state.members:
+            state.check_commit(member_id, generation, [], now)
+            return
+        if generation >= 0:
+            raise KraftliteError(
+                ErrorCode.ILLEGAL_GENERATION, f"group {group} has no generation {generation}"
+            )
+        if member_id:
+            raise KraftliteError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not a member of {group}"
+            )
 
     def transaction_ended(self, index: int, producer_id: int, commit: bool, offset: int) -> None:
         """Rule 9: the producer's marker was written at `offset` of offsets partition
@@ -948,7 +1020,7 @@ class GroupCoordinator:
         except KraftliteError:
             return
         if partition.leader_epoch == shard.leader_epoch:
-            shard.end_transaction(producer_id, commit)
+            shard.end_transaction(producer_id, commit, offset)
 
     def unstable(self, group: str, tp: TopicPartition) -> bool:
         """Rule 9: whether an open transaction commits an offset of the group's `tp`."""

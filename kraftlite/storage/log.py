@@ -792,20 +792,32 @@ class PartitionLog:
         thread."""
         self._check_open()
         with self.storage.reading() as txn:
-            cursor = txn.cursor(db=self._batches)
-            key = self._key(start)
-            if start <= self.log_start_offset or not cursor.set_range(key):
-                items: Iterator[tuple[Any, Any]] = self._range(cursor)
-            else:
-                before = bytes(cursor.key()) != key  # the batch before may hold `start`
-                if before and (not cursor.prev() or bytes(cursor.key()[:4]) != self._uid):
-                    cursor.set_range(key)  # there is none of this partition's
-                items = self._range_from(cursor)
-            headers = [
-                batch_format.read_header(bytes(value[: batch_format.HEADER_V2_SIZE]))
-                for _, value in items
-            ]
-        return [h for h in headers if h.next_offset > start]
+            return list(self._headers_from(txn, start))
+
+    def _headers_from(self, txn: Any, start: int) -> Iterator[batch_format.BatchHeader]:
+        """In read transaction `txn`: the headers from the batch holding `start` on."""
+        cursor = txn.cursor(db=self._batches)
+        key = self._key(start)
+        if start <= self.log_start_offset or not cursor.set_range(key):
+            items: Iterator[tuple[Any, Any]] = self._range(cursor)
+        else:
+            before = bytes(cursor.key()) != key  # the batch before may hold `start`
+            if before and (not cursor.prev() or bytes(cursor.key()[:4]) != self._uid):
+                cursor.set_range(key)  # there is none of this partition's
+            items = self._range_from(cursor)
+        for _, value in items:
+            header = batch_format.read_header(bytes(value[: batch_format.HEADER_V2_SIZE]))
+            if header.next_offset > start:
+                yield header
+
+    def _index_bounds(
+        self, start: int, high_watermark: int, window_bytes: int
+    ) -> tuple[int, frozenset[int]]:
+        """txn_headers.index_bounds over the headers from `start`, read as it needs them."""
+        with self.storage.reading() as txn:
+            return txn_headers.index_bounds(
+                self._headers_from(txn, start), high_watermark, window_bytes
+            )
 
     def producer_headers(self) -> list[batch_format.BatchHeader]:
         """The headers of every stored batch of an idempotent producer (format v2), first
@@ -1028,7 +1040,7 @@ class PartitionLog:
             return start
         # only decided records (issue 27): up to the first undecided transaction, without
         # the aborted ones (txn_headers.py)
-        limit, aborted = txn_headers.index_bounds(self.batch_headers(start), high_watermark)
+        limit, aborted = self._index_bounds(start, high_watermark, max_bytes)
         if start >= limit:
             return start
         try:

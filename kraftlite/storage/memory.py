@@ -282,6 +282,11 @@ class MemoryPartitionLog:
             self._check_open()
             return [s.header for s in self._batches if s.header.next_offset > start]
 
+    def _index_bounds(
+        self, start: int, high_watermark: int, window_bytes: int
+    ) -> tuple[int, frozenset[int]]:
+        return txn_headers.index_bounds(self.batch_headers(start), high_watermark, window_bytes)
+
     def producer_headers(self) -> list[batch_format.BatchHeader]:
         """The headers of every stored idempotent-producer (v2) batch, first to last."""
         with self._lock:
@@ -396,7 +401,7 @@ class MemoryPartitionLog:
             return start
         # only decided records (issue 27): up to the first undecided transaction, without
         # the aborted ones (txn_headers.py)
-        limit, aborted = txn_headers.index_bounds(self.batch_headers(start), high_watermark)
+        limit, aborted = self._index_bounds(start, high_watermark, max_bytes)
         if start >= limit:
             return start
         try:

@@ -45,10 +45,37 @@ def transactions(headers: Iterable[BatchHeader]) -> Transactions:
     return Transactions(first, frozenset(aborted), undecided)
 
 
-def index_bounds(headers: Iterable[BatchHeader], high_watermark: int) -> tuple[int, frozenset[int]]:
+def index_bounds(
+    headers: Iterable[BatchHeader], high_watermark: int, window_bytes: int
+) -> tuple[int, frozenset[int]]:
     """What the key index may take of the batches of `headers` (from where it stands, first
-    to last): the offset to stop at (the first undecided transaction's, else the high
-    watermark) and the batches to leave out (aborted transactions')."""
-    found = transactions(h for h in headers if h.next_offset <= high_watermark)
-    limit = high_watermark if found.first_unstable is None else found.first_unstable
-    return min(limit, high_watermark), found.aborted
+    to last) in a read of about `window_bytes`: the offset to stop at (the first undecided
+    transaction's, else the high watermark) and the batches to leave out (aborted
+    transactions'). The headers are read only until every transaction begun in the window
+    is decided, and the offset is then capped at the window's end: the catch-up of a long
+    tail reads each header about once, not once per read."""
+    open_txns: dict[int, list[int]] = {}
+    aborted: list[int] = []
+    seen = 0
+    window_end: int | None = None
+    for header in headers:
+        if header.next_offset > high_watermark:
+            break
+        if window_end is None:
+            seen += header.batch_length
+            if seen >= window_bytes:
+                window_end = header.next_offset
+        elif not any(batches[0] < window_end for batches in open_txns.values()):
+            break  # the window's transactions are all decided: the rest is not needed
+        if not batch_format.is_transactional(header):
+            continue
+        if batch_format.is_control(header):
+            batches = open_txns.pop(header.producer_id, [])
+            if not header.attributes & batch_format.ATTR_COMMIT:
+                aborted += batches
+        else:
+            open_txns.setdefault(header.producer_id, []).append(header.base_offset)
+    limit = min([high_watermark, *(batches[0] for batches in open_txns.values())])
+    if window_end is not None:
+        limit = min(limit, window_end)
+    return limit, frozenset(aborted)

@@ -247,7 +247,11 @@ class TransactionCoordinator:
     # -- routing (rule 1) --------------------------------------------------------------------
 
     def state_partition(self, transactional_id: str) -> int:
-        return partition_for_key(transactional_id.encode(), self.settings.partitions)
+        """Rule 1, over the topic's partitions once it exists (a changed
+        `transaction.state.log.num.partitions` must not give an id two coordinators)."""
+        topic = self.broker.replicas.image.topic(TXN_TOPIC)
+        count = self.settings.partitions if topic is None else len(topic.partitions)
+        return partition_for_key(transactional_id.encode(), count)
 
     async def ensure_state_topic(self) -> None:
         """Create `__transaction_state` on first use (any broker may; one wins)."""
@@ -569,8 +573,8 @@ class TransactionCoordinator:
                 log.exception("txn_markers_failed", transactional_id=transactional_id)
                 results = {}
             for tp, error in results.items():
-                if error is None or error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                    remaining.discard(tp)
+                if error is None:
+                    remaining.discard(tp)  # (a deleted topic's are dropped above [C28])
                 elif error in _STOP_MARKERS:
                     log.warning(
                         "txn_markers_fenced",
@@ -639,13 +643,20 @@ class TransactionCoordinator:
     async def abort_timed_out(self) -> int:
         """Rule 5 [C20]: fence and abort each ongoing transaction past its timeout."""
         aborted = 0
-        now = self._now()
         for partition in self._led_partitions():
             shard = self._shards.get(partition.index)
             if shard is None or not self._current(partition, shard):
                 continue
-            for transactional_id, current in list(shard.txns.items()):
-                if transactional_id in shard.pending or not txn.timed_out(current, now):
+            for transactional_id in list(shard.txns):
+                # read now, not from the list: each write below lets requests run, and
+                # the decision must be on what is there with no await before its write
+                current, now = shard.txns.get(transactional_id), self._now()
+                if (
+                    current is None
+                    or transactional_id in shard.pending
+                    or not txn.timed_out(current, now)
+                    or not self._current(partition, shard)
+                ):
                     continue
                 with contextlib.suppress(KraftliteError):
                     await self._carry_out(
@@ -658,14 +669,17 @@ class TransactionCoordinator:
     async def expire_ids(self) -> int:
         """Rule 5 [C21]: tombstones for ids idle past transactional.id.expiration.ms."""
         expired = 0
-        now = self._now()
         for partition in self._led_partitions():
             shard = self._shards.get(partition.index)
             if shard is None or not self._current(partition, shard):
                 continue
-            for transactional_id, current in list(shard.txns.items()):
-                if transactional_id in shard.pending or not txn.expired(
-                    current, now, self.settings.id_expiration_ms
+            for transactional_id in list(shard.txns):
+                current, now = shard.txns.get(transactional_id), self._now()  # as above
+                if (
+                    current is None
+                    or transactional_id in shard.pending
+                    or not txn.expired(current, now, self.settings.id_expiration_ms)
+                    or not self._current(partition, shard)
                 ):
                     continue
                 with contextlib.suppress(KraftliteError):

@@ -45,6 +45,7 @@ async def secured() -> AsyncIterator[InProcessBroker]:
             acl("WRITE", "TOPIC", "orders"),
             acl("READ", "TOPIC", "orders"),
             acl("WRITE", "TRANSACTIONAL_ID", "tx"),
+            acl("WRITE", "TRANSACTIONAL_ID", "tx2"),
             acl("READ", "GROUP", "g"),
         )
         # as the first FindCoordinator makes it
@@ -222,3 +223,26 @@ async def test_a_transaction_through_the_requests_a_client_sends(secured: InProc
     assert secured.partition("orders", 1).log.log_end_offset == 1  # its marker
     assert await end(kafka, "tx", pid, epoch, commit=True) == 0  # a retry [E3]
     assert await end(kafka, "tx", pid, epoch, commit=False) == E.INVALID_TXN_STATE
+
+
+async def test_no_one_writes_under_another_transactional_ids_producer(
+    secured: InProcessBroker,
+) -> None:
+    """A caller that may write one transactional id cannot use another id's producer id
+    (the ids are minted for their transactional id): its batch could raise the victim's
+    epoch on the partition and wedge the victim's commit, or slip into its transaction."""
+    kafka = secured.connect(certificate_principal=ALICE)
+    victim = await init(kafka, "tx")
+    pid, epoch = victim["producer_id"], victim["producer_epoch"]
+    assert await add(kafka, "tx", pid, epoch, {"orders": [0]}) == {("orders", 0): 0}
+    assert await produce(kafka, "tx", txn_records(secured, pid, epoch, 0)) == 0
+    await init(kafka, "tx2")
+    for forged in (txn_records(secured, pid, epoch + 1, 0), txn_records(secured, pid, epoch, 1)):
+        assert await produce(kafka, "tx2", forged) == E.INVALID_PRODUCER_ID_MAPPING
+    assert await end(kafka, "tx", pid, epoch, commit=True) == 0
+    for _ in range(100):
+        if secured.service.transactions.describe("tx").state.name == "COMPLETE_COMMIT":
+            break
+        await asyncio.sleep(0.01)
+    assert secured.service.transactions.describe("tx").state.name == "COMPLETE_COMMIT"
+    assert secured.partition("orders", 0).last_stable_offset() == 2

@@ -17,9 +17,10 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
@@ -51,7 +52,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     running = Cluster(
         tmp_path_factory.mktemp("quix"),
         controller_config=FAST_SESSIONS,
-        broker_config={"log.cleaner.backoff.ms": 200},
+        broker_config={
+            "log.cleaner.backoff.ms": 200,
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": 300,
+        },
         kafka=True,
     )
     running.start()
@@ -123,3 +127,72 @@ def test_a_stateful_application_restores_its_state_from_a_compacted_changelog(
     assert {(c["word"], c["total"]) for c in again} == {
         (f"w{i}", 22 if i >= 63 else 21) for i in range(60, 66)
     }
+
+
+EOS_APP = Path(__file__).parent / "apps" / "quix_eos_counter.py"
+
+
+def committed_counts(cluster: Cluster, quiet_s: float = 2.0) -> list[dict[str, Any]]:
+    """What a read_committed consumer reads of `eos-counts`, from the start."""
+    reader = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": f"check-{time.monotonic_ns()}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        reader.assign([TopicPartition("eos-counts", p, 0) for p in range(2)])
+        found: list[dict[str, Any]] = []
+        quiet = time.monotonic()
+        while time.monotonic() - quiet < quiet_s:
+            message = reader.poll(0.2)
+            if message is None or message.error() is not None:
+                continue
+            found.append(json.loads(message.value()))
+            quiet = time.monotonic()
+        return found
+    finally:
+        reader.close()
+
+
+def test_exactly_once_processing_killed_and_restarted_counts_every_word_once(
+    quix_python: Path, cluster: Cluster, tmp_path: Path
+) -> None:
+    """Issue 27: Quix Streams with processing_guarantee=exactly-once (Kafka transactions:
+    its output, its changelog and its input offsets committed together), killed with
+    SIGKILL mid-stream and started again on the same state: every word is counted exactly
+    once, each key's totals run 1, 2, 3... with no gap and no repeat."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for name in ("eos-words", "eos-counts"):
+        admin.create_topics([NewTopic(name, 2, 3)])[name].result(30)
+    words = 150
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    for i in range(words):
+        producer.produce("eos-words", key=f"k{i % 5}", value=f"w{i}")
+    assert producer.flush(30) == 0
+    state = tmp_path / "eos-state"
+    for run, until in ((1, words // 3), (2, words)):
+        log_path = tmp_path / f"eos-{run}.log"
+        with log_path.open("w") as log_file:
+            app = subprocess.Popen(
+                [str(quix_python), str(EOS_APP), cluster.bootstrap, str(state), "0.01"],
+                stdout=subprocess.DEVNULL,
+                stderr=log_file,
+            )
+        try:
+            deadline = time.monotonic() + 180
+            while len(committed_counts(cluster, quiet_s=0.3)) < until:
+                assert app.poll() is None, log_path.read_text()[-3000:]
+                assert time.monotonic() < deadline, f"run {run} stalled"
+        finally:
+            app.kill()  # SIGKILL: whatever its open transaction holds is aborted
+            app.wait(30)
+    counts = committed_counts(cluster)
+    assert len(counts) == words, len(counts)
+    by_key: dict[int, list[int]] = {}
+    for entry in counts:
+        by_key.setdefault(int(str(entry["word"])[1:]) % 5, []).append(int(entry["total"]))
+    for key, totals in by_key.items():
+        assert sorted(totals) == list(range(1, words // 5 + 1)), key

@@ -217,25 +217,63 @@ def test_last_stable_offset_and_aborted_list_match_the_model(
 
 
 def test_a_first_transactional_batch_needs_the_producers_latest_verification() -> None:
-    """Rule 11 [P9]: without a token, with a stale one, or with one a marker dropped (the
-    coordinator ended the transaction after the leader asked), the batch is refused; with
-    a transaction open here, none is needed."""
+    """Rule 11 [P9]: without a token, with another's, or with one a marker dropped (the
+    coordinator ended the transaction after the leader asked), the batch is refused, and
+    retriably (the leader asks the coordinator again); concurrent first batches share the
+    token; with a transaction open here, none is needed."""
     states = ProducerStates()
     batch = data(1, 0, 0, 0)
     for token in (None, object()):
         with pytest.raises(KraftliteError) as caught:
             states.check(batch, NOW, token)
-        assert caught.value.code is ErrorCode.INVALID_TXN_STATE
-    stale = states.begin_verification(1)
-    latest = states.begin_verification(1)
-    with pytest.raises(KraftliteError):
-        states.check(batch, NOW, stale)
+        assert caught.value.code is ErrorCode.NOT_ENOUGH_REPLICAS
+    first = states.begin_verification(1)
+    assert states.begin_verification(1) is first  # shared, as Kafka's guard
     header, abort = marker(1, 0, offset=0, commit=False)
     states.record_marker(header, abort, 0, NOW)  # the marker lands between ask and append
     with pytest.raises(KraftliteError) as caught:
-        states.check(data(1, 0, 0, 1), NOW, latest)
-    assert caught.value.code is ErrorCode.INVALID_TXN_STATE
+        states.check(data(1, 0, 0, 1), NOW, first)
+    assert caught.value.code is ErrorCode.NOT_ENOUGH_REPLICAS
     token = states.begin_verification(1)
+    assert token is not first
     assert states.check(data(1, 0, 0, 1), NOW, token) is None
     states.record(data(1, 0, 0, 1), 1, NOW)
     assert states.check(data(1, 0, 2, 3), NOW) is None  # open here: no token needed
+    with pytest.raises(KraftliteError) as caught:  # a newer epoch inside the transaction
+        states.check(data(1, 1, 0, 5), NOW)
+    assert caught.value.code is ErrorCode.INVALID_TXN_STATE
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps, st.integers(1, 2000))
+def test_the_key_index_bounds_agree_with_the_whole_logs_transactions(
+    script: list[tuple[str, int, int]], window: int
+) -> None:
+    """txn_headers.index_bounds, which reads only as far as a window's transactions need:
+    up to its limit, the same decided and aborted batches as the whole log's headers say."""
+    from kraftlite.storage.txn_headers import index_bounds, transactions  # noqa: PLC0415
+
+    headers: list[fmt.BatchHeader] = []
+    sequences = dict.fromkeys(range(4), 0)
+    open_pids: set[int] = set()
+    end = 0
+    for kind, pid, count in script:
+        if kind in ("commit", "abort"):
+            headers.append(marker(pid, 0, end, kind == "commit")[0])
+            open_pids.discard(pid)
+            end += 1
+        elif kind == "txn" or pid not in open_pids:
+            headers.append(data(pid, 0, sequences[pid], end, count, txn=kind == "txn"))
+            if kind == "txn":
+                open_pids.add(pid)
+            sequences[pid] += count
+            end += count
+    whole = transactions(headers)
+    whole_limit = end if whole.first_unstable is None else whole.first_unstable
+    limit, aborted = index_bounds(iter(headers), end, window)
+    assert limit <= whole_limit
+    below = {h.base_offset for h in headers if h.next_offset <= limit}
+    assert aborted & below == whole.aborted & below
+    assert not whole.undecided & below  # nothing undecided is ever indexed
+    if window >= sum(h.batch_length for h in headers):
+        assert limit == whole_limit
