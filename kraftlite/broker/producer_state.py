@@ -27,7 +27,11 @@ Transactions (docs/design/kafka-transactions.md, rule ids there in brackets):
 7. A producer's first transactional batch opens its transaction in the partition at the
    batch's first offset [P6]; a non-transactional batch of a producer with one open is
    INVALID_TXN_STATE. An epoch below the producer's is INVALID_PRODUCER_EPOCH whether or
-   not its batches are known (a marker that fenced it left none) [P4].
+   not its batches are known (a marker that fenced it left none) [P4]. Unlike Kafka's
+   [P4], an epoch above the producer's while its transaction is open here is
+   INVALID_TXN_STATE: only the coordinator's marker ends that transaction or moves the
+   epoch on (a new instance's InitProducerId is answered once the older one's abort
+   markers are written), so such a batch is someone else's, or a marker was lost.
 8. A marker (`check_marker`, `record_marker`) needs an epoch at least the producer's
    (INVALID_PRODUCER_EPOCH) and a coordinator epoch at least the last marker's
    (TRANSACTION_COORDINATOR_FENCED) [P10]. It takes the producer to its epoch (a higher one

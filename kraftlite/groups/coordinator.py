@@ -512,6 +512,7 @@ def replay(log_: ReplicaLog, stopping: Callable[[], bool] = lambda: False) -> Re
 # GroupMetadataManager): retriable ones it retries after finding the coordinator again
 _TXN_COMMIT_ERRORS = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
     ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -535,7 +536,11 @@ class GroupCoordinator:
     # -- routing ----------------------------------------------------------------------------
 
     def offsets_partition(self, group: str) -> int:
-        return partition_for_key(group.encode(), self.settings.offsets_partitions)
+        """Rule 1, over the topic's partitions once it exists (every broker then agrees,
+        whatever its `offsets.topic.num.partitions`)."""
+        topic = self.broker.replicas.image.topic(OFFSETS_TOPIC)
+        count = self.settings.offsets_partitions if topic is None else len(topic.partitions)
+        return partition_for_key(group.encode(), count)
 
     async def ensure_offsets_topic(self) -> None:
         """Create `__consumer_offsets` on first use (any broker may; one wins)."""
@@ -926,7 +931,12 @@ class GroupCoordinator:
         check_metadata(offsets, self.settings.offset_metadata_max_bytes)
         check_partitions(partitions, self._counts({topic for topic, _ in partitions}))
         self._check_transactional_member(
-            shard, group, member_id, -1 if generation is None else generation, instance_id
+            shard,
+            group,
+            member_id,
+            -1 if generation is None else generation,
+            instance_id,
+            partitions,
         )
         check_in_range(offsets)
         now = self.broker.clock.now_ms()
@@ -973,18 +983,23 @@ class GroupCoordinator:
                 {(group, tp): replace(c, kind=kind, commit_ms=now) for tp, c in offsets},
             )
 
-    def _check_transactional_member(
+    def _check_transactional_member(  # noqa: PLR0917 - the commit's parts
         self,
         shard: Shard,
         group: str,
         member_id: str | None,
         generation: int,
         instance_id: str | None,
+        partitions: list[TopicPartition],
     ) -> None:
         """[T5]: a commit naming a member, an instance or a generation comes from a member
-        of the group's current generation (a KIP-848 member's generation is its epoch); a
-        classic group's rebalance does not refuse it; one naming none is accepted."""
+        of the group's current generation (a KIP-848 member's generation is its epoch, and
+        it must own the partitions, as its plain commits must: a zombie of an older epoch
+        cannot overwrite its successor's progress); a classic group's rebalance does not
+        refuse it; one naming none is accepted, but for a KIP-848 group with members."""
+        now = self._now()
         if generation < 0 and not member_id and instance_id is None:
+            shard.existing(group, now).check_commit(None, None, partitions, now)
             return
         classic = shard.classic.get(group)
         if classic is not None and classic.members:
@@ -994,11 +1009,14 @@ class GroupCoordinator:
                 if exc.code is not ErrorCode.REBALANCE_IN_PROGRESS:
                     raise
             return
-        now = self._now()
         state = shard.existing(group, now)
         if member_id and member_id in state.members:
-            state.check_commit(member_id, generation, [], now)
+            state.check_commit(member_id, generation, partitions, now)
             return
+        if member_id and state.members:
+            raise KraftliteError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not a member of {group}"
+            )
         if generation >= 0:
             raise KraftliteError(
                 ErrorCode.ILLEGAL_GENERATION, f"group {group} has no generation {generation}"

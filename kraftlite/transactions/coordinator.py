@@ -24,7 +24,11 @@ Rules:
    per partition, written by the partition's leader (`MarkerWriter`), retried until each
    partition took it, was deleted, or answered that a newer coordinator or producer epoch
    exists (this coordinator then stops: its successor finishes it) [C25-C29]. Then the
-   Complete state is written.
+   Complete state is written. A request for the id meanwhile waits up to SETTLE_WAIT_S
+   for that to finish before it is decided, rather than being told
+   CONCURRENT_TRANSACTIONS at once: a client's next transaction begins with an
+   AddPartitionsToTxn right after its commit, and librdkafka and Java retry it only after
+   20 ms, longer than the markers take.
 5. A transaction older than its timeout is aborted by the coordinator at the next epoch,
    fencing its producer [C20]; an id idle past transactional.id.expiration.ms is deleted
    with a tombstone [C21]. Both run in `run`'s rounds.
@@ -64,6 +68,7 @@ _KEY_PREFIX = b"txn\x00"
 INLINE_LOAD_BYTES = 128 << 10
 _READ_BYTES = 8 << 20
 _RUN_INTERVAL_S = 0.5
+SETTLE_WAIT_S = 0.5  # rule 4: how long a request waits for its id's markers
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,11 +378,23 @@ class TransactionCoordinator:
     def _now(self) -> int:
         return self.broker.clock.now_ms()
 
+    async def _settled(self, transactional_id: str) -> tuple[Partition, TxnShard]:
+        """The id's partition and shard once the id's markers in flight, if any, are
+        written, or SETTLE_WAIT_S has passed (rule 4); nothing else is awaited after it, so
+        the caller decides on the state as it is."""
+        partition, shard = self._shard(transactional_id)
+        completing = shard.completing.get(transactional_id)
+        if completing is not None and not completing.done():
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError, Exception):
+                await asyncio.wait_for(asyncio.shield(completing), SETTLE_WAIT_S)
+            partition, shard = self._shard(transactional_id)
+        return partition, shard
+
     async def init_producer_id(
         self, transactional_id: str, timeout_ms: int, expected: tuple[int, int] | None
     ) -> tuple[int, int]:
         """Kafka's InitProducerId for a transactional id [I3-I8]: (producer id, epoch)."""
-        partition, shard = self._shard(transactional_id)
+        partition, shard = await self._settled(transactional_id)
         decision = txn.init_producer_id(
             shard.txns.get(transactional_id),
             transactional_id,
@@ -399,7 +416,7 @@ class TransactionCoordinator:
     ) -> None:
         """AddPartitionsToTxn and AddOffsetsToTxn [A4, O2], once the caller's rights and the
         partitions were checked."""
-        partition, shard = self._shard(transactional_id)
+        partition, shard = await self._settled(transactional_id)
         decision = txn.add_partitions(
             shard.txns.get(transactional_id),
             producer_id,
@@ -414,7 +431,7 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
     ) -> None:
         """EndTxn [E2-E4]: answered once the Prepare state is written (rule 4)."""
-        partition, shard = self._shard(transactional_id)
+        partition, shard = await self._settled(transactional_id)
         decision = txn.end_txn(
             shard.txns.get(transactional_id),
             producer_id,
@@ -558,7 +575,7 @@ class TransactionCoordinator:
         while remaining:
             if not self._current(partition, shard) or self._stopping.is_set():
                 return  # the next coordinator finishes it [C29]
-            remaining = {tp for tp in remaining if image_topics.topic(tp.topic) is not None}
+            remaining = {tp for tp in remaining if _exists(image_topics.topic(tp.topic), tp)}
             if not remaining:  # deleted topics take no marker [C28]
                 break
             try:
@@ -658,10 +675,13 @@ class TransactionCoordinator:
                     or not self._current(partition, shard)
                 ):
                     continue
-                with contextlib.suppress(KraftliteError):
+                try:
                     await self._carry_out(
                         partition, shard, transactional_id, txn.fence(current, now)
                     )
+                except KraftliteError as exc:
+                    if exc.code is not ErrorCode.CONCURRENT_TRANSACTIONS:  # the fence's own
+                        continue  # not written: the next round tries again
                 aborted += 1
                 log.info("txn_timed_out", transactional_id=transactional_id)
         return aborted
@@ -686,6 +706,13 @@ class TransactionCoordinator:
                     await self._write(partition, shard, transactional_id, None)
                     expired += 1
         return expired
+
+
+def _exists(topic: object, tp: TopicPartition) -> bool:
+    """[C28]: a partition that is still there (its topic not deleted, nor recreated with
+    fewer partitions)."""
+    partitions = getattr(topic, "partitions", None)
+    return partitions is not None and tp.partition in partitions
 
 
 _WHY = {

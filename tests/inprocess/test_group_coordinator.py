@@ -561,3 +561,41 @@ async def test_an_expiry_whose_tombstones_may_be_written_forgets_the_offsets(
     assert await coordinator.expire_offsets() == 0  # not acknowledged: not counted
     assert coordinator.committed("g") == {}
     assert tombstoned(node, "g") == [("orders", 0)]
+
+
+async def test_transactional_commits_are_checked_as_a_kip848_members_are(
+    node: InProcessBroker,
+) -> None:
+    """Rule 9 [T5]: a transactional commit naming a KIP-848 member must come from it, at an
+    epoch it has had, for partitions it owns; one naming no member is refused while the
+    group has members. Checked before anything is written."""
+    coordinator = node.coordinator
+    epoch = coordinator.join("g", "member-1", "c", ["orders"], None)["member_epoch"]
+    _, shard = coordinator._shard("g")
+    wanted = [("orders", 0)]
+    coordinator._check_transactional_member(shard, "g", "member-1", epoch, None, wanted)
+    for member, generation, code in (
+        ("stranger", epoch, ErrorCode.UNKNOWN_MEMBER_ID),
+        ("member-1", epoch + 1, ErrorCode.FENCED_MEMBER_EPOCH),
+        (None, -1, ErrorCode.UNKNOWN_MEMBER_ID),  # no member, while the group has one
+    ):
+        with pytest.raises(KraftliteError) as info:
+            coordinator._check_transactional_member(shard, "g", member, generation, None, wanted)
+        assert info.value.code is code, (member, generation)
+
+
+def test_a_commit_acknowledged_after_its_transactions_marker_is_settled_at_once() -> None:
+    """Rule 9: the coordinator's abort (a timeout) can land between a transactional commit's
+    append and its acknowledgement; the commit then never becomes pending (it would be
+    held forever, or applied by the producer's next commit)."""
+    from kraftlite.groups.coordinator import Shard  # noqa: PLC0415
+
+    for commit in (False, True):
+        shard = Shard(leader_epoch=0, frozen_until_ms=0)
+        offsets = {("g", ("orders", 0)): CommittedOffset(7, "")}
+        shard.end_transaction(5, commit, offset=12)  # its marker, at 12
+        shard.add_pending(5, 10, offsets)  # its commit, appended at 10
+        assert shard.pending_txns == {}
+        assert shard.offsets == ({"g": {("orders", 0): CommittedOffset(7, "")}} if commit else {})
+        shard.add_pending(5, 20, offsets)  # the next transaction's commit: pending
+        assert shard.unstable("g", ("orders", 0))
