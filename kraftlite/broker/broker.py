@@ -38,7 +38,7 @@ from kraftlite.metadata.follower import MetadataFollower
 from kraftlite.metadata.image import StaleBatchError
 from kraftlite.metadata.records import RecordCodecError
 from kraftlite.protocol import names
-from kraftlite.protocol.admin import AdminRequest
+from kraftlite.protocol.admin import AdminRequest, CreateTopicRequest
 from kraftlite.protocol.headers import METADATA_VERSION
 from kraftlite.protocol.internal import (
     BrokerHeartbeatRequest,
@@ -186,6 +186,30 @@ class Broker:
             raise KraftliteError(
                 ErrorCode.UNKNOWN_SERVER_ERROR, f"bad controller answer: {exc}"
             ) from None
+
+    async def ensure_internal_topic(self, name: str, partitions: int) -> bool:
+        """A compacted internal topic of the brokers' own (the group and transaction
+        coordinators'), created on first use, replicated min(3, live brokers) with
+        min.insync.replicas min(2, factor): any broker may ask, one wins. Whether this call
+        created it."""
+        if self.replicas.image.topic(name) is not None:
+            return False
+        factor = max(1, min(3, len(self.replicas.image.live_broker_ids())))
+        wanted = CreateTopicRequest(
+            name,
+            partitions,
+            factor,
+            {"cleanup.policy": "compact", "min.insync.replicas": min(2, factor)},
+            internal=True,
+        )
+        try:
+            await self.admin_call(wanted)  # answered once this broker has it
+        except KraftliteError as exc:
+            if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+            await self.wait_for_metadata(self.replicas.image.version + 1, timeout_s=5.0)
+            return False
+        return True
 
     async def read_your_writes(self, answered: Mapping[str, str]) -> None:
         """Wait (5 s at most) until this broker holds the metadata version a controller's

@@ -112,7 +112,7 @@ from kraftlite.groups.offsets import (
 )
 from kraftlite.metadata.topics import is_compacted
 from kraftlite.protocol import batch as batch_format
-from kraftlite.protocol.admin import AlterConfigsRequest, CreateTopicRequest
+from kraftlite.protocol.admin import AlterConfigsRequest
 from kraftlite.protocol.internal import GroupKind, GroupListing
 from kraftlite.protocol.partitioner import partition_for_key
 
@@ -544,25 +544,8 @@ class GroupCoordinator:
 
     async def ensure_offsets_topic(self) -> None:
         """Create `__consumer_offsets` on first use (any broker may; one wins)."""
-        if self.broker.replicas.image.topic(OFFSETS_TOPIC) is not None:
-            return
-        live = len(self.broker.replicas.image.live_broker_ids())
-        factor = max(1, min(3, live))
-        wanted = CreateTopicRequest(
-            OFFSETS_TOPIC,
-            self.settings.offsets_partitions,
-            factor,
-            {"cleanup.policy": "compact", "min.insync.replicas": min(2, factor)},
-            internal=True,
-        )
-        try:
-            await self.broker.admin_call(wanted)  # answered once this broker has it
-        except KraftliteError as exc:
-            if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-            version = self.broker.replicas.image.version + 1
-            await self.broker.wait_for_metadata(version, timeout_s=5.0)
-        log.info("offsets_topic_created", partitions=self.settings.offsets_partitions)
+        if await self.broker.ensure_internal_topic(OFFSETS_TOPIC, self.settings.offsets_partitions):
+            log.info("offsets_topic_created", partitions=self.settings.offsets_partitions)
 
     def coordinator_partition(self, group: str) -> Partition:
         """This broker's leader replica of the group's offsets partition, or

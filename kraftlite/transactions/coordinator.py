@@ -54,7 +54,6 @@ from kraftlite.broker.log_store import ReplicaLog
 from kraftlite.broker.partition import Acks, Partition, Role
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
-from kraftlite.protocol.admin import CreateTopicRequest
 from kraftlite.protocol.partitioner import partition_for_key
 from kraftlite.transactions import metadata as txn
 from kraftlite.transactions.metadata import TopicPartition, TxnMetadata, TxnState
@@ -260,25 +259,8 @@ class TransactionCoordinator:
 
     async def ensure_state_topic(self) -> None:
         """Create `__transaction_state` on first use (any broker may; one wins)."""
-        if self.broker.replicas.image.topic(TXN_TOPIC) is not None:
-            return
-        live = len(self.broker.replicas.image.live_broker_ids())
-        factor = max(1, min(3, live))
-        wanted = CreateTopicRequest(
-            TXN_TOPIC,
-            self.settings.partitions,
-            factor,
-            {"cleanup.policy": "compact", "min.insync.replicas": min(2, factor)},
-            internal=True,
-        )
-        try:
-            await self.broker.admin_call(wanted)
-        except KraftliteError as exc:
-            if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-            version = self.broker.replicas.image.version + 1
-            await self.broker.wait_for_metadata(version, timeout_s=5.0)
-        log.info("transaction_state_topic_created", partitions=self.settings.partitions)
+        if await self.broker.ensure_internal_topic(TXN_TOPIC, self.settings.partitions):
+            log.info("transaction_state_topic_created", partitions=self.settings.partitions)
 
     def coordinator_partition(self, transactional_id: str) -> Partition:
         index = self.state_partition(transactional_id)

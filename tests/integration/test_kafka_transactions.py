@@ -17,7 +17,7 @@ import pytest
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
+from tests.harness.processes import FAST_SESSIONS, Cluster, http
 
 pytestmark = [
     pytest.mark.integration,
@@ -44,19 +44,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def create_topic(cluster: Cluster, name: str, partitions: int = 3) -> None:
-    status, answer = http_retry(
-        "POST",
-        cluster.urls[1] + "/v1/topics",
-        {"name": name, "partitions": partitions, "replication_factor": 3},
-    )
-    assert status == 201, answer
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        status, described = http("GET", cluster.urls[2] + f"/v1/topics/{name}")
-        if status == 200 and all(p["high_watermark"] is not None for p in described["partitions"]):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{name} has no leaders")
+    cluster.create_topic(name, partitions, 3)
 
 
 def producer(cluster: Cluster, transactional_id: str, **extra: Any) -> Producer:
