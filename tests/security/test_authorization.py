@@ -185,8 +185,15 @@ def test_tokens_work_everywhere_until_the_password_changes(cluster: Cluster) -> 
     assert status == 201, token
     assert token["principal"] == "User:bob" and token["expires_at"] > time.time() * 1000
     for node in [*cluster.urls.values(), *cluster.quorum.urls.values()]:
-        # authenticated everywhere; bob may describe nothing, so lists are empty
-        status, answer = http("GET", node + "/v1/topics", headers=bearer(token["token"]))
+        # authenticated everywhere once the node has bob's credentials (metadata reaches
+        # each node in its own time: a loaded CI machine showed a controller a moment
+        # behind the broker that issued the token); bob may describe nothing, so lists
+        # are empty
+        def listed(node: str = node) -> tuple[int, Any]:
+            return http("GET", node + "/v1/topics", headers=bearer(token["token"]))
+
+        wait_for_metadata(cluster, lambda: listed()[0] == 200)
+        status, answer = listed()
         assert status == 200 and answer["topics"] == [], (node, answer)
     status, _ = as_admin("POST", url + "/v1/users", {"name": "bob", "password": "pw-b2"})
     assert status == 201
