@@ -70,12 +70,18 @@ def consumer(cluster: Cluster, isolation: str, group: str | None = None) -> Cons
     )
 
 
-def read_values(reader: Consumer, topic: str, partitions: int, idle_s: float = 3.0) -> list[bytes]:
-    """Every value a consumer reads from the start until nothing came for `idle_s`."""
+def read_values(
+    reader: Consumer, topic: str, partitions: int, idle_s: float = 3.0, expected: int = 0
+) -> list[bytes]:
+    """Every value a consumer reads from the start until nothing came for `idle_s` (and
+    `expected` values came, or 30 s passed: a transaction's markers are written after its
+    commit is answered)."""
     reader.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     values: list[bytes] = []
-    last = time.monotonic()
-    while time.monotonic() - last < idle_s:
+    started = last = time.monotonic()
+    while time.monotonic() - last < idle_s or (
+        len(values) < expected and time.monotonic() - started < 30
+    ):
         message = reader.poll(0.2)
         if message is None:
             continue
@@ -99,14 +105,45 @@ def test_committed_transactions_are_seen_whole_and_aborted_ones_never(cluster: C
             writer.produce("txn-out", value=f"a{round_}-{i}".encode(), partition=i % 3)
         writer.flush(30)  # written to the partitions, then aborted
         writer.abort_transaction(30)
-    committed = read_values(consumer(cluster, "read_committed"), "txn-out", 3)
-    assert sorted(committed) == sorted(f"c{r}-{i}".encode() for r in range(3) for i in range(10))
+    committed = read_values(consumer(cluster, "read_committed"), "txn-out", 3, expected=30)
+    assert sorted(committed) == sorted(f"c{r}-{i}".encode() for r in range(3) for i in range(10)), (
+        partition_states(cluster, "txn-out", 3)
+    )
     everything = read_values(consumer(cluster, "read_uncommitted"), "txn-out", 3)
     assert len(everything) == 45  # the aborted records are in the log, markers are not records
     # the HTTP edge, JSON and binary (kraftlite's own consumer), both isolation levels
     for isolation, expected in (("read_committed", committed), ("read_uncommitted", everything)):
         assert sorted(http_values(cluster, "txn-out", 3, isolation)) == sorted(expected)
         assert sorted(asyncio.run(client_values(cluster, "txn-out", isolation))) == sorted(expected)
+
+
+def partition_states(cluster: Cluster, topic: str, partitions: int) -> list[Any]:
+    """What a failure needs to be understood: each partition's offsets and its leader's
+    producers (DescribeProducers: open transactions, last markers' coordinator epochs)."""
+    from kraftlite.protocol.kafka.messages import ApiKey  # noqa: PLC0415
+    from tests.harness.kafka_wire import call  # noqa: PLC0415
+
+    found: list[Any] = []
+    for partition in range(partitions):
+        _, fetched = http(
+            "GET",
+            cluster.urls[1] + f"/v1/topics/{topic}/partitions/{partition}/records"
+            "?offset=0&isolation=read_committed",
+        )
+        found.append(
+            {k: fetched.get(k) for k in ("high_watermark", "last_stable_offset", "next_offset")}
+        )
+        for address in cluster.kafka_addresses.values():
+            answer = call(
+                address,
+                ApiKey.DESCRIBE_PRODUCERS,
+                0,
+                {"topics": [{"name": topic, "partition_indexes": [partition]}]},
+            )
+            state = answer["topics"][0]["partitions"][0]
+            if state["error_code"] == 0:
+                found.append(state["active_producers"])
+    return found
 
 
 def http_values(cluster: Cluster, topic: str, partitions: int, isolation: str) -> list[bytes]:
