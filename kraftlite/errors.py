@@ -82,6 +82,7 @@ class ErrorCode(IntEnum):
     OFFSET_NOT_AVAILABLE = 78  # a new leader (or index) has not caught up with the HW yet
     INVALID_UPDATE_VERSION = 95
     BROKER_ID_NOT_REGISTERED = 102
+    TRANSACTIONAL_ID_NOT_FOUND = 105  # DescribeTransactions: no such id at its coordinator
     INELIGIBLE_REPLICA = 107
     FENCED_MEMBER_EPOCH = 110
     UNRELEASED_INSTANCE_ID = 111  # KIP-848: the instance id is held by an active member
@@ -186,6 +187,7 @@ ERROR_INFO: Mapping[ErrorCode, ErrorInfo] = {
     ErrorCode.OFFSET_NOT_AVAILABLE: ErrorInfo(503, True, "not caught up with the high watermark"),
     ErrorCode.INVALID_UPDATE_VERSION: ErrorInfo(409, True, "partition epoch is stale"),
     ErrorCode.BROKER_ID_NOT_REGISTERED: ErrorInfo(404, False, "broker is not registered"),
+    ErrorCode.TRANSACTIONAL_ID_NOT_FOUND: ErrorInfo(404, False, "no such transactional id"),
     ErrorCode.INELIGIBLE_REPLICA: ErrorInfo(400, True, "replica cannot join the ISR"),
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: ErrorInfo(415, False, "unsupported media type"),
     ErrorCode.OFFSET_METADATA_TOO_LARGE: ErrorInfo(413, False, "offset metadata too large"),

@@ -906,16 +906,19 @@ class BrokerService:
         found = log_.offset_for_time(at, max_offset=bound)
         return (bound, None) if found is None else found
 
-    def local_offsets(self, topic: str) -> dict[int, Offsets]:
-        return local_offsets(self.broker, topic)
+    async def local_offsets(self, topic: str, *, committed: bool = False) -> dict[int, Offsets]:
+        return await local_offsets(self.broker, topic, committed=committed)
 
-    async def offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Offsets]:
-        """Rule 4: each partition's offsets from its leader (offsets.leader_offsets)."""
-        return await leader_offsets(self.broker, partitions)
+    async def offsets(
+        self, partitions: Iterable[TopicPartition], *, committed: bool = False
+    ) -> dict[TopicPartition, Offsets]:
+        """Rule 4: each partition's offsets from its leader (offsets.leader_offsets);
+        `committed` adds their last stable offsets."""
+        return await leader_offsets(self.broker, partitions, committed=committed)
 
-    async def topic_offsets(self, topic: str) -> dict[int, Offsets]:
+    async def topic_offsets(self, topic: str, *, committed: bool = False) -> dict[int, Offsets]:
         indexes = self.broker.replicas.topic(topic).partitions
-        found = await self.offsets((topic, index) for index in indexes)
+        found = await self.offsets(((topic, index) for index in indexes), committed=committed)
         return {index: offsets for (_, index), offsets in found.items()}
 
     # -- groups ----------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from aiohttp import web
 from kraftlite import observability
 from kraftlite.api import console_api
 from kraftlite.api import group_handlers as groups
+from kraftlite.api import txn_handlers as transactions
 from kraftlite.api.app_keys import BROKER, SERVICE
 from kraftlite.api.auth import AUTH, GATE, brokers_only, issue_token, may
 from kraftlite.api.errors import (
@@ -55,7 +56,7 @@ from kraftlite.metadata.topics import is_compacted
 from kraftlite.metadata.views import topic_view
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import framing, json_records, names, urls
-from kraftlite.protocol.headers import BATCH_TYPE, METADATA_VERSION
+from kraftlite.protocol.headers import BATCH_TYPE, METADATA_VERSION, TRANSACTIONAL_ID
 from kraftlite.protocol.internal import (
     GroupListResponse,
     MessageError,
@@ -240,16 +241,30 @@ async def list_topics(request: web.Request) -> web.Response:
     return json_response(topics_answer(request, image.topics.values(), client_visible(request)))
 
 
+def _isolation(request: web.Request) -> bool:
+    """`isolation=read_committed` (Kafka's isolation.level): True; read_uncommitted (the
+    default): False."""
+    isolation = request.query.get("isolation", READ_UNCOMMITTED)
+    if isolation not in {READ_UNCOMMITTED, READ_COMMITTED}:
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, "isolation must be read_uncommitted or read_committed"
+        )
+    return isolation == READ_COMMITTED
+
+
 async def describe_topic(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     brokers_only(request, request.match_info["topic"])
     topic = service.broker.replicas.topic(request.match_info["topic"])
     view = topic_view(topic)
-    offsets = await service.topic_offsets(topic.name)
+    committed = _isolation(request)
+    offsets = await service.topic_offsets(topic.name, committed=committed)
     for entry in view["partitions"]:
         found = offsets.get(entry["partition"])
         entry["log_start_offset"] = None if found is None else found.log_start_offset
         entry["high_watermark"] = None if found is None else found.high_watermark
+        if committed:  # read_committed's end (None from a broker too old to say)
+            entry["last_stable_offset"] = None if found is None else found.last_stable_offset
     return json_response(view)
 
 
@@ -260,7 +275,7 @@ async def internal_offsets(request: web.Request) -> web.Response:
         wanted = OffsetsRequest.from_params(request.query)
     except MessageError as exc:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, str(exc)) from None
-    local = request.app[SERVICE].local_offsets(wanted.topic)
+    local = await request.app[SERVICE].local_offsets(wanted.topic, committed=wanted.committed)
     return json_response(offsets_answer(wanted.topic, local).to_json())
 
 
@@ -344,6 +359,22 @@ async def produce_to_partition(request: web.Request) -> web.StreamResponse:
     if isinstance(target, web.Response):
         return target
     now = service.broker.clock.now_ms()
+    if (transactional_id := request.headers.get(TRANSACTIONAL_ID)) is not None:
+        # a transactional producer's batch (txn_handlers.py): binary only, as it carries
+        # the producer's id, epoch and sequence
+        if request.content_type != BATCH_TYPE:
+            raise KraftliteError(
+                ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+                f"a transactional produce sends one {BATCH_TYPE} batch",
+            )
+        count = _record_count(body)
+        produced = await service.produce_transactional(
+            topic, index, body, acks, timeout_s, transactional_id
+        )
+        return json_response(
+            {"offsets": _entries(index, produced, count)},
+            status=202 if acks is Acks.NONE else 200,
+        )
     if request.content_type == BATCH_TYPE:
         batch, count = body, _record_count(body)
     elif request.content_type in {"application/json", ""}:
@@ -439,6 +470,12 @@ async def produce_to_topic(request: web.Request) -> web.StreamResponse:
         raise KraftliteError(
             ErrorCode.UNSUPPORTED_MEDIA_TYPE,
             "produce to a topic takes JSON; send binary batches to a partition",
+        )
+    if TRANSACTIONAL_ID in request.headers:
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST,
+            "a transactional producer's batches go to their partitions "
+            "(POST /v1/topics/{topic}/partitions/{partition}/records)",
         )
     body = await request.read()
     await _auto_create(request, name, body, None)
@@ -561,12 +598,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     if not binary:  # decoded record by record
         max_bytes = min(max_bytes, MAX_JSON_FETCH_BYTES)
     encoding = json_records.encoding_of(query.get("encoding", "utf8"), "encoding")
-    isolation = query.get("isolation", READ_UNCOMMITTED)
-    if isolation not in {READ_UNCOMMITTED, READ_COMMITTED}:
-        raise KraftliteError(
-            ErrorCode.INVALID_REQUEST, "isolation must be read_uncommitted or read_committed"
-        )
-    committed = isolation == READ_COMMITTED
+    committed = _isolation(request)
     try:
         fetched = await service.fetch(
             topic, index, offset, max_bytes, max_wait_ms, count_records=binary, committed=committed
@@ -840,7 +872,9 @@ async def list_offsets(request: web.Request) -> web.StreamResponse:
     if at not in {"earliest", "latest"}:
         spec = int_param(at, "at (earliest, latest or unix milliseconds)", -1)
     try:
-        offset, timestamp = await service.list_offset(topic, index, spec)
+        offset, timestamp = await service.list_offset(
+            topic, index, spec, committed=_isolation(request)
+        )
     except KraftliteError as exc:
         if exc.code is not ErrorCode.NOT_LEADER_OR_FOLLOWER:
             raise
@@ -896,17 +930,24 @@ async def _fetch_answer(broker: Broker, wanted: ReplicaFetchRequest) -> bytes:
 async def txn_markers(request: web.Request) -> web.Response:
     """`POST /v1/internal/txn-markers` (nodes): a transaction coordinator's markers for the
     partitions this broker leads (Kafka's WriteTxnMarkers), a TxnMarkersRequest answered
-    with a TxnMarkersResponse once each is written (service.py rule 9)."""
+    with a TxnMarkersResponse once each is written (service.py rule 9). A request naming a
+    partition twice is refused whole, nothing written: each naming would append a marker of
+    its own, and the answer (one result per partition) would show one."""
     try:
         wanted = TxnMarkersRequest.decode(await request.read())
     except MessageError as exc:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, f"bad markers request: {exc}") from None
+    partitions = [TxnPartitionKey(p.topic, p.partition) for p in wanted.partitions]
+    if len(set(partitions)) != len(partitions):
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST, "bad markers request: a partition is named twice"
+        )
     results = await request.app[SERVICE].write_local_markers(
         wanted.producer_id,
         wanted.producer_epoch,
         wanted.commit,
         wanted.coordinator_epoch,
-        [TxnPartitionKey(p.topic, p.partition) for p in wanted.partitions],
+        partitions,
     )
     answer = TxnMarkersResponse(
         tuple(
@@ -1077,6 +1118,10 @@ def make_broker_app(
     r.add_post("/v1/groups/{group}/offsets", groups.commit)
     r.add_get("/v1/groups/{group}/offsets", groups.fetch_offsets)
     r.add_delete("/v1/groups/{group}/offsets", groups.delete_offsets)
+    r.add_get("/v1/transactions/{transactional_id}", transactions.describe)
+    r.add_post("/v1/transactions/{transactional_id}/producer", transactions.init_producer)
+    r.add_post("/v1/transactions/{transactional_id}/partitions", transactions.add_partitions)
+    r.add_post("/v1/transactions/{transactional_id}/end", transactions.end)
     r.add_post("/v1/tokens", issue_token)
     r.add_post("/v1/producer-ids", new_producer_id)
     r.add_get("/v1/users", admin_passthrough)  # users, ACLs, quotas: the controllers' metadata

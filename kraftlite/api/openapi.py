@@ -32,6 +32,7 @@ Json = dict[str, Any]
 JSON: Final = "application/json"
 PROBLEM_JSON: Final = "application/problem+json"  # as kraftlite.api.errors (which needs aiohttp)
 BATCH_TYPE: Final = "application/vnd.kraftlite.batch"  # as kraftlite.api.broker_app
+TRANSACTIONAL_ID: Final = "X-Kraftlite-Transactional-Id"  # as kraftlite.protocol.headers
 METRICS_TYPE: Final = "text/plain"  # Prometheus text exposition format
 STATUS_EXTENSION: Final = "x-kraftlite-status"
 PLANNED: Final = "planned"
@@ -186,6 +187,75 @@ SCHEMAS: Final[Json] = {
     "AclsDeleted": _object({"deleted": _array(_ref("Acl"))}, required=["deleted"]),
     "Quota": _object({"principal": _str(), **_QUOTA_FIELDS}, required=["principal"]),
     "Quotas": _object({"quotas": _array(_ref("Quota"))}, required=["quotas"]),
+    "TransactionalProducerRequest": _object(
+        {
+            "transaction_timeout_ms": _int(
+                "an open transaction older than this is aborted by its coordinator; at most "
+                "transaction.max.timeout.ms",
+                minimum=1,
+                default=60_000,
+            ),
+            "producer_id": _long("KIP-360: the id this producer had (with its epoch)"),
+            "producer_epoch": _int("KIP-360: the epoch this producer had", minimum=0),
+        }
+    ),
+    "TransactionPartitionsRequest": _object(
+        {
+            "producer_id": _long(minimum=0),
+            "producer_epoch": _int(minimum=0, maximum=32767),
+            "partitions": _array(
+                _object(
+                    {"topic": _ref("TopicName"), "partition": _PARTITION_INDEX},
+                    required=["topic", "partition"],
+                ),
+                minItems=1,
+                maxItems=10_000,
+            ),
+        },
+        required=["producer_id", "producer_epoch", "partitions"],
+    ),
+    "EndTransactionRequest": _object(
+        {
+            "producer_id": _long(minimum=0),
+            "producer_epoch": _int(minimum=0, maximum=32767),
+            "commit": _bool("true: commit; false: abort"),
+            "tag": _str(
+                "a commit only: what it commits, kept with the decision and shown as "
+                "commit_tag until a later commit carries another (1-256 characters)",
+                minLength=1,
+                maxLength=256,
+            ),
+        },
+        required=["producer_id", "producer_epoch", "commit"],
+    ),
+    "Transaction": _object(
+        {
+            "transactional_id": _str(),
+            "state": _str(
+                "Kafka's name of the state",
+                enum=[
+                    "Empty",
+                    "Ongoing",
+                    "PrepareCommit",
+                    "PrepareAbort",
+                    "CompleteCommit",
+                    "CompleteAbort",
+                    "Dead",
+                    "PrepareEpochFence",
+                ],
+            ),
+            "producer_id": _long(),
+            "producer_epoch": _int(),
+            "transaction_timeout_ms": _int(),
+            "start_ms": _long("when the current or last transaction began", nullable=True),
+            "partitions": _array(
+                _object({"topic": _ref("TopicName"), "partition": _PARTITION_INDEX}),
+                "in the transaction (those of topics the caller may describe)",
+            ),
+            "commit_tag": _str("the tag of the last commit that carried one", nullable=True),
+        },
+        required=["transactional_id", "state", "producer_id", "producer_epoch", "partitions"],
+    ),
     "ProducerId": _object(
         {
             "producer_id": _long("put it, with the epoch and a sequence, on binary batches"),
@@ -400,6 +470,11 @@ SCHEMAS: Final[Json] = {
                 nullable=True,
             ),
             "high_watermark": _long("as log_start_offset", nullable=True),
+            "last_stable_offset": _long(
+                "with isolation=read_committed only: where a read_committed read ends (the "
+                "first offset of the oldest open transaction, else the high watermark)",
+                nullable=True,
+            ),
         },
         required=["partition", "leader", "leader_epoch", "replicas", "isr"],
     ),
@@ -964,6 +1039,21 @@ _COORDINATOR = (
     ErrorCode.REQUEST_TIMED_OUT,
 )
 
+
+_TRANSACTION = (
+    ErrorCode.INVALID_REQUEST,
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.CONCURRENT_TRANSACTIONS,
+    ErrorCode.REQUEST_TIMED_OUT,
+)
+_PRODUCER = (
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+    ErrorCode.PRODUCER_FENCED,
+)
+
 # ---------------------------------------------------------------------------- parameters
 
 
@@ -1050,6 +1140,22 @@ PARAMETERS: Final[Json] = {
             "default": "latest",
         },
     ),
+    "transactional_id": _path(
+        "transactional_id",
+        "a transactional id (Kafka's transactional.id)",
+        _str(pattern=names.pattern(1024)),
+    ),
+    "transactional_id_header": {
+        "name": TRANSACTIONAL_ID,
+        "in": "header",
+        "description": "A transactional producer's batch: its transactional id. The body is "
+        "one binary batch that says it is transactional, with the producer id and epoch of "
+        "POST /v1/transactions/{transactional_id}/producer and the partition's next "
+        "sequence; the partition must be in the transaction (POST .../partitions). Needs "
+        "WRITE on the transactional id too.",
+        "required": False,
+        "schema": _str(pattern=names.pattern(1024)),
+    },
     "no_forward": {
         "name": "X-Kraftlite-No-Forward",
         "in": "header",
@@ -1266,7 +1372,8 @@ PATHS: Final[Json] = {
             "topics",
             "Describe a topic: configs, partitions, their leaders, ISRs and offsets",
             {"200": _TOPIC_ANSWER},
-            errors=_UNKNOWN,
+            parameters=_params("isolation"),
+            errors=[*_UNKNOWN, ErrorCode.INVALID_REQUEST],
         ),
         "delete": _operation(
             "delete_topic",
@@ -1384,7 +1491,7 @@ PATHS: Final[Json] = {
             _PRODUCE_ANSWERS,
             description="Forwarded to the partition's leader unless X-Kraftlite-No-Forward "
             "is sent. A JSON body's records must not name another partition.",
-            parameters=_params("acks", "timeout_ms"),
+            parameters=_params("acks", "timeout_ms", "transactional_id_header"),
             body={
                 "required": True,
                 "description": f"JSON records, or exactly one binary batch ({BATCH_TYPE}, "
@@ -1450,7 +1557,9 @@ PATHS: Final[Json] = {
             "fetch",
             "Look up an offset by position or time",
             {"200": _answer("the offset", _ref("OffsetResponse"))},
-            parameters=_params("at"),
+            description="With isolation=read_committed, latest is the last stable offset "
+            "and a time is looked up below it (Kafka's ListOffsets for read_committed).",
+            parameters=_params("at", "isolation"),
             errors=[ErrorCode.INVALID_REQUEST, *_LEADER],
         ),
     },
@@ -1659,6 +1768,63 @@ PATHS: Final[Json] = {
             "InitProducerId); the id is random and bound to the caller: a batch that names "
             "it for another principal answers UNKNOWN_PRODUCER_ID.",
         )
+    },
+    "/v1/transactions/{transactional_id}": {
+        "parameters": _params("transactional_id"),
+        "get": _operation(
+            "describe_transaction",
+            "transactions",
+            "A transactional id's state (Kafka's DescribeTransactions), and its last commit's tag",
+            {"200": _answer("the transaction", _ref("Transaction"))},
+            description="Needs DESCRIBE on the transactional id. Forwarded to the id's "
+            "coordinator (docs/transactions.md).",
+            errors=[*_TRANSACTION, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND],
+        ),
+    },
+    "/v1/transactions/{transactional_id}/producer": {
+        "parameters": _params("transactional_id"),
+        "post": _operation(
+            "init_transactional_producer",
+            "transactions",
+            "A transactional producer's id and epoch (Kafka's InitProducerId)",
+            {"200": _answer("the producer", _ref("ProducerId"))},
+            description="Fences every earlier producer of the id: a transaction it left "
+            "open is aborted (CONCURRENT_TRANSACTIONS until that is done: ask again). Needs "
+            "WRITE on the transactional id.",
+            body=_json_body("TransactionalProducerRequest"),
+            errors=[*_TRANSACTION, *_PRODUCER, ErrorCode.INVALID_TRANSACTION_TIMEOUT],
+        ),
+    },
+    "/v1/transactions/{transactional_id}/partitions": {
+        "parameters": _params("transactional_id"),
+        "post": _operation(
+            "add_partitions_to_transaction",
+            "transactions",
+            "Add partitions to the producer's transaction (Kafka's AddPartitionsToTxn)",
+            {"204": _answer("added (the transaction begins with its first partitions)")},
+            description="Needs WRITE on the transactional id and on every topic; internal "
+            "topics are refused. All or nothing: a partition that does not exist adds none.",
+            body=_json_body("TransactionPartitionsRequest"),
+            errors=[
+                *_TRANSACTION,
+                *_PRODUCER,
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ],
+        ),
+    },
+    "/v1/transactions/{transactional_id}/end": {
+        "parameters": _params("transactional_id"),
+        "post": _operation(
+            "end_transaction",
+            "transactions",
+            "Commit or abort the producer's transaction (Kafka's EndTxn)",
+            {"204": _answer("decided: every partition gets its marker")},
+            description="Answered once the outcome is written; a retry of a decided one "
+            "is answered the same. Needs WRITE on the transactional id.",
+            body=_json_body("EndTransactionRequest"),
+            errors=[*_TRANSACTION, *_PRODUCER, ErrorCode.INVALID_TXN_STATE],
+        ),
     },
     "/v1/tokens": {
         "post": _operation(
@@ -2083,6 +2249,10 @@ OPENAPI: dict[str, Any] = {
         {"name": "produce", "description": "Write records"},
         {"name": "fetch", "description": "Read records and look up offsets"},
         {"name": "groups", "description": "Consumer groups, forwarded to the coordinator"},
+        {
+            "name": "transactions",
+            "description": "Kafka's transactional producer, forwarded to the id's coordinator",
+        },
         {"name": "security", "description": "Users, tokens, ACLs and quotas"},
     ],
     "paths": PATHS,

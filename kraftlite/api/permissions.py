@@ -19,7 +19,9 @@ Rules:
    DESCRIBE_CONFIGS cluster; AlterPartitionReassignments, ElectLeaders, UnregisterBroker,
    drains, rebalances and replication factor changes (they move replicas) ALTER cluster;
    ListPartitionReassignments DESCRIBE cluster; the broker list any authenticated client;
-   broker configs (IncrementalAlterConfigs on a broker) ALTER_CONFIGS cluster.
+   broker configs (IncrementalAlterConfigs on a broker) ALTER_CONFIGS cluster;
+   transactions (issue 27): WRITE on the transactional id to use it (and on each topic a
+   transaction adds, and a transactional produce's topic), DESCRIBE on it to describe it.
 """
 
 from __future__ import annotations
@@ -37,11 +39,13 @@ from kraftlite.api.errors import problem_middleware
 from kraftlite.api.internal_auth import cluster_auth_middleware
 from kraftlite.api.listener import read_body_middleware
 from kraftlite.api.throttle import throttle_middleware
+from kraftlite.api.txn_handlers import transactional_id_of
 from kraftlite.controller.access import validate_user_name
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.topics import validate_topic_name
 from kraftlite.observability import observe_middleware
 from kraftlite.protocol import names
+from kraftlite.protocol.headers import TRANSACTIONAL_ID
 from kraftlite.security.acls import CLUSTER_NAME, Action, Operation, ResourceType
 
 Rule = Callable[[web.Request, Mapping[str, Any]], list[Action]]
@@ -61,6 +65,30 @@ def _group(op: Operation) -> Rule:
 
 def _cluster(op: Operation) -> Rule:
     return lambda request, body: [Action(op, ResourceType.CLUSTER, CLUSTER_NAME)]
+
+
+def _transactional_id(op: Operation) -> Rule:
+    return lambda request, body: [
+        Action(op, ResourceType.TRANSACTIONAL_ID, request.match_info["transactional_id"])
+    ]
+
+
+def _add_partitions(request: web.Request, body: Mapping[str, Any]) -> list[Action]:
+    """AddPartitionsToTxn: WRITE on the id and on every topic added (Kafka's [A1])."""
+    return _transactional_id(Operation.WRITE)(request, body) + [
+        Action(Operation.WRITE, ResourceType.TOPIC, t)
+        for t in _names(body.get("partitions"), "topic")
+    ]
+
+
+def _produce(request: web.Request, body: Mapping[str, Any]) -> list[Action]:
+    """WRITE on the topic; a transactional producer's batch WRITE on its id too (Kafka's
+    Produce with a transactional id)."""
+    actions = [Action(Operation.WRITE, ResourceType.TOPIC, request.match_info["topic"])]
+    transactional_id = request.headers.get(TRANSACTIONAL_ID)
+    if transactional_id is not None:
+        actions.append(Action(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id))
+    return actions
 
 
 def _names(items: object, key: str | None = None) -> list[str]:
@@ -107,7 +135,7 @@ def _create_topic(request: web.Request, body: Mapping[str, Any]) -> list[Action]
     return [Action(Operation.CREATE, ResourceType.TOPIC, name) for name in sorted(names)]
 
 
-_BODY_RULES: Final = {_join, _commit, _delete_offsets, _create_topic}
+_BODY_RULES: Final = {_join, _commit, _delete_offsets, _create_topic, _add_partitions}
 
 # (method, route) -> rule; both apps' routes (a controller serves a subset)
 PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
@@ -126,7 +154,7 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("POST", "/v1/topics/{topic}/partitions"): _topic(Operation.ALTER),
     ("PUT", "/v1/topics/{topic}/configs"): _topic(Operation.ALTER_CONFIGS),
     ("POST", "/v1/topics/{topic}/records"): _topic(Operation.WRITE),
-    ("POST", "/v1/topics/{topic}/partitions/{partition}/records"): _topic(Operation.WRITE),
+    ("POST", "/v1/topics/{topic}/partitions/{partition}/records"): _produce,
     ("GET", "/v1/topics/{topic}/partitions/{partition}/records"): _topic(Operation.READ),
     ("GET", "/v1/topics/{topic}/partitions/{partition}/offsets"): _topic(Operation.DESCRIBE),
     ("GET", "/v1/topics/{topic}/keys/{key}"): _topic(Operation.READ),  # as a fetch
@@ -141,6 +169,10 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("POST", "/v1/groups/{group}/offsets"): _commit,
     ("GET", "/v1/groups/{group}/offsets"): _group(Operation.DESCRIBE),
     ("DELETE", "/v1/groups/{group}/offsets"): _delete_offsets,
+    ("POST", "/v1/transactions/{transactional_id}/producer"): _transactional_id(Operation.WRITE),
+    ("POST", "/v1/transactions/{transactional_id}/partitions"): _add_partitions,
+    ("POST", "/v1/transactions/{transactional_id}/end"): _transactional_id(Operation.WRITE),
+    ("GET", "/v1/transactions/{transactional_id}"): _transactional_id(Operation.DESCRIBE),
     ("POST", "/v1/tokens"): AUTHENTICATED,
     # Kafka asks WRITE on some topic (or IDEMPOTENT_WRITE) of InitProducerId; an id alone
     # writes nothing: each batch is authorized for its own topic
@@ -214,6 +246,12 @@ def _check_names(request: web.Request) -> None:
         )
     if "name" in info:
         validate_user_name(info["name"])
+    if "transactional_id" in info:
+        transactional_id_of(request)
+    if (transactional_id := request.headers.get(TRANSACTIONAL_ID)) is not None and not (
+        names.is_name(transactional_id, names.MAX_TRANSACTIONAL_ID)
+    ):
+        raise KraftliteError(ErrorCode.INVALID_REQUEST, f"{TRANSACTIONAL_ID} is not an id")
 
 
 async def _json_body(request: web.Request) -> Mapping[str, Any]:

@@ -22,9 +22,9 @@ from kraftlite.api.internal_auth import forwarded_for
 from kraftlite.broker.broker import Broker
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.observability import label_relayed_error
-from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION, NO_FORWARD
+from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION, NO_FORWARD, TRANSACTIONAL_ID
 
-_PASSED_ON = {"content-type", "accept"}
+_PASSED_ON = {"content-type", "accept", TRANSACTIONAL_ID.lower()}
 
 
 def may_forward(request: web.Request) -> bool:

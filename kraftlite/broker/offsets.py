@@ -10,6 +10,10 @@ Rules:
    answer (rule 1); only the partitions asked of that leader are taken from it.
 3. Work over many partitions on the event loop yields to it every CHUNK of them (`paced`):
    a scrape or a console page naming 100,000 partitions must not hold every other request.
+4. `committed` also asks each partition's last stable offset (read_committed's end, issue
+   27): the leader builds its producer state first if this leader epoch has not (a
+   transaction left open by the last leader holds it back, as Kafka's ListOffsets for
+   read_committed). An older broker's answer without it leaves it None.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from kraftlite.protocol.internal import (
 
 if TYPE_CHECKING:
     from kraftlite.broker.broker import Broker
+    from kraftlite.broker.partition import Partition
 
 log = structlog.get_logger(__name__)
 TopicPartition = tuple[str, int]
@@ -42,6 +47,7 @@ T = TypeVar("T")
 class Offsets(NamedTuple):
     log_start_offset: int
     high_watermark: int
+    last_stable_offset: int | None = None  # when asked for (rule 4)
 
 
 async def paced(items: Sequence[T], size: int = CHUNK) -> AsyncIterator[Sequence[T]]:
@@ -54,7 +60,7 @@ async def paced(items: Sequence[T], size: int = CHUNK) -> AsyncIterator[Sequence
 
 
 async def leader_offsets(
-    broker: Broker, partitions: Iterable[TopicPartition]
+    broker: Broker, partitions: Iterable[TopicPartition], *, committed: bool = False
 ) -> dict[TopicPartition, Offsets]:
     replicas = broker.replicas
     result: dict[TopicPartition, Offsets] = {}
@@ -68,7 +74,7 @@ async def leader_offsets(
                 if isinstance(leader, int) and leader >= 0:
                     remote.setdefault((leader, topic), set()).add(index)
                 continue
-            result[(topic, index)] = Offsets(local.log.log_start_offset, local.log.high_watermark)
+            result[(topic, index)] = await _offsets_of(local, committed)
 
     async def ask(leader: int, topic: str, indexes: set[int]) -> None:
         url = replicas.broker_url(leader)
@@ -77,7 +83,7 @@ async def leader_offsets(
         try:
             async with broker.session.get(
                 url + "/v1/internal/offsets",
-                params=OffsetsRequest(topic).to_params(),
+                params=OffsetsRequest(topic, committed).to_params(),
                 timeout=aiohttp.ClientTimeout(total=TIMEOUT_S),
             ) as response:
                 if response.status != 200:
@@ -95,14 +101,26 @@ async def leader_offsets(
         for found in answer.partitions:
             if found.partition in indexes:
                 result[(topic, found.partition)] = Offsets(
-                    found.log_start_offset, found.high_watermark
+                    found.log_start_offset, found.high_watermark, found.last_stable_offset
                 )
 
     await asyncio.gather(*(ask(leader, t, ixs) for (leader, t), ixs in remote.items()))
     return result
 
 
-def local_offsets(broker: Broker, topic: str) -> dict[int, Offsets]:
+async def _offsets_of(partition: Partition, committed: bool) -> Offsets:
+    log_ = partition.log
+    if not committed:
+        return Offsets(log_.log_start_offset, log_.high_watermark)
+    await partition.transactions()  # rule 4
+    return Offsets(
+        log_.log_start_offset, log_.high_watermark, partition.last_stable_offset(known=True)
+    )
+
+
+async def local_offsets(
+    broker: Broker, topic: str, *, committed: bool = False
+) -> dict[int, Offsets]:
     """The offsets of the topic's partitions this broker leads (what `/v1/internal/offsets`
     answers): O(the topic's partitions), looked up through metadata, never a scan of every
     replica held here."""
@@ -111,10 +129,11 @@ def local_offsets(broker: Broker, topic: str) -> dict[int, Offsets]:
     if image is None:
         return {}
     result = {}
-    for index in image.partitions:
-        partition = replicas.partitions.get((image.topic_id, index))
-        if partition is not None and partition.serving_as_leader:
-            result[index] = Offsets(partition.log.log_start_offset, partition.log.high_watermark)
+    async for chunk in paced(list(image.partitions)):
+        for index in chunk:
+            partition = replicas.partitions.get((image.topic_id, index))
+            if partition is not None and partition.serving_as_leader:
+                result[index] = await _offsets_of(partition, committed)
     return result
 
 
@@ -123,7 +142,7 @@ def offsets_answer(topic: str, local: dict[int, Offsets]) -> OffsetsResponse:
     return OffsetsResponse(
         topic,
         tuple(
-            PartitionOffsets(index, o.log_start_offset, o.high_watermark)
+            PartitionOffsets(index, o.log_start_offset, o.high_watermark, o.last_stable_offset)
             for index, o in local.items()
         ),
     )

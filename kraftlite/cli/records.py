@@ -22,7 +22,7 @@ from rich.progress import (
 from rich.text import Text
 
 from kraftlite.cli.common import Connection, api_errors, bootstrap_option, print_json
-from kraftlite.client import SyncConsumer
+from kraftlite.client import SyncConsumer, SyncProducer
 from kraftlite.clock import SystemClock
 
 COMMIT_INTERVAL_MS = 5000
@@ -34,6 +34,11 @@ COMMIT_INTERVAL_MS = 5000
 @click.option("--key-separator", help="Split each line into KEY<sep>VALUE.")
 @click.option("--acks", type=click.Choice(["all", "1", "0"]), default="all", show_default=True)
 @click.option("--progress", is_flag=True, help="A progress bar with the rate on stderr.")
+@click.option(
+    "--transactional-id",
+    help="Write every line in one transaction of this id: all of them become visible to "
+    "read_committed readers, or (on any error) none.",
+)
 @bootstrap_option
 @api_errors
 def produce(  # noqa: PLR0917 - click passes every option positionally
@@ -42,14 +47,21 @@ def produce(  # noqa: PLR0917 - click passes every option positionally
     key_separator: str | None,
     acks: str,
     progress: bool,
+    transactional_id: str | None,
     bootstrap: Connection,
 ) -> None:
     """Produce one record per line of stdin (or --file)."""
+    if transactional_id is not None and acks != "all":
+        raise click.UsageError("--transactional-id writes with --acks all")
     lines = source.open("rb") if source else sys.stdin.buffer
     sent = 0
+    settings: dict[str, Any] = {"acks": acks}
+    if transactional_id is not None:
+        settings["transactional_id"] = transactional_id
     with (
-        bootstrap.producer(acks=acks) as producer,
+        bootstrap.producer(**settings) as producer,
         _rate_bar("produced", total=None, enabled=progress) as advance,
+        _transaction(producer, enabled=transactional_id is not None),
     ):
         futures = []
         for raw in lines:
@@ -65,7 +77,25 @@ def produce(  # noqa: PLR0917 - click passes every option positionally
         producer.flush()
         for future in futures:
             future.result()  # raises the first failure
-    click.echo(f"produced {sent} records to {topic}", err=True)
+    done = "committed" if transactional_id is not None else "produced"
+    click.echo(f"{done} {sent} records to {topic}", err=True)
+
+
+@contextlib.contextmanager
+def _transaction(producer: SyncProducer, *, enabled: bool) -> Iterator[None]:
+    """The block's records in one transaction, committed at its end, aborted on an error."""
+    if not enabled:
+        yield
+        return
+    producer.init_transactions()
+    producer.begin_transaction()
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            producer.abort_transaction()
+        raise
+    producer.commit_transaction()
 
 
 @click.command()
@@ -77,6 +107,13 @@ def produce(  # noqa: PLR0917 - click passes every option positionally
 @click.option("--group", help="Consume as a member of this group (offsets are committed).")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--progress", is_flag=True, help="A progress bar with the rate on stderr.")
+@click.option(
+    "--isolation-level",
+    type=click.Choice(["read_uncommitted", "read_committed"]),
+    default="read_uncommitted",
+    show_default=True,
+    help="read_committed: only records of committed transactions (Kafka's isolation.level).",
+)
 @bootstrap_option
 @api_errors
 def consume(  # noqa: PLR0917 - click passes every option positionally
@@ -88,6 +125,7 @@ def consume(  # noqa: PLR0917 - click passes every option positionally
     group: str | None,
     output: str,
     progress: bool,
+    isolation_level: str,
     bootstrap: Connection,
 ) -> None:
     """Print a topic's records (value per line; JSON lines with --output json)."""
@@ -101,7 +139,10 @@ def consume(  # noqa: PLR0917 - click passes every option positionally
     last_commit = clock.monotonic_ms()
     with (
         bootstrap.consumer(
-            auto_offset_reset=reset, group_id=group, enable_auto_commit=False
+            auto_offset_reset=reset,
+            group_id=group,
+            enable_auto_commit=False,
+            isolation_level=isolation_level,
         ) as consumer,
         _rate_bar("consumed", total=max_messages, enabled=progress) as advance,
     ):

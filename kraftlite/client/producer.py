@@ -16,6 +16,14 @@ Rules (Kafka's producer, in small):
    once however often it arrives. When a batch's fate is unknown after its last retry, or
    the leader no longer knows the producer, the producer takes a new id (its sequences
    start over), as Kafka's does.
+6. With a `transactional_id` (Kafka's transactional producer; docs/transactions.md):
+   `init_transactions` takes the id's producer id and epoch (fencing earlier producers of
+   the id), and records are sent only between `begin_transaction` and
+   `commit_transaction` or `abort_transaction`. Each partition joins the transaction
+   before its first batch; batches say they are transactional. A batch that fails makes
+   the transaction abortable: the commit raises it, and the producer keeps its id (a new
+   one would leave the transaction); only `abort_transaction` goes on from there. A fenced
+   producer (PRODUCER_FENCED) can do nothing more.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import urllib.parse
 from dataclasses import dataclass, field
 
 from aiohttp import ClientError
@@ -32,7 +41,7 @@ from kraftlite.client.transport import NO_FORWARD, Transport
 from kraftlite.clock import Clock, SystemClock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
-from kraftlite.protocol.headers import BATCH_TYPE
+from kraftlite.protocol.headers import BATCH_TYPE, TRANSACTIONAL_ID
 from kraftlite.protocol.partitioner import partition_for_key
 from kraftlite.retry import Backoff, RetryPolicy, retriable
 
@@ -70,6 +79,20 @@ class RecordMetadata:
 
 
 @dataclass
+class _Transaction:
+    """Rule 6: the open transaction's partitions, and the first failure in it."""
+
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    error: Exception | None = None
+
+
+# CONCURRENT_TRANSACTIONS while the id's last transaction is being ended: asked again
+TXN_RETRY = RetryPolicy(
+    _produce_retriable, max_attempts=20, backoff=Backoff(0.05, 1.0), exhausted=_unknown_fate
+)
+
+
+@dataclass
 class _Pending:
     records: list[batch_format.Record] = field(default_factory=list)
     futures: list[asyncio.Future[RecordMetadata]] = field(default_factory=list)
@@ -92,11 +115,18 @@ class Producer:
         credentials: Credentials | None = None,
         enable_idempotence: bool | None = None,
         clock: Clock | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
     ) -> None:
         if acks not in {"all", "-1", "1", "0"}:
             raise ValueError("acks must be all, -1, 1 or 0")
-        if enable_idempotence and acks not in {"all", "-1"}:
-            raise ValueError("an idempotent producer needs acks=all")
+        if (enable_idempotence or transactional_id) and acks not in {"all", "-1"}:
+            raise ValueError("an idempotent or transactional producer needs acks=all")
+        if transactional_id is not None and enable_idempotence is False:
+            raise ValueError("a transactional producer is idempotent")
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self._transaction: _Transaction | None = None  # rule 6: the one begun, if any
         self.idempotent = (
             acks in {"all", "-1"} if enable_idempotence is None else enable_idempotence
         )
@@ -132,6 +162,97 @@ class Producer:
     async def __aexit__(self, *_: object) -> None:
         await self.close()
 
+    # -- transactions (rule 6) ----------------------------------------------------------------
+
+    def _transaction_path(self, call: str) -> str:
+        assert self.transactional_id is not None
+        return f"/v1/transactions/{urllib.parse.quote(self.transactional_id, safe='')}{call}"
+
+    async def init_transactions(self) -> None:
+        """Take the transactional id's producer id and epoch: earlier producers of the id
+        are fenced and what they left open is aborted (asked again until it is)."""
+        if self.transactional_id is None:
+            raise RuntimeError("init_transactions needs a transactional_id")
+        async for attempt in TXN_RETRY.run_async(self._clock):
+            with attempt:
+                answer = await self._transport.call(
+                    "POST",
+                    self._transaction_path("/producer"),
+                    {"transaction_timeout_ms": self.transaction_timeout_ms},
+                )
+                async with self._id_lock:
+                    self._producer = (int(answer["producer_id"]), int(answer["producer_epoch"]))
+                    self._sequences = {}
+                return
+        raise AssertionError("unreachable: the attempts end in a return or an error")
+
+    def begin_transaction(self) -> None:
+        if self.transactional_id is None or self._producer is None:
+            raise RuntimeError("call init_transactions first")
+        if self._transaction is not None:
+            raise RuntimeError("a transaction is already open")
+        self._transaction = _Transaction()
+
+    async def commit_transaction(self, *, tag: str | None = None) -> None:
+        """Send what is queued, then commit: every record sent in the transaction becomes
+        visible to read_committed readers, or (any batch having failed) none, and this
+        raises: call `abort_transaction`. `tag` names the commit (docs/transactions.md)."""
+        transaction = self._open_transaction()
+        await self.flush()
+        if transaction.error is not None:
+            raise KraftliteError(
+                ErrorCode.TRANSACTION_ABORTABLE,
+                f"a batch of the transaction failed ({transaction.error}): abort it",
+            )
+        await self._end(transaction, commit=True, tag=tag)
+
+    async def abort_transaction(self) -> None:
+        """Nothing sent in the transaction becomes visible to read_committed readers."""
+        transaction = self._open_transaction()
+        await self.flush()
+        await self._end(transaction, commit=False, tag=None)
+
+    def _open_transaction(self) -> _Transaction:
+        if self._transaction is None:
+            raise RuntimeError("no transaction is open")
+        return self._transaction
+
+    async def _end(self, transaction: _Transaction, *, commit: bool, tag: str | None) -> None:
+        if transaction.partitions:  # a transaction that added nothing has nothing to end
+            assert self._producer is not None
+            body: dict[str, object] = {
+                "producer_id": self._producer[0],
+                "producer_epoch": self._producer[1],
+                "commit": commit,
+            }
+            if tag is not None:
+                body["tag"] = tag
+            async for attempt in TXN_RETRY.run_async(self._clock):
+                with attempt:
+                    await self._transport.call("POST", self._transaction_path("/end"), body)
+        self._transaction = None
+
+    async def _join(self, transaction: _Transaction, topic: str, partition: int) -> None:
+        """Rule 6: `partition` in the open transaction before its first batch; nothing
+        more is sent once a batch of it failed."""
+        if transaction.error is not None:
+            raise transaction.error
+        if (topic, partition) in transaction.partitions:
+            return
+        assert self._producer is not None
+        async for attempt in TXN_RETRY.run_async(self._clock):
+            with attempt:
+                await self._transport.call(
+                    "POST",
+                    self._transaction_path("/partitions"),
+                    {
+                        "producer_id": self._producer[0],
+                        "producer_epoch": self._producer[1],
+                        "partitions": [{"topic": topic, "partition": partition}],
+                    },
+                )
+        transaction.partitions.add((topic, partition))
+
     # -- sending --------------------------------------------------------------------------
 
     async def send(
@@ -148,6 +269,8 @@ class Producer:
         `headers` are (name, value) pairs; a value may be None (Kafka's null header value)."""
         if self._closed:
             raise RuntimeError("the producer is closed")
+        if self.transactional_id is not None and self._transaction is None:
+            raise RuntimeError("a transactional producer sends inside a transaction")
         count = self._transport.known_partition_count(topic)  # cached: no await per record
         if not count:
             count = len(await self._transport.partitions(topic))
@@ -197,9 +320,14 @@ class Producer:
     async def _send_batch(self, topic: str, partition: int, pending: _Pending) -> None:
         lock = self._locks.setdefault((topic, partition), asyncio.Lock())
         async with lock:  # one batch per partition in flight: order holds across retries
+            transaction = self._transaction
             try:
+                if transaction is not None:
+                    await self._join(transaction, topic, partition)
                 offsets = await self._produce_with_retries(topic, partition, pending.records)
             except Exception as exc:  # noqa: BLE001 - every waiting future learns why
+                if transaction is not None and transaction.error is None:
+                    transaction.error = exc
                 for future in pending.futures:
                     if not future.done():
                         future.set_exception(exc)
@@ -228,7 +356,10 @@ class Producer:
             return self._producer
 
     def _forget(self, producer: tuple[int, int] | None) -> None:
-        """The next batches go as a new producer, unless another batch did that already."""
+        """The next batches go as a new producer, unless another batch did that already
+        (never a transactional one: rule 6)."""
+        if self.transactional_id is not None:
+            return
         if producer is not None and self._producer == producer:
             self._producer = None
 
@@ -249,6 +380,7 @@ class Producer:
             producer_id=producer[0],
             producer_epoch=producer[1],
             base_sequence=self._sequences.get((topic, partition), 0),
+            transactional=self.transactional_id is not None,
         )
         return body, producer
 
@@ -265,7 +397,13 @@ class Producer:
                 offsets = await self._attempts(topic, partition, body)
             except KraftliteError as exc:
                 self._forget(producer)
-                if again and producer is not None and exc.code in _PRODUCER_RESET:
+                transactional = self.transactional_id is not None
+                if (
+                    again
+                    and producer is not None
+                    and exc.code in _PRODUCER_RESET
+                    and not transactional
+                ):
                     continue
                 raise
             except BaseException:
@@ -290,13 +428,17 @@ class Producer:
                         path,
                         params=params,
                         data=body,
-                        headers={"Content-Type": BATCH_TYPE, **NO_FORWARD},
+                        headers={"Content-Type": BATCH_TYPE, **NO_FORWARD, **self._txn_header},
                     )
                 except _NO_ANSWER:
                     self._transport.invalidate(topic)  # leader down: who leads now?
                     raise
                 return [-1 if o.get("offset") is None else o["offset"] for o in answer["offsets"]]
         raise AssertionError("unreachable: the attempts end in a return or an error")
+
+    @property
+    def _txn_header(self) -> dict[str, str]:
+        return {} if self.transactional_id is None else {TRANSACTIONAL_ID: self.transactional_id}
 
     async def flush(self) -> None:
         """Send everything queued now and wait until it is acknowledged (or failed)."""

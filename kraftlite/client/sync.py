@@ -91,6 +91,22 @@ class SyncProducer:
     def flush(self) -> None:
         self._loop.run(self._producer.flush())
 
+    # a transactional producer's calls (producer.py rule 6)
+    def init_transactions(self) -> None:
+        self._loop.run(self._producer.init_transactions())
+
+    def begin_transaction(self) -> None:
+        async def begin() -> None:
+            self._producer.begin_transaction()
+
+        self._loop.run(begin())
+
+    def commit_transaction(self, *, tag: str | None = None) -> None:
+        self._loop.run(self._producer.commit_transaction(tag=tag))
+
+    def abort_transaction(self) -> None:
+        self._loop.run(self._producer.abort_transaction())
+
     def close(self) -> None:
         self._loop.run(self._producer.close())
         self._loop.stop()

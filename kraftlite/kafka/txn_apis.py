@@ -1,14 +1,16 @@
 """Kafka's transaction APIs (issue 27) on the broker service's transaction coordinator
 (transactions/coordinator.py) and group coordinator: AddPartitionsToTxn, AddOffsetsToTxn,
-EndTxn and TxnOffsetCommit; InitProducerId with a transactional id and Produce of
-transactional batches are handlers.py's, on the same calls. The rules are Kafka's, with
-their ids in docs/design/kafka-transactions.md.
+EndTxn and TxnOffsetCommit, and the admin tools' DescribeTransactions and ListTransactions;
+InitProducerId with a transactional id and Produce of transactional batches are
+handlers.py's, on the same calls. The rules are Kafka's, with their ids in
+docs/design/kafka-transactions.md.
 
 Rules:
-1. Authorization as Kafka's [A1, O1, E1, T2]: WRITE on the transactional id, else
-   TRANSACTIONAL_ID_AUTHORIZATION_FAILED for everything the request names; WRITE on each
-   topic added (TOPIC_AUTHORIZATION_FAILED, internal topics always), READ on the group
-   (GROUP_AUTHORIZATION_FAILED), READ on each topic whose offsets are committed.
+1. Authorization as Kafka's [A1, O1, E1, T2]: WRITE on the transactional id (DESCRIBE to
+   describe or list it: rules 5 and 6), else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for
+   everything the request names; WRITE on each topic added (TOPIC_AUTHORIZATION_FAILED,
+   internal topics always), READ on the group (GROUP_AUTHORIZATION_FAILED), READ on each
+   topic whose offsets are committed.
 2. AddPartitionsToTxn adds nothing when any partition is refused or does not exist: those
    carry their errors and the others OPERATION_NOT_ATTEMPTED [A3]; otherwise one answer for
    all [A4]. At most MAX_PARTITIONS partitions per request (INVALID_REQUEST past it).
@@ -18,6 +20,25 @@ Rules:
    is not served at these versions: INVALID_TXN_STATE in its place [D3].
 4. TxnOffsetCommit goes to the group's coordinator, which verifies with the transaction
    coordinator that the offsets partition is in the transaction before it writes [T4].
+5. DescribeTransactions [X1] answers each id named, in order (an id named twice, twice):
+   DESCRIBE on the id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED; TRANSACTIONAL_ID_NOT_FOUND
+   for an id its coordinator does not have (or has Dead), NOT_COORDINATOR,
+   COORDINATOR_LOAD_IN_PROGRESS or COORDINATOR_NOT_AVAILABLE as the coordinator answers, and
+   INVALID_REQUEST for a name no id may have ("", too long, control characters: checked
+   first, so nothing of it is audited). The state goes out by Kafka's name ("Ongoing"), the
+   partitions by topic, leaving out topics the caller may not DESCRIBE (internal ones
+   always, as everywhere on this edge). Bounds (Kafka has none): the first
+   MAX_DESCRIBED_IDS ids are answered, and MAX_DESCRIBED_PARTITIONS partitions in all (an
+   id that would take the answer past it is answered only if it is the first with any);
+   the others are INVALID_REQUEST. One transaction of every partition, named 10,000 times,
+   would otherwise be an answer of billions.
+6. ListTransactions [X2] lists the ids of the `__transaction_state` partitions this broker
+   leads (COORDINATOR_LOAD_IN_PROGRESS for the whole answer while one loads), never Dead
+   ones, filtered as Kafka's: by state names (unknown names echoed in
+   UnknownStateFilters, and then matching nothing), by producer id, and from v1 by
+   duration (`now - start > DurationFilter` ms, with the coordinator's clock; an id whose
+   transaction never began has start -1, so it passes, as in Kafka). Ids the caller may not
+   DESCRIBE are left out silently. v2's TransactionalIdPattern (Kafka 4.1) is not served.
 """
 
 from __future__ import annotations
@@ -27,13 +48,13 @@ from typing import TYPE_CHECKING, Final, cast
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import OFFSETS_TOPIC
 from kraftlite.groups.offsets import CommittedOffset
-from kraftlite.kafka.codes import NONE, kafka_code
+from kraftlite.kafka.codes import INVALID_REQUEST, NONE, kafka_code
 from kraftlite.metadata.topics import is_internal_topic
 from kraftlite.protocol import names
 from kraftlite.protocol.kafka import bodies
 from kraftlite.protocol.kafka.messages import ApiKey, Request
 from kraftlite.security.acls import Operation, ResourceType
-from kraftlite.transactions.metadata import TopicPartition
+from kraftlite.transactions.metadata import STATE_NAMES, TopicPartition, TxnState
 
 if TYPE_CHECKING:
     from kraftlite.kafka.handlers import ModuleHandler, Session
@@ -41,6 +62,9 @@ if TYPE_CHECKING:
 MAX_PARTITIONS: Final = 10_000  # partitions one AddPartitionsToTxn or TxnOffsetCommit names
 OPERATION_NOT_ATTEMPTED: Final = 55
 INVALID_GROUP_ID: Final = 24
+MAX_DESCRIBED_IDS: Final = 10_000  # rule 5: ids one DescribeTransactions answers
+MAX_DESCRIBED_PARTITIONS: Final = 100_000  # rule 5: partitions in one answer (bar its first)
+_STATES_BY_NAME: Final = {name: state for state, name in STATE_NAMES.items()}
 
 
 def txn_code(exc: KraftliteError | ErrorCode, version: int, fenced_from: int = 2) -> int:
@@ -214,9 +238,126 @@ async def txn_offset_commit(session: Session, request: Request) -> bodies.TxnOff
     return {"topics": [{"name": n, "partitions": p} for n, p in by_topic.items()]}
 
 
+def _described(
+    session: Session, transactional_id: str
+) -> bodies.DescribeTransactionsResponseTransactionState:
+    """Rule 5 for one id, bounds aside."""
+    if not names.is_name(transactional_id, names.MAX_TRANSACTIONAL_ID):
+        return {"transactional_id": transactional_id, "error_code": INVALID_REQUEST}
+    if not session._may(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+        return {
+            "transactional_id": transactional_id,
+            "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        }
+    try:
+        found = session.service.transactions.describe(transactional_id)
+    except KraftliteError as exc:
+        return {"transactional_id": transactional_id, "error_code": kafka_code(exc)}
+    if found.state is TxnState.DEAD:  # being expired [X1]
+        return {
+            "transactional_id": transactional_id,
+            "error_code": int(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND),
+        }
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(found.partitions):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return {
+        "transactional_id": transactional_id,
+        "error_code": NONE,
+        "transaction_state": STATE_NAMES[found.state],
+        "transaction_timeout_ms": found.timeout_ms,
+        "transaction_start_time_ms": found.start_ms,
+        "producer_id": found.producer_id,
+        "producer_epoch": found.producer_epoch,
+        "topics": [
+            {"topic": topic, "partitions": partitions}
+            for topic, partitions in by_topic.items()
+            if session._may_topic(Operation.DESCRIBE, topic, listing=True)
+        ],
+    }
+
+
+async def describe_transactions(
+    session: Session, request: Request
+) -> bodies.DescribeTransactionsResponse:
+    """Rule 5 [X1]."""
+    body = cast(bodies.DescribeTransactionsRequest, request.body)
+    answered = 0  # partitions in the answer so far
+    states: list[bodies.DescribeTransactionsResponseTransactionState] = []
+    for index, transactional_id in enumerate(body["transactional_ids"]):
+        await session._went_through()
+        if index >= MAX_DESCRIBED_IDS:
+            states.append({"transactional_id": transactional_id, "error_code": INVALID_REQUEST})
+            continue
+        entry = _described(session, transactional_id)
+        count = sum(len(topic["partitions"]) for topic in entry.get("topics", ()))
+        if answered and answered + count > MAX_DESCRIBED_PARTITIONS:
+            entry = {"transactional_id": transactional_id, "error_code": INVALID_REQUEST}
+            count = 0
+        answered += count
+        await session._went_through(count)
+        states.append(entry)
+    return {"transaction_states": states}
+
+
+async def list_transactions(session: Session, request: Request) -> bodies.ListTransactionsResponse:
+    """Rule 6 [X2]."""
+    body = cast(bodies.ListTransactionsRequest, request.body)
+    states: set[TxnState] = set()
+    unknown: dict[str, None] = {}  # in the order named, each once (Kafka's is a set)
+    for name in body["state_filters"]:
+        state = _STATES_BY_NAME.get(name)
+        if state is None:
+            unknown[name] = None
+        else:
+            states.add(state)
+    by_state = bool(body["state_filters"])
+    producer_ids = frozenset(body["producer_id_filters"])
+    duration_ms = body["duration_filter"]  # -1 before v1
+    transactions = session.service.transactions
+    try:
+        listed = transactions.listing()
+    except KraftliteError as exc:
+        return {"error_code": kafka_code(exc)}
+    now_ms = session.service.broker.clock.now_ms()
+    answer: list[bodies.ListTransactionsResponseTransactionState] = []
+    for listing in listed:
+        await session._went_through()
+        transactional_id, producer_id, state = (
+            listing.transactional_id,
+            listing.producer_id,
+            listing.state,
+        )
+        if duration_ms >= 0 and now_ms - listing.start_ms <= duration_ms:
+            continue
+        if (
+            state is TxnState.DEAD
+            or (producer_ids and producer_id not in producer_ids)
+            or (by_state and state not in states)
+            or not session._may(
+                Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id, listing=True
+            )
+        ):
+            continue
+        answer.append(
+            {
+                "transactional_id": transactional_id,
+                "producer_id": producer_id,
+                "transaction_state": STATE_NAMES[state],
+            }
+        )
+    return {
+        "error_code": NONE,
+        "unknown_state_filters": list(unknown),
+        "transaction_states": answer,
+    }
+
+
 APIS: Final[dict[ApiKey, ModuleHandler]] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn,
     ApiKey.END_TXN: end_txn,
     ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit,
+    ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: list_transactions,
 }

@@ -10,5 +10,12 @@ FORWARDED: Final = "X-Kraftlite-Forwarded"
 # On admin writes: the metadata version that holds the change (read-your-writes on brokers).
 METADATA_VERSION: Final = "X-Kraftlite-Metadata-Version"
 
+# On a produce of a transactional producer's batch: its transactional id (issue 27).
+TRANSACTIONAL_ID: Final = "X-Kraftlite-Transactional-Id"
+
+# On a fetch's answer: the offset the next fetch asks for (past markers and, with
+# read_committed, aborted records the answer leaves out).
+NEXT_OFFSET: Final = "X-Kraftlite-Next-Offset"
+
 # The binary record batch (protocol/batch.py, docs/batch-format.md).
 BATCH_TYPE: Final = "application/vnd.kraftlite.batch"

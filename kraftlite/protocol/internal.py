@@ -409,9 +409,14 @@ class OffsetsRequest(msgspec.Struct, frozen=True):
     the topic's partitions the broker asked leads (broker/offsets.py)."""
 
     topic: TopicName
+    # also each one's last stable offset (read_committed's end, issue 27)
+    committed: bool = False
 
     def to_params(self) -> dict[str, str]:
-        return {"v": str(VERSION), "topic": self.topic}
+        params = {"v": str(VERSION), "topic": self.topic}
+        if self.committed:
+            params["committed"] = "true"
+        return params
 
     @classmethod
     def from_params(cls, query: Mapping[str, str]) -> OffsetsRequest:
@@ -424,6 +429,7 @@ class PartitionOffsets(msgspec.Struct, frozen=True):
     partition: Int32
     log_start_offset: NonNegative
     high_watermark: NonNegative
+    last_stable_offset: NonNegative | None = None  # asked for `committed`
 
 
 class OffsetsResponse(Message, frozen=True):

@@ -20,7 +20,7 @@ from typing import Any
 from kraftlite.client.credentials import NONE, Credentials
 from kraftlite.clock import Clock, SystemClock
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
-from kraftlite.protocol.headers import BATCH_TYPE, NO_FORWARD
+from kraftlite.protocol.headers import BATCH_TYPE, NEXT_OFFSET, NO_FORWARD, TRANSACTIONAL_ID
 from kraftlite.retry import Backoff, NotYet, RetryPolicy, not_yet, retriable
 
 LOG = logging.getLogger("kraftlite.spark")
@@ -31,7 +31,7 @@ class PartitionState:
     partition: int
     leader_url: str | None
     log_start_offset: int
-    high_watermark: int
+    high_watermark: int  # where a read may plan to: the last stable offset for `committed`
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +64,15 @@ class Cluster:
         bootstrap: Brokers | tuple[str, ...],
         timeout_s: float | None = None,
         clock: Clock | None = None,
+        *,
+        committed: bool = False,
     ) -> None:
+        """`committed`: reads see what transactions committed only (Kafka's
+        isolation.level=read_committed): `topic` plans to each partition's last stable
+        offset, and `fetch` leaves aborted records and transaction markers out."""
         if not bootstrap:
             raise ValueError("no broker URLs to start from")
+        self.committed = committed
         self.clock: Clock = clock or SystemClock()
         self.bootstrap = bootstrap if isinstance(bootstrap, Brokers) else Brokers(bootstrap)
         self.timeout_s = self.bootstrap.timeout_ms / 1000 if timeout_s is None else timeout_s
@@ -110,13 +116,21 @@ class Cluster:
 
     def _fetch_page(
         self, leader: str, topic: str, partition: int, offset: int, max_bytes: int
-    ) -> bytes:
-        query = urllib.parse.urlencode({"offset": offset, "max_bytes": max_bytes})
+    ) -> tuple[bytes, int]:
+        """A page of stored batches at `offset` and the offset after it (with `committed`,
+        past aborted records and markers the page leaves out)."""
+        params: dict[str, str | int] = {"offset": offset, "max_bytes": max_bytes}
+        if self.committed:
+            params["isolation"] = "read_committed"
+        query = urllib.parse.urlencode(params)
         path = f"/v1/topics/{urllib.parse.quote(topic)}/partitions/{partition}/records?{query}"
-        body, _ = self._request(leader + path, {"Accept": BATCH_TYPE, NO_FORWARD: "1"})
-        return body
+        body, headers = self._request(leader + path, {"Accept": BATCH_TYPE, NO_FORWARD: "1"})
+        told = headers.get(NEXT_OFFSET)
+        return body, _next_offset(body, offset) if told is None else int(told)
 
-    def call(self, path: str, body: Any = None, attempts: int = 0) -> Any:
+    def call(
+        self, path: str, body: Any = None, attempts: int = 0, policy: RetryPolicy | None = None
+    ) -> Any:
         """JSON from the first bootstrap broker that answers (a broker that is starting or
         cannot answer now passes the question on to the next one). With a `body`, a POST:
         only for idempotent calls (an offset commit), since it may be sent more than once.
@@ -129,9 +143,10 @@ class Cluster:
                 "data": json.dumps(body).encode(),
                 "headers": {"Content-Type": "application/json"},
             }
-        policy = CALL_RETRY
+        if policy is None:
+            policy = CALL_RETRY
         if attempts:
-            policy = dataclasses.replace(CALL_RETRY, max_attempts=attempts)
+            policy = dataclasses.replace(policy, max_attempts=attempts)
         for attempt in policy.run(self.clock, lambda: self.bootstrap.urls):
             with attempt:
                 answer = self._request(attempt.target + path, **post)[0]
@@ -157,7 +172,9 @@ class Cluster:
                     p["partition"],
                     urls.get(p["leader"]),
                     p["log_start_offset"],
-                    p["high_watermark"],
+                    p["high_watermark"]
+                    if p.get("last_stable_offset") is None
+                    else p["last_stable_offset"],
                 )
                 for p in described["partitions"]
                 if p["high_watermark"] is not None
@@ -169,7 +186,8 @@ class Cluster:
         are unknown (errors of the call itself surface at once: it has its own retries)."""
         for attempt in OFFSETS_RETRY.run(self.clock):
             with attempt:
-                described = self.call(f"/v1/topics/{urllib.parse.quote(topic)}")
+                isolation = "?isolation=read_committed" if self.committed else ""
+                described = self.call(f"/v1/topics/{urllib.parse.quote(topic)}{isolation}")
                 unknown = [
                     p["partition"] for p in described["partitions"] if p["high_watermark"] is None
                 ]
@@ -253,14 +271,15 @@ class Cluster:
                 try:
                     if leader is None:
                         leader = self._leader(topic, partition)
-                    body = self._fetch_page(leader, topic, partition, offset, max_bytes)
+                    body, next_offset = self._fetch_page(
+                        leader, topic, partition, offset, max_bytes
+                    )
                 except KraftliteError as exc:
                     leader = exc.details.get("leader_url")  # 421 names the new leader
                     raise
                 except (urllib.error.URLError, OSError):
                     leader = None
                     raise
-                next_offset = _next_offset(body, offset)
                 if next_offset <= offset:  # planned below the HW, but not there (yet)
                     raise NotYet(
                         ErrorCode.OFFSET_OUT_OF_RANGE,
@@ -270,14 +289,22 @@ class Cluster:
                 return leader, body, next_offset
         raise AssertionError("unreachable: the attempts end in a return or an error")
 
-    def produce(self, topic: str, partition: int, batch: bytes, timeout_ms: int = 30_000) -> int:
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        timeout_ms: int = 30_000,
+        *,
+        headers: dict[str, str] | None = None,
+    ) -> int:
         """Append one encoded batch to a partition with acks=all, through leadership changes;
         the base offset it got. A retry after a lost answer may append the batch twice
-        (at-least-once, as Kafka's producer without idempotence).
+        (at-least-once, as Kafka's producer without idempotence) unless it is sequenced.
         """
         path = f"/v1/topics/{urllib.parse.quote(topic)}/partitions/{partition}/records"
         query = urllib.parse.urlencode({"acks": "all", "timeout_ms": timeout_ms})
-        headers = {"Content-Type": BATCH_TYPE, NO_FORWARD: "1"}
+        headers = {"Content-Type": BATCH_TYPE, NO_FORWARD: "1", **(headers or {})}
         leader: str | None = None
         for attempt in PRODUCE_RETRY.run(self.clock):
             with attempt:
@@ -295,6 +322,79 @@ class Cluster:
                     raise
                 return int(json.loads(body)["offsets"][0]["offset"])
         raise AssertionError("unreachable: the attempts end in a return or an error")
+
+    # -- transactions (the HTTP transaction API: docs/transactions.md) ---------------
+
+    @staticmethod
+    def _txn_path(transactional_id: str, call: str = "") -> str:
+        return f"/v1/transactions/{urllib.parse.quote(transactional_id, safe='')}{call}"
+
+    def init_transactions(self, transactional_id: str, timeout_ms: int) -> tuple[int, int]:
+        """InitProducerId: (producer id, epoch), fencing any earlier producer of the id and
+        aborting the transaction it left open. Retried while that abort completes; a retry
+        after a lost answer only bumps the epoch once more."""
+        answer = self.call(
+            self._txn_path(transactional_id, "/producer"),
+            {"transaction_timeout_ms": timeout_ms},
+            policy=TXN_RETRY,
+        )
+        return int(answer["producer_id"]), int(answer["producer_epoch"])
+
+    def add_partitions(
+        self, transactional_id: str, producer: tuple[int, int], topic: str, partition: int
+    ) -> None:
+        self.call(
+            self._txn_path(transactional_id, "/partitions"),
+            {
+                "producer_id": producer[0],
+                "producer_epoch": producer[1],
+                "partitions": [{"topic": topic, "partition": partition}],
+            },
+            policy=TXN_RETRY,
+        )
+
+    def end_transaction(
+        self,
+        transactional_id: str,
+        producer: tuple[int, int],
+        *,
+        commit: bool,
+        tag: str | None = None,
+    ) -> None:
+        """EndTxn, answered once the outcome is decided (a retry of a decided one is
+        answered as it). `tag` names what a commit commits (read back by `transaction`)."""
+        body: dict[str, Any] = {
+            "producer_id": producer[0],
+            "producer_epoch": producer[1],
+            "commit": commit,
+        }
+        if tag is not None:
+            body["tag"] = tag
+        self.call(self._txn_path(transactional_id, "/end"), body, policy=TXN_RETRY)
+
+    def transaction(self, transactional_id: str) -> dict[str, Any] | None:
+        """The id's state as its coordinator has it, None if it has none."""
+        try:
+            found: dict[str, Any] = self.call(self._txn_path(transactional_id), policy=TXN_RETRY)
+        except KraftliteError as exc:
+            if exc.code is ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+                return None
+            raise
+        return found
+
+    def produce_transactional(
+        self,
+        topic: str,
+        partition: int,
+        batch: bytes,
+        transactional_id: str,
+        timeout_ms: int = 30_000,
+    ) -> int:
+        """`produce` of a transactional producer's batch (sequenced: a retry after a lost
+        answer is written once)."""
+        return self.produce(
+            topic, partition, batch, timeout_ms, headers={TRANSACTIONAL_ID: transactional_id}
+        )
 
 
 class DataLossError(RuntimeError):
@@ -336,6 +436,11 @@ FETCH_RETRY = RetryPolicy(
     lambda exc: not_yet(exc) or _worth_another(exc),
     max_attempts=FETCH_ATTEMPTS + 1,
     backoff=Backoff(0.1, 2.0),
+)
+# The transaction coordinator's calls: CONCURRENT_TRANSACTIONS while an id's last
+# transaction is being ended (its markers written) is asked again, for up to ~15 s.
+TXN_RETRY = RetryPolicy(
+    _worth_another, max_attempts=20, backoff=Backoff(0.05, 1.0), exhausted=_none_answered
 )
 PRODUCE_RETRY = RetryPolicy(
     _worth_another, max_attempts=FETCH_ATTEMPTS + 1, backoff=Backoff(0.05, 2.0)

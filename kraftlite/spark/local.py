@@ -9,7 +9,11 @@ import sys
 from typing import Any
 
 
-def local_spark(app_name: str, cores: int = 2, shuffle_partitions: int = 4) -> Any:
+def local_spark(
+    app_name: str, cores: int = 2, shuffle_partitions: int = 4, max_failures: int = 1
+) -> Any:
+    """`max_failures`: how often a task may fail before its job does (local mode's default
+    1 never retries one; a cluster's is 4)."""
     # Workers must run this venv's Python (they import kraftlite and pyarrow), and Spark
     # otherwise binds to the machine's outside address.
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -17,7 +21,9 @@ def local_spark(app_name: str, cores: int = 2, shuffle_partitions: int = 4) -> A
     from pyspark.sql import SparkSession  # noqa: PLC0415 - after the environment is set
 
     session = (
-        SparkSession.builder.master(f"local[{cores}]")
+        SparkSession.builder.master(
+            f"local[{cores}]" if max_failures == 1 else f"local[{cores},{max_failures}]"
+        )
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

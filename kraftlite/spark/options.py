@@ -118,7 +118,17 @@ STREAM_ONLY = frozenset(
     {"maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "commitToGroup"}
 )
 WRITE = frozenset(
-    {"topic", "batchMaxBytes", "requestTimeoutMs", "kafka.request.timeout.ms", "kafka.acks"}
+    {
+        "topic",
+        "batchMaxBytes",
+        "requestTimeoutMs",
+        "kafka.request.timeout.ms",
+        "kafka.acks",
+        "deliveryGuarantee",
+        "transactionalIdPrefix",
+        "transactionTimeoutMs",
+        "kafka.transaction.timeout.ms",
+    }
 )
 SPARK_STREAM_WRITE = frozenset({"checkpointLocation", "queryName"})  # Spark passes these itself
 KNOWN: dict[Mode, frozenset[str]] = {
@@ -137,7 +147,6 @@ IGNORED: dict[str, str] = {
     "kafkaConsumer.pollTimeoutMs": "requestTimeoutMs bounds each fetch",
     "fetchOffset.numRetries": "offsets are asked again, with backoff, on their own",
     "fetchOffset.retryIntervalMs": "offsets are asked again, with backoff, on their own",
-    "kafka.isolation.level": "kraftlite has no transactions: every record read is committed",
 }
 
 # Rule 3: Kafka settings a job may carry that kraftlite refuses, with the reason.
@@ -151,6 +160,8 @@ REFUSED: dict[str, str] = {
     "kafka.key.serializer": "give the key as a binary or string column",
     "kafka.value.serializer": "give the value as a binary or string column",
     "kafka.interceptor.classes": "kraftlite runs no Kafka client to intercept",
+    "kafka.transactional.id": "the sink names a transactional id per query and task itself: "
+    "set transactionalIdPrefix",
     "kafka.ssl.key.password": "encrypted keys are not read: give an unencrypted PEM key",
     "kafka.ssl.keystore.password": "kraftlite reads PEM files, which have no store password",
     "kafka.ssl.truststore.password": "kraftlite reads PEM files, which have no store password",
@@ -188,6 +199,17 @@ def check_known(options: Mapping[str, str], mode: Mode) -> None:
 
 
 # ------------------------------------------------------------------------ values
+
+
+def isolation_option(options: Mapping[str, str]) -> bool:
+    """`kafka.isolation.level`: True for read_committed (the default here), False for
+    read_uncommitted."""
+    value = options.get("kafka.isolation.level", "read_committed").strip().lower()
+    if value not in {"read_committed", "read_uncommitted"}:
+        raise OptionError(
+            f"kafka.isolation.level must be read_committed or read_uncommitted, not {value!r}"
+        )
+    return value == "read_committed"
 
 
 def flag_option(options: Mapping[str, str], name: str, default: bool) -> bool:

@@ -19,6 +19,11 @@ Rules:
    topic a key written again after the plan may have had its record in the range cleaned
    away before the task read it: that key is then missing from the result (read without an
    `endingOffsets`, a batch ends at the latest offset, which leaves the window small).
+6. `kafka.isolation.level` is read_committed unless set to read_uncommitted (Spark's Kafka
+   source defaults to read_uncommitted): a read plans to each partition's last stable
+   offset and sees only what transactions committed, never an aborted record or a
+   transaction's marker (docs/spark.md). A topic without transactions reads the same
+   either way, its last stable offset being its high watermark.
 
 Options (options.py checks them; docs/spark.md has the table): the brokers
 (`kafka.bootstrap.servers` or `kraftlite.bootstrap`) and credentials; one of `subscribe`,
@@ -57,6 +62,7 @@ from kraftlite.spark.options import (
     bootstrap_entries,
     check_scheme,
     flag_option,
+    isolation_option,
     json_option,
     positive_option,
     same_option,
@@ -84,6 +90,7 @@ class OffsetRange(InputPartition):
     fail_on_data_loss: bool
     fetch_max_bytes: int
     latest_per_key: bool = False
+    committed: bool = True  # kafka.isolation.level=read_committed
 
 
 def selected_topics(
@@ -187,6 +194,7 @@ class ReadSettings:
     min_partitions: int
     max_records_per_partition: int = 0
     latest_per_key: bool = False
+    committed: bool = True  # rule 6
 
     @classmethod
     def of(cls, options: Options, columns: Columns) -> ReadSettings:
@@ -203,15 +211,16 @@ class ReadSettings:
             positive_option(options, "minPartitions", 0),
             positive_option(options, "maxRecordsPerPartition", 0),
             latest,
+            isolation_option(options),
         )
 
     def cluster(self) -> Cluster:
-        return Cluster(self.bootstrap)
+        return Cluster(self.bootstrap, committed=self.committed)
 
     def offset_range(self, topic: str, partition: int, start: int, end: int) -> OffsetRange:
         return OffsetRange(
             self.bootstrap, topic, partition, start, end, self.columns,
-            self.fail_on_data_loss, self.fetch_max_bytes, self.latest_per_key,
+            self.fail_on_data_loss, self.fetch_max_bytes, self.latest_per_key, self.committed,
         )  # fmt: skip
 
     def split(self, ranges: list[OffsetRange]) -> list[OffsetRange]:
@@ -429,7 +438,7 @@ def _fold(table: pa.Table) -> pa.Table:
 
 def _read_batches(part: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Rules 2 and 3: the records of [start, end), as Arrow record batches."""
-    cluster = Cluster(part.bootstrap)
+    cluster = Cluster(part.bootstrap, committed=part.committed)
     pages = cluster.fetch(
         part.topic,
         part.partition,

@@ -116,6 +116,7 @@ def state_value(m: TxnMetadata) -> bytes:
             "start_ms": m.start_ms,
             "last_update_ms": m.last_update_ms,
             "previous_producer_id": m.previous_producer_id,
+            **({} if m.commit_tag is None else {"commit_tag": m.commit_tag}),
         }
     )
 
@@ -142,6 +143,7 @@ def parse_state_record(
             int(data["start_ms"]),
             int(data["last_update_ms"]),
             previous_producer_id=int(data.get("previous_producer_id", txn.NO_PRODUCER_ID)),
+            commit_tag=None if (tag := data.get("commit_tag")) is None else str(tag),
         )
     except (KeyError, TypeError) as exc:
         raise ValueError(f"unreadable transaction state record: {exc!r}") from None
@@ -228,6 +230,7 @@ class TxnListing:
     transactional_id: str
     producer_id: int
     state: TxnState
+    start_ms: int  # when its transaction began (NO_TIMESTAMP: never)
 
 
 class TransactionCoordinator:
@@ -275,6 +278,7 @@ class TransactionCoordinator:
                 ErrorCode.NOT_COORDINATOR,
                 f"broker {self.broker.broker_id} does not coordinate this transactional id",
                 leader_id=exc.details.get("leader_id"),
+                leader_url=exc.details.get("leader_url"),
             ) from None
 
     def _shard(self, transactional_id: str) -> tuple[Partition, TxnShard]:
@@ -410,9 +414,16 @@ class TransactionCoordinator:
         await self._carry_out(partition, shard, transactional_id, decision)
 
     async def end_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        tag: str | None = None,
     ) -> None:
-        """EndTxn [E2-E4]: answered once the Prepare state is written (rule 4)."""
+        """EndTxn [E2-E4]: answered once the Prepare state is written (rule 4); a commit's
+        `tag` is metadata.py rule 6."""
         partition, shard = await self._settled(transactional_id)
         decision = txn.end_txn(
             shard.txns.get(transactional_id),
@@ -421,6 +432,7 @@ class TransactionCoordinator:
             commit,
             self._now(),
             pending=transactional_id in shard.pending,
+            tag=tag,
         )
         await self._carry_out(partition, shard, transactional_id, decision)
 
@@ -444,12 +456,12 @@ class TransactionCoordinator:
         return None
 
     def describe(self, transactional_id: str) -> TxnMetadata:
-        """DescribeTransactions [X1]: TRANSACTIONAL_ID_NOT_FOUND (as INVALID_REQUEST's
-        neighbour, RESOURCE_NOT_FOUND here) for an id this coordinator does not have."""
+        """DescribeTransactions [X1]: TRANSACTIONAL_ID_NOT_FOUND for an id this coordinator
+        does not have."""
         _, shard = self._shard(transactional_id)
         found = shard.txns.get(transactional_id)
         if found is None:
-            raise KraftliteError(ErrorCode.RESOURCE_NOT_FOUND, "no such transactional id")
+            raise KraftliteError(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "no such transactional id")
         return found
 
     def listing(self) -> list[TxnListing]:
@@ -459,7 +471,8 @@ class TransactionCoordinator:
         for partition in self._led_partitions():
             shard = self._shard_of(partition)
             found += [
-                TxnListing(tid, m.producer_id, m.state) for tid, m in sorted(shard.txns.items())
+                TxnListing(tid, m.producer_id, m.state, m.start_ms)
+                for tid, m in sorted(shard.txns.items())
             ]
         return found
 

@@ -35,6 +35,11 @@ Rules:
    (`completed`, [C16, C29]). An Ongoing transaction older than its timeout is aborted by
    the coordinator as a fence is [C20]; an id idle in Empty or a Complete state for
    transactional.id.expiration.ms is deleted (a tombstone, [C21]).
+6. A kraftlite departure: a commit may carry a `tag` (an EndTxn over HTTP; Kafka's EndTxn
+   has none), written with the PrepareCommit that decides it and kept, through later
+   transactions that carry none, until a commit carries another. It says which work the
+   id last committed, decided atomically with it: the Spark sink tags each micro-batch's
+   transactions with the batch, so a replayed batch commits nothing twice (docs/spark.md).
 """
 
 from __future__ import annotations
@@ -78,6 +83,18 @@ VALID_PREVIOUS: Final[dict[TxnState, frozenset[TxnState]]] = {
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_EPOCH_FENCE: frozenset({S.ONGOING}),
 }
+# Kafka's names of the states (TransactionState.name), as DescribeTransactions,
+# ListTransactions and the HTTP description carry them
+STATE_NAMES: Final[dict[TxnState, str]] = {
+    S.EMPTY: "Empty",
+    S.ONGOING: "Ongoing",
+    S.PREPARE_COMMIT: "PrepareCommit",
+    S.PREPARE_ABORT: "PrepareAbort",
+    S.COMPLETE_COMMIT: "CompleteCommit",
+    S.COMPLETE_ABORT: "CompleteAbort",
+    S.DEAD: "Dead",
+    S.PREPARE_EPOCH_FENCE: "PrepareEpochFence",
+}
 FINISHED: Final = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
 PREPARED: Final = frozenset({S.PREPARE_COMMIT, S.PREPARE_ABORT})
 
@@ -103,6 +120,7 @@ class TxnMetadata:
     last_update_ms: int = NO_TIMESTAMP
     last_producer_epoch: int = NO_EPOCH
     previous_producer_id: int = NO_PRODUCER_ID
+    commit_tag: str | None = None  # rule 6: what the last committed transaction was tagged
 
 
 def exhausted(epoch: int) -> bool:
@@ -322,15 +340,24 @@ def end_txn(
     now_ms: int,
     *,
     pending: bool = False,
+    tag: str | None = None,
 ) -> Decision:
-    """Rule 4 [E2-E3]."""
+    """Rule 4 [E2-E3], and rule 6 for a commit's `tag`."""
     refused = _check_producer(current, producer_id, epoch, pending)
     if refused is not None:
         return refused
     assert current is not None
     if current.state is S.ONGOING:
-        state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-        return Write(transit(current, state=state, last_update_ms=now_ms), markers=True)
+        if commit:
+            target = transit(
+                current,
+                state=S.PREPARE_COMMIT,
+                last_update_ms=now_ms,
+                commit_tag=current.commit_tag if tag is None else tag,
+            )
+        else:
+            target = transit(current, state=S.PREPARE_ABORT, last_update_ms=now_ms)
+        return Write(target, markers=True)
     answer = _END_ELSEWHERE[current.state, commit]
     return Answered(producer_id, epoch) if answer is None else Refused(answer)
 

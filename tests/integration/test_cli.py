@@ -176,6 +176,18 @@ def _client_tools(broker: str) -> None:
     rest = run("consume", "tools", "--group", "cli", "--timeout-ms", "1000")
     assert len(rest.stdout.splitlines()) == 1  # the group goes on where it stopped
     assert "cli" in run("groups", "list").stdout
+    # --transactional-id: every line in one transaction, across partitions
+    lines = "".join(f"k{i}:t{i}\n" for i in range(6))
+    atomic = run(
+        "produce", "tools", "--key-separator", ":", "--transactional-id", "cli-tx", stdin=lines
+    )
+    assert atomic.returncode == 0 and "committed 6 records" in atomic.stderr, atomic.stderr
+    committed = run(
+        "consume", "tools", "--from-beginning", "--timeout-ms", "1500",
+        "--isolation-level", "read_committed", "--output", "json",
+    )  # fmt: skip
+    values = sorted(json.loads(line)["value"] for line in committed.stdout.splitlines())
+    assert values == sorted(["one", "two", "three", *(f"t{i}" for i in range(6))]), values
     missing = run("topics", "describe", "nope")
     assert missing.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
     assert run("topics", "delete", "tools").returncode == 0

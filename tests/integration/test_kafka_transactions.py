@@ -17,6 +17,7 @@ import pytest
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from kraftlite.errors import ErrorCode, KraftliteError
 from tests.harness.processes import FAST_SESSIONS, Cluster, http
 
 pytestmark = [
@@ -225,6 +226,55 @@ def test_a_second_producer_with_the_same_id_fences_the_first(cluster: Cluster) -
         KafkaError.INVALID_PRODUCER_EPOCH,
     ), error
     assert read_values(consumer(cluster, "read_committed"), "txn-zombie", 1) == [b"successor"]
+
+
+async def python_client_transactions(cluster: Cluster) -> None:
+    """kraftlite's own producer over HTTP (docs/transactions.md): a commit across topics
+    and partitions is seen whole, an abort never, and a Kafka client taking the same
+    transactional id fences it (both edges share one coordinator)."""
+    from kraftlite.client.producer import Producer as KraftliteProducer  # noqa: PLC0415
+
+    async with KraftliteProducer(
+        list(cluster.urls.values()), transactional_id="tx-python", linger_ms=1
+    ) as writer:
+        await writer.init_transactions()
+        writer.begin_transaction()
+        sent = [await writer.send(t, f"{t}-{i}".encode(), partition=i % 3)
+                for t in ("txn-py-a", "txn-py-b") for i in range(6)]  # fmt: skip
+        await writer.commit_transaction(tag="first")
+        assert all(f.result().offset >= 0 for f in sent)
+        writer.begin_transaction()
+        await writer.send("txn-py-a", b"aborted", partition=0)
+        await writer.abort_transaction()
+        # a Kafka client takes the id: the HTTP producer is fenced
+        successor = producer(cluster, "tx-python")
+        successor.init_transactions(30)
+        writer.begin_transaction()
+        late = await writer.send("txn-py-a", b"zombie", partition=1)
+        with pytest.raises(KraftliteError) as fenced:
+            await writer.commit_transaction()
+        error = late.exception()
+        assert isinstance(error, KraftliteError), error
+        assert error.code in {ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH}, error
+        assert fenced.value.code is ErrorCode.TRANSACTION_ABORTABLE
+        successor.begin_transaction()
+        successor.produce("txn-py-b", value=b"successor", partition=2)
+        successor.commit_transaction(30)
+
+
+def test_the_python_clients_transactions_and_a_kafka_client_fencing_it(cluster: Cluster) -> None:
+    create_topic(cluster, "txn-py-a")
+    create_topic(cluster, "txn-py-b")
+    asyncio.run(python_client_transactions(cluster))
+    assert sorted(read_values(consumer(cluster, "read_committed"), "txn-py-a", 3, expected=6)) == (
+        sorted(f"txn-py-a-{i}".encode() for i in range(6))
+    )
+    assert sorted(read_values(consumer(cluster, "read_committed"), "txn-py-b", 3, expected=7)) == (
+        sorted([*(f"txn-py-b-{i}".encode() for i in range(6)), b"successor"])
+    )
+    assert sorted(read_values(consumer(cluster, "read_uncommitted"), "txn-py-a", 3)) == sorted(
+        [*(f"txn-py-a-{i}".encode() for i in range(6)), b"aborted"]
+    )  # the zombie's batch never reached the log
 
 
 def test_offsets_sent_to_a_transaction_are_committed_with_it(cluster: Cluster) -> None:

@@ -66,9 +66,19 @@ def test_reads_and_writes_authenticate_and_are_authorized(spark: Any, secured: C
     assert sorted(bytes(r.value).decode() for r in rows.collect()) == sorted(
         f"c{i}" for i in range(50)
     )
-    rows.select("key", "value").write.format("kraftlite").mode("append").options(
-        **_options(secured, **analyst), topic="clicks-out"
-    ).save()
+    sink = rows.select("key", "value").write.format("kraftlite").mode("append")
+    # the exactly-once sink (the default) writes as transactional ids of its prefix
+    with pytest.raises(Exception, match="grant the job's user WRITE on the TRANSACTIONAL_ID"):
+        sink.options(**_options(secured, **analyst), topic="clicks-out").save()
+    with SyncAdmin(bootstrap, credentials=ADMIN) as admin:
+        admin.create_acl(
+            principal="User:analyst",
+            operation="WRITE",
+            resource_type="TRANSACTIONAL_ID",
+            resource_name="kraftlite-spark-",
+            pattern_type="PREFIXED",
+        )
+    sink.options(**_options(secured, **analyst), topic="clicks-out").save()
     copied = (
         spark.read.format("kraftlite")
         .options(**_options(secured, **analyst), subscribe="clicks-out")
@@ -126,7 +136,9 @@ def test_a_kafka_job_s_sasl_login_is_a_kraftlite_user(spark: Any, secured: Clust
         f"s{i}" for i in range(20)
     )
     rows.select("value").write.format("kraftlite").mode("append").options(
-        **kafka_job("PLAIN", "plain.PlainLoginModule"), topic="sasl-out"
+        **kafka_job("PLAIN", "plain.PlainLoginModule"),
+        topic="sasl-out",
+        deliveryGuarantee="at-least-once",  # needs no transactional id ACL
     ).save()
     admin_options = _options(
         secured, **{"kraftlite.auth.user": "admin", "kraftlite.auth.password": "spark-admin-pw"}

@@ -249,7 +249,8 @@ def test_the_admin_body_schemas_are_the_ones_their_types_generate() -> None:
 
 def test_every_controller_body_is_typed() -> None:
     """Every JSON body served by the controllers has a type: the document's operations with
-    a JSON body are the table above, the broker's own (produce, groups) and topic creation."""
+    a JSON body are the table above, the broker's own (produce, groups, transactions) and
+    topic creation."""
     broker_bodies = {
         ("post", "/v1/topics"),
         ("post", "/v1/topics/{topic}/records"),
@@ -259,6 +260,9 @@ def test_every_controller_body_is_typed() -> None:
         ("post", "/v1/groups/{group}/members/{member_id}/heartbeat"),
         ("post", "/v1/groups/{group}/offsets"),
         ("delete", "/v1/groups/{group}/offsets"),
+        ("post", "/v1/transactions/{transactional_id}/producer"),
+        ("post", "/v1/transactions/{transactional_id}/partitions"),
+        ("post", "/v1/transactions/{transactional_id}/end"),
     }
     assert set(request_bodies()) == set(CONTROLLER_BODIES) | broker_bodies
 

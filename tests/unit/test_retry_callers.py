@@ -277,12 +277,14 @@ def fetching(monkeypatch: pytest.MonkeyPatch, pages: list[Any]) -> tuple[Cluster
     """A Cluster whose leader is http://l0 and whose fetches answer `pages` in turn."""
     cluster, asked = cluster_answering(monkeypatch, lambda url: b"")
 
-    def fetch_page(leader: str, topic: str, partition: int, offset: int, max_bytes: int) -> bytes:
+    def fetch_page(
+        leader: str, topic: str, partition: int, offset: int, max_bytes: int
+    ) -> tuple[bytes, int]:
         asked.append(leader)
         answer = pages.pop(0)
         if isinstance(answer, BaseException):
             raise answer
-        return answer
+        return answer, batch_format.next_offset_after(answer) if answer else offset
 
     monkeypatch.setattr(cluster, "_leader", lambda topic, partition: "http://l0")
     monkeypatch.setattr(cluster, "_fetch_page", fetch_page)

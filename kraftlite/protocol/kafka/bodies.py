@@ -1403,6 +1403,50 @@ class DescribeProducersResponse(TypedDict, total=False):
     topics: list[TopicResponse]  # []TopicResponse, 0+
 
 
+class DescribeTransactionsRequest(TypedDict):
+    transactional_ids: list[str]  # []string, 0+
+
+
+class DescribeTransactionsResponseTopicData(TypedDict, total=False):
+    topic: str  # string, 0+
+    partitions: list[int]  # []int32, 0+
+
+
+class DescribeTransactionsResponseTransactionState(TypedDict, total=False):
+    error_code: int  # int16, 0+
+    transactional_id: str  # string, 0+
+    transaction_state: str  # string, 0+
+    transaction_timeout_ms: int  # int32, 0+
+    transaction_start_time_ms: int  # int64, 0+
+    producer_id: int  # int64, 0+
+    producer_epoch: int  # int16, 0+
+    topics: list[DescribeTransactionsResponseTopicData]  # []TopicData, 0+
+
+
+class DescribeTransactionsResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    transaction_states: list[DescribeTransactionsResponseTransactionState]  # []TransactionState, 0+
+
+
+class ListTransactionsRequest(TypedDict):
+    state_filters: list[str]  # []string, 0+
+    producer_id_filters: list[int]  # []int64, 0+
+    duration_filter: int  # int64, 1+
+
+
+class ListTransactionsResponseTransactionState(TypedDict, total=False):
+    transactional_id: str  # string, 0+
+    producer_id: int  # int64, 0+
+    transaction_state: str  # string, 0+
+
+
+class ListTransactionsResponse(TypedDict, total=False):
+    throttle_time_ms: int  # int32, 0+
+    error_code: int  # int16, 0+
+    unknown_state_filters: list[str]  # []string, 0+
+    transaction_states: list[ListTransactionsResponseTransactionState]  # []TransactionState, 0+
+
+
 class ConsumerGroupHeartbeatRequestTopicPartitions(TypedDict):
     topic_id: uuid.UUID  # uuid, 0+
     partitions: list[int]  # []int32, 0+
@@ -1533,6 +1577,8 @@ AnyResponse: TypeAlias = (
     | DescribeQuorumResponse
     | DescribeClusterResponse
     | DescribeProducersResponse
+    | DescribeTransactionsResponse
+    | ListTransactionsResponse
     | ConsumerGroupHeartbeatResponse
     | ConsumerGroupDescribeResponse
 )

@@ -164,6 +164,8 @@ class ApiKey(IntEnum):
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
 
@@ -1883,6 +1885,48 @@ _API_LIST: Final = (
                         f("CurrentTxnStartOffset", "int64", "0+", default=-1),
                     )),
                 )),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.DESCRIBE_TRANSACTIONS,
+        "0",
+        "0+",
+        request=(f("TransactionalIds", "[]string", "0+"),),
+        response=(
+            THROTTLE,
+            f("TransactionStates", "[]TransactionState", "0+", fields=(
+                f("ErrorCode", "int16", "0+"),
+                f("TransactionalId", "string", "0+"),
+                f("TransactionState", "string", "0+"),
+                f("TransactionTimeoutMs", "int32", "0+"),
+                f("TransactionStartTimeMs", "int64", "0+"),
+                f("ProducerId", "int64", "0+"),
+                f("ProducerEpoch", "int16", "0+"),
+                f("Topics", "[]TopicData", "0+", fields=(
+                    f("Topic", "string", "0+"),
+                    f("Partitions", "[]int32", "0+"),
+                )),
+            )),
+        ),
+    ),
+    api(
+        ApiKey.LIST_TRANSACTIONS,
+        "0-1",
+        "0+",
+        request=(
+            f("StateFilters", "[]string", "0+"),
+            f("ProducerIdFilters", "[]int64", "0+"),
+            f("DurationFilter", "int64", "1+", default=-1),
+        ),
+        response=(
+            THROTTLE,
+            f("ErrorCode", "int16", "0+"),
+            f("UnknownStateFilters", "[]string", "0+"),
+            f("TransactionStates", "[]TransactionState", "0+", fields=(
+                f("TransactionalId", "string", "0+"),
+                f("ProducerId", "int64", "0+"),
+                f("TransactionState", "string", "0+"),
             )),
         ),
     ),
