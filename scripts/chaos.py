@@ -11,7 +11,13 @@ invariant (docs/design/fault-injection.md).
 The last line is JSON: {"bench": "chaos", "acked", "lost", "faults", "unavailable_s", "seed",
 "violations"}; the exit status is 1 if any invariant was violated.
 
-Run: python scripts/chaos.py --seconds 600 --seed 7 [--keep DIR]
+With --transactions the load is a consume-transform-produce job of Kafka clients with
+exactly-once processing instead (tests/harness/txn_chaos.py), checked by a read_committed
+reader: no aborted record, every transaction whole, each input's output once; the last line
+is then {"bench": "txn-chaos", "inputs", "committed", "aborted", "unknown", "restarts",
+"faults", "seed", "violations"}.
+
+Run: python scripts/chaos.py --seconds 600 --seed 7 [--keep DIR] [--transactions]
 """
 
 from __future__ import annotations
@@ -22,11 +28,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.harness package
 
 from kraftlite.logs import configure_logging
 from tests.harness.nemesis import chaos_run
+from tests.harness.txn_chaos import txn_chaos_run
 
 
 def main() -> int:
@@ -44,6 +52,11 @@ def main() -> int:
         action="store_true",
         help="move the topic's replicas meanwhile (its replication factor 3 -> 2 -> 3 ...)",
     )
+    parser.add_argument(
+        "--transactions",
+        action="store_true",
+        help="a transactional consume-transform-produce job (Kafka clients) as the load",
+    )
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else time.time_ns() % 1_000_000
 
@@ -53,16 +66,18 @@ def main() -> int:
     # The group members' client logs every retry at debug: only warnings here.
     configure_logging(role="chaos", node_id=None, log_format="console", level="warning")
     log(f"chaos: seed {seed}, {args.seconds:g} s of faults")
+
+    def run(root: Path) -> Any:
+        if args.transactions:
+            return txn_chaos_run(root, args.seconds, seed, log)
+        return chaos_run(root, args.seconds, seed, log, moves=args.moves, compacted=args.compacted)
+
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
-        result = chaos_run(
-            args.keep, args.seconds, seed, log, moves=args.moves, compacted=args.compacted
-        )
+        result = run(args.keep)
     else:
         with tempfile.TemporaryDirectory(prefix="kraftlite-chaos-") as root:
-            result = chaos_run(
-                Path(root), args.seconds, seed, log, moves=args.moves, compacted=args.compacted
-            )
+            result = run(Path(root))
     print(json.dumps(result.summary()), flush=True)
     return 1 if result.violations else 0
 

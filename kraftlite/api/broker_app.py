@@ -367,14 +367,13 @@ async def produce_to_partition(request: web.Request) -> web.StreamResponse:
                 ErrorCode.UNSUPPORTED_MEDIA_TYPE,
                 f"a transactional produce sends one {BATCH_TYPE} batch",
             )
+        if acks is not Acks.ALL:  # as Kafka's producer insists: a commit covers acked writes
+            raise KraftliteError(ErrorCode.INVALID_REQUEST, "a transactional produce is acks=all")
         count = _record_count(body)
         produced = await service.produce_transactional(
             topic, index, body, acks, timeout_s, transactional_id
         )
-        return json_response(
-            {"offsets": _entries(index, produced, count)},
-            status=202 if acks is Acks.NONE else 200,
-        )
+        return json_response({"offsets": _entries(index, produced, count)})
     if request.content_type == BATCH_TYPE:
         batch, count = body, _record_count(body)
     elif request.content_type in {"application/json", ""}:

@@ -41,7 +41,8 @@ from kraftlite.api.relay import relay
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.topics import is_internal_topic, validate_topic_name
 from kraftlite.protocol import names
-from kraftlite.transactions.metadata import NO_TIMESTAMP, STATE_NAMES, TopicPartition
+from kraftlite.transactions.coordinator import TXN_TOPIC
+from kraftlite.transactions.metadata import NO_TIMESTAMP, STATE_NAMES, TopicPartition, TxnState
 
 MAX_PARTITIONS: Final = 10_000
 MAX_TAG: Final = 256
@@ -70,10 +71,16 @@ def _producer(body: dict[str, Any]) -> tuple[int, int]:
     return _int(body, "producer_id", 0, 2**63 - 1), _int(body, "producer_epoch", 0, 2**15 - 1)
 
 
-async def _at_coordinator(request: web.Request, transactional_id: str) -> web.Response | None:
-    """Rule 1: None when this broker coordinates the id; else the coordinator's answer."""
+async def _at_coordinator(
+    request: web.Request, transactional_id: str, *, create: bool = True
+) -> web.Response | None:
+    """Rule 1: None when this broker coordinates the id; else the coordinator's answer.
+    `create`: the state topic is made on first use (a description makes nothing)."""
     transactions = request.app[SERVICE].transactions
-    await transactions.ensure_state_topic()
+    if create:
+        await transactions.ensure_state_topic()
+    elif transactions.broker.replicas.image.topic(TXN_TOPIC) is None:  # no id was ever used
+        raise KraftliteError(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "no such transactional id")
     try:
         transactions.coordinator_partition(transactional_id)
     except KraftliteError as exc:
@@ -167,9 +174,11 @@ async def end(request: web.Request) -> web.Response:
 
 async def describe(request: web.Request) -> web.Response:
     transactional_id = transactional_id_of(request)
-    if (forwarded := await _at_coordinator(request, transactional_id)) is not None:
+    if (forwarded := await _at_coordinator(request, transactional_id, create=False)) is not None:
         return forwarded
     found = request.app[SERVICE].transactions.describe(transactional_id)
+    if found.state is TxnState.DEAD:  # being expired: as the Kafka edge answers [X1]
+        raise KraftliteError(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "no such transactional id")
     partitions = [
         {"topic": tp.topic, "partition": tp.partition}
         for tp in sorted(found.partitions)

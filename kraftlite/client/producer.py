@@ -22,8 +22,10 @@ Rules (Kafka's producer, in small):
    `commit_transaction` or `abort_transaction`. Each partition joins the transaction
    before its first batch; batches say they are transactional. A batch that fails makes
    the transaction abortable: the commit raises it, and the producer keeps its id (a new
-   one would leave the transaction); only `abort_transaction` goes on from there. A fenced
-   producer (PRODUCER_FENCED) can do nothing more.
+   one would leave the transaction); only `abort_transaction` goes on from there, and it
+   bumps the producer's epoch (KIP-360), so a batch of the aborted transaction whose fate
+   was unknown is never taken for one of the next (sequences start over). A fenced producer
+   (PRODUCER_FENCED) can do nothing more.
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ class _Transaction:
 
     partitions: set[tuple[str, int]] = field(default_factory=set)
     error: Exception | None = None
+    asked: bool = False  # a partition was asked to join: the coordinator may have it open
+    ending: bool = False  # being committed or aborted: no more records
 
 
 # CONCURRENT_TRANSACTIONS while the id's last transaction is being ended: asked again
@@ -173,12 +177,20 @@ class Producer:
         are fenced and what they left open is aborted (asked again until it is)."""
         if self.transactional_id is None:
             raise RuntimeError("init_transactions needs a transactional_id")
+        await self._new_epoch(None)
+        self._transaction = None
+
+    async def _new_epoch(self, current: tuple[int, int] | None) -> None:
+        """InitProducerId; with `current`, KIP-360's bump of this producer's own epoch
+        (after an abort: a batch of the aborted transaction whose fate was unknown must not
+        be taken for the next one's, so sequences start over at a new epoch)."""
+        body: dict[str, object] = {"transaction_timeout_ms": self.transaction_timeout_ms}
+        if current is not None:
+            body |= {"producer_id": current[0], "producer_epoch": current[1]}
         async for attempt in TXN_RETRY.run_async(self._clock):
             with attempt:
                 answer = await self._transport.call(
-                    "POST",
-                    self._transaction_path("/producer"),
-                    {"transaction_timeout_ms": self.transaction_timeout_ms},
+                    "POST", self._transaction_path("/producer"), body
                 )
                 async with self._id_lock:
                     self._producer = (int(answer["producer_id"]), int(answer["producer_epoch"]))
@@ -196,41 +208,52 @@ class Producer:
     async def commit_transaction(self, *, tag: str | None = None) -> None:
         """Send what is queued, then commit: every record sent in the transaction becomes
         visible to read_committed readers, or (any batch having failed) none, and this
-        raises: call `abort_transaction`. `tag` names the commit (docs/transactions.md)."""
-        transaction = self._open_transaction()
+        raises: call `abort_transaction`. `tag` names the commit (docs/transactions.md).
+        No record may be sent from the call on."""
+        transaction = self._ending()
         await self.flush()
         if transaction.error is not None:
             raise KraftliteError(
                 ErrorCode.TRANSACTION_ABORTABLE,
                 f"a batch of the transaction failed ({transaction.error}): abort it",
             )
-        await self._end(transaction, commit=True, tag=tag)
+        if transaction.asked:  # a transaction that added nothing has nothing to commit
+            await self._end(commit=True, tag=tag)
+        self._transaction = None
 
     async def abort_transaction(self) -> None:
-        """Nothing sent in the transaction becomes visible to read_committed readers."""
-        transaction = self._open_transaction()
+        """Nothing sent in the transaction becomes visible to read_committed readers; the
+        producer goes on at a new epoch (`_new_epoch`)."""
+        transaction = self._ending()
         await self.flush()
-        await self._end(transaction, commit=False, tag=None)
+        if transaction.asked:
+            try:
+                await self._end(commit=False, tag=None)
+            except KraftliteError as exc:  # a partition asked for but never added: the
+                if exc.code is not ErrorCode.INVALID_TXN_STATE:  # bump below aborts what is
+                    raise
+            assert self._producer is not None
+            await self._new_epoch(self._producer)
+        self._transaction = None
 
-    def _open_transaction(self) -> _Transaction:
+    def _ending(self) -> _Transaction:
         if self._transaction is None:
             raise RuntimeError("no transaction is open")
+        self._transaction.ending = True
         return self._transaction
 
-    async def _end(self, transaction: _Transaction, *, commit: bool, tag: str | None) -> None:
-        if transaction.partitions:  # a transaction that added nothing has nothing to end
-            assert self._producer is not None
-            body: dict[str, object] = {
-                "producer_id": self._producer[0],
-                "producer_epoch": self._producer[1],
-                "commit": commit,
-            }
-            if tag is not None:
-                body["tag"] = tag
-            async for attempt in TXN_RETRY.run_async(self._clock):
-                with attempt:
-                    await self._transport.call("POST", self._transaction_path("/end"), body)
-        self._transaction = None
+    async def _end(self, *, commit: bool, tag: str | None) -> None:
+        assert self._producer is not None
+        body: dict[str, object] = {
+            "producer_id": self._producer[0],
+            "producer_epoch": self._producer[1],
+            "commit": commit,
+        }
+        if tag is not None:
+            body["tag"] = tag
+        async for attempt in TXN_RETRY.run_async(self._clock):
+            with attempt:
+                await self._transport.call("POST", self._transaction_path("/end"), body)
 
     async def _join(self, transaction: _Transaction, topic: str, partition: int) -> None:
         """Rule 6: `partition` in the open transaction before its first batch; nothing
@@ -240,6 +263,7 @@ class Producer:
         if (topic, partition) in transaction.partitions:
             return
         assert self._producer is not None
+        transaction.asked = True  # from here it may be open at the coordinator
         async for attempt in TXN_RETRY.run_async(self._clock):
             with attempt:
                 await self._transport.call(
@@ -269,8 +293,10 @@ class Producer:
         `headers` are (name, value) pairs; a value may be None (Kafka's null header value)."""
         if self._closed:
             raise RuntimeError("the producer is closed")
-        if self.transactional_id is not None and self._transaction is None:
-            raise RuntimeError("a transactional producer sends inside a transaction")
+        if self.transactional_id is not None and (
+            self._transaction is None or self._transaction.ending
+        ):
+            raise RuntimeError("a transactional producer sends inside an open transaction")
         count = self._transport.known_partition_count(topic)  # cached: no await per record
         if not count:
             count = len(await self._transport.partitions(topic))

@@ -172,12 +172,10 @@ class Cluster:
                     p["partition"],
                     urls.get(p["leader"]),
                     p["log_start_offset"],
-                    p["high_watermark"]
-                    if p.get("last_stable_offset") is None
-                    else p["last_stable_offset"],
+                    p["last_stable_offset"] if self.committed else p["high_watermark"],
                 )
                 for p in described["partitions"]
-                if p["high_watermark"] is not None
+                if self._end_of(p) is not None
             ],
         )
 
@@ -189,7 +187,7 @@ class Cluster:
                 isolation = "?isolation=read_committed" if self.committed else ""
                 described = self.call(f"/v1/topics/{urllib.parse.quote(topic)}{isolation}")
                 unknown = [
-                    p["partition"] for p in described["partitions"] if p["high_watermark"] is None
+                    p["partition"] for p in described["partitions"] if self._end_of(p) is None
                 ]
                 if wait and unknown:
                     raise NotYet(
@@ -198,6 +196,16 @@ class Cluster:
                     )
                 return described
         raise AssertionError("unreachable: the attempts end in a return or an error")
+
+    def _end_of(self, described: dict[str, Any]) -> int | None:
+        """Where a read of the described partition may plan to; None while unknown (no
+        leader; with `committed`, also a leader too old to say its last stable offset)."""
+        if described["high_watermark"] is None:
+            return None
+        end: int | None = (
+            described.get("last_stable_offset") if self.committed else (described["high_watermark"])
+        )
+        return end
 
     def partitions(self, topic: str, *, wait: bool = True) -> list[PartitionState]:
         return self.topic(topic, wait=wait).partitions

@@ -35,10 +35,10 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -54,7 +54,7 @@ from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import names
 from kraftlite.protocol.partitioner import partition_for_key
 from kraftlite.spark.arrow import COLUMN_TYPES
-from kraftlite.spark.cluster import Brokers, Cluster
+from kraftlite.spark.cluster import LOG, Brokers, Cluster
 from kraftlite.spark.options import OptionError, Options, positive_option, same_option
 from kraftlite.spark.source import brokers_of
 
@@ -71,6 +71,7 @@ MAX_PREFIX = 200  # the rest of the id: a query id (36) and a partition
 DEFAULT_TRANSACTION_TIMEOUT_MS = 300_000  # a micro-batch's tasks and its commit, within it
 QUERY_ID = "sql.streaming.queryId"  # the local property Spark gives a streaming query's tasks
 MAX_PARALLEL_ENDS = 16
+T = TypeVar("T")
 # header, the most padding the 13 sections can take (12, and 13 with a null header value), slack
 BATCH_OVERHEAD = 48 + 13 * 7 + 8
 SINK_TYPES: dict[str, set[str]] = {
@@ -378,16 +379,62 @@ def end_all(
         decided = commit
         if commit:
             found = cluster.transaction(txn.transactional_id)
-            decided = found is None or found.get("commit_tag") != tag
+            if found is None:  # its task just began a transaction under it: gone since?
+                raise KraftliteError(
+                    ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
+                    f"{txn.transactional_id} is unknown to its coordinator: its records are "
+                    "not committed",
+                )
+            decided = found.get("commit_tag") != tag
         cluster.end_transaction(
             txn.transactional_id, txn.producer, commit=decided, tag=tag if decided else None
         )
 
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_ENDS, len(transactions))) as pool:
-        outcomes = [pool.submit(end, txn) for txn in transactions]
+    _in_parallel(end, transactions)
+
+
+def _in_parallel(call: Callable[[T], None], items: Sequence[T]) -> None:
+    """`call` on every item, MAX_PARALLEL_ENDS at a time; the first failure is raised once
+    all were tried."""
+    if not items:
+        return
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_ENDS, len(items))) as pool:
+        outcomes = [pool.submit(call, item) for item in items]
     errors = [e for f in outcomes if (e := f.exception()) is not None]
     if errors:
         raise errors[0]
+
+
+def fence_unfinished(
+    settings: SinkSettings, messages: list[WriterCommitMessage | None], owner: str | None
+) -> None:
+    """Rule 4, on a failed write: the ids of the tasks that gave no commit message (failed,
+    or cancelled) are taken once more, which aborts what they left open at once, rather than
+    by its timeout while read_committed readers of their partitions wait. `owner`: the
+    write id or query id of the ids (None: unknown, nothing to do)."""
+    if owner is None or not settings.exactly_once:
+        return
+    cluster = Cluster(settings.bootstrap)
+    prefix = settings.transactional_id_prefix
+    unfinished = [f"{prefix}{owner}-{i}" for i, m in enumerate(messages) if m is None]
+
+    def fence(transactional_id: str) -> None:
+        try:
+            cluster.init_transactions(transactional_id, settings.transaction_timeout_ms)
+        except KraftliteError as exc:  # best effort: its timeout aborts it otherwise
+            LOG.warning("could not fence %s: %s", transactional_id, exc)
+
+    _in_parallel(fence, unfinished)
+
+
+def _query_of(settings: SinkSettings, messages: list[WriterCommitMessage | None]) -> str | None:
+    """The query id in the transactional ids the tasks that finished used."""
+    for txn in _transactions(messages):
+        owner, _, _ = txn.transactional_id.removeprefix(
+            settings.transactional_id_prefix
+        ).rpartition("-")
+        return owner
+    return None
 
 
 class KraftliteWriter(DataSourceArrowWriter):
@@ -405,7 +452,10 @@ class KraftliteWriter(DataSourceArrowWriter):
         end_all(self.settings, messages, commit=True, tag=self.write_id)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        end_all(self.settings, messages, commit=False, tag=self.write_id)
+        try:
+            end_all(self.settings, messages, commit=False, tag=self.write_id)
+        finally:
+            fence_unfinished(self.settings, messages, self.write_id)
 
 
 class KraftliteStreamWriter(StreamWriterBase):
@@ -423,4 +473,7 @@ class KraftliteStreamWriter(StreamWriterBase):
         end_all(self.settings, messages, commit=True, tag=str(batchId))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        end_all(self.settings, messages, commit=False, tag=str(batchId))
+        try:
+            end_all(self.settings, messages, commit=False, tag=str(batchId))
+        finally:
+            fence_unfinished(self.settings, messages, _query_of(self.settings, messages))

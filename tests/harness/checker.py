@@ -18,6 +18,11 @@ The invariants (docs/design/fault-injection.md lists which scenario relies on wh
    lineage). Two brokers accepting writes in one epoch break the first half.
 5. Committed group offsets never go backwards.
 6. An idempotent producer's records are each written once, in order (`written_once`).
+7. Transactions (issue 27), for a read_committed reader of a consume-transform-produce
+   job's output, each output record naming its transaction and that transaction's size
+   (`transactions_seen_whole`): no record of a transaction its producer aborted; every
+   transaction seen is seen whole; every transaction whose commit was acknowledged is
+   seen. And every input record's output is there exactly once (`outputs_exactly_once`).
 
 On a compacted topic (issue 26) the cleaner removes every record of a key but its latest,
 on each replica on its own, so 1-3 become (`key_of` gives a record's key from its value):
@@ -386,6 +391,61 @@ def consumed_as_compacted(
     missed = sorted(offset for offset, _ in newest.values() if offset not in seen)
     if missed:
         found.append(Violation("consumed", f"no one consumed the latest record at {missed[:10]}"))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOutput:
+    """One output record of a transactional job as a reader saw it: the input it came from,
+    the transaction it was written in, and how many records that transaction wrote."""
+
+    source: str
+    transaction: str
+    size: int
+
+
+def transactions_seen_whole(
+    seen: Sequence[TxnOutput], committed: Iterable[str], aborted: Iterable[str]
+) -> list[Violation]:
+    """Invariant 7, the transactions: `committed` (commit acknowledged) and `aborted`
+    (abort acknowledged) as the producers learnt them; others' outcome is unknown, and
+    they must be seen whole or not at all."""
+    found: list[Violation] = []
+    counts: dict[str, int] = {}
+    sizes: dict[str, set[int]] = {}
+    for record in seen:
+        counts[record.transaction] = counts.get(record.transaction, 0) + 1
+        sizes.setdefault(record.transaction, set()).add(record.size)
+    dropped = sorted(set(aborted) & set(counts))
+    if dropped:
+        found.append(Violation("aborted", f"records of aborted transactions {dropped[:10]} read"))
+    partial = sorted(
+        f"{t} ({counts[t]} of {sorted(sizes[t])})" for t in counts if sizes[t] != {counts[t]}
+    )
+    if partial:
+        found.append(Violation("whole", f"transactions not seen whole: {partial[:10]}"))
+    missing = sorted(set(committed) - set(counts))
+    if missing:
+        found.append(Violation("committed", f"committed transactions never read: {missing[:10]}"))
+    return found
+
+
+def outputs_exactly_once(sources: Iterable[str], seen: Sequence[TxnOutput]) -> list[Violation]:
+    """Invariant 7, the job: each input's output read exactly once, and nothing else."""
+    wanted = set(sources)
+    counts: dict[str, int] = {}
+    for record in seen:
+        counts[record.source] = counts.get(record.source, 0) + 1
+    found: list[Violation] = []
+    twice = sorted(s for s, n in counts.items() if n > 1)
+    if twice:
+        found.append(Violation("once", f"{len(twice)} inputs' outputs read twice: {twice[:10]}"))
+    missing = sorted(wanted - set(counts))
+    if missing:
+        found.append(Violation("once", f"{len(missing)} inputs have no output: {missing[:10]}"))
+    strange = sorted(set(counts) - wanted)
+    if strange:
+        found.append(Violation("once", f"outputs of no input: {strange[:10]}"))
     return found
 
 

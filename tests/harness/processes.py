@@ -350,13 +350,19 @@ class Cluster:
         return ",".join(self.kafka_addresses.values())
 
     def create_topic(
-        self, name: str, partitions: int = 1, replication_factor: int | None = None
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int | None = None,
+        configs: dict[str, Any] | None = None,
     ) -> dict[int, int]:
         """Create `name` (over HTTP, through broker 1) and wait until every partition is
         led as broker 1 sees it; partition -> leader."""
         body: dict[str, Any] = {"name": name, "partitions": partitions}
         if replication_factor is not None:
             body["replication_factor"] = replication_factor
+        if configs:
+            body["configs"] = configs
         status, answer = http_retry("POST", self.urls[1] + "/v1/topics", body)
         assert status == 201, answer
         deadline = time.monotonic() + 20

@@ -336,6 +336,13 @@ async def test_refusals_carry_kafkas_codes_and_change_nothing(api: Api) -> None:
             **{TRANSACTIONAL_ID: "tx"},
         )
     ) == (400, "INVALID_REQUEST")
+    for acks in ("1", "0"):  # a transaction commits acknowledged writes only
+        assert await code(
+            "POST",
+            f"/v1/topics/orders/partitions/0/records?acks={acks}",
+            batch,
+            **{"Content-Type": BATCH_TYPE, TRANSACTIONAL_ID: "tx"},
+        ) == (400, "INVALID_REQUEST")
     # the state the calls do not fit
     assert await code("POST", "/v1/transactions/tx/end", good | {"commit": True}) == (
         409,

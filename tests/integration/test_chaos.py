@@ -32,6 +32,7 @@ from tests.harness.observe import (
     wait_until,
 )
 from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
+from tests.harness.txn_chaos import txn_chaos_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(120)]
 MIN_ISR_2 = {"min.insync.replicas": 2}
@@ -536,4 +537,21 @@ def test_random_faults_on_a_compacted_topic_lose_no_key(tmp_path: Path, seed: in
     result = chaos_run(tmp_path, seconds=30, seed=seed, log=lambda _: None, compacted=True)
     assert result.faults, "no fault was injected"
     assert 0 < result.readable < result.acked / 4, "the cleaner hardly ran"
+    assert_no_violations(result.violations)
+
+
+@pytest.mark.slice
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize("seed", [27])
+def test_random_faults_under_a_transactional_job_commit_each_input_once(
+    tmp_path: Path, seed: int
+) -> None:
+    """The transactional workload (issue 27; tests/harness/txn_chaos.py): a
+    consume-transform-produce job of librdkafka clients with exactly-once processing under
+    random faults for 30 s, of brokers (partition leaders, the transaction and group
+    coordinators) and controllers; a read_committed reader of its output sees no aborted
+    record, every transaction whole, every committed one, and each input's output once."""
+    result = txn_chaos_run(tmp_path, seconds=30, seed=seed, log=lambda _: None)
+    assert result.faults, "no fault was injected"
+    assert result.ledger.committed, "nothing was committed"
     assert_no_violations(result.violations)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from tests.harness.checker import (
     StoredRecord,
+    TxnOutput,
     Violation,
     committed_offsets_monotone,
     consumed_as_compacted,
@@ -18,8 +19,10 @@ from tests.harness.checker import (
     lost_acknowledged,
     one_writer_per_epoch,
     ordered_offsets,
+    outputs_exactly_once,
     reads_not_stale,
     refused_not_appended,
+    transactions_seen_whole,
     written_once,
 )
 
@@ -232,3 +235,24 @@ def test_consumed_as_compacted_takes_cleaned_records_and_finds_the_rest() -> Non
         Violation("consumed", "offset 3: consumed b'bX', log has b'b2'"),
         Violation("consumed", "offset 4: consumed b'a9', log has None"),
     ]
+
+
+def test_transactions_seen_whole_finds_aborted_partial_and_missing_transactions() -> None:
+    def out(source: str, transaction: str, size: int) -> TxnOutput:
+        return TxnOutput(source, transaction, size)
+
+    whole = [out("1", "t1", 2), out("2", "t1", 2), out("3", "t3", 1)]
+    assert transactions_seen_whole(whole, committed={"t1"}, aborted={"t2"}) == []
+    found = transactions_seen_whole(
+        [*whole, out("4", "t2", 1), out("5", "t4", 3)], committed={"t1", "t5"}, aborted={"t2"}
+    )
+    assert [v.invariant for v in found] == ["aborted", "whole", "committed"]
+    assert "t4 (1 of [3])" in found[1].detail and "t5" in found[2].detail
+
+
+def test_outputs_exactly_once_finds_duplicates_gaps_and_strangers() -> None:
+    seen = [TxnOutput("1", "t1", 2), TxnOutput("2", "t1", 2)]
+    assert outputs_exactly_once(["1", "2"], seen) == []
+    found = outputs_exactly_once(["1", "2", "3"], [*seen, seen[0], TxnOutput("9", "t9", 1)])
+    assert [v.invariant for v in found] == ["once"] * 3
+    assert "['1']" in found[0].detail and "['3']" in found[1].detail and "9" in found[2].detail
