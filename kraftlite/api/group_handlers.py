@@ -13,7 +13,7 @@ from aiohttp import web
 from kraftlite.api.app_keys import SERVICE
 from kraftlite.api.auth import describe_topic_action, may
 from kraftlite.api.errors import json_response, read_json_object
-from kraftlite.api.relay import relay
+from kraftlite.api.relay import at_coordinator
 from kraftlite.errors import ERROR_INFO, ErrorCode, KraftliteError
 from kraftlite.groups.offsets import CommittedOffset, check_count, check_deletion_count
 from kraftlite.metadata.topics import validate_topic_name
@@ -43,13 +43,9 @@ async def _at_coordinator(request: web.Request, group: str) -> web.Response | No
     """None when this broker coordinates `group`; else the coordinator's answer (relay.py)."""
     coordinator = request.app[SERVICE].coordinator
     await coordinator.ensure_offsets_topic()
-    try:
-        coordinator.coordinator_partition(group)
-    except KraftliteError as exc:
-        if exc.code is not ErrorCode.NOT_COORDINATOR:
-            raise
-        return await relay(coordinator.broker, request, exc, await request.read(), timeout_s=60)
-    return None
+    return await at_coordinator(
+        coordinator.broker, request, lambda: coordinator.coordinator_partition(group)
+    )
 
 
 async def join(request: web.Request) -> web.Response:

@@ -13,6 +13,7 @@ with the leader or coordinator), as a Kafka broker would answer.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 import aiohttp
 import orjson
@@ -86,3 +87,17 @@ async def relay(
             else ErrorCode.NOT_LEADER_OR_FOLLOWER
         )
         raise KraftliteError(code, f"{url} did not answer: {exc!r}") from None
+
+
+async def at_coordinator(
+    broker: Broker, request: web.Request, locate: Callable[[], object]
+) -> web.Response | None:
+    """None when `locate` (a coordinator's lookup of the request's group or transactional
+    id) finds this broker coordinates it; else the coordinator's answer (`relay`)."""
+    try:
+        locate()
+    except KraftliteError as exc:
+        if exc.code is not ErrorCode.NOT_COORDINATOR:
+            raise
+        return await relay(broker, request, exc, await request.read(), timeout_s=60)
+    return None

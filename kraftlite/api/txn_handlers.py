@@ -37,7 +37,7 @@ from aiohttp import web
 from kraftlite.api.app_keys import SERVICE
 from kraftlite.api.auth import describe_topic_action, may
 from kraftlite.api.errors import json_response, read_json_object
-from kraftlite.api.relay import relay
+from kraftlite.api.relay import at_coordinator
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.topics import is_internal_topic, validate_topic_name
 from kraftlite.protocol import names
@@ -81,13 +81,9 @@ async def _at_coordinator(
         await transactions.ensure_state_topic()
     elif transactions.broker.replicas.image.topic(TXN_TOPIC) is None:  # no id was ever used
         raise KraftliteError(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "no such transactional id")
-    try:
-        transactions.coordinator_partition(transactional_id)
-    except KraftliteError as exc:
-        if exc.code is not ErrorCode.NOT_COORDINATOR:
-            raise
-        return await relay(transactions.broker, request, exc, await request.read(), timeout_s=60)
-    return None
+    return await at_coordinator(
+        transactions.broker, request, lambda: transactions.coordinator_partition(transactional_id)
+    )
 
 
 async def init_producer(request: web.Request) -> web.Response:
