@@ -1120,6 +1120,7 @@ def make_broker_app(
     r.add_get("/v1/transactions/{transactional_id}", transactions.describe)
     r.add_post("/v1/transactions/{transactional_id}/producer", transactions.init_producer)
     r.add_post("/v1/transactions/{transactional_id}/partitions", transactions.add_partitions)
+    r.add_post("/v1/transactions/{transactional_id}/groups", transactions.add_offsets)
     r.add_post("/v1/transactions/{transactional_id}/end", transactions.end)
     r.add_post("/v1/tokens", issue_token)
     r.add_post("/v1/producer-ids", new_producer_id)

@@ -18,6 +18,7 @@ from kraftlite.errors import ERROR_INFO, ErrorCode, KraftliteError
 from kraftlite.groups.offsets import CommittedOffset, check_count, check_deletion_count
 from kraftlite.metadata.topics import validate_topic_name
 from kraftlite.protocol import names
+from kraftlite.protocol.headers import TRANSACTIONAL_ID
 
 
 def _group_name(request: web.Request) -> str:
@@ -131,10 +132,58 @@ async def commit(request: web.Request) -> web.Response:
         if not isinstance(metadata, str):
             raise KraftliteError(ErrorCode.INVALID_REQUEST, f"offsets[{i}].metadata: a string")
         parsed.append(((entry["topic"], partition), CommittedOffset(offset, metadata)))
+    if (transactional_id := request.headers.get(TRANSACTIONAL_ID)) is not None:
+        await _commit_in_transaction(request, group, transactional_id, body, parsed)
+        return web.Response(status=204)
     await request.app[SERVICE].coordinator.commit(
         group, member_id, _int(body, "member_epoch", optional=True), parsed
     )
     return web.Response(status=204)
+
+
+async def _commit_in_transaction(
+    request: web.Request,
+    group: str,
+    transactional_id: str,
+    body: dict[str, Any],
+    offsets: list[tuple[tuple[str, int], CommittedOffset]],
+) -> None:
+    """Kafka's TxnOffsetCommit (docs/transactions.md): the offsets pending in the producer's
+    transaction, the group's once it commits, never if it aborts. The group's offsets
+    partition must be in the transaction (`POST /v1/transactions/{id}/groups`). WRITE on
+    the transactional id is checked before (api/permissions.py)."""
+    producer_id, epoch = body.get("producer_id"), body.get("producer_epoch")
+    if not (
+        isinstance(producer_id, int)
+        and isinstance(epoch, int)
+        and not isinstance(producer_id, bool)
+        and not isinstance(epoch, bool)
+        and 0 <= producer_id < 2**63
+        and 0 <= epoch < 2**15
+    ):
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST,
+            f"with {TRANSACTIONAL_ID}, the body names the transactional producer: "
+            "producer_id (>= 0) and producer_epoch (0-32767)",
+        )
+    member_epoch = _int(body, "member_epoch", optional=True)
+    service = request.app[SERVICE]
+    image = service.broker.replicas.image
+    for (topic, partition), _ in offsets:
+        described = image.topic(topic)
+        if described is None or partition not in described.partitions:
+            raise KraftliteError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} does not exist"
+            )
+    await service.txn_offset_commit(
+        transactional_id,
+        group,
+        producer_id,
+        epoch,
+        offsets,
+        member_id=body.get("member_id") or None,
+        generation=-1 if member_epoch is None else member_epoch,
+    )
 
 
 async def delete_offsets(request: web.Request) -> web.Response:

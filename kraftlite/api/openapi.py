@@ -195,9 +195,12 @@ SCHEMAS: Final[Json] = {
                 minimum=1,
                 default=60_000,
             ),
-            "producer_id": _long("KIP-360: the id this producer had (with its epoch)"),
-            "producer_epoch": _int("KIP-360: the epoch this producer had", minimum=0),
-        }
+            "producer_id": _long("KIP-360: the id this producer had (with its epoch)", minimum=0),
+            "producer_epoch": _int(
+                "KIP-360: the epoch this producer had", minimum=0, maximum=32767
+            ),
+        },
+        dependentRequired={"producer_id": ["producer_epoch"], "producer_epoch": ["producer_id"]},
     ),
     "TransactionPartitionsRequest": _object(
         {
@@ -208,11 +211,21 @@ SCHEMAS: Final[Json] = {
                     {"topic": _ref("TopicName"), "partition": _PARTITION_INDEX},
                     required=["topic", "partition"],
                 ),
+                "each partition once",
                 minItems=1,
                 maxItems=10_000,
+                uniqueItems=True,
             ),
         },
         required=["producer_id", "producer_epoch", "partitions"],
+    ),
+    "TransactionGroupRequest": _object(
+        {
+            "producer_id": _long(minimum=0),
+            "producer_epoch": _int(minimum=0, maximum=32767),
+            "group": _str("the consumer group", pattern=names.pattern(249)),
+        },
+        required=["producer_id", "producer_epoch", "group"],
     ),
     "EndTransactionRequest": _object(
         {
@@ -221,9 +234,8 @@ SCHEMAS: Final[Json] = {
             "commit": _bool("true: commit; false: abort"),
             "tag": _str(
                 "a commit only: what it commits, kept with the decision and shown as "
-                "commit_tag until a later commit carries another (1-256 characters)",
-                minLength=1,
-                maxLength=256,
+                "commit_tag until a later commit carries another",
+                pattern=names.pattern(256),
             ),
         },
         required=["producer_id", "producer_epoch", "commit"],
@@ -852,6 +864,12 @@ SCHEMAS: Final[Json] = {
         {
             "member_id": _str("absent only for a group with no members"),
             "member_epoch": _int("required with member_id", **_INT64),
+            "producer_id": _long(
+                "with X-Kraftlite-Transactional-Id only: the transactional producer whose "
+                "transaction the offsets go with (Kafka's TxnOffsetCommit)",
+                minimum=0,
+            ),
+            "producer_epoch": _int("with producer_id", minimum=0, maximum=32767),
             "offsets": _array(
                 _object(
                     {
@@ -1507,6 +1525,16 @@ PATHS: Final[Json] = {
                 ErrorCode.UNSUPPORTED_MEDIA_TYPE,
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 ErrorCode.REQUEST_TIMED_OUT,
+                # an idempotent or transactional producer's batch
+                ErrorCode.INVALID_RECORD,
+                ErrorCode.UNKNOWN_PRODUCER_ID,
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                *_PRODUCER,
+                ErrorCode.INVALID_TXN_STATE,
+                ErrorCode.CONCURRENT_TRANSACTIONS,
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
             ],
         ),
         "get": _operation(
@@ -1710,7 +1738,12 @@ PATHS: Final[Json] = {
             "has members) is UNKNOWN_MEMBER_ID; a newer epoch than the member's, or a partition "
             "it does not own, FENCED_MEMBER_EPOCH; an epoch older than the one the partition "
             "was assigned at, STALE_MEMBER_EPOCH. Offsets are 0 to 2^63-1, as Kafka takes them "
-            "(past the log's end, the consumer resets at its fetch); all or nothing.",
+            "(past the log's end, the consumer resets at its fetch); all or nothing. With "
+            "X-Kraftlite-Transactional-Id (WRITE on it too) and producer_id/producer_epoch: "
+            "Kafka's TxnOffsetCommit, pending until the transaction ends (the group's "
+            "offsets partition added first: POST /v1/transactions/{id}/groups); a "
+            "read_committed consumer's OffsetFetch waits for it (UNSTABLE_OFFSET_COMMIT).",
+            parameters=_params("transactional_id_header"),
             body=_json_body("CommitOffsetsRequest"),
             errors=[
                 *_BODY,
@@ -1720,6 +1753,13 @@ PATHS: Final[Json] = {
                 ErrorCode.OFFSET_OUT_OF_RANGE,
                 ErrorCode.STALE_MEMBER_EPOCH,
                 *_COORDINATOR,
+                # in a transaction (TxnOffsetCommit)
+                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                *_PRODUCER,
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                ErrorCode.INVALID_TXN_STATE,
+                ErrorCode.CONCURRENT_TRANSACTIONS,
+                ErrorCode.ILLEGAL_GENERATION,
             ],
         ),
         "get": _operation(
@@ -1791,7 +1831,11 @@ PATHS: Final[Json] = {
             description="Fences every earlier producer of the id: a transaction it left "
             "open is aborted (CONCURRENT_TRANSACTIONS until that is done: ask again). Needs "
             "WRITE on the transactional id.",
-            body=_json_body("TransactionalProducerRequest"),
+            body={
+                "required": False,
+                "description": "absent: the defaults",
+                "content": {JSON: {"schema": _ref("TransactionalProducerRequest")}},
+            },
             errors=[*_TRANSACTION, *_PRODUCER, ErrorCode.INVALID_TRANSACTION_TIMEOUT],
         ),
     },
@@ -1808,9 +1852,26 @@ PATHS: Final[Json] = {
             errors=[
                 *_TRANSACTION,
                 *_PRODUCER,
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
                 ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                ErrorCode.RECORD_LIST_TOO_LARGE,
             ],
+        ),
+    },
+    "/v1/transactions/{transactional_id}/groups": {
+        "parameters": _params("transactional_id"),
+        "post": _operation(
+            "add_offsets_to_transaction",
+            "transactions",
+            "Let the transaction commit a group's offsets (Kafka's AddOffsetsToTxn)",
+            {"204": _answer("added")},
+            description="Then POST /v1/groups/{group}/offsets with the transactional id "
+            "header and the producer's id and epoch: the offsets are the group's when the "
+            "transaction commits, never if it aborts. Needs WRITE on the transactional id "
+            "and READ on the group.",
+            body=_json_body("TransactionGroupRequest"),
+            errors=[*_TRANSACTION, *_PRODUCER, ErrorCode.GROUP_AUTHORIZATION_FAILED],
         ),
     },
     "/v1/transactions/{transactional_id}/end": {

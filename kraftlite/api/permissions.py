@@ -106,10 +106,23 @@ def _join(request: web.Request, body: Mapping[str, Any]) -> list[Action]:
 
 
 def _commit(request: web.Request, body: Mapping[str, Any]) -> list[Action]:
+    """OffsetCommit: READ on the group and each topic; in a transaction (TxnOffsetCommit)
+    WRITE on its transactional id too."""
     group = request.match_info["group"]
-    return [Action(Operation.READ, ResourceType.GROUP, group)] + [
+    actions = [Action(Operation.READ, ResourceType.GROUP, group)] + [
         Action(Operation.READ, ResourceType.TOPIC, t) for t in _names(body.get("offsets"), "topic")
     ]
+    transactional_id = request.headers.get(TRANSACTIONAL_ID)
+    if transactional_id is not None:
+        actions.append(Action(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id))
+    return actions
+
+
+def _add_offsets(request: web.Request, body: Mapping[str, Any]) -> list[Action]:
+    """AddOffsetsToTxn: WRITE on the id, READ on the group (Kafka's [O1])."""
+    group = body.get("group")
+    read_group = Action(Operation.READ, ResourceType.GROUP, group if isinstance(group, str) else "")
+    return [*_transactional_id(Operation.WRITE)(request, body), read_group]
 
 
 def _delete_offsets(request: web.Request, body: Mapping[str, Any]) -> list[Action]:
@@ -135,7 +148,14 @@ def _create_topic(request: web.Request, body: Mapping[str, Any]) -> list[Action]
     return [Action(Operation.CREATE, ResourceType.TOPIC, name) for name in sorted(names)]
 
 
-_BODY_RULES: Final = {_join, _commit, _delete_offsets, _create_topic, _add_partitions}
+_BODY_RULES: Final = {
+    _join,
+    _commit,
+    _delete_offsets,
+    _create_topic,
+    _add_partitions,
+    _add_offsets,
+}
 
 # (method, route) -> rule; both apps' routes (a controller serves a subset)
 PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
@@ -171,6 +191,7 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("DELETE", "/v1/groups/{group}/offsets"): _delete_offsets,
     ("POST", "/v1/transactions/{transactional_id}/producer"): _transactional_id(Operation.WRITE),
     ("POST", "/v1/transactions/{transactional_id}/partitions"): _add_partitions,
+    ("POST", "/v1/transactions/{transactional_id}/groups"): _add_offsets,
     ("POST", "/v1/transactions/{transactional_id}/end"): _transactional_id(Operation.WRITE),
     ("GET", "/v1/transactions/{transactional_id}"): _transactional_id(Operation.DESCRIBE),
     ("POST", "/v1/tokens"): AUTHENTICATED,

@@ -6,12 +6,16 @@ edge's (transactions/coordinator.py), so both edges' producers fence each other 
                                            ["producer_id", "producer_epoch"]} -> id, epoch
     POST /v1/transactions/{id}/partitions  AddPartitionsToTxn {"producer_id",
                                            "producer_epoch", "partitions": [{topic, partition}]}
+    POST /v1/transactions/{id}/groups      AddOffsetsToTxn {"producer_id", "producer_epoch",
+                                           "group"}
     POST /v1/transactions/{id}/end         EndTxn {"producer_id", "producer_epoch", "commit",
                                            ["tag"]}
     GET  /v1/transactions/{id}             DescribeTransactions, and the last commit's tag
 
 The records go with the partition's own produce route, as binary batches that say they are
-transactional, with `X-Kraftlite-Transactional-Id` (broker_app.py).
+transactional, and a consumer's offsets with the group's offset commit route, with the
+producer's id and epoch in the body (TxnOffsetCommit, group_handlers.py), both with
+`X-Kraftlite-Transactional-Id`.
 
 Rules:
 1. Any broker serves them: one that does not coordinate the id forwards the request to the
@@ -39,6 +43,7 @@ from kraftlite.api.auth import describe_topic_action, may
 from kraftlite.api.errors import json_response, read_json_object
 from kraftlite.api.relay import at_coordinator
 from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.groups.coordinator import OFFSETS_TOPIC
 from kraftlite.metadata.topics import is_internal_topic, validate_topic_name
 from kraftlite.protocol import names
 from kraftlite.transactions.coordinator import TXN_TOPIC
@@ -142,6 +147,28 @@ async def add_partitions(request: web.Request) -> web.Response:
     await request.app[SERVICE].transactions.add_partitions(
         transactional_id, producer_id, epoch, wanted
     )
+    return web.Response(status=204)
+
+
+async def add_offsets(request: web.Request) -> web.Response:
+    """AddOffsetsToTxn: the group's offsets partition joins the transaction, so offsets
+    committed in it (`POST /v1/groups/{group}/offsets` with the transactional id) go with
+    it."""
+    transactional_id = transactional_id_of(request)
+    if (forwarded := await _at_coordinator(request, transactional_id)) is not None:
+        return forwarded
+    body = await read_json_object(request)
+    producer_id, epoch = _producer(body)
+    group = body.get("group")
+    if not isinstance(group, str) or not names.is_name(group, names.MAX_GROUP_NAME):
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST,
+            f"group is 1-{names.MAX_GROUP_NAME} characters, no control characters",
+        )
+    service = request.app[SERVICE]
+    await service.coordinator.ensure_offsets_topic()
+    offsets = TopicPartition(OFFSETS_TOPIC, service.coordinator.offsets_partition(group))
+    await service.transactions.add_partitions(transactional_id, producer_id, epoch, [offsets])
     return web.Response(status=204)
 
 

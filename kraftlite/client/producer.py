@@ -255,6 +255,52 @@ class Producer:
             with attempt:
                 await self._transport.call("POST", self._transaction_path("/end"), body)
 
+    async def send_offsets_to_transaction(
+        self,
+        offsets: dict[tuple[str, int], int],
+        group: str,
+        *,
+        member_id: str | None = None,
+        member_epoch: int | None = None,
+    ) -> None:
+        """A consumer's next offsets (topic, partition) -> offset, committed to `group`
+        with the open transaction (Kafka's AddOffsetsToTxn and TxnOffsetCommit): the group's
+        offsets once it commits, never if it aborts. `member_id`/`member_epoch`: the
+        consumer's, so a zombie of an older epoch is refused."""
+        transaction = self._open_transaction()
+        if transaction.error is not None:
+            raise transaction.error
+        assert self._producer is not None
+        producer = {"producer_id": self._producer[0], "producer_epoch": self._producer[1]}
+        transaction.asked = True
+        group_path = urllib.parse.quote(group, safe="")
+        body: dict[str, object] = {
+            **producer,
+            "offsets": [{"topic": t, "partition": p, "offset": o} for (t, p), o in offsets.items()],
+        }
+        if member_id is not None:
+            body["member_id"] = member_id
+        if member_epoch is not None:
+            body["member_epoch"] = member_epoch
+        async for attempt in TXN_RETRY.run_async(self._clock):
+            with attempt:
+                await self._transport.call(
+                    "POST", self._transaction_path("/groups"), {**producer, "group": group}
+                )
+        async for attempt in TXN_RETRY.run_async(self._clock):
+            with attempt:
+                await self._transport.call(
+                    "POST",
+                    f"/v1/groups/{group_path}/offsets",
+                    body,
+                    headers={TRANSACTIONAL_ID: self.transactional_id or ""},
+                )
+
+    def _open_transaction(self) -> _Transaction:
+        if self._transaction is None or self._transaction.ending:
+            raise RuntimeError("no transaction is open")
+        return self._transaction
+
     async def _join(self, transaction: _Transaction, topic: str, partition: int) -> None:
         """Rule 6: `partition` in the open transaction before its first batch; nothing
         more is sent once a batch of it failed."""

@@ -107,6 +107,11 @@ class SyncProducer:
     def abort_transaction(self) -> None:
         self._loop.run(self._producer.abort_transaction())
 
+    def send_offsets_to_transaction(
+        self, offsets: dict[tuple[str, int], int], group: str, **member: Any
+    ) -> None:
+        self._loop.run(self._producer.send_offsets_to_transaction(offsets, group, **member))
+
     def close(self) -> None:
         self._loop.run(self._producer.close())
         self._loop.stop()

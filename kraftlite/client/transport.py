@@ -105,6 +105,7 @@ class Transport:
         body: Any = None,
         *,
         timeout_s: float | None = None,
+        headers: dict[str, str] | None = None,
         **params: str,
     ) -> Any:
         """JSON call on any broker (the next one when one does not answer)."""
@@ -114,7 +115,13 @@ class Transport:
             with attempt:
                 index = attempt.target
                 result = await self.request(
-                    self.bootstrap[index], method, path, body, params, timeout_s=timeout_s
+                    self.bootstrap[index],
+                    method,
+                    path,
+                    body,
+                    params,
+                    headers=headers,
+                    timeout_s=timeout_s,
                 )
                 self._preferred = index
                 return result

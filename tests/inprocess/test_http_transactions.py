@@ -25,6 +25,7 @@ from kraftlite.protocol.headers import BATCH_TYPE, NO_FORWARD, TRANSACTIONAL_ID
 from kraftlite.security import scram
 from kraftlite.security.authenticator import AuthSettings
 from kraftlite.transactions.coordinator import TXN_TOPIC
+from kraftlite.transactions.metadata import TxnState
 from tests.harness.inprocess import SECRET, InProcessBroker
 
 ALICE, ROOT, PASSWORD = "alice", "root", "a-password-of-some-length"
@@ -376,3 +377,69 @@ async def test_a_broker_that_does_not_coordinate_the_id_says_which_does(api: Api
     api.node.apply(PartitionChangeRecord(topic_id=topic_id, partition=index, leader=NO_LEADER))
     status, answer = await api.call("POST", "/v1/transactions/tx/producer", {}, {NO_FORWARD: "1"})
     assert (status, answer["error_code"]) == (421, "NOT_COORDINATOR")
+
+
+async def test_offsets_committed_in_a_transaction_are_the_groups_with_its_commit_only(
+    api: Api,
+) -> None:
+    api.node.apply(allow("READ", "GROUP", "g"))
+    producer = await api.init()
+    pid, epoch = producer
+    txn = {TRANSACTIONAL_ID: "tx"}
+
+    async def commit_offsets(offset: int, **extra: Any) -> tuple[int, Any]:
+        body = {
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "offsets": [{"topic": "orders", "partition": 0, "offset": offset}],
+        }
+        return await api.call("POST", "/v1/groups/g/offsets", body | extra, txn)
+
+    async def committed() -> list[Any]:
+        status, answer = await api.call("GET", "/v1/groups/g/offsets")
+        assert status == 200, answer
+        return [(o["topic"], o["partition"], o["offset"]) for o in answer["offsets"]]
+
+    # the group's offsets partition must be in the transaction first (Kafka's [T4])
+    status, answer = await commit_offsets(5)
+    assert answer["error_code"] in {"INVALID_TXN_STATE", "TRANSACTION_ABORTABLE"}, answer
+    group = {"producer_id": pid, "producer_epoch": epoch, "group": "g"}
+    assert await api.call("POST", "/v1/transactions/tx/groups", group) == (204, None)
+    assert await commit_offsets(5) == (204, None)
+    assert await committed() == []  # pending until the commit
+    assert await api.end("tx", producer, True) == (204, None)
+    await eventually(lambda: api.node.service.coordinator.committed("g") != {})
+    assert await committed() == [("orders", 0, 5)]
+
+    # an aborted transaction's offsets never become the group's
+    assert (await api.call("POST", "/v1/transactions/tx/groups", group))[0] == 204
+    assert await commit_offsets(9) == (204, None)
+    assert await api.end("tx", producer, False) == (204, None)
+    await eventually(
+        lambda: api.node.service.transactions.describe("tx").state is TxnState.COMPLETE_ABORT
+    )
+    assert await committed() == [("orders", 0, 5)]
+
+    # refusals: the group (READ), the id (WRITE), a producer that is not the id's
+    for body, headers, expected in (
+        (group | {"group": "other"}, {}, (403, "GROUP_AUTHORIZATION_FAILED")),
+        (group | {"group": "a\nb"}, {}, (403, "GROUP_AUTHORIZATION_FAILED")),
+    ):
+        status, answer = await api.call("POST", "/v1/transactions/tx/groups", body, headers)
+        assert (status, answer["error_code"]) == expected, body
+    status, answer = await api.call(
+        "POST",
+        "/v1/groups/g/offsets",
+        {
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "offsets": [{"topic": "orders", "partition": 0, "offset": 1}],
+        },
+        {TRANSACTIONAL_ID: "other"},
+    )
+    assert (status, answer["error_code"]) == (403, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+    status, answer = await commit_offsets(1, producer_id=pid + 1)
+    assert (status, answer["error_code"]) == (409, "INVALID_PRODUCER_ID_MAPPING")
+    status, answer = await commit_offsets(1, producer_epoch="x")
+    assert (status, answer["error_code"]) == (400, "INVALID_REQUEST")
+    assert await committed() == [("orders", 0, 5)]

@@ -241,10 +241,12 @@ async def python_client_transactions(cluster: Cluster) -> None:
         writer.begin_transaction()
         sent = [await writer.send(t, f"{t}-{i}".encode(), partition=i % 3)
                 for t in ("txn-py-a", "txn-py-b") for i in range(6)]  # fmt: skip
+        await writer.send_offsets_to_transaction({("txn-py-a", 0): 3}, "py-group")
         await writer.commit_transaction(tag="first")
         assert all(f.result().offset >= 0 for f in sent)
         writer.begin_transaction()
         await writer.send("txn-py-a", b"aborted", partition=0)
+        await writer.send_offsets_to_transaction({("txn-py-a", 0): 7}, "py-group")
         await writer.abort_transaction()
         # a Kafka client takes the id: the HTTP producer is fenced
         successor = producer(cluster, "tx-python")
@@ -266,6 +268,11 @@ def test_the_python_clients_transactions_and_a_kafka_client_fencing_it(cluster: 
     create_topic(cluster, "txn-py-a")
     create_topic(cluster, "txn-py-b")
     asyncio.run(python_client_transactions(cluster))
+    status, offsets = http("GET", cluster.urls[1] + "/v1/groups/py-group/offsets")
+    assert status == 200, offsets
+    assert [(o["topic"], o["partition"], o["offset"]) for o in offsets["offsets"]] == [
+        ("txn-py-a", 0, 3)
+    ]  # the committed transaction's, not the aborted one's
     assert sorted(read_values(consumer(cluster, "read_committed"), "txn-py-a", 3, expected=6)) == (
         sorted(f"txn-py-a-{i}".encode() for i in range(6))
     )

@@ -158,8 +158,9 @@ def _processes() -> dict[int, tuple[int, str]]:
     return found
 
 
-def descendants(root: int) -> set[int]:
-    procs = _processes()
+def descendants(root: int, procs: dict[int, tuple[int, str]] | None = None) -> set[int]:
+    """`root`'s descendants in one snapshot of the processes (`procs`, else taken now)."""
+    procs = _processes() if procs is None else procs
     found, frontier = set(), {root}
     while frontier:
         frontier = {pid for pid, (parent, _) in procs.items() if parent in frontier} - found
@@ -172,7 +173,7 @@ def kill_python_workers(root: int) -> int:
     its own) under process `root`: the tasks running in them fail, and Spark runs them
     again. How many were killed."""
     procs = _processes()
-    under = descendants(root)
+    under = descendants(root, procs)
     daemons = {pid for pid in under if "pyspark.daemon" in procs[pid][1]}
     killed = 0
     for pid in under:

@@ -262,6 +262,7 @@ def test_every_controller_body_is_typed() -> None:
         ("delete", "/v1/groups/{group}/offsets"),
         ("post", "/v1/transactions/{transactional_id}/producer"),
         ("post", "/v1/transactions/{transactional_id}/partitions"),
+        ("post", "/v1/transactions/{transactional_id}/groups"),
         ("post", "/v1/transactions/{transactional_id}/end"),
     }
     assert set(request_bodies()) == set(CONTROLLER_BODIES) | broker_bodies
