@@ -1047,11 +1047,11 @@ class BrokerService:
         except KraftliteError as exc:
             if exc.code is not ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
-            await self._until_known(topic)  # another's creation: its metadata is coming
+            await self.until_known(topic)  # another's creation: its metadata is coming
             return
         log.info("topic_auto_created", topic=topic)
 
-    async def _until_known(self, topic: str, timeout_s: float = 2.0) -> None:
+    async def until_known(self, topic: str, timeout_s: float = 2.0) -> None:
         """Until this broker's metadata holds `topic`, for at most `timeout_s`."""
         replicas = self.broker.replicas
         loop = asyncio.get_running_loop()

@@ -1166,11 +1166,12 @@ PARAMETERS: Final[Json] = {
     "transactional_id_header": {
         "name": TRANSACTIONAL_ID,
         "in": "header",
-        "description": "A transactional producer's batch: its transactional id. The body is "
-        "one binary batch that says it is transactional, with the producer id and epoch of "
-        "POST /v1/transactions/{transactional_id}/producer and the partition's next "
-        "sequence; the partition must be in the transaction (POST .../partitions). Needs "
-        "WRITE on the transactional id too.",
+        "description": "A transactional producer's call: its transactional id (WRITE on it "
+        "too). On a produce, the body is one binary batch that says it is transactional, "
+        "with the producer id and epoch of POST /v1/transactions/{transactional_id}/producer "
+        "and the partition's next sequence, the partition in the transaction (POST "
+        ".../partitions); on an offset commit, the body names the producer (producer_id, "
+        "producer_epoch) and the group is in the transaction (POST .../groups).",
         "required": False,
         "schema": _str(pattern=names.pattern(1024)),
     },
@@ -1533,6 +1534,7 @@ PATHS: Final[Json] = {
                 ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 *_PRODUCER,
                 ErrorCode.INVALID_TXN_STATE,
+                ErrorCode.TRANSACTION_ABORTABLE,
                 ErrorCode.CONCURRENT_TRANSACTIONS,
                 ErrorCode.COORDINATOR_NOT_AVAILABLE,
             ],
@@ -1758,6 +1760,7 @@ PATHS: Final[Json] = {
                 *_PRODUCER,
                 ErrorCode.INVALID_PRODUCER_EPOCH,
                 ErrorCode.INVALID_TXN_STATE,
+                ErrorCode.TRANSACTION_ABORTABLE,
                 ErrorCode.CONCURRENT_TRANSACTIONS,
                 ErrorCode.ILLEGAL_GENERATION,
             ],

@@ -84,8 +84,11 @@ async def _at_coordinator(
     transactions = request.app[SERVICE].transactions
     if create:
         await transactions.ensure_state_topic()
-    elif transactions.broker.replicas.image.topic(TXN_TOPIC) is None:  # no id was ever used
-        raise KraftliteError(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "no such transactional id")
+    elif transactions.broker.replicas.image.topic(TXN_TOPIC) is None:
+        # no id was ever used, or this broker's metadata is a moment behind its creation
+        await request.app[SERVICE].until_known(TXN_TOPIC, timeout_s=1.0)
+        if transactions.broker.replicas.image.topic(TXN_TOPIC) is None:
+            raise KraftliteError(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "no such transactional id")
     return await at_coordinator(
         transactions.broker, request, lambda: transactions.coordinator_partition(transactional_id)
     )

@@ -88,6 +88,8 @@ class _Transaction:
     error: Exception | None = None
     asked: bool = False  # a partition was asked to join: the coordinator may have it open
     ending: bool = False  # being committed or aborted: no more records
+    committing: bool = False  # its commit was sent: only a commit may follow
+    aborted: bool = False  # its abort was answered
 
 
 # CONCURRENT_TRANSACTIONS while the id's last transaction is being ended: asked again
@@ -218,20 +220,29 @@ class Producer:
                 f"a batch of the transaction failed ({transaction.error}): abort it",
             )
         if transaction.asked:  # a transaction that added nothing has nothing to commit
-            await self._end(commit=True, tag=tag)
+            transaction.committing = True  # from here the outcome may be decided: commit
+            await self._end(commit=True, tag=tag)  # again on an error, never abort
         self._transaction = None
 
     async def abort_transaction(self) -> None:
         """Nothing sent in the transaction becomes visible to read_committed readers; the
-        producer goes on at a new epoch (`_new_epoch`)."""
+        producer goes on at a new epoch (`_new_epoch`). Not after a commit was sent whose
+        answer did not come: its outcome may be decided, so `commit_transaction` again."""
         transaction = self._ending()
+        if transaction.committing:
+            raise KraftliteError(
+                ErrorCode.INVALID_TXN_STATE,
+                "the commit was sent and may be decided: call commit_transaction again",
+            )
         await self.flush()
         if transaction.asked:
-            try:
-                await self._end(commit=False, tag=None)
-            except KraftliteError as exc:  # a partition asked for but never added: the
-                if exc.code is not ErrorCode.INVALID_TXN_STATE:  # bump below aborts what is
-                    raise
+            if not transaction.aborted:
+                try:
+                    await self._end(commit=False, tag=None)
+                except KraftliteError as exc:  # a partition asked for, never added: the
+                    if exc.code is not ErrorCode.INVALID_TXN_STATE:  # bump aborts what is
+                        raise
+                transaction.aborted = True  # an abort called again only bumps (below)
             assert self._producer is not None
             await self._new_epoch(self._producer)
         self._transaction = None
@@ -270,6 +281,20 @@ class Producer:
         transaction = self._open_transaction()
         if transaction.error is not None:
             raise transaction.error
+        try:
+            await self._send_offsets(transaction, offsets, group, member_id, member_epoch)
+        except Exception as exc:  # the offsets may or may not be in: abort, as Kafka's
+            transaction.error = exc
+            raise
+
+    async def _send_offsets(
+        self,
+        transaction: _Transaction,
+        offsets: dict[tuple[str, int], int],
+        group: str,
+        member_id: str | None,
+        member_epoch: int | None,
+    ) -> None:
         assert self._producer is not None
         producer = {"producer_id": self._producer[0], "producer_epoch": self._producer[1]}
         transaction.asked = True
@@ -343,9 +368,14 @@ class Producer:
             self._transaction is None or self._transaction.ending
         ):
             raise RuntimeError("a transactional producer sends inside an open transaction")
+        transaction = self._transaction
         count = self._transport.known_partition_count(topic)  # cached: no await per record
         if not count:
             count = len(await self._transport.partitions(topic))
+            if self._transaction is not transaction or (
+                transaction is not None and transaction.ending
+            ):  # the transaction it was sent in ended meanwhile: not into the next one
+                raise RuntimeError("the transaction ended while the record was being sent")
         if partition is None:
             if key is not None:
                 partition = partition_for_key(key, count)

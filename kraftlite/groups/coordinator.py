@@ -923,7 +923,7 @@ class GroupCoordinator:
         )
         check_in_range(offsets)
         now = self.broker.clock.now_ms()
-        kind: GroupKind = "classic"
+        kind = self._transactional_kind(shard, group)
         records = [
             batch_format.Record(
                 value=orjson.dumps(_offset_value(replace(c, kind=kind), now)),
@@ -1008,6 +1008,19 @@ class GroupCoordinator:
             raise KraftliteError(
                 ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id} is not a member of {group}"
             )
+
+    @staticmethod
+    def _transactional_kind(shard: Shard, group: str) -> GroupKind:
+        """The kind a transactional commit keeps a group as: its members' (a kraftlite or
+        KIP-848 group's stays consumer), else what its commits made it, else classic
+        (Kafka's simple groups, as a plain commit outside any membership makes them)."""
+        classic = shard.classic.get(group)
+        if classic is not None and classic.members:
+            return "classic"
+        members = shard.groups.get(group)
+        if members is not None and members.members:
+            return "consumer"
+        return shard.kind(group) if group in shard.offsets else "classic"
 
     def transaction_ended(self, index: int, producer_id: int, commit: bool, offset: int) -> None:
         """Rule 9: the producer's marker was written at `offset` of offsets partition

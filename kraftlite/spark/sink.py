@@ -409,8 +409,9 @@ def fence_unfinished(
     settings: SinkSettings, messages: list[WriterCommitMessage | None], owner: str | None
 ) -> None:
     """Rule 4, on a failed write: the ids of the tasks that gave no commit message (failed,
-    or cancelled) are taken once more, which aborts what they left open at once, rather than
-    by its timeout while read_committed readers of their partitions wait. `owner`: the
+    or cancelled) and have a transaction open are taken once more, which aborts it at once,
+    rather than by its timeout while read_committed readers of their partitions wait (an
+    attempt still running may begin one after this: its timeout ends that). `owner`: the
     write id or query id of the ids (None: unknown, nothing to do)."""
     if owner is None or not settings.exactly_once:
         return
@@ -420,7 +421,9 @@ def fence_unfinished(
 
     def fence(transactional_id: str) -> None:
         try:
-            cluster.init_transactions(transactional_id, settings.transaction_timeout_ms)
+            found = cluster.transaction(transactional_id)
+            if found is not None and found["state"] == "Ongoing":  # else nothing is open
+                cluster.init_transactions(transactional_id, settings.transaction_timeout_ms)
         except KraftliteError as exc:  # best effort: its timeout aborts it otherwise
             LOG.warning("could not fence %s: %s", transactional_id, exc)
 

@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
+from kraftlite.client import producer as producer_module
 from kraftlite.client.producer import Producer
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
+from kraftlite.retry import RetryPolicy
 
 
 class Coordinator:
@@ -23,9 +25,12 @@ class Coordinator:
     for each InitProducerId) and records each batch's (id, epoch, sequence); the first
     `lose` produce answers are lost after the batch was written."""
 
-    def __init__(self, lose: int = 0) -> None:
+    def __init__(self, lose: int = 0, lose_ends: int = 0, refuse_offsets: bool = False) -> None:
         self.epoch = -1
         self.lose = lose
+        self.lose_ends = lose_ends  # EndTxn answers lost (the end itself decided)
+        self.refuse_offsets = refuse_offsets
+        self.ends: list[bool] = []  # what each EndTxn that arrived asked
         self.sent: list[tuple[int, int, int]] = []
         self.calls: list[str] = []
 
@@ -37,6 +42,14 @@ class Coordinator:
             return {"producer_id": 500, "producer_epoch": self.epoch}
         if call == "end":
             await asyncio.sleep(0.05)  # a commit takes a moment
+            if self.ends and self.ends[-1] and not body["commit"]:  # decided: commit
+                raise KraftliteError(ErrorCode.INVALID_TXN_STATE, "committed already")
+            self.ends.append(body["commit"])
+            if self.lose_ends:
+                self.lose_ends -= 1
+                raise TimeoutError("the answer was lost; the end was decided")
+        if call == "offsets" and self.refuse_offsets:
+            raise KraftliteError(ErrorCode.ILLEGAL_GENERATION, "a zombie member")
         return None
 
     def known_partition_count(self, topic: str) -> int:
@@ -116,3 +129,40 @@ async def test_a_transaction_that_sent_nothing_ends_without_the_coordinator() ->
     writer.begin_transaction()
     await writer.abort_transaction()
     assert coordinator.calls == ["producer"]
+
+
+async def test_a_commit_whose_answer_was_lost_is_committed_again_never_aborted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        producer_module, "TXN_RETRY", RetryPolicy(lambda exc: False, max_attempts=1)
+    )
+    coordinator = Coordinator(lose_ends=1)
+    writer = producer(coordinator)
+    await writer.init_transactions()
+    writer.begin_transaction()
+    await writer.send("orders", b"in", partition=0)
+    with pytest.raises(TimeoutError):
+        await writer.commit_transaction()
+    with pytest.raises(KraftliteError, match="call commit_transaction again") as refused:
+        await writer.abort_transaction()  # the commit may be decided: no abort
+    assert refused.value.code is ErrorCode.INVALID_TXN_STATE
+    await writer.commit_transaction()
+    assert coordinator.ends == [True, True]
+
+
+async def test_offsets_that_failed_make_the_transaction_abortable() -> None:
+    coordinator = Coordinator(refuse_offsets=True)
+    writer = producer(coordinator)
+    await writer.init_transactions()
+    writer.begin_transaction()
+    out = await writer.send("orders", b"out", partition=0)
+    with pytest.raises(KraftliteError):
+        await writer.send_offsets_to_transaction({("in", 0): 5}, "g")
+    with pytest.raises(KraftliteError) as failed:
+        await writer.commit_transaction()
+    assert failed.value.code is ErrorCode.TRANSACTION_ABORTABLE
+    assert out.done()
+    out.exception()  # sent or not, it goes with the abort
+    await writer.abort_transaction()
+    assert coordinator.ends == [False]
