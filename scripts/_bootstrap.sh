@@ -66,6 +66,13 @@ ensure_kcat() {
     command -v kcat >/dev/null 2>&1 || apt_install kcat kcat
 }
 
+# iproute2 and nftables for the test hosts (tests/harness/hosts.py: network namespaces, the
+# hub's link faults); the network tests skip with a reason where they cannot be had.
+ensure_netns_tools() {
+    command -v ip >/dev/null 2>&1 || apt_install iproute2 iproute2
+    command -v nft >/dev/null 2>&1 || apt_install nftables nftables
+}
+
 # Chromium for the console's browser tests (tests/browser, Playwright driving the system's
 # browser: no browser download).
 ensure_chromium() {

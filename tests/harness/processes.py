@@ -25,6 +25,7 @@ from kraftlite.security.cluster_auth import (
     Signer,
     derive_key,
 )
+from tests.harness.hosts import Host, TestNet
 from tests.harness.network import FaultProxy
 
 PASSWORD = "harness-secret"
@@ -68,6 +69,9 @@ def free_ports(count: int) -> list[int]:
     """`count` distinct ports for nodes to listen on, free now."""
     return [_free_port_in(NODE_PORTS) for _ in range(count)]
 
+
+# The ports nodes listen on when each has a test host (a TestNet) of its own.
+BROKER_PORT, KAFKA_PORT, CONTROLLER_PORT, RAFT_PORT = 8080, 9092, 8090, 9093
 
 # Trusted for https:// URLs by `http` (a test CA, set by tests that turn TLS on).
 TLS_CONTEXT: list[ssl.SSLContext] = []
@@ -146,6 +150,7 @@ class Process:
     log_path: Path
     popen: subprocess.Popen[bytes] | None = None
     paused: bool = False
+    host: Host | None = None  # on a test host (its namespace), else on this machine's
 
     def start(self) -> None:
         env = {
@@ -154,9 +159,10 @@ class Process:
             "KRAFTLITE_CLUSTER_SECRET": CLUSTER_SECRET,
             "PYTHONUNBUFFERED": "1",
         }
+        command = [sys.executable, "-m", "kraftlite", "--log-format", "json", *self.args]
         with self.log_path.open("ab") as log:
             self.popen = subprocess.Popen(
-                [sys.executable, "-m", "kraftlite", "--log-format", "json", *self.args],
+                command if self.host is None else self.host.command(command),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
@@ -220,8 +226,12 @@ class ControllerQuorum:
     size: int = 3
     config: dict[str, Any] = field(default_factory=dict)  # extra TOML keys
     scheme: str = "http"  # https when the config turns TLS on
-    # With a proxy, Raft links between controllers go through it (see `_raft_views`).
-    network: FaultProxy | None = None
+    # off loopback (on test hosts) a node refuses listeners without TLS and authentication
+    # unless told --insecure
+    insecure: bool = False
+    # With a proxy, Raft links between controllers go through it (see `_raft_views`); on
+    # test hosts (a TestNet), controller N runs on host "controller-N", at its own address.
+    network: FaultProxy | TestNet | None = None
     processes: dict[int, Process] = field(default_factory=dict)
     urls: dict[int, str] = field(default_factory=dict)
 
@@ -229,15 +239,21 @@ class ControllerQuorum:
         self.root.mkdir(parents=True, exist_ok=True)
         config_file = self.root / "controller.toml"
         settings = {"cluster.id": self.root.name, **self.config}
-        if self.network is not None:  # voters list each other at proxy addresses
+        if isinstance(self.network, FaultProxy):  # voters list each other at proxy addresses
             settings.setdefault("quorum.membership.changes.enable", False)
         config_file.write_text(toml_lines(settings))
-        ports = free_ports(2 * self.size)
-        raft = {i + 1: f"127.0.0.1:{ports[i]}" for i in range(self.size)}
+        hosts = {i: self._host(i) for i in range(1, self.size + 1)}
+        if isinstance(self.network, TestNet):
+            raft = {i: f"{host.address}:{RAFT_PORT}" for i, host in hosts.items() if host}
+            listens = {i: f"{host.address}:{CONTROLLER_PORT}" for i, host in hosts.items() if host}
+        else:
+            ports = free_ports(2 * self.size)
+            raft = {i + 1: f"127.0.0.1:{ports[i]}" for i in range(self.size)}
+            listens = {i + 1: f"127.0.0.1:{ports[self.size + i]}" for i in range(self.size)}
         views = self._raft_views(raft)
         for node_id, raft_address in raft.items():
             quorum = ",".join(f"{i}@{address}" for i, address in views[node_id].items())
-            listen = f"127.0.0.1:{ports[self.size + node_id - 1]}"
+            listen = listens[node_id]
             self.urls[node_id] = f"{self.scheme}://{listen}"
             self.processes[node_id] = Process(
                 f"controller-{node_id}",
@@ -255,9 +271,14 @@ class ControllerQuorum:
                     quorum,
                     "--data-dir",
                     str(self.root / f"controller-{node_id}"),
+                    *(["--insecure"] if self.insecure else []),
                 ],
                 self.root / f"controller-{node_id}.log",
+                host=hosts[node_id],
             )
+
+    def _host(self, node_id: int) -> Host | None:
+        return self.network[f"controller-{node_id}"] if isinstance(self.network, TestNet) else None
 
     def _raft_views(self, raft: dict[int, str]) -> dict[int, dict[int, str]]:
         """Each voter's quorum: the Raft address it reaches every voter at.
@@ -271,7 +292,7 @@ class ControllerQuorum:
         Raft between them both ways; `isolate(..., both=True)` cuts it whichever node is
         named first.
         """
-        if self.network is None:
+        if not isinstance(self.network, FaultProxy):
             return {node_id: raft for node_id in raft}
         proxied = {}
         for node_id, address in raft.items():
@@ -329,6 +350,11 @@ class Cluster:
     FaultProxy (`self.network`; nodes are named like their processes: "broker-1",
     "controller-2"), which can cut those links. `urls` stay direct: the test's own requests
     are never cut. Raft links between controllers go through it too.
+
+    With `net` (a TestNet with hosts named like the processes, and "client"), each node
+    runs on its own host at that host's address, and `self.network` is the TestNet: the
+    same cuts act on packets, and the links can be shaped. The test reaches the nodes from
+    inside a host (`with net.inside("client")`), from before `start` to after `close`.
     """
 
     root: Path
@@ -338,8 +364,10 @@ class Cluster:
     faults: bool = False
     scheme: str = "http"  # https when the configs turn TLS on
     kafka: bool = False  # give every broker a Kafka listener (kafka.listen)
+    net: TestNet | None = None
+    insecure: bool = True  # on test hosts: plain listeners (--insecure); False for the guide's
     quorum: ControllerQuorum = field(init=False)
-    network: FaultProxy | None = field(init=False, default=None)
+    network: FaultProxy | TestNet | None = field(init=False, default=None)
     processes: dict[int, Process] = field(default_factory=dict)
     urls: dict[int, str] = field(default_factory=dict)
     kafka_addresses: dict[int, str] = field(default_factory=dict)
@@ -376,9 +404,19 @@ class Cluster:
 
     def __post_init__(self) -> None:
         if self.faults:
+            assert self.net is None, "faults=True is the proxy; a TestNet has faults of its own"
             self.network = FaultProxy(self.pids)
+        elif self.net is not None:
+            self.network = self.net
+            if self.insecure:  # what loopback gives: no authentication asked
+                self.broker_config = {"auth.required": False, **self.broker_config}
+                self.controller_config = {"auth.required": False, **self.controller_config}
         self.quorum = ControllerQuorum(
-            self.root, config=self.controller_config, network=self.network, scheme=self.scheme
+            self.root,
+            config=self.controller_config,
+            network=self.network,
+            scheme=self.scheme,
+            insecure=self.net is not None and self.insecure,
         )
         controller_urls = list(self.quorum.urls.values())
         if self.faults:
@@ -387,18 +425,24 @@ class Cluster:
                 for node_id, url in self.quorum.urls.items()
             ]
         controllers = ",".join(controller_urls)
-        ports = free_ports(self.brokers * 2)
-        for broker_id, port in enumerate(ports[: self.brokers], start=1):
-            listen = f"127.0.0.1:{port}"
+        hosts = {b: self._host(b) for b in range(1, self.brokers + 1)}
+        if self.net is None:
+            ports = free_ports(self.brokers * 2)
+            listens = {b: f"127.0.0.1:{ports[b - 1]}" for b in hosts}
+            kafka_listens = {b: f"127.0.0.1:{ports[self.brokers + b - 1]}" for b in hosts}
+        else:
+            listens = {b: f"{host.address}:{BROKER_PORT}" for b, host in hosts.items() if host}
+            kafka_listens = {b: f"{h.address}:{KAFKA_PORT}" for b, h in hosts.items() if h}
+        for broker_id, listen in listens.items():
             self.urls[broker_id] = f"{self.scheme}://{listen}"
             config = self.root / f"broker-{broker_id}.toml"
             settings = dict(self.broker_config)
             if self.kafka:
-                kafka_listen = f"127.0.0.1:{ports[self.brokers + broker_id - 1]}"
+                kafka_listen = kafka_listens[broker_id]
                 settings["kafka.listen"] = kafka_listen
                 self.kafka_addresses[broker_id] = kafka_listen
                 if self.faults:  # Kafka clients reach it through the proxy: cut(CLIENT, ...)
-                    assert self.network is not None
+                    assert isinstance(self.network, FaultProxy)
                     proxied = self.network.add_route(
                         f"broker-{broker_id}-kafka",
                         int(kafka_listen.rsplit(":", 1)[1]),
@@ -425,12 +469,17 @@ class Cluster:
                     controllers,
                     "--data-dir",
                     str(self.root / f"broker-{broker_id}"),
+                    *(["--insecure"] if self.net is not None and self.insecure else []),
                 ],
                 self.root / f"broker-{broker_id}.log",
+                host=hosts[broker_id],
             )
 
+    def _host(self, broker_id: int) -> Host | None:
+        return None if self.net is None else self.net[f"broker-{broker_id}"]
+
     def _proxied(self, name: str, address: str) -> str:
-        assert self.network is not None
+        assert isinstance(self.network, FaultProxy)
         port = self.network.add_route(name, int(address.rsplit(":", 1)[1]), proxy_port())
         return f"http://127.0.0.1:{port}"
 
@@ -463,11 +512,11 @@ class Cluster:
         self.network.heal()
 
     def close(self) -> None:
-        """Stop everything, the proxy too."""
+        """Stop everything, the proxy too (a TestNet is its owner's to close)."""
         self.stop()
-        if self.network is not None:
+        if isinstance(self.network, FaultProxy):
             self.network.close()
-            self.network = None
+        self.network = None
 
     def start(self, broker_ids: list[int] | None = None) -> None:
         """The quorum and the brokers (`broker_ids` only, if given: the rest can join the
