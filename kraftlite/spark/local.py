@@ -1,5 +1,6 @@
 """A local SparkSession for examples, benchmarks and tests: Spark in this process's venv, on
-loopback only, sized for a small machine.
+loopback only, sized for a small machine; or, for a driver that spark-submit started, the
+session spark-submit configured (its master: a cluster's, docs/spark.md: On a cluster).
 """
 
 from __future__ import annotations
@@ -36,3 +37,23 @@ def local_spark(
     )
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def submitted() -> bool:
+    """Whether Spark's launcher chose this driver's master: spark-submit starts the driver's
+    JVM first and passes it in PYSPARK_GATEWAY_PORT; a plain `python` driver starts its JVM
+    with PYSPARK_SUBMIT_ARGS, which may name one (`--master URL`, `--conf spark.master=URL`)."""
+    args = os.environ.get("PYSPARK_SUBMIT_ARGS", "").split()
+    return "PYSPARK_GATEWAY_PORT" in os.environ or any(
+        arg == "--master" or arg.startswith(("--master=", "spark.master=")) for arg in args
+    )
+
+
+def spark_session(app_name: str, **local: Any) -> Any:
+    """The session spark-submit configured (`--master`, `--name`, `--conf`: none of them
+    overridden here) when it started this driver, else `local_spark(app_name, **local)`."""
+    if not submitted():
+        return local_spark(app_name, **local)
+    from pyspark.sql import SparkSession  # noqa: PLC0415 - pyspark is heavy
+
+    return SparkSession.builder.getOrCreate()

@@ -9,6 +9,10 @@
 
     python -m kraftlite.spark.examples.purchases --bootstrap http://127.0.0.1:9092 \\
         --events 20000 --parquet run/purchases-parquet
+
+Spark runs in local mode (`local[2]`), unless spark-submit started the job: then on the
+master given to it (`spark-submit --master spark://HOST:7077 .../purchases.py --bootstrap
+...`; docs/spark.md: On a cluster).
 """
 
 from __future__ import annotations
@@ -211,13 +215,13 @@ def main(
     *, bootstrap: str, topic: str, out_topic: str, events: int, seed: int, parquet: Path
 ) -> None:
     """Generate purchase events, total them with Spark, and check the totals."""
-    from kraftlite.spark.local import local_spark  # noqa: PLC0415 - pyspark is heavy
+    from kraftlite.spark.local import spark_session  # noqa: PLC0415 - pyspark is heavy
 
     asyncio.run(create_topics(bootstrap, topic, out_topic))
     asyncio.run(generate(bootstrap, topic, events, seed))
     ends = asyncio.run(end_offsets(bootstrap, topic))
     click.echo(f"produced {events} purchase events to {topic} (acks=all)")
-    spark = local_spark("kraftlite-purchases")
+    spark = spark_session("kraftlite-purchases")  # spark-submit's master, else local[2]
     try:
         users, items = spark_totals(
             spark, bootstrap, topic, ends, out_topic=out_topic, parquet=parquet
