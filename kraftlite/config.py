@@ -574,6 +574,13 @@ class ControllerConfig(_Config):
     # Fast failure detection: a broker whose port refuses connections (its process is gone)
     # is fenced at once instead of after its session (controller/liveness.py).
     broker_liveness_probes: bool = _key("broker.liveness.probes.enable", default=True)
+    # A broker whose heartbeats are this late and whose address answers none of the probes
+    # meanwhile (a silent host, a pulled cable, a partition) is fenced then, not after its
+    # session; leaders' leases run by it (controller/liveness.py rule 4). At or above the
+    # session: off.
+    broker_unreachable_timeout_ms: int = _key(
+        "broker.unreachable.timeout.ms", positive_option, default=2500
+    )
     # Self-healing: a broker fenced this long has its replicas re-created on live brokers
     # (-1: never). Fifteen minutes by default, so a restart or a short outage moves nothing.
     broker_replacement_delay_ms: int = _key(

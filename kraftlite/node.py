@@ -140,6 +140,7 @@ async def run_controller(
             leader_imbalance_check_interval_ms=config.leader_imbalance_check_interval_ms,
             replacement_delay_ms=config.broker_replacement_delay_ms,
             liveness_probes=config.broker_liveness_probes,
+            unreachable_timeout_ms=config.broker_unreachable_timeout_ms,
             bootstrap_credential=_bootstrap_credential(config, bootstrap_password),
         ),
         raft_log,

@@ -762,6 +762,7 @@ async def register_broker(request: web.Request) -> web.StreamResponse:
         controller.settings.heartbeat_interval_ms,
         controller.settings.session_timeout_ms,
         controller.image.version,
+        controller.settings.lease_timeout_ms,
     )
     return json_response(answer.to_json())
 
@@ -785,6 +786,7 @@ async def broker_heartbeat(request: web.Request) -> web.StreamResponse:
         response.shutting_down,
         version,
         controller.settings.session_timeout_ms,
+        controller.settings.lease_timeout_ms,
     )
     return json_response(answer.to_json())
 

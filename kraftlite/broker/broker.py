@@ -4,7 +4,10 @@ Rules:
 1. A process registers once with a fresh incarnation id and gets a broker epoch; it starts
    fenced and the controller unfences it once its metadata has caught up with its own
    registration (it then knows every partition it holds).
-2. Heartbeats every `broker.heartbeat.interval.ms`; an answer saying the epoch is stale or the
+2. Heartbeats every `broker.heartbeat.interval.ms`, each sent on its own without waiting for
+   the one before (at most MAX_HEARTBEATS_IN_FLIGHT unanswered): a packet lost on a lossy
+   link holds up one request until TCP sends it again, not the ones after it, so the
+   answers that renew the lease keep coming. An answer saying the epoch is stale or the
    broker unknown means the controller lost us: register again (same incarnation).
 3. Metadata is a log followed by offset: long-poll any controller for the batches after
    the version we applied, replay them (metadata/follower.py), and act on what they touched
@@ -52,6 +55,7 @@ from kraftlite.protocol.internal import (
 
 T = TypeVar("T")
 A = TypeVar("A")
+MAX_HEARTBEATS_IN_FLIGHT = 3
 log = structlog.get_logger(__name__)
 METADATA_WAIT_MS = 10_000
 INLINE_METADATA_BYTES = 256 << 10  # larger metadata answers are replayed in a thread
@@ -124,6 +128,9 @@ class Broker:
             lease_valid=lambda: self.lease.valid(clock.monotonic_ms()),
         )
         self._heartbeat_interval_s = 2.0
+        self._session_timeout_ms = 9000  # as the controller last answered
+        self._beats: set[asyncio.Task[None]] = set()  # heartbeats in flight (rule 2)
+        self._fenced_as_of_ms = -1  # when the heartbeat that last set `fenced` was sent
         self._tasks: list[asyncio.Task[None]] = []
         self._catching_up: asyncio.Task[None] | None = None
         self._registered = asyncio.Event()
@@ -234,7 +241,7 @@ class Broker:
         shows we lead nothing, then stop. Partitions still led at the deadline go offline
         here first, so no write is acknowledged by a leader on its way out.
         """
-        heartbeat, others = self._tasks[:1], self._tasks[1:]
+        heartbeat, others = [*self._tasks[:1], *self._beats], self._tasks[1:]
         for task in heartbeat:
             task.cancel()  # a late periodic heartbeat would unfence us again
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -283,7 +290,9 @@ class Broker:
         self.broker_epoch = answer.broker_epoch
         self.cluster_id = answer.cluster_id
         self._heartbeat_interval_s = answer.heartbeat_interval_ms / 1000
-        self._answered(sent, answer.metadata_version, answer.session_timeout_ms)
+        self._answered(
+            sent, answer.metadata_version, answer.session_timeout_ms, answer.lease_timeout_ms
+        )
         self._registered.set()
         log.info("broker_registered", broker_epoch=self.broker_epoch)
 
@@ -302,17 +311,29 @@ class Broker:
             raw=True,
         )
         answer = _message(BrokerHeartbeatResponse.decode, body)
-        was_fenced, self.fenced = self.fenced, answer.fenced
-        if was_fenced != self.fenced:
-            log.info("broker_fenced" if self.fenced else "broker_unfenced")
-            if not self.fenced:  # leaders refused us for ISRs while fenced: ask again
-                self.replicas.restart_fetch_sessions()
-        self._answered(sent, answer.metadata_version, answer.session_timeout_ms)
+        if sent >= self._fenced_as_of_ms:  # an answer overtaken by a later one says nothing
+            self._fenced_as_of_ms = sent
+            was_fenced, self.fenced = self.fenced, answer.fenced
+            if was_fenced != self.fenced:
+                log.info("broker_fenced" if self.fenced else "broker_unfenced")
+                if not self.fenced:  # leaders refused us for ISRs while fenced: ask again
+                    self.replicas.restart_fetch_sessions()
+        self._answered(
+            sent, answer.metadata_version, answer.session_timeout_ms, answer.lease_timeout_ms
+        )
 
-    def _answered(self, sent_ms: int, metadata_version: int, session_timeout_ms: int) -> None:
-        """Rule 5: renew the lease; fetch the answer's metadata version now if we lack it."""
+    def _answered(
+        self,
+        sent_ms: int,
+        metadata_version: int,
+        session_timeout_ms: int,
+        lease_timeout_ms: int | None,
+    ) -> None:
+        """Rule 5: renew the lease; fetch the answer's metadata version now if we lack it.
+        A controller that names no lease timeout (older than it) fences by the session."""
         was_valid = self.lease.valid(self.clock.monotonic_ms())
-        self.lease.answered(sent_ms, metadata_version, session_timeout_ms)
+        self._session_timeout_ms = session_timeout_ms
+        self.lease.answered(sent_ms, metadata_version, lease_timeout_ms or session_timeout_ms)
         if not was_valid and self.lease.valid(self.clock.monotonic_ms()):
             log.info("leadership_lease_renewed")
         wanted = self.lease.waiting_for_version()
@@ -325,7 +346,7 @@ class Broker:
         """Fetch metadata until we hold `version`, asking without a long wait (a controller
         that lags answers at once with what it has, and the next one is tried).
         """
-        deadline = asyncio.get_running_loop().time() + self.lease.session_timeout_ms / 1000
+        deadline = asyncio.get_running_loop().time() + self._session_timeout_ms / 1000
         while self.replicas.image.version < version:
             if asyncio.get_running_loop().time() >= deadline:
                 return  # the next heartbeat answer tries again
@@ -349,38 +370,56 @@ class Broker:
         return (
             since is not None
             and self.replicas.image.version >= self.broker_epoch >= 0
-            and self.clock.monotonic_ms() - since > self.lease.session_timeout_ms
+            and self.clock.monotonic_ms() - since > self._session_timeout_ms
         )
 
     async def _heartbeat_loop(self) -> None:
         lease_was_valid = False
+        loop = asyncio.get_running_loop()
         while True:
             try:
                 if self.broker_epoch < 0:
+                    self._cancel_beats()  # answers about the lost registration
                     await self._register()
                 if self._metadata_stuck():
                     log.error(
                         "metadata_stuck_heartbeats_paused", version=self.replicas.image.version
                     )
                 else:
-                    await self._heartbeat()
+                    self._beats = {beat for beat in self._beats if not beat.done()}
+                    if len(self._beats) < MAX_HEARTBEATS_IN_FLIGHT:
+                        self._beats.add(loop.create_task(self._beat(), name="heartbeat-beat"))
             except KraftliteError as exc:
-                if exc.code in {ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED}:
-                    # Another registration holds our id (or none does): we lead nothing.
-                    log.warning("broker_registration_lost", error=str(exc))
-                    self.lease.revoke()
-                    self.broker_epoch = -1
-                    continue
-                log.warning("heartbeat_failed", error=str(exc))
+                log.warning("registration_failed", error=str(exc))
             except Exception:
                 log.exception("heartbeat_crashed")
             await asyncio.sleep(self._heartbeat_interval_s)
             lease_valid = self.lease.valid(self.clock.monotonic_ms())
             if lease_was_valid and not lease_valid:
-                log.warning(
-                    "leadership_lease_lapsed", session_timeout_ms=self.lease.session_timeout_ms
-                )
+                log.warning("leadership_lease_lapsed", lease_timeout_ms=self.lease.timeout_ms)
             lease_was_valid = lease_valid
+
+    async def _beat(self) -> None:
+        """One periodic heartbeat (rule 2), on its own."""
+        epoch = self.broker_epoch
+        try:
+            await self._heartbeat()
+        except KraftliteError as exc:
+            if exc.code in {ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED}:
+                if epoch == self.broker_epoch:  # not about a registration already replaced
+                    # Another registration holds our id (or none does): we lead nothing.
+                    log.warning("broker_registration_lost", error=str(exc))
+                    self.lease.revoke()
+                    self.broker_epoch = -1
+                return
+            log.warning("heartbeat_failed", error=str(exc))
+        except Exception:
+            log.exception("heartbeat_crashed")
+
+    def _cancel_beats(self) -> None:
+        for beat in self._beats:
+            beat.cancel()
+        self._beats = set()
 
     async def _follow(self, wait_ms: int, attempt_timeout_s: float | None = None) -> bool:
         """Fetch the metadata batches after ours from a controller (waiting up to `wait_ms`

@@ -12,8 +12,10 @@ was paused are refused too.
 
 Rules:
 1. An answered heartbeat (or registration) proves the active controller heard from us no
-   earlier than we *sent* it, so it cannot fence us before `sent + session_timeout`. The
-   lease runs to `sent + session_timeout - margin`; the margin covers clock-rate drift and
+   earlier than we *sent* it, so it cannot fence us before `sent + timeout`, where the
+   answer names `timeout`: the sooner of the session and `broker.unreachable.timeout.ms`,
+   after which a broker the controller cannot reach is fenced (controller/liveness.py rule
+   4). The lease runs to `sent + timeout - margin`; the margin covers clock-rate drift and
    the moment between the check and the answer leaving the socket.
 2. The answer also carries the active controller's metadata version `v`. It proves nothing
    about leaderships we hold until our own metadata has reached `v`: had we been fenced and
@@ -34,24 +36,24 @@ from dataclasses import dataclass, field
 MAX_WAITING = 32
 
 
-def lease_margin_ms(session_timeout_ms: int) -> int:
+def lease_margin_ms(timeout_ms: int) -> int:
     """How much earlier than the controllers could fence us we stop leading."""
-    return max(session_timeout_ms // 10, 50)
+    return max(timeout_ms // 10, 50)
 
 
 @dataclass
 class LeadershipLease:
-    session_timeout_ms: int = 9000
+    timeout_ms: int = 9000  # the soonest the controllers may fence us, as last answered (rule 1)
     applied_version: int = -1
     valid_until_ms: int | None = None  # None: never granted
     # Answers whose controller version our metadata has not reached yet (rule 2).
     _waiting: list[tuple[int, int]] = field(default_factory=list)
 
-    def answered(self, sent_ms: int, controller_version: int, session_timeout_ms: int) -> None:
+    def answered(self, sent_ms: int, controller_version: int, timeout_ms: int) -> None:
         """A heartbeat (or registration) sent at `sent_ms` was answered by the active
-        controller, whose metadata was at `controller_version`.
+        controller, whose metadata was at `controller_version`, with the lease's `timeout_ms`.
         """
-        self.session_timeout_ms = session_timeout_ms
+        self.timeout_ms = timeout_ms
         if controller_version <= self.applied_version:
             self._extend(sent_ms)
         else:
@@ -83,6 +85,6 @@ class LeadershipLease:
         return self.valid_until_ms is not None and now_ms < self.valid_until_ms
 
     def _extend(self, sent_ms: int) -> None:
-        until = sent_ms + self.session_timeout_ms - lease_margin_ms(self.session_timeout_ms)
+        until = sent_ms + self.timeout_ms - lease_margin_ms(self.timeout_ms)
         if self.valid_until_ms is None or until > self.valid_until_ms:
             self.valid_until_ms = until

@@ -1,4 +1,5 @@
-"""Fast failure detection: a dead broker is fenced in about a second, not a session.
+"""Fast failure detection: a dead broker is fenced in about a second, an unreachable one in a
+few, not after a session.
 
 Rules:
 1. A broker process that dies (kill -9, a crash) stops heartbeating and closes its sockets
@@ -17,44 +18,103 @@ Rules:
    LATE_HEARTBEATS intervals (any broker). At most one probe of a broker at a time.
 3. A probe names the registration it suspects (its broker epoch): a broker that registered
    again meanwhile (a restart) is not fenced by it.
+4. A broker whose heartbeats are `broker.unreachable.timeout.ms` late and whose address has
+   answered none of the probe's connection attempts (at least MIN_UNANSWERED of them, one
+   started every KNOCK_INTERVAL_S, each given KNOCK_TIMEOUT_S: a SYN that gets no answer,
+   neither accept nor refusal) is unreachable: a silent host, a pulled cable, a partition
+   between it and the controllers. It is fenced then, not after its session, so its
+   partitions get new leaders within seconds. That is safe because its leadership lease runs
+   by the same timeout (broker/lease.py rule 1): by then it has stopped leading, whether it
+   is dead or alive on the other side of the fault. A broker whose address answers any
+   attempt (accepts: even paused, or slow behind a lossy link, its kernel answers) is not
+   fenced by the probe: the session decides, and a flaky link does not fence a broker that
+   keeps heartbeating. What this costs: a broker that cannot reach any controller while
+   they can reach it (a one-way fault) stops leading after this timeout but is fenced only
+   after its session.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
+import errno
 import urllib.parse
+from dataclasses import dataclass
 
 from kraftlite.controller.decisions import ControllerResult, fence_expired_brokers
 from kraftlite.metadata.image import MetadataImage
 
-PROBE_TIMEOUT_S = 0.5
-PROBE_GAP_S = 0.1
+KNOCK_TIMEOUT_S = 1.0  # a SYN is sent again after 1 s: an attempt gets one answer's chance
+KNOCK_INTERVAL_S = 0.25  # a new attempt this often while none has answered
+MIN_UNANSWERED = 4  # rule 4: the attempts that must all go unanswered
 LATE_HEARTBEATS = 1.5  # heartbeat intervals without one before the controller probes
+NO_ROUTE = frozenset({errno.EHOSTUNREACH, errno.ENETUNREACH})
 
 
-async def refuses_connections(url: str) -> bool:
-    """Whether `url`'s host refuses a TCP connection to its port twice in a row (rule 1).
-    A timeout, a reset after accepting, or a name that does not resolve is no proof."""
+class Knock(enum.Enum):
+    """What one connection attempt to a broker's advertised address got."""
+
+    ANSWERED = "answered"  # accepted: its host is up and reachable
+    REFUSED = "refused"  # its host is up, nothing listens: rule 1
+    UNANSWERED = "unanswered"  # nothing at all within the timeout: rule 4
+
+
+async def knock(url: str, timeout_s: float = KNOCK_TIMEOUT_S) -> Knock:
+    """One TCP connection attempt to `url`'s host and port. A name that does not resolve,
+    or any error but a refusal, a timeout or no route, counts as answered: no proof."""
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname
     port = parts.port or (443 if parts.scheme == "https" else 80)
     if host is None:
-        return False
-    for attempt in range(2):
-        if attempt:
-            await asyncio.sleep(PROBE_GAP_S)
-        try:
-            _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), PROBE_TIMEOUT_S)
-        except ConnectionRefusedError:
-            continue
-        except (OSError, TimeoutError):
-            return False
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
-        return False
-    return True
+        return Knock.ANSWERED
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    except ConnectionRefusedError:
+        return Knock.REFUSED
+    except TimeoutError:
+        return Knock.UNANSWERED
+    except OSError as exc:
+        # No route to it (a router or ARP gave up on its host) is its silence too; were the
+        # fault our own link's, we could not commit a fence without a Raft majority anyway.
+        return Knock.UNANSWERED if exc.errno in NO_ROUTE else Knock.ANSWERED
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return Knock.ANSWERED
+
+
+@dataclass
+class Probe:
+    """The knocks one probe of a broker has had so far, and what they prove (pure)."""
+
+    refused_in_a_row: int = 0
+    unanswered: int = 0
+    answered: bool = False
+
+    def add(self, result: Knock) -> None:
+        if result is Knock.ANSWERED:
+            self.answered = True
+        elif result is Knock.REFUSED:
+            self.refused_in_a_row += 1
+        else:
+            self.unanswered += 1
+            self.refused_in_a_row = 0
+
+    def verdict(self, late_ms: int, unreachable_ms: int | None, silent_ms: int) -> str | None:
+        """Why to fence a broker unheard for `silent_ms`, or None: dead (rule 1: refused
+        twice in a row), unreachable (rule 4), or not proven."""
+        if self.answered or silent_ms < late_ms:
+            return None
+        if self.refused_in_a_row >= 2:
+            return "its port refuses connections"
+        if (
+            unreachable_ms is not None
+            and silent_ms >= unreachable_ms
+            and self.unanswered >= MIN_UNANSWERED
+        ):
+            return "it is unreachable"
+        return None
 
 
 def fence_dead_broker(

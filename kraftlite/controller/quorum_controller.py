@@ -69,9 +69,24 @@ class ControllerSettings:
     replacement_delay_ms: int = 900_000  # broker.replacement.delay.ms; -1: no self-healing
     healing_check_interval_ms: int = 5_000
     liveness_probes: bool = True  # broker.liveness.probes.enable (liveness.py)
+    unreachable_timeout_ms: int = 2500  # broker.unreachable.timeout.ms (liveness.py rule 4)
     request_timeout_s: float = 10.0
     tick_interval_s: float = 0.25
     bootstrap_credential: UserScramCredentialRecord | None = None  # auth.bootstrap.user
+
+    @property
+    def unreachable_fencing_ms(self) -> int | None:
+        """How late heartbeats may be before a broker that answers no probe is fenced
+        (liveness.py rule 4); None when that never comes before the session."""
+        if not self.liveness_probes or self.unreachable_timeout_ms >= self.session_timeout_ms:
+            return None
+        return self.unreachable_timeout_ms
+
+    @property
+    def lease_timeout_ms(self) -> int:
+        """The soonest we may fence a broker after hearing from it, which its leadership
+        lease runs by (broker/lease.py rule 1)."""
+        return self.unreachable_fencing_ms or self.session_timeout_ms
 
 
 class QuorumController:
@@ -110,7 +125,7 @@ class QuorumController:
         # Brokers being probed (controller/liveness.py), and the probe itself (injectable).
         self._probing: dict[int, asyncio.Task[None]] = {}
         self._membership_lock = asyncio.Lock()
-        self.refuses_connections = liveness.refuses_connections
+        self.knock = liveness.knock
         self._last_moves_check_ms = 0
         self._task: asyncio.Task[None] | None = None
         # The metadata version each broker's last heartbeat reported (metrics: its lag).
@@ -576,7 +591,8 @@ class QuorumController:
     # -- fast failure detection (liveness.py) --------------------------------------------
 
     def suspect(self, broker_id: int, broker_epoch: int) -> None:
-        """Probe the broker's port, and fence that registration if it refuses (rule 1)."""
+        """Probe the broker's address, and fence that registration if it proves dead or
+        unreachable (rules 1 and 4)."""
         registration = self.image.brokers.get(broker_id)
         if (
             not self.settings.liveness_probes
@@ -593,44 +609,76 @@ class QuorumController:
         self._probing[broker_id] = task
         task.add_done_callback(lambda _: self._probing.pop(broker_id, None))
 
+    def _still_suspect(self, broker_id: int, broker_epoch: int) -> bool:
+        registration = self.image.brokers.get(broker_id)
+        return (
+            registration is not None
+            and not registration.fenced
+            and registration.broker_epoch == broker_epoch
+            and self.is_active()
+        )
+
     async def _probe(self, broker_id: int, broker_epoch: int, url: str) -> None:
-        """liveness.py rule 1: wait until the broker's heartbeats are late, then probe; fence
-        only if its port refused and still no heartbeat came meanwhile."""
+        """liveness.py rules 1 and 4: once the broker's heartbeats are late, knock on its
+        address every KNOCK_INTERVAL_S (each attempt with its own timeout) until one is
+        answered (alive: the session decides), a heartbeat arrives, or the knocks prove it
+        dead or unreachable; then fence it, if still no heartbeat came meanwhile."""
         late_ms = int(self.settings.heartbeat_interval_ms * liveness.LATE_HEARTBEATS)
+        unreachable_ms = self.settings.unreachable_fencing_ms
+        probe = liveness.Probe()
+        knocks: set[asyncio.Task[liveness.Knock]] = set()
         try:
             silent_ms = self.sessions.silent_for(broker_id, self._clock.monotonic_ms())
             if silent_ms < late_ms:  # wait once for it to be late; a heartbeat ends it
                 await asyncio.sleep((late_ms - silent_ms) / 1000)
+            loop = asyncio.get_running_loop()
+            next_knock = loop.time()
+            while self._still_suspect(broker_id, broker_epoch):
                 if self.sessions.silent_for(broker_id, self._clock.monotonic_ms()) < late_ms:
+                    return  # heard from
+                if loop.time() >= next_knock:
+                    knocks.add(loop.create_task(self.knock(url)))
+                    next_knock = loop.time() + liveness.KNOCK_INTERVAL_S
+                wait_s = max(next_knock - loop.time(), 0)
+                if not knocks:
+                    await asyncio.sleep(wait_s)
+                    continue
+                done, knocks = await asyncio.wait(
+                    knocks, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED
+                )
+                for knocked in done:
+                    probe.add(knocked.result())
+                silent_ms = self.sessions.silent_for(broker_id, self._clock.monotonic_ms())
+                reason = probe.verdict(late_ms, unreachable_ms, silent_ms)
+                if probe.answered or (reason is None and silent_ms < late_ms):
                     return
-            registration = self.image.brokers.get(broker_id)
-            if (
-                registration is None
-                or registration.fenced
-                or registration.broker_epoch != broker_epoch
-                or not self.is_active()
-            ):
-                return
-            started = self._clock.monotonic_ms()
-            if not await self.refuses_connections(url):
-                return
-            if self.sessions.silent_for(broker_id, started) < late_ms:
-                return  # a heartbeat arrived while we probed: alive, whatever its port says
-
-            def decide(image: MetadataImage) -> decisions.ControllerResult[list[int]]:
-                # decided under the write lock: a heartbeat that came while we waited for it
-                # saves the broker (as _fence_expired)
-                if self.sessions.silent_for(broker_id, self._clock.monotonic_ms()) < late_ms:
-                    return decisions.ControllerResult((), [])
-                return liveness.fence_dead_broker(image, broker_id, broker_epoch)
-
-            fenced = await self.submit(decide, offload=True)
-            if fenced:
-                log.info("brokers_fenced", brokers=fenced, reason="its port refuses connections")
+                if reason is not None:
+                    await self._fence_suspect(broker_id, broker_epoch, probe, late_ms, reason)
+                    return
         except KraftliteError as exc:  # deposed, or the quorum is slow: the session decides
             log.info("dead_broker_fence_failed", broker=broker_id, error=str(exc))
         except Exception:
             log.exception("dead_broker_probe_crashed", broker=broker_id)
+        finally:
+            for knocked in knocks:
+                knocked.cancel()
+
+    async def _fence_suspect(
+        self, broker_id: int, broker_epoch: int, probe: liveness.Probe, late_ms: int, reason: str
+    ) -> None:
+        unreachable_ms = self.settings.unreachable_fencing_ms
+
+        def decide(image: MetadataImage) -> decisions.ControllerResult[list[int]]:
+            # decided under the write lock: a heartbeat that came while we waited for it
+            # saves the broker (as _fence_expired)
+            silent_ms = self.sessions.silent_for(broker_id, self._clock.monotonic_ms())
+            if probe.verdict(late_ms, unreachable_ms, silent_ms) is None:
+                return decisions.ControllerResult((), [])
+            return liveness.fence_dead_broker(image, broker_id, broker_epoch)
+
+        fenced = await self.submit(decide, offload=True)
+        if fenced:
+            log.info("brokers_fenced", brokers=fenced, reason=reason)
 
     # -- broker-facing ------------------------------------------------------------------
 

@@ -158,6 +158,9 @@ class BrokerRegistrationResponse(Message, frozen=True):
     heartbeat_interval_ms: Positive
     session_timeout_ms: Positive
     metadata_version: NonNegative
+    # The soonest the controller may fence a broker it heard from (broker/lease.py rule 1);
+    # absent from a controller older than it: the session.
+    lease_timeout_ms: Positive | None = None
 
 
 class BrokerHeartbeatRequest(Message, frozen=True):
@@ -185,6 +188,7 @@ class BrokerHeartbeatResponse(Message, frozen=True):
     shutting_down: bool
     metadata_version: NonNegative  # the active controller's, when it answered (broker/lease.py)
     session_timeout_ms: Positive
+    lease_timeout_ms: Positive | None = None  # as in BrokerRegistrationResponse
 
 
 # ---------------------------------------------------------------------------- metadata fetch

@@ -17,7 +17,7 @@ def test_no_lease_before_the_first_answer() -> None:
 
 def test_an_answer_at_our_version_runs_from_when_it_was_sent() -> None:
     lease = LeadershipLease(applied_version=10)
-    lease.answered(sent_ms=1000, controller_version=10, session_timeout_ms=SESSION)
+    lease.answered(sent_ms=1000, controller_version=10, timeout_ms=SESSION)
     assert lease.valid(1000 + SESSION - MARGIN - 1)
     # by sent + session the controller may have fenced us: we stopped before it could
     assert not lease.valid(1000 + SESSION - MARGIN)
@@ -29,8 +29,8 @@ def test_an_answer_from_ahead_of_our_metadata_counts_only_once_we_reach_it() -> 
     that no longer makes us leader, while our image still does. It must not renew anything
     until we hold that metadata."""
     lease = LeadershipLease(applied_version=10)
-    lease.answered(sent_ms=0, controller_version=10, session_timeout_ms=SESSION)
-    lease.answered(sent_ms=20_000, controller_version=14, session_timeout_ms=SESSION)
+    lease.answered(sent_ms=0, controller_version=10, timeout_ms=SESSION)
+    lease.answered(sent_ms=20_000, controller_version=14, timeout_ms=SESSION)
     assert not lease.valid(20_001)
     assert lease.waiting_for_version() == 14
     lease.applied(13)
@@ -42,23 +42,23 @@ def test_an_answer_from_ahead_of_our_metadata_counts_only_once_we_reach_it() -> 
 
 def test_an_older_answer_still_counts_while_a_newer_one_waits() -> None:
     lease = LeadershipLease(applied_version=5)
-    lease.answered(sent_ms=0, controller_version=5, session_timeout_ms=SESSION)
-    lease.answered(sent_ms=2000, controller_version=6, session_timeout_ms=SESSION)
+    lease.answered(sent_ms=0, controller_version=5, timeout_ms=SESSION)
+    lease.answered(sent_ms=2000, controller_version=6, timeout_ms=SESSION)
     assert lease.valid(SESSION - MARGIN - 1)
     assert not lease.valid(SESSION - MARGIN)
 
 
 def test_a_late_answer_to_an_old_heartbeat_never_shortens_the_lease() -> None:
     lease = LeadershipLease(applied_version=1)
-    lease.answered(sent_ms=5000, controller_version=1, session_timeout_ms=SESSION)
-    lease.answered(sent_ms=1000, controller_version=1, session_timeout_ms=SESSION)
+    lease.answered(sent_ms=5000, controller_version=1, timeout_ms=SESSION)
+    lease.answered(sent_ms=1000, controller_version=1, timeout_ms=SESSION)
     assert lease.valid(5000 + SESSION - MARGIN - 1)
 
 
 def test_answers_waiting_for_metadata_are_bounded() -> None:
     lease = LeadershipLease(applied_version=0)
     for sent in range(1000):
-        lease.answered(sent_ms=sent, controller_version=1 + sent, session_timeout_ms=SESSION)
+        lease.answered(sent_ms=sent, controller_version=1 + sent, timeout_ms=SESSION)
     assert len(lease._waiting) == MAX_WAITING
     lease.applied(1000)
     assert lease.valid(999 + SESSION - MARGIN - 1)  # the newest answer is the one kept
@@ -91,12 +91,12 @@ def test_the_lease_never_outlives_a_session_from_a_counted_answer(
 
 def test_a_revoked_lease_holds_nothing_until_answered_again() -> None:
     lease = LeadershipLease(applied_version=3)
-    lease.answered(sent_ms=0, controller_version=3, session_timeout_ms=SESSION)
-    lease.answered(sent_ms=100, controller_version=9, session_timeout_ms=SESSION)
+    lease.answered(sent_ms=0, controller_version=3, timeout_ms=SESSION)
+    lease.answered(sent_ms=100, controller_version=9, timeout_ms=SESSION)
     assert lease.waiting_since() == 100
     lease.revoke()
     assert not lease.valid(1) and lease.waiting_since() is None
     lease.applied(9)
     assert not lease.valid(1)  # the answer waiting for 9 was for the old registration
-    lease.answered(sent_ms=200, controller_version=9, session_timeout_ms=SESSION)
+    lease.answered(sent_ms=200, controller_version=9, timeout_ms=SESSION)
     assert lease.valid(201)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kraftlite.controller import decisions, quorum_controller
+from kraftlite.controller import decisions, liveness, quorum_controller
 from kraftlite.controller.heartbeats import BrokerSessions
 from kraftlite.controller.quorum_controller import ControllerSettings, QuorumController
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -86,9 +86,9 @@ class FixedClock:
         return self.ms
 
 
-def make_controller() -> tuple[QuorumController, ScriptedLog, FixedClock]:
+def make_controller(**extra: Any) -> tuple[QuorumController, ScriptedLog, FixedClock]:
     metadata_log, clock = ScriptedLog(), FixedClock()
-    settings = ControllerSettings(node_id=1, url="http://c1", voters={"a:1": 1})
+    settings = ControllerSettings(node_id=1, url="http://c1", voters={"a:1": 1}, **extra)
     return QuorumController(settings, metadata_log, clock), metadata_log, clock  # type: ignore[arg-type]
 
 
@@ -494,33 +494,104 @@ async def test_a_batched_decision_is_decided_again_only_when_another_write_lands
 # ------------------------------------------------------------------------------ fast fencing
 
 
-async def _probe_once(heard_ms_ago: int, refuses: bool) -> bool:
-    """Whether broker 1 is fenced after a follower's report, its port `refuses`, its last
-    heartbeat `heard_ms_ago` (controller/liveness.py)."""
-    controller, log, clock = make_controller()
+@pytest.fixture(autouse=True)
+def quick_knocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Knocks 10 ms apart: the probes' timing is the injected clock's, not the loop's."""
+    monkeypatch.setattr(liveness, "KNOCK_INTERVAL_S", 0.01)
+
+
+async def _probe_once(
+    heard_ms_ago: int, knocks: liveness.Knock | list[liveness.Knock], **settings: Any
+) -> bool:
+    """Whether broker 1 is fenced after a follower's report, its address answering the
+    probe's knocks so (the last one repeating), its last heartbeat `heard_ms_ago`
+    (controller/liveness.py)."""
+    controller, log, clock = make_controller(**settings)
     log.image = ten_partitions_led_by_1()
     controller._active_term = 1
     epoch = log.image.brokers[1].broker_epoch
     controller.sessions.contact(1, clock.ms - heard_ms_ago)
+    answers = list(knocks) if isinstance(knocks, list) else [knocks]
 
-    async def probe(url: str) -> bool:
-        return refuses
+    async def knock(url: str) -> liveness.Knock:
+        return answers.pop(0) if len(answers) > 1 else answers[0]
 
-    controller.refuses_connections = probe
+    controller.knock = knock
     controller.suspect(1, epoch)
-    await asyncio.gather(*controller._probing.values())
+    await asyncio.wait_for(asyncio.gather(*controller._probing.values()), 10)
     return log.image.brokers[1].fenced
+
+
+REFUSED, UNANSWERED, ANSWERED = (
+    liveness.Knock.REFUSED,
+    liveness.Knock.UNANSWERED,
+    liveness.Knock.ANSWERED,
+)
 
 
 async def test_a_broker_heard_from_just_now_is_not_fenced_whatever_its_port_says() -> None:
     """A refused probe is no proof while heartbeats arrive: the controller's path to the
     advertised address may refuse (a firewall's REJECT, a balancer with no backend)."""
-    assert not await _probe_once(heard_ms_ago=0, refuses=True)
+    assert not await _probe_once(heard_ms_ago=0, knocks=REFUSED)
+    assert not await _probe_once(heard_ms_ago=0, knocks=UNANSWERED)
 
 
 async def test_a_silent_broker_whose_port_refuses_is_fenced_at_once() -> None:
-    assert await _probe_once(heard_ms_ago=5_000, refuses=True)
-    assert not await _probe_once(heard_ms_ago=5_000, refuses=False)  # paused: the session
+    assert await _probe_once(heard_ms_ago=1_000, knocks=REFUSED)
+    assert not await _probe_once(heard_ms_ago=5_000, knocks=ANSWERED)  # paused: the session
+    # refusals must come in a row: one that answers in between is alive
+    assert not await _probe_once(heard_ms_ago=1_000, knocks=[REFUSED, ANSWERED, REFUSED])
+
+
+async def test_an_unreachable_broker_is_fenced_once_its_heartbeats_are_that_late() -> None:
+    """Rule 4: no answer at all (a silent host) for broker.unreachable.timeout.ms."""
+    assert await _probe_once(heard_ms_ago=2_600, knocks=UNANSWERED)
+    # one knock answered among the silent ones: its host is there, the session decides
+    assert not await _probe_once(
+        heard_ms_ago=5_000, knocks=[UNANSWERED, UNANSWERED, ANSWERED, UNANSWERED]
+    )
+
+
+async def test_an_unreachable_broker_waits_for_the_timeout_not_the_session() -> None:
+    """Heard from 1 s ago: the probe keeps knocking until 2.5 s have passed since (the
+    clock moves with each knock here), and fences it then, not after the 9 s session."""
+    controller, log, clock = make_controller()
+    log.image = ten_partitions_led_by_1()
+    controller._active_term = 1
+    controller.sessions.contact(1, clock.ms - 1_000)
+    knocked_at: list[int] = []
+
+    async def knock(url: str) -> liveness.Knock:
+        knocked_at.append(clock.ms)
+        clock.ms += 250
+        return UNANSWERED
+
+    controller.knock = knock
+    controller.suspect(1, log.image.brokers[1].broker_epoch)
+    await asyncio.wait_for(asyncio.gather(*controller._probing.values()), 10)
+    assert log.image.brokers[1].fenced
+    silent_when_fenced = clock.ms - knocked_at[0] + 1_000
+    assert 2_500 <= silent_when_fenced < 3_000
+
+
+async def test_no_unreachable_fencing_when_its_timeout_is_not_below_the_session() -> None:
+    """broker.unreachable.timeout.ms at or above the session turns rule 4 off (the probe
+    ends when the session fences it; here nothing does, so it is bounded by the test)."""
+    assert not await _probe_once(
+        heard_ms_ago=5_000,
+        knocks=[UNANSWERED] * 8 + [ANSWERED],
+        unreachable_timeout_ms=9_000,
+    )
+    assert not await _probe_once(
+        heard_ms_ago=5_000, knocks=[UNANSWERED] * 8 + [ANSWERED], liveness_probes=False
+    )
+
+
+def test_leases_run_by_the_soonest_fence() -> None:
+    assert ControllerSettings(1, "u", {}).lease_timeout_ms == 2_500
+    assert ControllerSettings(1, "u", {}, session_timeout_ms=2_000).lease_timeout_ms == 2_000
+    off = ControllerSettings(1, "u", {}, liveness_probes=False)
+    assert off.lease_timeout_ms == 9_000 and off.unreachable_fencing_ms is None
 
 
 # ------------------------------------------------------------------------------ membership

@@ -1,0 +1,144 @@
+"""Silent links (issue 28, controller/liveness.py rule 4): a broker whose host goes silent,
+or whose cable is pulled, is fenced once its heartbeats are `broker.unreachable.timeout.ms`
+late, not after its session, and its partitions take writes through new leaders; a broker
+behind a slow, lossy link is not fenced. The session here is 20 s: a fence within it is
+the fast path's."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness.hosts import TestNet
+from tests.harness.processes import Cluster, http
+
+pytestmark = [pytest.mark.integration, pytest.mark.network, pytest.mark.timeout(180)]
+SESSION_MS = 20_000
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, net: TestNet) -> Iterator[Cluster]:
+    net.shape_all(delay_ms=1)
+    running = Cluster(
+        tmp_path,
+        net=net,
+        broker_config={"replica.lag.time.max.ms": 30_000},  # only fencing shrinks ISRs here
+        controller_config={"broker.session.timeout.ms": SESSION_MS},
+    )
+    running.start()
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+class Writers:
+    """One acks=all writer per partition, each through a broker that does not lead it."""
+
+    def __init__(self, cluster: Cluster, leaders: dict[int, int], avoid: int) -> None:
+        self.acked: dict[int, list[float]] = {p: [] for p in leaders}
+        self._stop = threading.Event()
+        others = [b for b in cluster.urls if b != avoid]
+        self._threads = [
+            threading.Thread(target=self._write, args=(cluster.urls[others[p % 2]], p))
+            for p in leaders
+        ]
+
+    def _write(self, url: str, partition: int) -> None:
+        while not self._stop.is_set():
+            try:
+                status, _ = http(
+                    "POST",
+                    url + f"/v1/topics/t/partitions/{partition}/records",
+                    {"records": [{"value": "x"}]},
+                    timeout=2,
+                )
+            except OSError:
+                continue
+            if status == 200:
+                self.acked[partition].append(time.monotonic())
+            else:
+                time.sleep(0.05)
+
+    def __enter__(self) -> Writers:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(10)
+
+    def acked_since(self, since: float) -> dict[int, int]:
+        return {p: sum(1 for t in times if t > since) for p, times in self.acked.items()}
+
+
+def brokers(cluster: Cluster, via: int) -> dict[int, dict[str, object]]:
+    status, body = http("GET", cluster.urls[via] + "/v1/brokers")
+    assert status == 200, body
+    return {b["id"]: b for b in body["brokers"]}
+
+
+def broker_epoch(cluster: Cluster, broker_id: int) -> int:
+    status, body = http("GET", cluster.urls[broker_id] + "/readyz")
+    assert status == 200, body
+    return int(body["broker_epoch"])
+
+
+@pytest.mark.parametrize("fault", ["silence", "pulled cable"])
+def test_a_silent_leader_is_fenced_fast_and_its_partitions_move(
+    cluster: Cluster, net: TestNet, fault: str
+) -> None:
+    leaders = cluster.create_topic("t", 3, 3, configs={"min.insync.replicas": 2})
+    victim = leaders[0]
+    survivor = next(b for b in cluster.urls if b != victim)
+    with Writers(cluster, leaders, avoid=victim) as writers:
+        time.sleep(1)
+        start = time.monotonic()
+        if fault == "silence":
+            net.silence(f"broker-{victim}")
+        else:
+            net.cut_link(f"broker-{victim}")
+        deadline = start + SESSION_MS / 1000 - 5
+        while not brokers(cluster, survivor)[victim]["fenced"]:
+            assert time.monotonic() < deadline, "not fenced before the session: the slow path"
+            time.sleep(0.1)
+        fenced_after = time.monotonic() - start
+        # every partition, the victim's included, takes writes again through the others
+        while not all(writers.acked_since(start + fenced_after).values()):
+            assert time.monotonic() < deadline, writers.acked_since(start)
+            time.sleep(0.1)
+    status, topic = http("GET", cluster.urls[survivor] + "/v1/topics/t")
+    assert status == 200, topic
+    for partition in topic["partitions"]:
+        assert partition["leader"] != victim
+        assert victim not in partition["isr"]
+    net.heal()
+    deadline = time.monotonic() + 30
+    while brokers(cluster, survivor)[victim]["fenced"]:  # it comes back, and is let in
+        assert time.monotonic() < deadline, "the healed broker stays fenced"
+        time.sleep(0.2)
+
+
+def test_a_slow_lossy_link_fences_no_one(cluster: Cluster, net: TestNet) -> None:
+    """200 +- 200 ms on the link of a leader, 5 % of its packets lost, for 30 s: heartbeats
+    arrive late and out of order, probes go unanswered now and then, but its host answers:
+    nobody is fenced, and every partition keeps taking writes."""
+    leaders = cluster.create_topic("t", 3, 3, configs={"min.insync.replicas": 2})
+    victim = leaders[0]
+    epochs = {b: broker_epoch(cluster, b) for b in cluster.urls}
+    with Writers(cluster, leaders, avoid=victim) as writers:
+        start = time.monotonic()
+        net.shape(f"broker-{victim}", delay_ms=200, jitter_ms=200, loss_pct=5)
+        while time.monotonic() - start < 30:
+            seen = brokers(cluster, next(b for b in cluster.urls if b != victim))
+            assert not any(info["fenced"] for info in seen.values()), seen
+            time.sleep(1)
+        assert all(writers.acked_since(start).values()), writers.acked_since(start)
+    net.heal(shapes=True)
+    assert {b: broker_epoch(cluster, b) for b in cluster.urls} == epochs  # none registered again
