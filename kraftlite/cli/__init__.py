@@ -5,6 +5,7 @@ module per noun, in the shape of the contract's "Processes and the command line"
 - config, log: `config check` and `log dump`, offline tools
 - topics, records (`produce`, `consume`), groups, cluster, brokers, reassignments, leaders,
   quorum, users, acls, quotas, tokens (`token`): the admin and data tools, built on the client
+- certs: a cluster CA and the certificates it signs, offline
 - common, moves: what those share (connection options, output, exit codes; data moves)
 """
 
@@ -16,6 +17,7 @@ from kraftlite import __version__
 from kraftlite.cli import (
     acls,
     brokers,
+    certs,
     cluster,
     config,
     groups,
@@ -68,6 +70,7 @@ for _command in (
     acls.acls,
     quotas.quotas,
     tokens.token,
+    certs.certs,
 ):
     main.add_command(_command)
 

@@ -16,7 +16,9 @@ Every packet between two hosts crosses the hub, where the faults act on it:
   (network.py), so the nemesis and the chaos tests run on either;
 - `shape(host, delay_ms, jitter_ms, loss_pct)`: the link delays each packet, both ways, by
   `delay ± jitter` (uniform) and drops `loss_pct` of them, as `tc netem` would;
-- `heal()`: every fault removed, links up.
+- `heal()`: every fault removed, links up;
+- `firewall(allowed)`: besides faults, only the connections the rules allow (source
+  hosts, target hosts, port) may be opened, as a data centre's firewall would.
 
 Drops, resets and loss are nftables rules in the hub (one table, rendered from the faults set
 and replaced atomically: `ruleset`). Delay needs `sch_netem`, which this machine's kernel
@@ -116,6 +118,15 @@ class Shape:
     loss_pct: float = 0.0
 
 
+@dataclass(frozen=True)
+class Allow:
+    """A firewall rule: hosts `sources` may open connections to `port` on hosts `targets`."""
+
+    sources: tuple[str, ...]
+    targets: tuple[str, ...]
+    port: int
+
+
 @dataclass
 class Faults:
     """What is broken now; `ruleset` renders the drops and resets, `delays` the delays."""
@@ -124,6 +135,9 @@ class Faults:
     cuts: dict[tuple[str, str], str] = field(default_factory=dict)  # (src, dst) -> mode
     shapes: dict[str, Shape] = field(default_factory=dict)
     links_down: set[str] = field(default_factory=set)
+    # With a firewall, a new connection not allowed by one of its rules is dropped; it stays
+    # through `heal` (it is the network's configuration, not a fault).
+    firewall: tuple[Allow, ...] | None = None
 
 
 def ruleset(hosts: dict[str, Host], faults: Faults) -> str:
@@ -152,6 +166,15 @@ def ruleset(hosts: dict[str, Host], faults: Faults) -> str:
                 f'iifname "{link}" numgen random mod 10000 < {per_10k} drop',
                 f'oifname "{link}" numgen random mod 10000 < {per_10k} drop',
             ]
+    if faults.firewall is not None:
+        for allow in faults.firewall:
+            sources = ", ".join(hosts[name].address for name in allow.sources)
+            targets = ", ".join(hosts[name].address for name in allow.targets)
+            rules.append(
+                f"ct state new ip saddr {{ {sources} }} ip daddr {{ {targets} }} "
+                f"tcp dport {allow.port} accept"
+            )
+        rules.append("ct state new drop")
     body = "\n".join(f"    {rule}" for rule in rules)
     return (
         f"table inet {TABLE}\ndelete table inet {TABLE}\n"
@@ -333,6 +356,12 @@ class TestNet:
             self.faults.shapes[name] = Shape(delay_ms, jitter_ms, loss_pct)
         self._apply()
 
+    def firewall(self, allowed: Iterable[Allow] | None) -> None:
+        """Only the connections `allowed` names may be opened (None: any), as a data
+        centre's firewall would; faults come first."""
+        self.faults.firewall = None if allowed is None else tuple(allowed)
+        self._apply()
+
     def cut_link(self, name: str) -> None:
         self.faults.links_down.add(name)
         run("ip", "-n", self.hub, "link", "set", self.hosts[name].link, "down")
@@ -341,7 +370,9 @@ class TestNet:
         """Every cut, silence and downed link removed; link shapes too with `shapes`."""
         for name in self.faults.links_down:
             run("ip", "-n", self.hub, "link", "set", self.hosts[name].link, "up")
-        self.faults = Faults(shapes=({} if shapes else self.faults.shapes))
+        self.faults = Faults(
+            shapes={} if shapes else self.faults.shapes, firewall=self.faults.firewall
+        )
         self._apply()
 
     def _apply(self) -> None:

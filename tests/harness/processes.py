@@ -151,14 +151,20 @@ class Process:
     popen: subprocess.Popen[bytes] | None = None
     paused: bool = False
     host: Host | None = None  # on a test host (its namespace), else on this machine's
+    # The kraftlite variables it gets instead of the harness's secrets (an operator's own)
+    environment: dict[str, str] | None = None
 
     def start(self) -> None:
-        env = {
-            **os.environ,
-            "KRAFTLITE_RAFT_PASSWORD": PASSWORD,
-            "KRAFTLITE_CLUSTER_SECRET": CLUSTER_SECRET,
-            "PYTHONUNBUFFERED": "1",
-        }
+        if self.environment is None:
+            env = {
+                **os.environ,
+                "KRAFTLITE_RAFT_PASSWORD": PASSWORD,
+                "KRAFTLITE_CLUSTER_SECRET": CLUSTER_SECRET,
+            }
+        else:
+            outside = {k: v for k, v in os.environ.items() if not k.startswith("KRAFTLITE_")}
+            env = {**outside, **self.environment}
+        env["PYTHONUNBUFFERED"] = "1"
         command = [sys.executable, "-m", "kraftlite", "--log-format", "json", *self.args]
         with self.log_path.open("ab") as log:
             self.popen = subprocess.Popen(

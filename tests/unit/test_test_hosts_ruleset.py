@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.harness.hosts import Faults, Host, Shape, delays, ruleset
+from tests.harness.hosts import Allow, Faults, Host, Shape, delays, ruleset
 
 HOSTS = {name: Host(name, i, f"ns-{name}", f"klv{i}") for i, name in enumerate("abc", start=1)}
 
@@ -44,3 +44,15 @@ def test_silence_and_loss_match_a_link_once_per_packet() -> None:
 def test_only_delayed_links_go_to_the_forwarder() -> None:
     shapes = {"a": Shape(delay_ms=3), "b": Shape(loss_pct=5), "c": Shape(jitter_ms=2)}
     assert delays(HOSTS, Faults(shapes=shapes)) == {"10.88.1.2": (3, 0), "10.88.3.2": (0, 2)}
+
+
+def test_a_firewall_lets_only_the_allowed_connections_start() -> None:
+    firewall = (Allow(("a", "b"), ("c",), 8080),)
+    assert rules(Faults(firewall=firewall))[1:] == [
+        "ct state new ip saddr { 10.88.1.2, 10.88.2.2 } ip daddr { 10.88.3.2 } "
+        "tcp dport 8080 accept",
+        "ct state new drop",
+    ]
+    # faults first: a cut drops even what the firewall allows
+    both = rules(Faults(cuts={("a", "c"): "hang"}, firewall=firewall))
+    assert both[1].endswith("drop") and "ct original" in both[1]
