@@ -57,6 +57,11 @@ def positive_option(value: Any) -> str | None:
     return "must be > 0" if value <= 0 else None
 
 
+def _unreachable_timeout(value: Any) -> str | None:
+    # the probe's four knocks and the first one's timeout (controller/liveness.py rule 4)
+    return "must be >= 2000" if value < 2000 else None
+
+
 def _positive_or_unset(value: Any) -> str | None:
     return None if value is None else positive_option(value)
 
@@ -579,7 +584,7 @@ class ControllerConfig(_Config):
     # session; leaders' leases run by it (controller/liveness.py rule 4). At or above the
     # session: off.
     broker_unreachable_timeout_ms: int = _key(
-        "broker.unreachable.timeout.ms", positive_option, default=2500
+        "broker.unreachable.timeout.ms", _unreachable_timeout, default=2500
     )
     # Self-healing: a broker fenced this long has its replicas re-created on live brokers
     # (-1: never). Fifteen minutes by default, so a restart or a short outage moves nothing.
@@ -591,6 +596,17 @@ class ControllerConfig(_Config):
     metadata_log_retained_batches: int = _key(
         "metadata.log.retained.batches", positive_option, default=100_000
     )
+
+    def __post_init__(self) -> None:
+        unreachable, interval = (
+            self.broker_unreachable_timeout_ms,
+            self.broker_heartbeat_interval_ms,
+        )
+        if unreachable < self.broker_session_timeout_ms and unreachable < 4 * interval:
+            raise ConfigError(
+                f"broker.unreachable.timeout.ms = {unreachable} must be at least four "
+                f"broker.heartbeat.interval.ms ({4 * interval}): leases run by it"
+            )
 
     def voters(self) -> dict[str, int]:
         """Raft address -> node id, from `quorum`."""

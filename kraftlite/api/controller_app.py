@@ -754,7 +754,12 @@ async def register_broker(request: web.Request) -> web.StreamResponse:
     except MessageError as exc:
         raise KraftliteError(ErrorCode.INVALID_REQUEST, str(exc)) from None
     epoch = await controller.register_broker(
-        wanted.broker_id, wanted.incarnation_id, wanted.url, wanted.rack, wanted.kafka
+        wanted.broker_id,
+        wanted.incarnation_id,
+        wanted.url,
+        wanted.rack,
+        wanted.kafka,
+        honours_lease_timeout=wanted.honours_lease_timeout,
     )
     answer = BrokerRegistrationResponse(
         epoch,
@@ -779,6 +784,8 @@ async def broker_heartbeat(request: web.Request) -> web.StreamResponse:
         beat.broker_epoch,
         beat.metadata_version,
         beat.want_shutdown,
+        beat.honours_lease_timeout,
+        beat.sequence,
     )
     answer = BrokerHeartbeatResponse(
         response.broker_epoch,

@@ -131,6 +131,8 @@ class Broker:
         self._session_timeout_ms = 9000  # as the controller last answered
         self._beats: set[asyncio.Task[None]] = set()  # heartbeats in flight (rule 2)
         self._fenced_as_of_ms = -1  # when the heartbeat that last set `fenced` was sent
+        self._revocations = 0  # registrations lost so far (answers for them are ignored)
+        self._sequence = 0  # heartbeats sent by this incarnation
         self._tasks: list[asyncio.Task[None]] = []
         self._catching_up: asyncio.Task[None] | None = None
         self._registered = asyncio.Event()
@@ -282,6 +284,7 @@ class Broker:
             self.settings.url,
             self.settings.rack,
             self.settings.kafka,
+            honours_lease_timeout=True,
         )
         _, body = await self._session_controllers.call(
             "POST", "/v1/internal/brokers", wanted.encode(), raw=True
@@ -301,7 +304,15 @@ class Broker:
         # Each attempt gets a second at least: the controller may wait up to
         # CONFIRMATION_WAIT_MS for a Raft round trip before answering.
         timeout_s = max(self._heartbeat_interval_s, 2.0)
-        beat = BrokerHeartbeatRequest(self.broker_epoch, self.replicas.image.version, want_shutdown)
+        epoch, revocations = self.broker_epoch, self._revocations
+        self._sequence += 1
+        beat = BrokerHeartbeatRequest(
+            epoch,
+            self.replicas.image.version,
+            want_shutdown,
+            honours_lease_timeout=True,
+            sequence=self._sequence,
+        )
         _, body = await self._session_controllers.call(
             "POST",
             f"/v1/internal/brokers/{self.broker_id}/heartbeat",
@@ -311,6 +322,8 @@ class Broker:
             raw=True,
         )
         answer = _message(BrokerHeartbeatResponse.decode, body)
+        if epoch != self.broker_epoch or revocations != self._revocations:
+            return  # about a registration lost meanwhile (rule 2): it must not lease anything
         if sent >= self._fenced_as_of_ms:  # an answer overtaken by a later one says nothing
             self._fenced_as_of_ms = sent
             was_fenced, self.fenced = self.fenced, answer.fenced
@@ -409,12 +422,18 @@ class Broker:
                 if epoch == self.broker_epoch:  # not about a registration already replaced
                     # Another registration holds our id (or none does): we lead nothing.
                     log.warning("broker_registration_lost", error=str(exc))
-                    self.lease.revoke()
-                    self.broker_epoch = -1
+                    self._revoke()
                 return
             log.warning("heartbeat_failed", error=str(exc))
         except Exception:
             log.exception("heartbeat_crashed")
+
+    def _revoke(self) -> None:
+        """Our registration is lost: no lease, and no answer to a heartbeat sent for it
+        counts any more (one still in flight may come back after this)."""
+        self.lease.revoke()
+        self._revocations += 1
+        self.broker_epoch = -1
 
     def _cancel_beats(self) -> None:
         for beat in self._beats:

@@ -34,11 +34,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 MAX_WAITING = 32
+MIN_MARGIN_MS = 500
 
 
 def lease_margin_ms(timeout_ms: int) -> int:
-    """How much earlier than the controllers could fence us we stop leading."""
-    return max(timeout_ms // 10, 50)
+    """How much earlier than the controllers could fence us we stop leading: a tenth, and
+    half a second at least (an event loop held up between a request's lease check and its
+    answer leaving the socket)."""
+    return max(timeout_ms // 10, MIN_MARGIN_MS)
 
 
 @dataclass
@@ -46,8 +49,9 @@ class LeadershipLease:
     timeout_ms: int = 9000  # the soonest the controllers may fence us, as last answered (rule 1)
     applied_version: int = -1
     valid_until_ms: int | None = None  # None: never granted
-    # Answers whose controller version our metadata has not reached yet (rule 2).
-    _waiting: list[tuple[int, int]] = field(default_factory=list)
+    # Answers whose controller version our metadata has not reached yet (rule 2), each
+    # with its own timeout: (sent, version, timeout).
+    _waiting: list[tuple[int, int, int]] = field(default_factory=list)
 
     def answered(self, sent_ms: int, controller_version: int, timeout_ms: int) -> None:
         """A heartbeat (or registration) sent at `sent_ms` was answered by the active
@@ -55,26 +59,27 @@ class LeadershipLease:
         """
         self.timeout_ms = timeout_ms
         if controller_version <= self.applied_version:
-            self._extend(sent_ms)
+            self._extend(sent_ms, timeout_ms)
         else:
             # Bounded while metadata stalls: the oldest answers extend the lease least.
-            self._waiting = [*self._waiting[-(MAX_WAITING - 1) :], (sent_ms, controller_version)]
+            waiting = (sent_ms, controller_version, timeout_ms)
+            self._waiting = [*self._waiting[-(MAX_WAITING - 1) :], waiting]
 
     def applied(self, version: int) -> None:
         """Our metadata reached `version`: answers waiting for it count now."""
         self.applied_version = max(self.applied_version, version)
-        ready = [sent for sent, wanted in self._waiting if wanted <= self.applied_version]
-        self._waiting = [(s, w) for s, w in self._waiting if w > self.applied_version]
-        for sent in ready:
-            self._extend(sent)
+        ready = [(s, t) for s, wanted, t in self._waiting if wanted <= self.applied_version]
+        self._waiting = [w for w in self._waiting if w[1] > self.applied_version]
+        for sent, timeout in ready:
+            self._extend(sent, timeout)
 
     def waiting_for_version(self) -> int | None:
         """The metadata version the newest uncounted answer waits for, if any."""
-        return max((wanted for _, wanted in self._waiting), default=None)
+        return max((wanted for _, wanted, _ in self._waiting), default=None)
 
     def waiting_since(self) -> int | None:
         """When the oldest answer still waiting for our metadata was sent, if any."""
-        return min((sent for sent, _ in self._waiting), default=None)
+        return min((sent for sent, _, _ in self._waiting), default=None)
 
     def revoke(self) -> None:
         """The controllers no longer know us by the registration our answers were for."""
@@ -84,7 +89,7 @@ class LeadershipLease:
     def valid(self, now_ms: int) -> bool:
         return self.valid_until_ms is not None and now_ms < self.valid_until_ms
 
-    def _extend(self, sent_ms: int) -> None:
-        until = sent_ms + self.timeout_ms - lease_margin_ms(self.timeout_ms)
+    def _extend(self, sent_ms: int, timeout_ms: int) -> None:
+        until = sent_ms + timeout_ms - lease_margin_ms(timeout_ms)
         if self.valid_until_ms is None or until > self.valid_until_ms:
             self.valid_until_ms = until

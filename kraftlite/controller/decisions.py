@@ -401,12 +401,15 @@ def broker_heartbeat(
     broker_epoch: int,
     metadata_version: int,
     want_shutdown: bool = False,
+    *,
+    may_unfence: bool = True,
 ) -> ControllerResult[BrokerHeartbeatResponse]:
     """A broker's periodic heartbeat (its session is tracked outside the image).
 
     A fenced broker is unfenced once it has replayed metadata up to its own registration
-    (`metadata_version >= broker_epoch`). A broker that asks to shut down is fenced, which
-    moves its leaderships away first (Kafka's controlled shutdown).
+    (`metadata_version >= broker_epoch`), unless `may_unfence` is False (the heartbeat was
+    sent before the broker asked to shut down). A broker that asks to shut down is fenced,
+    which moves its leaderships away first (Kafka's controlled shutdown).
     """
     _registered(image, broker_id, broker_epoch)
     broker = image.brokers[broker_id]
@@ -421,7 +424,7 @@ def broker_heartbeat(
         records += _fence_changes(image, {broker_id})
         records.append(FenceBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch))
         fenced, atomic = True, False
-    elif not want_shutdown and broker.fenced and metadata_version >= broker_epoch:
+    elif not want_shutdown and may_unfence and broker.fenced and metadata_version >= broker_epoch:
         records = [UnfenceBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch)]
         records += _unfence_changes(image, broker_id)
         fenced, atomic = False, False  # any prefix: the broker is live, some elected

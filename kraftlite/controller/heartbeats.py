@@ -51,6 +51,10 @@ class BrokerSessions:
             if now_ms - self._last_contact.setdefault(broker_id, now_ms) > longer_than_ms
         ]
 
+    def last_contact(self, broker_id: int) -> int | None:
+        """When the broker was last heard from (None: never)."""
+        return self._last_contact.get(broker_id)
+
     def silent_for(self, broker_id: int, now_ms: int) -> int:
         """Milliseconds since the broker was last heard from (0 if never: it starts now)."""
         return now_ms - self._last_contact.setdefault(broker_id, now_ms)

@@ -5,8 +5,8 @@ Rules:
 1. A broker process that dies (kill -9, a crash) stops heartbeating and closes its sockets
    at once; its listening port then refuses connections. Both together are taken as proof:
    a broker whose heartbeats are LATE_HEARTBEATS intervals late and whose advertised
-   address then refuses a TCP connection twice, PROBE_GAP_S apart, with still no heartbeat
-   meanwhile, is dead, and it is fenced at once (the decision that fences an expired
+   address then refuses a TCP connection twice in a row, KNOCK_INTERVAL_S apart, with still
+   no heartbeat meanwhile, is dead, and it is fenced at once (the decision that fences an expired
    session). A paused (SIGSTOP), overloaded or cut-off broker does not refuse (its kernel
    still accepts, or nothing answers at all): it is left to the session timeout and its
    lease (broker/lease.py). A live broker whose port the controller's path refuses (a
@@ -28,17 +28,27 @@ Rules:
    is dead or alive on the other side of the fault. A broker whose address answers any
    attempt (accepts: even paused, or slow behind a lossy link, its kernel answers) is not
    fenced by the probe: the session decides, and a flaky link does not fence a broker that
-   keeps heartbeating. What this costs: a broker that cannot reach any controller while
-   they can reach it (a one-way fault) stops leading after this timeout but is fenced only
-   after its session.
+   keeps heartbeating; once a knock was answered, rule 4 waits until the broker is heard
+   from again (a flaky link's later silent knocks prove nothing new). What this costs: a
+   broker that cannot reach any controller while they can reach it (a one-way fault) stops
+   leading after this timeout but is fenced only after its session.
+5. Rule 4 holds only where every lease in force runs by the same timeout: for a broker
+   whose heartbeats say its lease does (an older broker keeps a session's lease), and, for
+   a controller that just took over, only from a session after its takeover's fallback
+   (its predecessors' answers, whatever timeout they named, may lease up to a session),
+   unless the broker's current registration is one it committed itself in this term.
+6. A knock's verdict is the kernel's: a connection that completed while the controller's
+   event loop was held up is answered, not timed out (the socket is asked at the end), and
+   a host name is resolved apart, a failed lookup proving nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import errno
+import select
+import socket
 import urllib.parse
 from dataclasses import dataclass
 
@@ -61,27 +71,51 @@ class Knock(enum.Enum):
 
 
 async def knock(url: str, timeout_s: float = KNOCK_TIMEOUT_S) -> Knock:
-    """One TCP connection attempt to `url`'s host and port. A name that does not resolve,
-    or any error but a refusal, a timeout or no route, counts as answered: no proof."""
+    """One TCP connection attempt to `url`'s host and port (rule 6). A name that does not
+    resolve, or any error but a refusal, a timeout or no route, counts as answered: no
+    proof of anything."""
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname
     port = parts.port or (443 if parts.scheme == "https" else 80)
     if host is None:
         return Knock.ANSWERED
+    loop = asyncio.get_running_loop()
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-    except ConnectionRefusedError:
-        return Knock.REFUSED
-    except TimeoutError:
-        return Knock.UNANSWERED
-    except OSError as exc:
-        # No route to it (a router or ARP gave up on its host) is its silence too; were the
-        # fault our own link's, we could not commit a fence without a Raft majority anyway.
-        return Knock.UNANSWERED if exc.errno in NO_ROUTE else Knock.ANSWERED
-    writer.close()
-    with contextlib.suppress(OSError):
-        await writer.wait_closed()
+        found = await asyncio.wait_for(
+            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout_s
+        )
+    except (OSError, TimeoutError):
+        return Knock.ANSWERED
+    if not found:
+        return Knock.ANSWERED
+    family, kind, protocol, _, address = found[0]
+    with socket.socket(family, kind, protocol) as attempt:
+        attempt.setblocking(False)
+        try:
+            await asyncio.wait_for(loop.sock_connect(attempt, address), timeout_s)
+        except ConnectionRefusedError:
+            return Knock.REFUSED
+        except TimeoutError:
+            return _settled(attempt)
+        except OSError as exc:
+            # No route to it (a router or ARP gave up on its host) is its silence too; were
+            # the fault our own link's, we could not commit a fence without a Raft majority.
+            return Knock.UNANSWERED if exc.errno in NO_ROUTE else Knock.ANSWERED
     return Knock.ANSWERED
+
+
+def _settled(attempt: socket.socket) -> Knock:
+    """What the kernel says of an attempt the event loop gave up on: connected (the answer
+    came while the loop was busy), refused, or still nothing."""
+    _, writable, _ = select.select([], [attempt], [], 0)
+    if not writable:
+        return Knock.UNANSWERED
+    error = attempt.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if error == 0:
+        return Knock.ANSWERED
+    if error == errno.ECONNREFUSED:
+        return Knock.REFUSED
+    return Knock.UNANSWERED if error in NO_ROUTE else Knock.ANSWERED
 
 
 @dataclass

@@ -21,7 +21,7 @@ import contextlib
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -124,6 +124,19 @@ class QuorumController:
         self.elect_after_moves = False
         # Brokers being probed (controller/liveness.py), and the probe itself (injectable).
         self._probing: dict[int, asyncio.Task[None]] = {}
+        # liveness.py rule 4's conditions: brokers whose leases run by our lease timeout
+        # (their heartbeats say so), when a knock was last answered (as the broker's last
+        # contact then: no rule 4 until it is heard from again), and from when no lease a
+        # predecessor granted can still hold (a takeover's fallback and a session after it).
+        self._lease_aware: set[int] = set()
+        self._knock_answered: dict[int, int | None] = {}
+        self._unreachable_from_ms: int | None = None
+        # The registrations we committed, with the Raft term we committed them in
+        self._registered_here: dict[int, tuple[int, int]] = {}  # broker -> (term, epoch)
+        # Brokers a fence is being decided for: their heartbeats wait for it (_changing).
+        self._fencing: set[int] = set()
+        # The sequence of each registration's shutdown heartbeat: (epoch, sequence).
+        self._shutdown_asked: dict[int, tuple[int, int]] = {}
         self._membership_lock = asyncio.Lock()
         self.knock = liveness.knock
         self._last_moves_check_ms = 0
@@ -184,19 +197,23 @@ class QuorumController:
         *,
         require_active: bool = True,
         offload: bool = False,
+        fencing: Iterable[int] = (),
     ) -> T:
         """Decide against the latest image, commit the records, return the response.
         `offload`: a decision over every partition runs in a thread, so the event loop
-        keeps answering heartbeats meanwhile (it must read nothing the loop changes)."""
+        keeps answering heartbeats meanwhile (it must read nothing the loop changes but
+        broker sessions). `fencing`: brokers the decision may fence, whose heartbeats are
+        answered only after it from the moment it is taken (_changing)."""
         if require_active and not self.is_active():
             raise self.not_controller()
         deadline = asyncio.get_running_loop().time() + self.settings.request_timeout_s
         queued = time.perf_counter()
         async with self._write_lock:
             metrics.EVENT_QUEUE_TIME.observe(time.perf_counter() - queued)
-            return await self._decide_and_commit(
-                decide, deadline, require_active=require_active, offload=offload
-            )
+            with self._deciding_fence(fencing):
+                return await self._decide_and_commit(
+                    decide, deadline, require_active=require_active, offload=offload
+                )
 
     async def _decide_and_commit(
         self,
@@ -321,6 +338,12 @@ class QuorumController:
             # heartbeats.py rule 2, and broker/lease.py rule 3: a deposed leader may have
             # answered heartbeats for up to the fallback timeout after we took over.
             self.sessions.reset(self.image.brokers, now + LEADER_FALLBACK_TIMEOUT_MS)
+            # liveness.py rule 4: a predecessor's answers may have leased up to a session
+            self._unreachable_from_ms = (
+                now + LEADER_FALLBACK_TIMEOUT_MS + self.settings.session_timeout_ms
+            )
+            self._knock_answered.clear()
+            self._shutdown_asked.clear()
             self._last_rebalance_ms = now
             self._leadership_confirmed_ms = None
             self._repair_due = True
@@ -343,8 +366,9 @@ class QuorumController:
         )
         for broker_id in late:  # liveness.py rule 2
             self.suspect(broker_id, self.image.brokers[broker_id].broker_epoch)
-        if self._expired(self.image):
-            fenced = await self.submit(self._fence_expired, offload=True)
+        expired = self._expired(self.image)
+        if expired:
+            fenced = await self.submit(self._fence_expired, offload=True, fencing=expired)
             if fenced:
                 log.info("brokers_fenced", brokers=fenced, reason="session expired")
         if now - self._last_rebalance_ms >= self.settings.leader_imbalance_check_interval_ms:
@@ -425,12 +449,24 @@ class QuorumController:
 
     def _changing(self, broker_id: int) -> bool:
         """Whether a batch that may still apply fences or re-registers `broker_id` (or a
-        decision committing in several batches is under way for it)."""
-        if broker_id in self._batched_brokers:
+        decision committing in several batches, or a fence, is under way for it)."""
+        if broker_id in self._batched_brokers or broker_id in self._fencing:
             return True
         version = self.image.version
         self._in_flight = {k: v for k, v in self._in_flight.items() if v[0] >= version}
         return any(broker_id in brokers for _, brokers in self._in_flight.values())
+
+    @contextlib.contextmanager
+    def _deciding_fence(self, broker_ids: Iterable[int]) -> Iterator[None]:
+        """While a fence of `broker_ids` is decided (in a thread) and committed, their
+        heartbeats are answered only after it (_changing): one arriving meanwhile would
+        otherwise be answered unfenced from the image the fence is about to change."""
+        marked = set(broker_ids) - self._fencing
+        self._fencing |= marked
+        try:
+            yield
+        finally:
+            self._fencing -= marked
 
     async def _commit_noop(self, deadline: float) -> None:
         """Commit an empty batch decided now (it moves the version on, as KRaft's
@@ -596,7 +632,7 @@ class QuorumController:
         registration = self.image.brokers.get(broker_id)
         if (
             not self.settings.liveness_probes
-            or not self.is_active()
+            or not self.is_caught_up()  # a takeover's sessions are not yet ours
             or registration is None
             or registration.fenced
             or registration.broker_epoch != broker_epoch
@@ -609,13 +645,47 @@ class QuorumController:
         self._probing[broker_id] = task
         task.add_done_callback(lambda _: self._probing.pop(broker_id, None))
 
-    def _still_suspect(self, broker_id: int, broker_epoch: int) -> bool:
+    def _still_suspect(self, broker_id: int, broker_epoch: int, term: int | None) -> bool:
+        """The registration is unfenced and current, and we are still the caught-up active
+        controller of the term the probe started in (a takeover's sessions are not ours)."""
         registration = self.image.brokers.get(broker_id)
         return (
             registration is not None
             and not registration.fenced
             and registration.broker_epoch == broker_epoch
-            and self.is_active()
+            and self.is_caught_up()
+            and self._active_term == term
+        )
+
+    def _unreachable_ms(self, broker_id: int) -> int | None:
+        """How late its heartbeats must be for rule 4 to fence the broker now, or None
+        while rule 4 may not: off, a predecessor's leases may still hold (unless we took its
+        current registration ourselves), the broker runs a session's lease, or a knock was
+        answered since it was last heard from."""
+        unreachable_ms = self.settings.unreachable_fencing_ms
+        from_ms = self._unreachable_from_ms
+        if (
+            unreachable_ms is None
+            or from_ms is None
+            or (self._clock.monotonic_ms() < from_ms and not self._ours(broker_id))
+            or broker_id not in self._lease_aware
+            or (
+                broker_id in self._knock_answered
+                and self._knock_answered[broker_id] == self.sessions.last_contact(broker_id)
+            )
+        ):
+            return None
+        return unreachable_ms
+
+    def _ours(self, broker_id: int) -> bool:
+        """Whether the broker's current registration was committed by us in this term: no
+        predecessor can have answered a heartbeat for it."""
+        registration = self.image.brokers.get(broker_id)
+        return (
+            registration is not None
+            and self._active_term is not None
+            and self._registered_here.get(broker_id)
+            == (self._active_term, registration.broker_epoch)
         )
 
     async def _probe(self, broker_id: int, broker_epoch: int, url: str) -> None:
@@ -624,7 +694,7 @@ class QuorumController:
         answered (alive: the session decides), a heartbeat arrives, or the knocks prove it
         dead or unreachable; then fence it, if still no heartbeat came meanwhile."""
         late_ms = int(self.settings.heartbeat_interval_ms * liveness.LATE_HEARTBEATS)
-        unreachable_ms = self.settings.unreachable_fencing_ms
+        term = self._active_term
         probe = liveness.Probe()
         knocks: set[asyncio.Task[liveness.Knock]] = set()
         try:
@@ -633,7 +703,7 @@ class QuorumController:
                 await asyncio.sleep((late_ms - silent_ms) / 1000)
             loop = asyncio.get_running_loop()
             next_knock = loop.time()
-            while self._still_suspect(broker_id, broker_epoch):
+            while self._still_suspect(broker_id, broker_epoch, term):
                 if self.sessions.silent_for(broker_id, self._clock.monotonic_ms()) < late_ms:
                     return  # heard from
                 if loop.time() >= next_knock:
@@ -648,12 +718,13 @@ class QuorumController:
                 )
                 for knocked in done:
                     probe.add(knocked.result())
-                silent_ms = self.sessions.silent_for(broker_id, self._clock.monotonic_ms())
-                reason = probe.verdict(late_ms, unreachable_ms, silent_ms)
-                if probe.answered or (reason is None and silent_ms < late_ms):
+                if probe.answered:  # alive: rule 4 waits until it is heard from again
+                    self._knock_answered[broker_id] = self.sessions.last_contact(broker_id)
                     return
+                silent_ms = self.sessions.silent_for(broker_id, self._clock.monotonic_ms())
+                reason = probe.verdict(late_ms, self._unreachable_ms(broker_id), silent_ms)
                 if reason is not None:
-                    await self._fence_suspect(broker_id, broker_epoch, probe, late_ms, reason)
+                    await self._fence_suspect(broker_id, broker_epoch, term, probe, reason)
                     return
         except KraftliteError as exc:  # deposed, or the quorum is slow: the session decides
             log.info("dead_broker_fence_failed", broker=broker_id, error=str(exc))
@@ -664,19 +735,27 @@ class QuorumController:
                 knocked.cancel()
 
     async def _fence_suspect(
-        self, broker_id: int, broker_epoch: int, probe: liveness.Probe, late_ms: int, reason: str
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        term: int | None,
+        probe: liveness.Probe,
+        reason: str,
     ) -> None:
-        unreachable_ms = self.settings.unreachable_fencing_ms
+        late_ms = int(self.settings.heartbeat_interval_ms * liveness.LATE_HEARTBEATS)
+        if not self._still_suspect(broker_id, broker_epoch, term):
+            return
+        unreachable_ms = self._unreachable_ms(broker_id)
 
         def decide(image: MetadataImage) -> decisions.ControllerResult[list[int]]:
-            # decided under the write lock: a heartbeat that came while we waited for it
-            # saves the broker (as _fence_expired)
+            # Decided under the write lock, with this broker's heartbeats held back until
+            # the fence is committed (submit's `fencing`): one that arrived before saves it.
             silent_ms = self.sessions.silent_for(broker_id, self._clock.monotonic_ms())
             if probe.verdict(late_ms, unreachable_ms, silent_ms) is None:
                 return decisions.ControllerResult((), [])
             return liveness.fence_dead_broker(image, broker_id, broker_epoch)
 
-        fenced = await self.submit(decide, offload=True)
+        fenced = await self.submit(decide, offload=True, fencing=[broker_id])
         if fenced:
             log.info("brokers_fenced", brokers=fenced, reason=reason)
 
@@ -689,6 +768,8 @@ class QuorumController:
         url: str,
         rack: str | None,
         kafka: str | None = None,
+        *,
+        honours_lease_timeout: bool = False,
     ) -> int:
         def fence_previous(image: MetadataImage) -> decisions.ControllerResult[list[int]]:
             """A new incarnation: fence the old one first, in bounded batches (its
@@ -706,10 +787,21 @@ class QuorumController:
             )
         )
         self.sessions.contact(broker_id, self._clock.monotonic_ms())
+        if honours_lease_timeout:
+            self._lease_aware.add(broker_id)
+        else:
+            self._lease_aware.discard(broker_id)
+        self._registered_here[broker_id] = (self.log.status()["term"], epoch)
         return epoch
 
-    async def broker_heartbeat(
-        self, broker_id: int, broker_epoch: int, metadata_version: int, want_shutdown: bool
+    async def broker_heartbeat(  # noqa: PLR0917 - a heartbeat's fields
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        metadata_version: int,
+        want_shutdown: bool,
+        honours_lease_timeout: bool = False,
+        sequence: int = 0,
     ) -> tuple[decisions.BrokerHeartbeatResponse, int]:
         """The answer, and the metadata version it was given at (the broker's lease counts
         the answer once its own metadata has reached that version).
@@ -722,13 +814,28 @@ class QuorumController:
         if registration is not None and registration.broker_epoch == broker_epoch:
             self.sessions.contact(broker_id, self._clock.monotonic_ms())
             self.broker_metadata_versions[broker_id] = metadata_version
+            if honours_lease_timeout:
+                self._lease_aware.add(broker_id)
+            else:
+                self._lease_aware.discard(broker_id)
+        # A heartbeat sent before its broker's shutdown heartbeat and arriving after it must
+        # not unfence it (heartbeats go out several at a time: broker.py rule 2).
+        asked = self._shutdown_asked.get(broker_id)
+        if want_shutdown and sequence > 0:
+            self._shutdown_asked[broker_id] = (broker_epoch, sequence)
+        may_unfence = asked is None or asked[0] != broker_epoch or sequence > asked[1]
         await self._confirm_leadership()
         if not self.is_caught_up():
             raise self.not_controller()  # deposed while confirming
 
         def decide(image: MetadataImage) -> decisions.ControllerResult[BrokerHeartbeatResponse]:
             return decisions.broker_heartbeat(
-                image, broker_id, broker_epoch, metadata_version, want_shutdown
+                image,
+                broker_id,
+                broker_epoch,
+                metadata_version,
+                want_shutdown,
+                may_unfence=may_unfence,
             )
 
         # Most heartbeats change nothing: answer those at once rather than behind a write

@@ -150,6 +150,9 @@ class BrokerRegistrationRequest(Message, frozen=True):
     url: Annotated[str, Meta(min_length=1, max_length=2048)]
     rack: str | None = None
     kafka: Annotated[str, Meta(max_length=300)] | None = None  # the Kafka listener's host:port
+    # It runs its lease by the answers' lease_timeout_ms (a broker older than it does not,
+    # and keeps a session's: controller/liveness.py rule 4 leaves it to its session).
+    honours_lease_timeout: bool = False
 
 
 class BrokerRegistrationResponse(Message, frozen=True):
@@ -170,6 +173,10 @@ class BrokerHeartbeatRequest(Message, frozen=True):
     broker_epoch: Long
     metadata_version: NonNegative
     want_shutdown: bool = False
+    honours_lease_timeout: bool = False  # as in BrokerRegistrationRequest
+    # Rises with each heartbeat of an incarnation: one sent before its shutdown heartbeat
+    # and arriving after it must not unfence it (0: a broker older than it).
+    sequence: NonNegative = 0
 
 
 class BrokerUnreachableReport(Message, frozen=True):

@@ -6,10 +6,13 @@ the fast path's."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,7 +40,7 @@ def cluster(tmp_path: Path, net: TestNet) -> Iterator[Cluster]:
 
 
 class Writers:
-    """One acks=all writer per partition, each through a broker that does not lead it."""
+    """One acks=all writer per partition, each through a broker other than `avoid`."""
 
     def __init__(self, cluster: Cluster, leaders: dict[int, int], avoid: int) -> None:
         self.acked: dict[int, list[float]] = {p: [] for p in leaders}
@@ -84,6 +87,21 @@ def brokers(cluster: Cluster, via: int) -> dict[int, dict[str, object]]:
     return {b["id"]: b for b in body["brokers"]}
 
 
+def events(cluster: Cluster, name: str, event: str) -> list[dict[str, Any]]:
+    """The JSON log lines of process `name` (e.g. "controller-1") with this event."""
+    found = []
+    for line in (cluster.root / f"{name}.log").read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if entry.get("event") == event:
+                found.append(entry)
+    return found
+
+
+def fences(cluster: Cluster) -> list[dict[str, Any]]:
+    return [e for n in (1, 2, 3) for e in events(cluster, f"controller-{n}", "brokers_fenced")]
+
+
 def broker_epoch(cluster: Cluster, broker_id: int) -> int:
     status, body = http("GET", cluster.urls[broker_id] + "/readyz")
     assert status == 200, body
@@ -113,6 +131,12 @@ def test_a_silent_leader_is_fenced_fast_and_its_partitions_move(
         while not all(writers.acked_since(start + fenced_after).values()):
             assert time.monotonic() < deadline, writers.acked_since(start)
             time.sleep(0.1)
+    # fenced by rule 4, after the victim had stopped leading (its lease lapsed first)
+    (fence,) = [f for f in fences(cluster) if f["brokers"] == [victim]]
+    assert fence["reason"] == "it is unreachable", fence
+    lapsed = events(cluster, f"broker-{victim}", "leadership_lease_lapsed")
+    assert lapsed, "the cut-off broker never noticed its lease lapse"
+    assert lapsed[0]["timestamp"] < fence["timestamp"], (lapsed[0], fence)
     status, topic = http("GET", cluster.urls[survivor] + "/v1/topics/t")
     assert status == 200, topic
     for partition in topic["partitions"]:
@@ -142,3 +166,4 @@ def test_a_slow_lossy_link_fences_no_one(cluster: Cluster, net: TestNet) -> None
         assert all(writers.acked_since(start).values()), writers.acked_since(start)
     net.heal(shapes=True)
     assert {b: broker_epoch(cluster, b) for b in cluster.urls} == epochs  # none registered again
+    assert not fences(cluster), fences(cluster)  # not even for a moment

@@ -100,3 +100,19 @@ def test_a_revoked_lease_holds_nothing_until_answered_again() -> None:
     assert not lease.valid(1)  # the answer waiting for 9 was for the old registration
     lease.answered(sent_ms=200, controller_version=9, timeout_ms=SESSION)
     assert lease.valid(201)
+
+
+def test_an_answer_waiting_for_metadata_keeps_its_own_timeout() -> None:
+    """Each answer names its lease timeout: one counted later (rule 2) runs by its own, not
+    by whatever the latest answer said."""
+    lease = LeadershipLease(applied_version=1)
+    lease.answered(sent_ms=0, controller_version=5, timeout_ms=2_500)  # waits for version 5
+    lease.answered(sent_ms=100, controller_version=9, timeout_ms=9_000)  # waits for 9
+    lease.applied(5)
+    assert lease.valid(2_500 - lease_margin_ms(2_500) - 1)
+    assert not lease.valid(2_500 - lease_margin_ms(2_500))
+
+
+def test_the_margin_is_half_a_second_at_least() -> None:
+    assert lease_margin_ms(2_500) == 500
+    assert lease_margin_ms(9_000) == 900

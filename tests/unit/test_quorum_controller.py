@@ -500,26 +500,47 @@ def quick_knocks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(liveness, "KNOCK_INTERVAL_S", 0.01)
 
 
-async def _probe_once(
-    heard_ms_ago: int, knocks: liveness.Knock | list[liveness.Knock], **settings: Any
-) -> bool:
-    """Whether broker 1 is fenced after a follower's report, its address answering the
-    probe's knocks so (the last one repeating), its last heartbeat `heard_ms_ago`
-    (controller/liveness.py)."""
+def probed_controller(
+    heard_ms_ago: int, lease_aware: bool = True, **settings: Any
+) -> tuple[QuorumController, ScriptedLog, FixedClock]:
+    """Broker 1 leading ten partitions, last heard from `heard_ms_ago`, with this
+    controller active long enough that no predecessor's lease holds (rule 5)."""
     controller, log, clock = make_controller(**settings)
     log.image = ten_partitions_led_by_1()
     controller._active_term = 1
-    epoch = log.image.brokers[1].broker_epoch
+    controller._unreachable_from_ms = clock.ms - 1
+    if lease_aware:
+        controller._lease_aware.add(1)
     controller.sessions.contact(1, clock.ms - heard_ms_ago)
+    return controller, log, clock
+
+
+def knocking(controller: QuorumController, knocks: liveness.Knock | list[liveness.Knock]) -> None:
+    """The broker's address answers the probe's knocks so (the last one repeating)."""
     answers = list(knocks) if isinstance(knocks, list) else [knocks]
 
     async def knock(url: str) -> liveness.Knock:
         return answers.pop(0) if len(answers) > 1 else answers[0]
 
     controller.knock = knock
-    controller.suspect(1, epoch)
+
+
+async def probe(controller: QuorumController, log: ScriptedLog) -> bool:
+    controller.suspect(1, log.image.brokers[1].broker_epoch)
     await asyncio.wait_for(asyncio.gather(*controller._probing.values()), 10)
     return log.image.brokers[1].fenced
+
+
+async def _probe_once(
+    heard_ms_ago: int,
+    knocks: liveness.Knock | list[liveness.Knock],
+    lease_aware: bool = True,
+    **settings: Any,
+) -> bool:
+    """Whether broker 1 is fenced after a follower's report (controller/liveness.py)."""
+    controller, log, _ = probed_controller(heard_ms_ago, lease_aware, **settings)
+    knocking(controller, knocks)
+    return await probe(controller, log)
 
 
 REFUSED, UNANSWERED, ANSWERED = (
@@ -552,13 +573,23 @@ async def test_an_unreachable_broker_is_fenced_once_its_heartbeats_are_that_late
     )
 
 
+async def test_an_answered_knock_holds_off_rule_4_until_the_broker_is_heard_from() -> None:
+    """A flaky link answers one probe and not the next: the next proves nothing new (the
+    host was there since it was last heard from), so only its session may fence it."""
+    controller, log, clock = probed_controller(heard_ms_ago=5_000)
+    knocking(controller, ANSWERED)
+    assert not await probe(controller, log)
+    knocking(controller, [UNANSWERED] * 8 + [ANSWERED])
+    assert not await probe(controller, log)
+    controller.sessions.contact(1, clock.ms - 3_000)  # heard from since (then silent again)
+    knocking(controller, UNANSWERED)
+    assert await probe(controller, log)
+
+
 async def test_an_unreachable_broker_waits_for_the_timeout_not_the_session() -> None:
     """Heard from 1 s ago: the probe keeps knocking until 2.5 s have passed since (the
     clock moves with each knock here), and fences it then, not after the 9 s session."""
-    controller, log, clock = make_controller()
-    log.image = ten_partitions_led_by_1()
-    controller._active_term = 1
-    controller.sessions.contact(1, clock.ms - 1_000)
+    controller, log, clock = probed_controller(heard_ms_ago=1_000)
     knocked_at: list[int] = []
 
     async def knock(url: str) -> liveness.Knock:
@@ -567,11 +598,40 @@ async def test_an_unreachable_broker_waits_for_the_timeout_not_the_session() -> 
         return UNANSWERED
 
     controller.knock = knock
-    controller.suspect(1, log.image.brokers[1].broker_epoch)
-    await asyncio.wait_for(asyncio.gather(*controller._probing.values()), 10)
-    assert log.image.brokers[1].fenced
+    assert await probe(controller, log)
     silent_when_fenced = clock.ms - knocked_at[0] + 1_000
     assert 2_500 <= silent_when_fenced < 3_000
+
+
+async def test_rule_4_spares_brokers_whose_lease_may_run_longer() -> None:
+    """Rule 5: a broker whose heartbeats do not say its lease runs by the lease timeout (an
+    older broker) keeps a session's lease; and for a session after a takeover's fallback a
+    predecessor's answers may have leased that long. Neither is fenced by rule 4."""
+    assert not await _probe_once(
+        heard_ms_ago=5_000, knocks=[UNANSWERED] * 8 + [ANSWERED], lease_aware=False
+    )
+    controller, log, clock = probed_controller(heard_ms_ago=5_000)
+    controller._unreachable_from_ms = clock.ms + 1  # took over less than that ago
+    knocking(controller, [UNANSWERED] * 8 + [ANSWERED])
+    assert not await probe(controller, log)
+
+
+async def test_a_takeover_holds_rule_4_off_for_its_fallback_and_a_session() -> None:
+    controller, _metadata_log, clock = make_controller()
+    await controller._tick()
+    assert controller._unreachable_from_ms == (
+        clock.ms + LEADER_FALLBACK_TIMEOUT_MS + controller.settings.session_timeout_ms
+    )
+
+
+async def test_no_probe_before_the_takeover_is_done() -> None:
+    """Sessions left from an earlier term look like long silences: a probe started before
+    the takeover's commit (a follower's report) must not fence on them."""
+    controller, log, _ = probed_controller(heard_ms_ago=60_000)
+    controller._active_term = None
+    knocking(controller, REFUSED)
+    assert not await probe(controller, log)
+    assert not controller._probing
 
 
 async def test_no_unreachable_fencing_when_its_timeout_is_not_below_the_session() -> None:
@@ -585,6 +645,54 @@ async def test_no_unreachable_fencing_when_its_timeout_is_not_below_the_session(
     assert not await _probe_once(
         heard_ms_ago=5_000, knocks=[UNANSWERED] * 8 + [ANSWERED], liveness_probes=False
     )
+
+
+async def test_a_heartbeat_while_a_probe_fences_is_answered_after_the_fence() -> None:
+    """The fence is decided in a thread: a heartbeat arriving meanwhile (a link healing)
+    must not be answered unfenced from the image the fence is about to change."""
+    controller, log, _ = probed_controller(heard_ms_ago=5_000)
+    epoch = log.image.brokers[1].broker_epoch
+    knocking(controller, UNANSWERED)
+    log.hold = asyncio.Event()
+    controller.suspect(1, epoch)
+    for _ in range(200):  # until the fence is being decided and committed
+        if controller._changing(1):
+            break
+        await asyncio.sleep(0.005)
+    heartbeat = asyncio.create_task(
+        controller.broker_heartbeat(1, epoch, log.image.version, False, True, 7)
+    )
+    await asyncio.sleep(0.02)
+    assert not heartbeat.done()
+    log.hold.set()
+    log.hold = None
+    await asyncio.gather(*controller._probing.values())
+    _response, version = await heartbeat
+    assert log.image.brokers[1].broker_epoch == epoch
+    fenced_at = next(
+        p.expected_version
+        for p in log.proposals
+        if any(type(r).__name__ == "FenceBrokerRecord" for r in p.records)
+    )
+    assert version > fenced_at  # answered from after the fence, whatever it says
+
+
+async def test_a_heartbeat_sent_before_the_shutdown_heartbeat_does_not_unfence() -> None:
+    """Heartbeats go out several at a time: one sent before the broker asked to shut down
+    may arrive after; it must not undo the controlled shutdown."""
+    controller, metadata_log, _clock = make_controller()
+    epoch = await register(controller, 1)
+    await controller._tick()
+    await controller.broker_heartbeat(1, epoch, epoch, False, True, 1)
+    assert not metadata_log.image.brokers[1].fenced
+    _response, _ = await controller.broker_heartbeat(1, epoch, epoch, True, True, 5)
+    assert metadata_log.image.brokers[1].fenced
+    late, _ = await controller.broker_heartbeat(1, epoch, epoch, False, True, 4)
+    assert late.fenced and metadata_log.image.brokers[1].fenced
+    # a new incarnation (a new registration epoch) unfences as usual
+    again = await controller.register_broker(1, "inc-1b", "http://b:9092", None)
+    await controller.broker_heartbeat(1, again, again, False, True, 1)
+    assert not metadata_log.image.brokers[1].fenced
 
 
 def test_leases_run_by_the_soonest_fence() -> None:
@@ -689,3 +797,18 @@ async def test_membership_changes_can_be_turned_off() -> None:
         with pytest.raises(KraftliteError) as refused:
             await change
         assert refused.value.code is ErrorCode.POLICY_VIOLATION
+
+
+async def test_a_broker_registered_in_this_term_is_not_held_off_by_the_takeover() -> None:
+    """Every answer its registration got is ours: no predecessor's lease to wait out."""
+    controller, metadata_log, clock = make_controller()
+    await controller._tick()
+    await controller.register_broker(1, "inc-1", "http://b:9092", None, honours_lease_timeout=True)
+    assert controller._unreachable_ms(1) == controller.settings.unreachable_timeout_ms
+    await controller.register_broker(2, "inc-2", "http://b:9093", None)  # an older broker
+    assert controller._unreachable_ms(2) is None
+    metadata_log.term = 2
+    await controller._tick()  # a new term: what was registered before is a predecessor's
+    assert controller._unreachable_ms(1) is None
+    clock.ms = controller._unreachable_from_ms or 0
+    assert controller._unreachable_ms(1) == controller.settings.unreachable_timeout_ms
