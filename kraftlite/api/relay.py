@@ -12,6 +12,7 @@ with the leader or coordinator), as a Kafka broker would answer.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable
 
@@ -26,6 +27,9 @@ from kraftlite.observability import label_relayed_error
 from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION, NO_FORWARD, TRANSACTIONAL_ID
 
 _PASSED_ON = {"content-type", "accept", TRANSACTIONAL_ID.lower()}
+
+
+FENCE_CHECK_S = 0.1  # how often a hop in flight checks whether its target was fenced
 
 
 def may_forward(request: web.Request) -> bool:
@@ -61,7 +65,13 @@ async def relay(
     headers[FORWARDED] = "1"
     headers[METADATA_VERSION] = str(broker.replicas.image.version)
     headers.update(forwarded_for(request))
-    try:
+    code = (
+        ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if error.code is ErrorCode.NOT_COORDINATOR
+        else ErrorCode.NOT_LEADER_OR_FOLLOWER
+    )
+
+    async def exchange() -> web.Response:
         async with broker.forward_session.request(
             request.method,
             url + (request.path_qs if path_qs is None else path_qs),
@@ -74,19 +84,34 @@ async def relay(
                 for k, v in upstream.headers.items()
                 if k.lower() == "content-type" or k.lower().startswith("x-kraftlite-")
             }
-            body = await upstream.read()
-            answer = web.Response(status=upstream.status, body=body, headers=relayed)
+            answer_body = await upstream.read()
+            answer = web.Response(status=upstream.status, body=answer_body, headers=relayed)
             if upstream.status >= 400:
                 with contextlib.suppress(orjson.JSONDecodeError):
-                    label_relayed_error(answer, orjson.loads(body))
+                    label_relayed_error(answer, orjson.loads(answer_body))
             return answer
+
+    waiting = asyncio.ensure_future(exchange())
+    try:
+        # A target that goes silent holds the hop until its timeout; once our metadata says
+        # it was fenced (its partitions and groups moved), the client is told to look again.
+        while not (await asyncio.wait({waiting}, timeout=FENCE_CHECK_S))[0]:
+            if _fenced(broker, url):
+                raise KraftliteError(code, f"{url} was fenced while it had the request")
+        return waiting.result()
     except (aiohttp.ClientError, TimeoutError) as exc:
-        code = (
-            ErrorCode.COORDINATOR_NOT_AVAILABLE
-            if error.code is ErrorCode.NOT_COORDINATOR
-            else ErrorCode.NOT_LEADER_OR_FOLLOWER
-        )
         raise KraftliteError(code, f"{url} did not answer: {exc!r}") from None
+    finally:
+        if not waiting.done():
+            waiting.cancel()
+
+
+def _fenced(broker: Broker, url: str) -> bool:
+    """Whether our metadata has the broker at `url` fenced now."""
+    return any(
+        b.fenced and b.url.rstrip("/") == url.rstrip("/")
+        for b in broker.replicas.image.brokers.values()
+    )
 
 
 async def at_coordinator(

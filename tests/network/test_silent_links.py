@@ -58,7 +58,7 @@ class Writers:
                     "POST",
                     url + f"/v1/topics/t/partitions/{partition}/records",
                     {"records": [{"value": "x"}]},
-                    timeout=2,
+                    timeout=10,  # longer than the test waits: the relay must give up first
                 )
             except OSError:
                 continue
