@@ -254,8 +254,9 @@ def _bump(
             **common,
         )
     elif expected_epoch == current.last_producer_epoch:  # [I7d]: that bump, retried: the
-        # same epoch written again (its timeout and time refreshed), answered once durable
-        target = transit(current, timeout_ms=timeout_ms, last_update_ms=now_ms)
+        # same epoch written again in state Empty (as Kafka's prepareIncrementProducerEpoch:
+        # a transaction may have ended since, leaving CompleteAbort), answered once durable
+        target = transit(current, **common)
     else:
         return Refused(ErrorCode.PRODUCER_FENCED)  # [I7e]
     return Write(target)

@@ -102,6 +102,23 @@ def test_kip_360_a_producer_recovers_its_id_and_a_retried_bump_is_not_repeated()
     assert other == Refused(ErrorCode.PRODUCER_FENCED)
 
 
+def test_a_bump_retried_after_a_transaction_ended_goes_back_to_empty() -> None:
+    """Found by the state-machine property test: bumped (KIP-360), then a transaction at
+    the new epoch aborted; the first bump's retry arrives late. It is answered with the
+    same epoch, written again in state Empty (Kafka's prepareIncrementProducerEpoch), not
+    left in CompleteAbort, which cannot follow itself."""
+    meta = txn.completed(
+        written(txn.end_txn(written(txn.add_partitions(begin(), 1000, 0, [T0], 1)),
+                            1000, 0, False, 2)), 3)  # fmt: skip
+    bumped = written(txn.init_producer_id(meta, "app", 60_000, (1000, 0), 4, ids().__next__))
+    aborted = txn.completed(
+        written(txn.end_txn(written(txn.add_partitions(bumped, 1000, 1, [T1], 5)),
+                            1000, 1, False, 6)), 7)  # fmt: skip
+    assert aborted.state is S.COMPLETE_ABORT and aborted.last_producer_epoch == 0
+    retried = written(txn.init_producer_id(aborted, "app", 60_000, (1000, 0), 8, ids().__next__))
+    assert (retried.producer_epoch, retried.state, retried.partitions) == (1, S.EMPTY, frozenset())
+
+
 def test_an_exhausted_epoch_moves_to_a_new_producer_id() -> None:
     meta = TxnMetadata("app", 1000, txn.MAX_EPOCH - 1, 60_000, S.COMPLETE_COMMIT)
     old = (1000, txn.MAX_EPOCH - 1)
