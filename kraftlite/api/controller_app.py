@@ -785,7 +785,6 @@ async def broker_heartbeat(request: web.Request) -> web.StreamResponse:
         beat.metadata_version,
         beat.want_shutdown,
         beat.honours_lease_timeout,
-        beat.sequence,
     )
     answer = BrokerHeartbeatResponse(
         response.broker_epoch,

@@ -130,9 +130,10 @@ class Broker:
         self._heartbeat_interval_s = 2.0
         self._session_timeout_ms = 9000  # as the controller last answered
         self._beats: set[asyncio.Task[None]] = set()  # heartbeats in flight (rule 2)
-        self._fenced_as_of_ms = -1  # when the heartbeat that last set `fenced` was sent
+        self._fenced_as_of = 0  # the sequence of the heartbeat that last set `fenced`
         self._revocations = 0  # registrations lost so far (answers for them are ignored)
         self._sequence = 0  # heartbeats sent by this incarnation
+        self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
         self._catching_up: asyncio.Task[None] | None = None
         self._registered = asyncio.Event()
@@ -243,6 +244,7 @@ class Broker:
         shows we lead nothing, then stop. Partitions still led at the deadline go offline
         here first, so no write is acknowledged by a leader on its way out.
         """
+        self._stopping = True  # no heartbeat but the shutdown's from now on
         heartbeat, others = [*self._tasks[:1], *self._beats], self._tasks[1:]
         for task in heartbeat:
             task.cancel()  # a late periodic heartbeat would unfence us again
@@ -290,6 +292,7 @@ class Broker:
             "POST", "/v1/internal/brokers", wanted.encode(), raw=True
         )
         answer = _message(BrokerRegistrationResponse.decode, body)
+        self.fenced = True  # a registration starts fenced (rule 1), whatever came before
         self.broker_epoch = answer.broker_epoch
         self.cluster_id = answer.cluster_id
         self._heartbeat_interval_s = answer.heartbeat_interval_ms / 1000
@@ -306,12 +309,9 @@ class Broker:
         timeout_s = max(self._heartbeat_interval_s, 2.0)
         epoch, revocations = self.broker_epoch, self._revocations
         self._sequence += 1
+        sequence = self._sequence
         beat = BrokerHeartbeatRequest(
-            epoch,
-            self.replicas.image.version,
-            want_shutdown,
-            honours_lease_timeout=True,
-            sequence=self._sequence,
+            epoch, self.replicas.image.version, want_shutdown, honours_lease_timeout=True
         )
         _, body = await self._session_controllers.call(
             "POST",
@@ -324,8 +324,8 @@ class Broker:
         answer = _message(BrokerHeartbeatResponse.decode, body)
         if epoch != self.broker_epoch or revocations != self._revocations:
             return  # about a registration lost meanwhile (rule 2): it must not lease anything
-        if sent >= self._fenced_as_of_ms:  # an answer overtaken by a later one says nothing
-            self._fenced_as_of_ms = sent
+        if sequence > self._fenced_as_of:  # an answer overtaken by a later one says nothing
+            self._fenced_as_of = sequence
             was_fenced, self.fenced = self.fenced, answer.fenced
             if was_fenced != self.fenced:
                 log.info("broker_fenced" if self.fenced else "broker_unfenced")
@@ -407,9 +407,15 @@ class Broker:
             except Exception:
                 log.exception("heartbeat_crashed")
             await asyncio.sleep(self._heartbeat_interval_s)
-            lease_valid = self.lease.valid(self.clock.monotonic_ms())
+            now = self.clock.monotonic_ms()
+            lease_valid = self.lease.valid(now)
             if lease_was_valid and not lease_valid:
-                log.warning("leadership_lease_lapsed", lease_timeout_ms=self.lease.timeout_ms)
+                until = self.lease.valid_until_ms
+                log.warning(
+                    "leadership_lease_lapsed",
+                    lease_timeout_ms=self.lease.timeout_ms,
+                    lapsed_ms_ago=None if until is None else now - until,  # noticed late
+                )
             lease_was_valid = lease_valid
 
     async def _beat(self) -> None:
@@ -487,7 +493,7 @@ class Broker:
                 client.learn(current)
         self.metadata.acted()
         self.lease.applied(image.version)
-        if before < self.broker_epoch <= image.version:
+        if before < self.broker_epoch <= image.version and not self._stopping:
             try:
                 await self._heartbeat()  # caught up with our registration: unfence now
             except KraftliteError as exc:  # the periodic heartbeat will

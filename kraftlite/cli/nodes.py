@@ -20,6 +20,7 @@ from kraftlite.cli.common import EXIT_CONFIG, fail
 from kraftlite.config import BrokerConfig, ConfigError, ControllerConfig
 from kraftlite.logs import configure_logging
 from kraftlite.security.cluster_auth import MIN_SECRET_LENGTH, raft_password
+from kraftlite.storage.data_format import DataFormatError, Kind, check_data_dir
 
 INSECURE_HELP = (
     "Listen on a non-loopback address without TLS or client authentication (logged loudly)."
@@ -79,6 +80,7 @@ def controller(  # noqa: PLR0917 - click passes every option positionally
         fail(f"raft address {loaded.raft} is not one of quorum's voters", EXIT_CONFIG)
     _configure_logging(ctx, "controller", loaded.node_id, loaded.log_format, loaded.log_level)
     _check_exposure(loaded, insecure)
+    _check_data_dir(loaded.data_dir, "controller")
     bootstrap = os.environ.get("KRAFTLITE_BOOTSTRAP_PASSWORD") or loaded.bootstrap_password
     from kraftlite.node import run_controller  # noqa: PLC0415 - keep light commands light
 
@@ -124,6 +126,7 @@ def broker(  # noqa: PLR0917 - click passes every option positionally
     secret = _cluster_secret(loaded)
     _configure_logging(ctx, "broker", loaded.broker_id, loaded.log_format, loaded.log_level)
     _check_exposure(loaded, insecure)
+    _check_data_dir(loaded.log_dir, "broker")
     from kraftlite.node import run_broker  # noqa: PLC0415 - keep light commands light
 
     eventloop.run_node(run_broker(loaded, secret))
@@ -145,6 +148,21 @@ def dev(data_dir: Path, controllers: int, brokers: int, base_port: int) -> None:
     from kraftlite.dev import run  # noqa: PLC0415 - keep light commands light
 
     sys.exit(run(data_dir, controllers, brokers, base_port))
+
+
+def _check_data_dir(directory: Path, kind: Kind) -> None:
+    """Refuse, before opening anything, a data directory this node cannot read (exit 2);
+    record the format of one it can (kraftlite/storage/data_format.py)."""
+    try:
+        recorded = check_data_dir(directory, kind)
+    except (DataFormatError, OSError) as exc:
+        fail(f"kraftlite {kind}: {exc}", EXIT_CONFIG)
+    structlog.get_logger().info(
+        "data_format",
+        data_dir=str(directory),
+        storage_format=recorded.storage_format,
+        record_format=recorded.record_format,
+    )
 
 
 def _check_exposure(loaded: BrokerConfig | ControllerConfig, insecure: bool) -> None:

@@ -37,16 +37,21 @@ Rules:
    a controller that just took over, only from a session after its takeover's fallback
    (its predecessors' answers, whatever timeout they named, may lease up to a session),
    unless the broker's current registration is one it committed itself in this term.
-6. A knock's verdict is the kernel's: a connection that completed while the controller's
-   event loop was held up is answered, not timed out (the socket is asked at the end), and
-   a host name is resolved apart, a failed lookup proving nothing.
+6. A knock tries every address the broker's host name resolves to (resolved on a thread of
+   its own; a failed lookup proves nothing): answered if any accepts, refused only if all
+   refuse. Its verdict is the kernel's: a connection that completed while the controller's
+   event loop was held up is answered, not timed out (the socket is asked at the end).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import enum
 import errno
+import functools
+import ipaddress
 import select
 import socket
 import urllib.parse
@@ -71,32 +76,65 @@ class Knock(enum.Enum):
 
 
 async def knock(url: str, timeout_s: float = KNOCK_TIMEOUT_S) -> Knock:
-    """One TCP connection attempt to `url`'s host and port (rule 6). A name that does not
-    resolve, or any error but a refusal, a timeout or no route, counts as answered: no
-    proof of anything."""
+    """One TCP connection attempt to each address of `url`'s host, at once (rule 6):
+    answered if any accepts, refused if every one refuses, unanswered if none answers and
+    not every one refuses. A name that does not resolve, or any error but a refusal, a
+    timeout or no route, counts as answered: no proof of anything."""
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname
     port = parts.port or (443 if parts.scheme == "https" else 80)
     if host is None:
         return Knock.ANSWERED
-    loop = asyncio.get_running_loop()
     try:
-        found = await asyncio.wait_for(
-            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout_s
-        )
+        addresses = await asyncio.wait_for(_addresses(host, port), timeout_s)
     except (OSError, TimeoutError):
         return Knock.ANSWERED
-    if not found:
+    if not addresses:
         return Knock.ANSWERED
-    family, kind, protocol, _, address = found[0]
+    results = await asyncio.gather(*(_attempt(a, timeout_s) for a in addresses))
+    return combined(results)
+
+
+def combined(results: list[Knock]) -> Knock:
+    """One verdict from the knocks on each of a host's addresses (rule 6)."""
+    if Knock.ANSWERED in results:
+        return Knock.ANSWERED
+    if all(result is Knock.REFUSED for result in results):
+        return Knock.REFUSED
+    if Knock.REFUSED in results:
+        return Knock.ANSWERED  # its host is up on one address: no proof of either
+    return Knock.UNANSWERED
+
+
+_Address = tuple[int, int, int, tuple[object, ...]]  # family, type, proto, sockaddr
+# Names are resolved on a thread of their own: a hung resolver holds up knocks only, not
+# the default executor that decisions run on.
+_RESOLVER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="knock-dns")
+
+
+async def _addresses(host: str, port: int) -> list[_Address]:
+    with contextlib.suppress(ValueError):
+        literal = ipaddress.ip_address(host)
+        family = socket.AF_INET6 if literal.version == 6 else socket.AF_INET
+        return [(family, socket.SOCK_STREAM, 0, (str(literal), port))]
+    found = await asyncio.get_running_loop().run_in_executor(
+        _RESOLVER, functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+    )
+    return [(family, kind, proto, address) for family, kind, proto, _, address in found]
+
+
+async def _attempt(address: _Address, timeout_s: float) -> Knock:
+    family, kind, protocol, sockaddr = address
     with socket.socket(family, kind, protocol) as attempt:
         attempt.setblocking(False)
         try:
-            await asyncio.wait_for(loop.sock_connect(attempt, address), timeout_s)
+            await asyncio.wait_for(
+                asyncio.get_running_loop().sock_connect(attempt, sockaddr), timeout_s
+            )
         except ConnectionRefusedError:
             return Knock.REFUSED
         except TimeoutError:
-            return _settled(attempt)
+            return settled(attempt)
         except OSError as exc:
             # No route to it (a router or ARP gave up on its host) is its silence too; were
             # the fault our own link's, we could not commit a fence without a Raft majority.
@@ -104,11 +142,12 @@ async def knock(url: str, timeout_s: float = KNOCK_TIMEOUT_S) -> Knock:
     return Knock.ANSWERED
 
 
-def _settled(attempt: socket.socket) -> Knock:
+def settled(attempt: socket.socket) -> Knock:
     """What the kernel says of an attempt the event loop gave up on: connected (the answer
     came while the loop was busy), refused, or still nothing."""
-    _, writable, _ = select.select([], [attempt], [], 0)
-    if not writable:
+    poller = select.poll()
+    poller.register(attempt, select.POLLOUT)
+    if not poller.poll(0):
         return Knock.UNANSWERED
     error = attempt.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
     if error == 0:

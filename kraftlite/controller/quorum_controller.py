@@ -135,8 +135,8 @@ class QuorumController:
         self._registered_here: dict[int, tuple[int, int]] = {}  # broker -> (term, epoch)
         # Brokers a fence is being decided for: their heartbeats wait for it (_changing).
         self._fencing: set[int] = set()
-        # The sequence of each registration's shutdown heartbeat: (epoch, sequence).
-        self._shutdown_asked: dict[int, tuple[int, int]] = {}
+        # The registration (epoch) of each broker that asked to shut down.
+        self._shutdown_asked: dict[int, int] = {}
         self._membership_lock = asyncio.Lock()
         self.knock = liveness.knock
         self._last_moves_check_ms = 0
@@ -198,12 +198,15 @@ class QuorumController:
         require_active: bool = True,
         offload: bool = False,
         fencing: Iterable[int] = (),
+        guard: Callable[[], bool] | None = None,
     ) -> T:
         """Decide against the latest image, commit the records, return the response.
         `offload`: a decision over every partition runs in a thread, so the event loop
         keeps answering heartbeats meanwhile (it must read nothing the loop changes but
         broker sessions). `fencing`: brokers the decision may fence, whose heartbeats are
-        answered only after it from the moment it is taken (_changing)."""
+        answered only after it from the moment it is taken (_changing). `guard`: checked
+        on the loop once the write lock is held (and `fencing` marked); False refuses the
+        decision as deposed (NOT_CONTROLLER)."""
         if require_active and not self.is_active():
             raise self.not_controller()
         deadline = asyncio.get_running_loop().time() + self.settings.request_timeout_s
@@ -211,6 +214,8 @@ class QuorumController:
         async with self._write_lock:
             metrics.EVENT_QUEUE_TIME.observe(time.perf_counter() - queued)
             with self._deciding_fence(fencing):
+                if guard is not None and not guard():
+                    raise self.not_controller()
                 return await self._decide_and_commit(
                     decide, deadline, require_active=require_active, offload=offload
                 )
@@ -368,7 +373,12 @@ class QuorumController:
             self.suspect(broker_id, self.image.brokers[broker_id].broker_epoch)
         expired = self._expired(self.image)
         if expired:
-            fenced = await self.submit(self._fence_expired, offload=True, fencing=expired)
+            fenced = await self.submit(
+                lambda image: self._fence_expired(image, among=expired),
+                offload=True,
+                fencing=expired,
+                guard=lambda: self._in_term(term),
+            )
             if fenced:
                 log.info("brokers_fenced", brokers=fenced, reason="session expired")
         if now - self._last_rebalance_ms >= self.settings.leader_imbalance_check_interval_ms:
@@ -426,11 +436,18 @@ class QuorumController:
             image.unfenced_broker_ids(), now, self.settings.session_timeout_ms
         )
 
-    def _fence_expired(self, image: MetadataImage) -> decisions.ControllerResult[list[int]]:
+    def _fence_expired(
+        self, image: MetadataImage, among: Iterable[int]
+    ) -> decisions.ControllerResult[list[int]]:
         """Decided under the write lock, on contact as of now: a heartbeat that arrived
-        while the fence waited for the lock saves the broker.
+        while the fence waited for the lock saves the broker. Only brokers `among` those
+        marked as being fenced (submit's `fencing`): one expiring meanwhile waits a tick.
         """
-        return decisions.fence_expired_brokers(image, self._expired(image))
+        return decisions.fence_expired_brokers(image, set(self._expired(image)) & set(among))
+
+    def _in_term(self, term: int | None) -> bool:
+        """Still the caught-up active controller of `term` (nothing deposed us meanwhile)."""
+        return self.is_caught_up() and self._active_term == term
 
     def _note_in_flight(self, batch: RecordBatch) -> None:
         """Remember a batch that fences or re-registers brokers until it can no longer
@@ -743,19 +760,22 @@ class QuorumController:
         reason: str,
     ) -> None:
         late_ms = int(self.settings.heartbeat_interval_ms * liveness.LATE_HEARTBEATS)
-        if not self._still_suspect(broker_id, broker_epoch, term):
-            return
-        unreachable_ms = self._unreachable_ms(broker_id)
+        unreachable_ms: int | None = None
+
+        def guard() -> bool:
+            # on the loop, with the write lock held and this broker's heartbeats held back
+            nonlocal unreachable_ms
+            unreachable_ms = self._unreachable_ms(broker_id)
+            return self._still_suspect(broker_id, broker_epoch, term)
 
         def decide(image: MetadataImage) -> decisions.ControllerResult[list[int]]:
-            # Decided under the write lock, with this broker's heartbeats held back until
-            # the fence is committed (submit's `fencing`): one that arrived before saves it.
+            # a heartbeat that arrived before the lock was taken saves the broker
             silent_ms = self.sessions.silent_for(broker_id, self._clock.monotonic_ms())
             if probe.verdict(late_ms, unreachable_ms, silent_ms) is None:
                 return decisions.ControllerResult((), [])
             return liveness.fence_dead_broker(image, broker_id, broker_epoch)
 
-        fenced = await self.submit(decide, offload=True, fencing=[broker_id])
+        fenced = await self.submit(decide, offload=True, fencing=[broker_id], guard=guard)
         if fenced:
             log.info("brokers_fenced", brokers=fenced, reason=reason)
 
@@ -781,6 +801,8 @@ class QuorumController:
             return decisions.fence_expired_brokers(image, [broker_id])
 
         await self.submit(fence_previous)
+        existing = self.image.brokers.get(broker_id)
+        retried = existing is not None and existing.incarnation_id == incarnation_id
         epoch = await self.submit(
             lambda image: decisions.register_broker(
                 image, broker_id, incarnation_id, url, rack, kafka=kafka
@@ -791,17 +813,17 @@ class QuorumController:
             self._lease_aware.add(broker_id)
         else:
             self._lease_aware.discard(broker_id)
-        self._registered_here[broker_id] = (self.log.status()["term"], epoch)
+        if not retried:  # a new epoch we committed (a retry keeps an epoch maybe not ours)
+            self._registered_here[broker_id] = (self.log.status()["term"], epoch)
         return epoch
 
-    async def broker_heartbeat(  # noqa: PLR0917 - a heartbeat's fields
+    async def broker_heartbeat(
         self,
         broker_id: int,
         broker_epoch: int,
         metadata_version: int,
         want_shutdown: bool,
         honours_lease_timeout: bool = False,
-        sequence: int = 0,
     ) -> tuple[decisions.BrokerHeartbeatResponse, int]:
         """The answer, and the metadata version it was given at (the broker's lease counts
         the answer once its own metadata has reached that version).
@@ -818,12 +840,11 @@ class QuorumController:
                 self._lease_aware.add(broker_id)
             else:
                 self._lease_aware.discard(broker_id)
-        # A heartbeat sent before its broker's shutdown heartbeat and arriving after it must
-        # not unfence it (heartbeats go out several at a time: broker.py rule 2).
-        asked = self._shutdown_asked.get(broker_id)
-        if want_shutdown and sequence > 0:
-            self._shutdown_asked[broker_id] = (broker_epoch, sequence)
-        may_unfence = asked is None or asked[0] != broker_epoch or sequence > asked[1]
+        # A registration that asked to shut down is never unfenced again, by heartbeats it
+        # sent before (they go out several at a time: broker.py rule 2) or after; a restart
+        # registers a new epoch.
+        if want_shutdown:
+            self._shutdown_asked[broker_id] = broker_epoch
         await self._confirm_leadership()
         if not self.is_caught_up():
             raise self.not_controller()  # deposed while confirming
@@ -835,7 +856,7 @@ class QuorumController:
                 broker_epoch,
                 metadata_version,
                 want_shutdown,
-                may_unfence=may_unfence,
+                may_unfence=self._shutdown_asked.get(broker_id) != broker_epoch,
             )
 
         # Most heartbeats change nothing: answer those at once rather than behind a write

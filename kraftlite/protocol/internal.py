@@ -174,9 +174,6 @@ class BrokerHeartbeatRequest(Message, frozen=True):
     metadata_version: NonNegative
     want_shutdown: bool = False
     honours_lease_timeout: bool = False  # as in BrokerRegistrationRequest
-    # Rises with each heartbeat of an incarnation: one sent before its shutdown heartbeat
-    # and arriving after it must not unfence it (0: a broker older than it).
-    sequence: NonNegative = 0
 
 
 class BrokerUnreachableReport(Message, frozen=True):

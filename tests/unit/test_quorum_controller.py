@@ -8,6 +8,7 @@ controller) happen every time.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -647,28 +648,33 @@ async def test_no_unreachable_fencing_when_its_timeout_is_not_below_the_session(
     )
 
 
-async def test_a_heartbeat_while_a_probe_fences_is_answered_after_the_fence() -> None:
+async def test_a_heartbeat_while_a_probe_fences_is_answered_after_the_fence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The fence is decided in a thread: a heartbeat arriving meanwhile (a link healing)
     must not be answered unfenced from the image the fence is about to change."""
     controller, log, _ = probed_controller(heard_ms_ago=5_000)
     epoch = log.image.brokers[1].broker_epoch
     knocking(controller, UNANSWERED)
-    log.hold = asyncio.Event()
+    deciding, go = threading.Event(), threading.Event()
+    fence = liveness.fence_dead_broker
+
+    def slow_fence(image: MetadataImage, broker_id: int, broker_epoch: int) -> Any:
+        deciding.set()
+        go.wait(5)
+        return fence(image, broker_id, broker_epoch)
+
+    monkeypatch.setattr(liveness, "fence_dead_broker", slow_fence)
     controller.suspect(1, epoch)
-    for _ in range(200):  # until the fence is being decided and committed
-        if controller._changing(1):
-            break
-        await asyncio.sleep(0.005)
+    assert await asyncio.to_thread(deciding.wait, 5)
     heartbeat = asyncio.create_task(
-        controller.broker_heartbeat(1, epoch, log.image.version, False, True, 7)
+        controller.broker_heartbeat(1, epoch, log.image.version, False, True)
     )
     await asyncio.sleep(0.02)
-    assert not heartbeat.done()
-    log.hold.set()
-    log.hold = None
+    assert not heartbeat.done()  # held back until the fence is decided and committed
+    go.set()
     await asyncio.gather(*controller._probing.values())
-    _response, version = await heartbeat
-    assert log.image.brokers[1].broker_epoch == epoch
+    _, version = await heartbeat
     fenced_at = next(
         p.expected_version
         for p in log.proposals
@@ -677,22 +683,70 @@ async def test_a_heartbeat_while_a_probe_fences_is_answered_after_the_fence() ->
     assert version > fenced_at  # answered from after the fence, whatever it says
 
 
-async def test_a_heartbeat_sent_before_the_shutdown_heartbeat_does_not_unfence() -> None:
+async def test_a_probe_deposed_while_it_waited_for_the_lock_fences_nothing() -> None:
+    """Deposed and elected again while the fence waited behind a slow write: the silence
+    it measured belongs to an earlier term (the takeover resets sessions after the lock)."""
+    controller, log, _ = probed_controller(heard_ms_ago=5_000)
+    knocking(controller, UNANSWERED)
+    async with controller._write_lock:  # a slow write ahead of the fence
+        controller.suspect(1, log.image.brokers[1].broker_epoch)
+        await asyncio.sleep(0.3)  # its knocks are done: the fence waits for the lock
+        assert controller._probing and 1 not in controller._fencing
+        log.term = 3  # deposed, then elected again: not yet taken over in term 3
+    await asyncio.gather(*controller._probing.values())
+    assert not log.image.brokers[1].fenced
+
+
+async def test_a_session_fence_fences_only_the_brokers_it_marked() -> None:
+    controller, log, clock = make_controller()
+    one = await register(controller, 1)
+    two = await register(controller, 2)
+    await controller._tick()
+    for broker_id, epoch in ((1, one), (2, two)):
+        await controller.broker_heartbeat(broker_id, epoch, epoch, False)
+    clock.ms += controller.settings.session_timeout_ms + LEADER_FALLBACK_TIMEOUT_MS + 1
+    controller.sessions.contact(2, clock.ms)  # 2 expires only later
+    decided = controller._fence_expired(log.image, among=[1])
+    assert decided.response == [1]
+    clock.ms += controller.settings.session_timeout_ms + 1
+    assert controller._fence_expired(log.image, among=[1]).response == [1]  # not 2: unmarked
+
+
+async def test_a_registration_that_asked_to_shut_down_is_never_unfenced_again() -> None:
     """Heartbeats go out several at a time: one sent before the broker asked to shut down
     may arrive after; it must not undo the controlled shutdown."""
-    controller, metadata_log, _clock = make_controller()
+    controller, metadata_log, _ = make_controller()
     epoch = await register(controller, 1)
     await controller._tick()
-    await controller.broker_heartbeat(1, epoch, epoch, False, True, 1)
+    await controller.broker_heartbeat(1, epoch, epoch, False, True)
     assert not metadata_log.image.brokers[1].fenced
-    _response, _ = await controller.broker_heartbeat(1, epoch, epoch, True, True, 5)
+    await controller.broker_heartbeat(1, epoch, epoch, True, True)
     assert metadata_log.image.brokers[1].fenced
-    late, _ = await controller.broker_heartbeat(1, epoch, epoch, False, True, 4)
+    late, _ = await controller.broker_heartbeat(1, epoch, epoch, False, True)
     assert late.fenced and metadata_log.image.brokers[1].fenced
     # a new incarnation (a new registration epoch) unfences as usual
     again = await controller.register_broker(1, "inc-1b", "http://b:9092", None)
-    await controller.broker_heartbeat(1, again, again, False, True, 1)
+    await controller.broker_heartbeat(1, again, again, False, True)
     assert not metadata_log.image.brokers[1].fenced
+
+
+async def test_a_retried_registration_is_not_taken_for_one_of_this_term() -> None:
+    """The same incarnation registering again gets its epoch back with nothing committed:
+    that epoch may be a predecessor's, whose answers may have leased a session."""
+    controller, metadata_log, _ = make_controller()
+    await controller._tick()
+    epoch = await controller.register_broker(
+        1, "inc-1", "http://b:9092", None, honours_lease_timeout=True
+    )
+    metadata_log.term = 2
+    await controller._tick()
+    assert (
+        await controller.register_broker(
+            1, "inc-1", "http://b:9092", None, honours_lease_timeout=True
+        )
+        == epoch
+    )
+    assert controller._unreachable_ms(1) is None  # held off: the epoch is the old term's
 
 
 def test_leases_run_by_the_soonest_fence() -> None:
