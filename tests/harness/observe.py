@@ -10,7 +10,7 @@ import itertools
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -380,3 +380,67 @@ def check_partition(
         violations += isr_logs_agree(logs, isr, hw)
     violations += one_writer_per_epoch(logs)
     return violations
+
+
+class PartitionWriters:
+    """One acks=all writer per partition of `topic` (a single-record JSON produce, again
+    and again), each through a broker other than `avoid`, so a fault on `avoid` shows as
+    the longest stretch a partition took no write. `post` sends a request (`http`, or one
+    that logs in)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        topic: str,
+        partitions: Iterable[int],
+        avoid: int,
+        post: Callable[..., tuple[int, Any]] = http,
+        timeout_s: float = 10,
+    ) -> None:
+        self.acked: dict[int, list[float]] = {p: [] for p in partitions}
+        self._stop = threading.Event()
+        self._post, self._timeout_s, self._topic = post, timeout_s, topic
+        others = [b for b in cluster.urls if b != avoid]
+        self._threads = [
+            threading.Thread(
+                target=self._write, args=(cluster.urls[others[p % len(others)]], p), daemon=True
+            )
+            for p in self.acked
+        ]
+
+    def _write(self, url: str, partition: int) -> None:
+        while not self._stop.is_set():
+            try:
+                status, _ = self._post(
+                    "POST",
+                    url + f"/v1/topics/{self._topic}/partitions/{partition}/records",
+                    {"records": [{"value": "x"}]},
+                    timeout=self._timeout_s,
+                )
+            except OSError:
+                continue
+            if status == 200:
+                self.acked[partition].append(time.monotonic())
+            else:
+                time.sleep(0.05)
+
+    def __enter__(self) -> PartitionWriters:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(self._timeout_s + 5)
+
+    def acked_since(self, since: float) -> dict[int, int]:
+        return {p: sum(1 for t in times if t > since) for p, times in self.acked.items()}
+
+    def longest_gap(self, since: float) -> float:
+        """The longest stretch from `since` in which some partition took no write."""
+        gaps = []
+        for times in self.acked.values():
+            window = [since] + [t for t in times if t > since]
+            gaps.append(max((b - a for a, b in itertools.pairwise(window)), default=float("inf")))
+        return max(gaps)

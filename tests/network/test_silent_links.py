@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.harness.hosts import TestNet
+from tests.harness.observe import PartitionWriters
 from tests.harness.processes import Cluster, http
 
 pytestmark = [pytest.mark.integration, pytest.mark.network, pytest.mark.timeout(180)]
@@ -38,48 +38,6 @@ def cluster(tmp_path: Path, net: TestNet) -> Iterator[Cluster]:
         yield running
     finally:
         running.close()
-
-
-class Writers:
-    """One acks=all writer per partition, each through a broker other than `avoid`."""
-
-    def __init__(self, cluster: Cluster, leaders: dict[int, int], avoid: int) -> None:
-        self.acked: dict[int, list[float]] = {p: [] for p in leaders}
-        self._stop = threading.Event()
-        others = [b for b in cluster.urls if b != avoid]
-        self._threads = [
-            threading.Thread(target=self._write, args=(cluster.urls[others[p % 2]], p))
-            for p in leaders
-        ]
-
-    def _write(self, url: str, partition: int) -> None:
-        while not self._stop.is_set():
-            try:
-                status, _ = http(
-                    "POST",
-                    url + f"/v1/topics/t/partitions/{partition}/records",
-                    {"records": [{"value": "x"}]},
-                    timeout=10,  # longer than the test waits: the relay must give up first
-                )
-            except OSError:
-                continue
-            if status == 200:
-                self.acked[partition].append(time.monotonic())
-            else:
-                time.sleep(0.05)
-
-    def __enter__(self) -> Writers:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(10)
-
-    def acked_since(self, since: float) -> dict[int, int]:
-        return {p: sum(1 for t in times if t > since) for p, times in self.acked.items()}
 
 
 def brokers(cluster: Cluster, via: int) -> dict[int, dict[str, object]]:
@@ -114,14 +72,16 @@ def broker_epoch(cluster: Cluster, broker_id: int) -> int:
     return int(body["broker_epoch"])
 
 
-@pytest.mark.parametrize("fault", ["silence", "pulled cable"])
+@pytest.mark.parametrize(
+    "fault", ["silence", pytest.param("pulled cable", marks=pytest.mark.chaos)]
+)
 def test_a_silent_leader_is_fenced_fast_and_its_partitions_move(
     cluster: Cluster, net: TestNet, fault: str
 ) -> None:
     leaders = cluster.create_topic("t", 3, 3, configs={"min.insync.replicas": 2})
     victim = leaders[0]
     survivor = next(b for b in cluster.urls if b != victim)
-    with Writers(cluster, leaders, avoid=victim) as writers:
+    with PartitionWriters(cluster, "t", leaders, avoid=victim) as writers:
         time.sleep(1)
         start = time.monotonic()
         fault_at = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -162,6 +122,7 @@ def test_a_silent_leader_is_fenced_fast_and_its_partitions_move(
         time.sleep(0.2)
 
 
+@pytest.mark.chaos  # in the rotating quarter of the chaos layer (tests/conftest.py)
 def test_a_slow_lossy_link_fences_no_one(cluster: Cluster, net: TestNet) -> None:
     """200 +- 200 ms on the link of a leader, 5 % of its packets lost, for 30 s: heartbeats
     arrive late and out of order, probes go unanswered now and then, but its host answers:
@@ -169,7 +130,7 @@ def test_a_slow_lossy_link_fences_no_one(cluster: Cluster, net: TestNet) -> None
     leaders = cluster.create_topic("t", 3, 3, configs={"min.insync.replicas": 2})
     victim = leaders[0]
     epochs = {b: broker_epoch(cluster, b) for b in cluster.urls}
-    with Writers(cluster, leaders, avoid=victim) as writers:
+    with PartitionWriters(cluster, "t", leaders, avoid=victim) as writers:
         start = time.monotonic()
         net.shape(f"broker-{victim}", delay_ms=200, jitter_ms=200, loss_pct=5)
         while time.monotonic() - start < 30:
