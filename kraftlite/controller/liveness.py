@@ -37,9 +37,11 @@ Rules:
    a controller that just took over, only from a session after its takeover's fallback
    (its predecessors' answers, whatever timeout they named, may lease up to a session),
    unless the broker's current registration is one it committed itself in this term.
-6. A knock tries every address the broker's host name resolves to (resolved on a thread of
-   its own; a failed lookup proves nothing): answered if any accepts, refused only if all
-   refuse. Its verdict is the kernel's: a connection that completed while the controller's
+6. A knock tries every address the broker's host name resolves to (resolved on threads of
+   their own): answered if any accepts, refused only if all refuse, unanswered only if none
+   answers at all; a failed lookup, an error of the controller's own, or refusals mixed with
+   silence prove nothing (unknown: neither counts towards a fence nor saves the broker).
+   Its verdict is the kernel's: a connection that completed while the controller's
    event loop was held up is answered, not timed out (the socket is asked at the end).
 """
 
@@ -73,43 +75,45 @@ class Knock(enum.Enum):
     ANSWERED = "answered"  # accepted: its host is up and reachable
     REFUSED = "refused"  # its host is up, nothing listens: rule 1
     UNANSWERED = "unanswered"  # nothing at all within the timeout: rule 4
+    UNKNOWN = "unknown"  # proves nothing either way (a failed lookup, our own error)
 
 
 async def knock(url: str, timeout_s: float = KNOCK_TIMEOUT_S) -> Knock:
     """One TCP connection attempt to each address of `url`'s host, at once (rule 6):
-    answered if any accepts, refused if every one refuses, unanswered if none answers and
-    not every one refuses. A name that does not resolve, or any error but a refusal, a
-    timeout or no route, counts as answered: no proof of anything."""
+    answered if any accepts, refused if every one refuses, unanswered if none answers at
+    all. A name that does not resolve, an error of our own, or a mix of refusals and
+    silence is unknown: no proof of anything."""
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname
     port = parts.port or (443 if parts.scheme == "https" else 80)
     if host is None:
-        return Knock.ANSWERED
+        return Knock.UNKNOWN
     try:
         addresses = await asyncio.wait_for(_addresses(host, port), timeout_s)
     except (OSError, TimeoutError):
-        return Knock.ANSWERED
+        return Knock.UNKNOWN
     if not addresses:
-        return Knock.ANSWERED
-    results = await asyncio.gather(*(_attempt(a, timeout_s) for a in addresses))
-    return combined(results)
+        return Knock.UNKNOWN
+    results = await asyncio.gather(
+        *(_attempt(a, timeout_s) for a in addresses), return_exceptions=True
+    )
+    return combined([r if isinstance(r, Knock) else Knock.UNKNOWN for r in results])
 
 
 def combined(results: list[Knock]) -> Knock:
     """One verdict from the knocks on each of a host's addresses (rule 6)."""
     if Knock.ANSWERED in results:
         return Knock.ANSWERED
-    if all(result is Knock.REFUSED for result in results):
-        return Knock.REFUSED
-    if Knock.REFUSED in results:
-        return Knock.ANSWERED  # its host is up on one address: no proof of either
-    return Knock.UNANSWERED
+    for verdict in (Knock.REFUSED, Knock.UNANSWERED):
+        if all(result is verdict for result in results):
+            return verdict
+    return Knock.UNKNOWN  # its host up on one address and silent on another, or unknown
 
 
 _Address = tuple[int, int, int, tuple[object, ...]]  # family, type, proto, sockaddr
 # Names are resolved on a thread of their own: a hung resolver holds up knocks only, not
 # the default executor that decisions run on.
-_RESOLVER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="knock-dns")
+_RESOLVER = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="knock-dns")
 
 
 async def _addresses(host: str, port: int) -> list[_Address]:
@@ -125,7 +129,11 @@ async def _addresses(host: str, port: int) -> list[_Address]:
 
 async def _attempt(address: _Address, timeout_s: float) -> Knock:
     family, kind, protocol, sockaddr = address
-    with socket.socket(family, kind, protocol) as attempt:
+    try:
+        attempt = socket.socket(family, kind, protocol)
+    except OSError:  # out of descriptors, a family we lack: our own trouble
+        return Knock.UNKNOWN
+    with attempt:
         attempt.setblocking(False)
         try:
             await asyncio.wait_for(
@@ -138,7 +146,7 @@ async def _attempt(address: _Address, timeout_s: float) -> Knock:
         except OSError as exc:
             # No route to it (a router or ARP gave up on its host) is its silence too; were
             # the fault our own link's, we could not commit a fence without a Raft majority.
-            return Knock.UNANSWERED if exc.errno in NO_ROUTE else Knock.ANSWERED
+            return Knock.UNANSWERED if exc.errno in NO_ROUTE else Knock.UNKNOWN
     return Knock.ANSWERED
 
 
@@ -154,7 +162,7 @@ def settled(attempt: socket.socket) -> Knock:
         return Knock.ANSWERED
     if error == errno.ECONNREFUSED:
         return Knock.REFUSED
-    return Knock.UNANSWERED if error in NO_ROUTE else Knock.ANSWERED
+    return Knock.UNANSWERED if error in NO_ROUTE else Knock.UNKNOWN
 
 
 @dataclass
@@ -166,6 +174,8 @@ class Probe:
     answered: bool = False
 
     def add(self, result: Knock) -> None:
+        if result is Knock.UNKNOWN:
+            return  # proves nothing: neither counts towards a fence nor saves the broker
         if result is Knock.ANSWERED:
             self.answered = True
         elif result is Knock.REFUSED:

@@ -205,8 +205,9 @@ class QuorumController:
         keeps answering heartbeats meanwhile (it must read nothing the loop changes but
         broker sessions). `fencing`: brokers the decision may fence, whose heartbeats are
         answered only after it from the moment it is taken (_changing). `guard`: checked
-        on the loop once the write lock is held (and `fencing` marked); False refuses the
-        decision as deposed (NOT_CONTROLLER)."""
+        on the loop before each decision (the first, and each retry after a stale
+        proposal), with the write lock held and `fencing` marked; False refuses the decision
+        as deposed (NOT_CONTROLLER)."""
         if require_active and not self.is_active():
             raise self.not_controller()
         deadline = asyncio.get_running_loop().time() + self.settings.request_timeout_s
@@ -214,10 +215,8 @@ class QuorumController:
         async with self._write_lock:
             metrics.EVENT_QUEUE_TIME.observe(time.perf_counter() - queued)
             with self._deciding_fence(fencing):
-                if guard is not None and not guard():
-                    raise self.not_controller()
                 return await self._decide_and_commit(
-                    decide, deadline, require_active=require_active, offload=offload
+                    decide, deadline, require_active=require_active, offload=offload, guard=guard
                 )
 
     async def _decide_and_commit(
@@ -227,6 +226,7 @@ class QuorumController:
         *,
         require_active: bool = True,
         offload: bool = False,
+        guard: Callable[[], bool] | None = None,
     ) -> T:
         """`submit`'s work; the caller holds the write lock.
 
@@ -243,6 +243,8 @@ class QuorumController:
             while True:
                 if require_active and not self.is_active():
                     raise self.not_controller()  # deposed between attempts
+                if guard is not None and not guard():  # before each decision, retries too
+                    raise self.not_controller()
                 image = self.log.image
                 if rest is not None and rest[2] == image.version:
                     # nothing but our last batch landed since: the rest of the decision
@@ -803,6 +805,7 @@ class QuorumController:
         await self.submit(fence_previous)
         existing = self.image.brokers.get(broker_id)
         retried = existing is not None and existing.incarnation_id == incarnation_id
+        term = self.log.status()["term"]  # Raft's: the takeover may not be done yet
         epoch = await self.submit(
             lambda image: decisions.register_broker(
                 image, broker_id, incarnation_id, url, rack, kafka=kafka
@@ -813,8 +816,11 @@ class QuorumController:
             self._lease_aware.add(broker_id)
         else:
             self._lease_aware.discard(broker_id)
-        if not retried:  # a new epoch we committed (a retry keeps an epoch maybe not ours)
-            self._registered_here[broker_id] = (self.log.status()["term"], epoch)
+        # A new epoch we committed, as leader of one Raft term from before the decision to
+        # after it (a retry keeps an epoch maybe not ours; a leadership change meanwhile may
+        # have let another controller commit it). No predecessor knows that epoch.
+        if not retried and self.is_active() and self.log.status()["term"] == term:
+            self._registered_here[broker_id] = (term, epoch)
         return epoch
 
     async def broker_heartbeat(
@@ -843,7 +849,7 @@ class QuorumController:
         # A registration that asked to shut down is never unfenced again, by heartbeats it
         # sent before (they go out several at a time: broker.py rule 2) or after; a restart
         # registers a new epoch.
-        if want_shutdown:
+        if want_shutdown and registration is not None and registration.broker_epoch == broker_epoch:
             self._shutdown_asked[broker_id] = broker_epoch
         await self._confirm_leadership()
         if not self.is_caught_up():

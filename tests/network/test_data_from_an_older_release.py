@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from tests.harness.hosts import TestNet
 from tests.harness.processes import Cluster, http, http_retry
@@ -69,14 +69,16 @@ def check(cluster: Cluster) -> None:
     assert status == 200, body
     committed = {(o["topic"], o["partition"]): o["offset"] for o in body["offsets"]}
     assert committed == {(TOPIC, p): o for p, o in GROUP_OFFSETS}
+    # assigned, not subscribed: a group's coordinator that moved holds its partitions back
+    # for a while (docs/design/groups.md), which is not what this test is about
     consumer = Consumer(
         {
             "bootstrap.servers": cluster.bootstrap,
             "group.id": "after-upgrade",
-            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
         }
     )
-    consumer.subscribe([KAFKA_TOPIC])
+    consumer.assign([TopicPartition(KAFKA_TOPIC, p, OFFSET_BEGINNING) for p in range(3)])
     seen: set[bytes] = set()
     deadline = time.monotonic() + 60
     wanted_kafka = {v for p in range(3) for v in kafka_values(p)}

@@ -15,7 +15,11 @@ from kraftlite.broker.broker import MAX_HEARTBEATS_IN_FLIGHT, Broker, BrokerSett
 from kraftlite.broker.lease import lease_margin_ms
 from kraftlite.clock import ManualClock
 from kraftlite.errors import ErrorCode, KraftliteError
-from kraftlite.protocol.internal import BrokerHeartbeatRequest, BrokerHeartbeatResponse
+from kraftlite.protocol.internal import (
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationResponse,
+)
 from kraftlite.storage.memory import MemoryLogStorage
 
 
@@ -131,3 +135,16 @@ async def test_an_older_answer_does_not_overrule_a_newer_ones_fencing(broker: An
     controller.calls[0][1].set_result(controller.answer(7, fenced=True))
     await older
     assert not made.fenced
+
+
+async def test_a_registration_starts_fenced_whatever_came_before(broker: Any) -> None:
+    made, _, _ = broker
+    made.fenced = False  # as the lost registration was
+
+    async def call(method: str, path: str, body: bytes, **_: Any) -> tuple[int, bytes]:
+        answer = BrokerRegistrationResponse(8, "c", 500, 9_000, 0, 2_500)
+        return 200, answer.encode()
+
+    made._session_controllers.call = call
+    await made._register()
+    assert made.broker_epoch == 8 and made.fenced

@@ -866,3 +866,66 @@ async def test_a_broker_registered_in_this_term_is_not_held_off_by_the_takeover(
     assert controller._unreachable_ms(1) is None
     clock.ms = controller._unreachable_from_ms or 0
     assert controller._unreachable_ms(1) == controller.settings.unreachable_timeout_ms
+
+
+async def test_a_heartbeat_queued_before_the_shutdown_is_decided_after_it_and_stays_fenced() -> (
+    None
+):
+    """Arrived before the shutdown heartbeat, decided after it: whether it may unfence is
+    decided with it, not on arrival."""
+    controller, metadata_log, _ = make_controller()
+    epoch = await register(controller, 1)
+    await controller._tick()
+    await controller.broker_heartbeat(1, epoch, epoch, False, True)
+    confirm = controller._confirm_leadership
+    held = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow_confirmation() -> None:
+        if not held.is_set():
+            held.set()
+            await release.wait()
+        await confirm()
+
+    controller._confirm_leadership = slow_confirmation  # type: ignore[method-assign]
+    late = asyncio.create_task(controller.broker_heartbeat(1, epoch, epoch, False, True))
+    await held.wait()  # arrived, waiting to be decided
+    await controller.broker_heartbeat(1, epoch, epoch, True, True)  # the shutdown
+    assert metadata_log.image.brokers[1].fenced
+    release.set()
+    answer, _ = await late
+    assert answer.fenced and metadata_log.image.brokers[1].fenced
+
+
+async def test_a_session_fence_deposed_while_it_waited_for_the_lock_fences_nothing() -> None:
+    controller, metadata_log, clock = make_controller()
+    epoch = await register(controller, 1)
+    await controller._tick()
+    await controller.broker_heartbeat(1, epoch, epoch, False)
+    clock.ms += controller.settings.session_timeout_ms + LEADER_FALLBACK_TIMEOUT_MS + 1
+    async with controller._write_lock:  # a slow write ahead of the fence
+        tick = asyncio.create_task(controller._tick())
+        await asyncio.sleep(0.01)
+        metadata_log.term = 2  # deposed and elected again meanwhile
+    with pytest.raises(KraftliteError):
+        await tick
+    assert not metadata_log.image.brokers[1].fenced
+
+
+async def test_a_registration_across_a_leadership_change_is_not_taken_for_ours() -> None:
+    controller, metadata_log, _ = make_controller()
+    await controller._tick()
+    propose = metadata_log.propose
+
+    async def deposed_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        metadata_log.term = 2  # another controller led, then we did again
+        return await propose(*args, **kwargs)
+
+    metadata_log.propose = deposed_meanwhile  # type: ignore[method-assign]
+    epoch = await controller.register_broker(
+        1, "inc-1", "http://b:9092", None, honours_lease_timeout=True
+    )
+    metadata_log.propose = propose  # type: ignore[method-assign]
+    await controller._tick()  # our takeover of term 2
+    assert metadata_log.image.brokers[1].broker_epoch == epoch
+    assert controller._unreachable_ms(1) is None  # held off: who committed it is unknown
