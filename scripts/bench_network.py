@@ -336,25 +336,8 @@ def wait_full_isr(cluster: Cluster, topics: list[str], timeout_s: float = 90) ->
                 time.sleep(0.2)
 
 
-def active_controller(cluster: Cluster) -> int:
-    """The node id every controller names as the leader (asked with the admin's login)."""
-    deadline = time.monotonic() + 30
-    while True:
-        seen = set()
-        for url in cluster.quorum.urls.values():
-            try:
-                status, body = call("GET", url + "/v1/quorum", timeout=2)
-            except OSError:
-                status, body = 0, None
-            seen.add(body.get("leader_id") if status == 200 else None)
-        if len(seen) == 1 and None not in seen:
-            return int(seen.pop())
-        assert time.monotonic() < deadline, seen
-        time.sleep(0.2)
-
-
 def partition_active_controller(cluster: Cluster, net: TestNet) -> None:
-    active = f"controller-{active_controller(cluster)}"
+    active = f"controller-{cluster.quorum.leader(get=call)}"
     net.partition([active], [host for host in net.hosts if host != active])
 
 

@@ -672,8 +672,7 @@ class QuorumController:
             registration is not None
             and not registration.fenced
             and registration.broker_epoch == broker_epoch
-            and self.is_caught_up()
-            and self._active_term == term
+            and self._in_term(term)
         )
 
     def _unreachable_ms(self, broker_id: int) -> int | None:
@@ -743,7 +742,9 @@ class QuorumController:
                 silent_ms = self.sessions.silent_for(broker_id, self._clock.monotonic_ms())
                 reason = probe.verdict(late_ms, self._unreachable_ms(broker_id), silent_ms)
                 if reason is not None:
-                    await self._fence_suspect(broker_id, broker_epoch, term, probe, reason)
+                    await self._fence_suspect(
+                        broker_id, broker_epoch, term, probe, late_ms=late_ms, reason=reason
+                    )
                     return
         except KraftliteError as exc:  # deposed, or the quorum is slow: the session decides
             log.info("dead_broker_fence_failed", broker=broker_id, error=str(exc))
@@ -759,9 +760,10 @@ class QuorumController:
         broker_epoch: int,
         term: int | None,
         probe: liveness.Probe,
+        *,
+        late_ms: int,
         reason: str,
     ) -> None:
-        late_ms = int(self.settings.heartbeat_interval_ms * liveness.LATE_HEARTBEATS)
         unreachable_ms: int | None = None
 
         def guard() -> bool:

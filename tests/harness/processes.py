@@ -14,6 +14,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -320,8 +321,14 @@ class ControllerQuorum:
         for process in self.processes.values():
             process.kill()
 
-    def leader(self, timeout_s: float = 30, among: list[int] | None = None) -> int:
-        """The node id every live controller agrees leads, with its URL registered."""
+    def leader(
+        self,
+        timeout_s: float = 30,
+        among: list[int] | None = None,
+        get: Callable[..., tuple[int, Any]] = http,
+    ) -> int:
+        """The node id every live controller agrees leads, with its URL registered. `get`
+        asks (`http`, or one that logs in where clients must)."""
         deadline = time.monotonic() + timeout_s
         candidates = among or list(self.processes)
         while time.monotonic() < deadline:
@@ -330,7 +337,7 @@ class ControllerQuorum:
                 if not self.processes[node_id].alive:
                     continue
                 try:
-                    status, body = http("GET", self.urls[node_id] + "/v1/quorum", timeout=2)
+                    status, body = get("GET", self.urls[node_id] + "/v1/quorum", timeout=2)
                 except OSError:
                     seen.add(None)
                     continue
@@ -339,7 +346,7 @@ class ControllerQuorum:
                 leader = int(seen.pop())
                 if leader in candidates and self.processes[leader].alive:
                     try:
-                        status, _ = http("GET", self.urls[leader] + "/readyz", timeout=2)
+                        status, _ = get("GET", self.urls[leader] + "/readyz", timeout=2)
                     except OSError:
                         status = 0
                     if status == 200:

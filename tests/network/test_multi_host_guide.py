@@ -36,11 +36,16 @@ FIREWALL = (
 )
 
 
+def section() -> str:
+    """docs/operations.md's "A cluster across hosts"."""
+    text = (REPO / "docs" / "operations.md").read_text()
+    return text.split("## A cluster across hosts", 1)[1].split("\n## ", 1)[0]
+
+
 def guide() -> list[tuple[str, str]]:
     """The section's code blocks: (language, text)."""
-    text = (REPO / "docs" / "operations.md").read_text()
-    section = text.split("## A cluster across hosts", 1)[1].split("\n## ", 1)[0]
-    return [(lang, dedent(body)) for lang, body in re.findall(r"```(\w*)\n(.*?)```", section, re.S)]
+    blocks = re.findall(r"```(\w*)\n(.*?)```", section(), re.S)
+    return [(lang, dedent(body)) for lang, body in blocks]
 
 
 def dedent(block: str) -> str:
@@ -245,8 +250,7 @@ def test_the_guide_runs_across_six_hosts_behind_its_firewall(site: Site, net: Te
 
 
 def guide_lines() -> list[str]:
-    text = (REPO / "docs" / "operations.md").read_text()
-    return text.split("## A cluster across hosts", 1)[1].split("\n## ", 1)[0].splitlines()
+    return section().splitlines()
 
 
 SPARK_READ = """
