@@ -223,6 +223,11 @@ _REGISTERED = {
         (m.BrokerHeartbeatRequest, _BEAT, {"broker_epoch": None}),
         (m.BrokerRegistrationResponse, _REGISTERED, {"heartbeat_interval_ms": 0}),
         (m.BrokerRegistrationResponse, _REGISTERED, {"session_timeout_ms": 0}),
+        # the lease timeout (broker/lease.py rule 1): optional, positive when given
+        (m.BrokerRegistrationResponse, _REGISTERED, {"lease_timeout_ms": 0}),
+        (m.BrokerRegistrationResponse, _REGISTERED, {"lease_timeout_ms": "2500"}),
+        (m.BrokerHeartbeatRequest, _BEAT, {"honours_lease_timeout": "yes"}),
+        (m.BrokerHeartbeatRequest, _BEAT, {"honours_lease_timeout": 1}),
         (m.BrokerRegistrationResponse, _REGISTERED, {"broker_epoch": -1}),
         (m.BrokerRegistrationResponse, _REGISTERED, {"cluster_id": 7}),
         (
