@@ -76,7 +76,7 @@ async def join(request: web.Request) -> web.Response:
             ErrorCode.INVALID_REQUEST,
             f"member_id must be 1-{names.MAX_MEMBER_ID} characters, no control characters",
         )
-    answer = request.app[SERVICE].coordinator.join(
+    answer = await request.app[SERVICE].coordinator.join(
         group,
         member_id,
         client_id,
@@ -93,7 +93,7 @@ async def heartbeat(request: web.Request) -> web.Response:
     body = await read_json_object(request)
     epoch = _int(body, "member_epoch")
     assert epoch is not None
-    answer = request.app[SERVICE].coordinator.heartbeat(
+    answer = await request.app[SERVICE].coordinator.heartbeat(
         group, request.match_info["member_id"], epoch
     )
     return json_response(answer)
@@ -103,7 +103,7 @@ async def leave(request: web.Request) -> web.Response:
     group = _group_name(request)
     if (forwarded := await _at_coordinator(request, group)) is not None:
         return forwarded
-    request.app[SERVICE].coordinator.leave(group, request.match_info["member_id"])
+    await request.app[SERVICE].coordinator.leave(group, request.match_info["member_id"])
     return web.Response(status=204)
 
 

@@ -13,8 +13,9 @@ Rules:
    view changes only after the append is acknowledged, so what a client saw committed
    survives the loss of a broker.
 3. A broker that becomes leader of an offsets partition (a new leader epoch) rebuilds its
-   offsets by replaying the partition up to its log end (every record there was written by
-   an ISR leader and stays), and starts every group with the assignment freeze of
+   offsets and its KIP-848 groups' members (rule 10) by replaying the partition up to its
+   log end (every record there was written by an ISR leader and stays); classic groups,
+   and KIP-848 groups whose members it cannot trust, start with the assignment freeze of
    `group.Group` rule 6: members rejoin and get partitions one session later. The replay
    reads what compaction left (live offsets, and what was committed since the last clean).
    A partition of at most INLINE_LOAD_BYTES is replayed at once; a larger one on the
@@ -69,6 +70,15 @@ Rules:
    the view changed once they are acknowledged); the compaction of the topic then drops
    the commits and, after `delete.retention.ms`, the tombstones. What this coordinator
    knows of the group's last member is in `Shard.last_member_ms`.
+10. KIP-848 groups' members are records of the offsets partition (members_log.py): every
+   change of a member (join, heartbeat, leave, expiry) makes its records at once, in the
+   order of the changes, and a shard's `_MemberWriter` appends them in that order with
+   acks=all, many requests' in one batch; an answer goes out once every record made
+   before it is acknowledged. A coordinator writes its marker first; one whose records
+   cannot be written (not enough replicas, a timeout) drops its shard, whose view may be
+   ahead of the log, and the next request replays the log. A new coordinator takes the
+   members over when its predecessor recorded them (members_log.py rule 4): their
+   epochs, assignments and what they own, so a move costs them nothing.
 """
 
 from __future__ import annotations
@@ -95,9 +105,11 @@ import structlog
 from kraftlite.broker.log_store import ReplicaLog
 from kraftlite.broker.partition import Acks, Partition, Role
 from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.groups import members_log
 from kraftlite.groups.assignor import TopicPartition, assign
 from kraftlite.groups.classic import ClassicGroup, State, subscribed_topics
 from kraftlite.groups.group import DEFAULT_MAX_SIZE, Group, MemberAnswer
+from kraftlite.groups.members_log import CoordinatorMarker, MemberState
 from kraftlite.groups.offsets import (
     DEFAULT_OFFSET_METADATA_MAX_BYTES,
     CommittedOffset,
@@ -187,6 +199,87 @@ class _CommitGate:
                 self._changed.notify_all()
 
 
+class _MemberWriter:
+    """Rule 10 for one shard: member records appended in the order they were made, a
+    batch at a time (what is made while one is written goes in the next: a group commit),
+    each acknowledged by every in-sync replica; `flushed` returns once everything made
+    before the call is. A failed append fails every waiter and calls `failed`: the
+    coordinator drops the shard, whose view may be ahead of the log, and the next request
+    replays the log."""
+
+    def __init__(
+        self,
+        append: Callable[[list[tuple[bytes, bytes | None]]], Awaitable[None]],
+        failed: Callable[[], None],
+    ) -> None:
+        self._append = append
+        self._failed = failed
+        self._queue: list[tuple[bytes, bytes | None]] = []
+        self._made = self._written = 0
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._task: asyncio.Task[None] | None = None
+        self._error: KraftliteError | None = None
+
+    def write(self, records: list[tuple[bytes, bytes | None]]) -> None:
+        if not records or self._error is not None:
+            return
+        self._queue += records
+        self._made += len(records)
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="group-members")
+
+    async def flushed(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._written >= self._made:
+            return
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.append((self._made, future))
+        await future
+
+    async def _run(self) -> None:
+        try:
+            while self._queue and self._error is None:
+                records, self._queue = self._queue, []
+                upto = self._made
+                await self._append(records)
+                self._written = upto
+                waiting, self._waiters = self._waiters, []
+                for mark, future in waiting:
+                    if mark > upto:
+                        self._waiters.append((mark, future))
+                    elif not future.done():
+                        future.set_result(None)
+        except KraftliteError as exc:
+            self._fail(exc)
+            self._failed()
+        except Exception as exc:  # the log decides what was written: the shard is replayed
+            log.exception("group_member_records_failed")
+            self._fail(KraftliteError(ErrorCode.COORDINATOR_NOT_AVAILABLE, repr(exc)))
+            self._failed()
+        finally:
+            self._task = None
+
+    def _fail(self, exc: KraftliteError) -> None:
+        if exc.code not in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+            exc = KraftliteError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                f"the group's membership was not recorded: {exc.message}",
+            )
+        self._error = exc
+        waiting, self._waiters = self._waiters, []
+        for _, future in waiting:
+            if not future.done():
+                future.set_exception(exc)
+
+    def close(self) -> None:
+        """The shard is gone: waiters are told to find the coordinator again."""
+        if self._error is None:
+            self._fail(KraftliteError(ErrorCode.NOT_COORDINATOR, "the coordinator moved"))
+        if self._task is not None:
+            self._task.cancel()
+
+
 @dataclass
 class Shard:
     """What this broker coordinates for one offsets partition, in one leader epoch.
@@ -195,9 +288,13 @@ class Shard:
     """
 
     leader_epoch: int
-    frozen_until_ms: int
+    frozen_until_ms: int  # KIP-848 groups' freeze (group.py rule 6; members_log.py rule 5)
     max_size: int = DEFAULT_MAX_SIZE
+    classic_frozen_until_ms: int = 0  # classic groups' (their members are not recorded)
     groups: dict[str, Group] = field(default_factory=dict)
+    # rule 10: what the log says of each group's members, and the writer of their records
+    stored: dict[str, dict[str, MemberState]] = field(default_factory=dict)
+    writer: _MemberWriter | None = None
     offsets: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
     swept_ms: int = 0
     classic: dict[str, ClassicGroup] = field(default_factory=dict)  # Kafka clients' groups
@@ -311,6 +408,7 @@ class Shard:
             if not group.members:
                 del self.groups[name]
                 self._emptied(name, now_ms)
+        self.record_all()
         for name, classic in list(self.classic.items()):
             classic.expire()
             if not classic.members:  # its offsets, if any, stay in `offsets`
@@ -322,6 +420,34 @@ class Shard:
         """This broker stopped coordinating the partition: answer every waiting member."""
         for classic in self.classic.values():
             classic.close()
+        if self.writer is not None:
+            self.writer.close()
+
+    def record(self, names: Iterable[str]) -> None:
+        """Rule 10: the records of what changed in these groups' members, to the writer
+        (at once: records go out in the order the members changed)."""
+        if self.writer is None:
+            return
+        records: list[tuple[bytes, bytes | None]] = []
+        for name in names:
+            group = self.groups.get(name)
+            stored = self.stored.get(name)
+            if group is None and stored is None:
+                continue
+            if stored is None:
+                stored = self.stored[name] = {}
+            touched: Iterable[str] = ()
+            if group is not None:
+                touched, group.touched = group.touched, set()
+            records += members_log.changes(
+                name, {} if group is None else group.members, touched, stored
+            )
+            if not stored:
+                del self.stored[name]
+        self.writer.write(records)
+
+    def record_all(self) -> None:
+        self.record(self.groups.keys() | self.stored.keys())
 
 
 def offset_key(group: str, topic: str, partition: int) -> bytes:
@@ -458,6 +584,9 @@ class Replayed:
     groups: dict[str, dict[TopicPartition, CommittedOffset]]
     records: int
     pending_txns: dict[int, dict[tuple[str, TopicPartition], CommittedOffset]]
+    # rule 10: each group's members as the log has them, and the last coordinator marker
+    members: dict[str, dict[str, MemberState]] = field(default_factory=dict)
+    marker: CoordinatorMarker | None = None
 
 
 def replay(log_: ReplicaLog, stopping: Callable[[], bool] = lambda: False) -> Replayed:
@@ -467,6 +596,8 @@ def replay(log_: ReplicaLog, stopping: Callable[[], bool] = lambda: False) -> Re
     group of the partition down)."""
     groups: dict[str, dict[TopicPartition, CommittedOffset]] = {}
     pending_txns: dict[int, dict[tuple[str, TopicPartition], CommittedOffset]] = {}
+    members: dict[str, dict[str, MemberState]] = {}
+    marker: CoordinatorMarker | None = None
     offset, records = log_.log_start_offset, 0
     while offset < log_.log_end_offset:
         if stopping():
@@ -487,8 +618,13 @@ def replay(log_: ReplicaLog, stopping: Callable[[], bool] = lambda: False) -> Re
             for record in decoded.records():
                 records += 1
                 try:
+                    if not transactional and _replay_membership(record, members):
+                        continue
+                    if not transactional and record.key == members_log.COORDINATOR_KEY:
+                        marker = members_log.parse_coordinator_record(record.key, record.value)
+                        continue
                     parsed = parse_offset_record(record.key, record.value)
-                except BadOffsetRecordError as exc:
+                except (BadOffsetRecordError, members_log.BadMemberRecordError) as exc:
                     log.warning("offset_record_skipped", offset=record.offset, error=str(exc))
                     continue
                 if parsed is None:
@@ -505,7 +641,24 @@ def replay(log_: ReplicaLog, stopping: Callable[[], bool] = lambda: False) -> Re
                 else:
                     offsets[tp] = committed
             offset = decoded.header.next_offset
-    return Replayed(groups, records, pending_txns)
+    return Replayed(groups, records, pending_txns, members, marker)
+
+
+def _replay_membership(
+    record: batch_format.ConsumedRecord, members: dict[str, dict[str, MemberState]]
+) -> bool:
+    """Rule 10: a member record applied to `members`; False for any other record."""
+    parsed = members_log.parse_member_record(record.key, record.value)
+    if parsed is None:
+        return False
+    group, member_id, state = parsed
+    if state is not None:
+        members.setdefault(group, {})[member_id] = state
+    elif member_id in members.get(group, {}):
+        del members[group][member_id]
+        if not members[group]:
+            del members[group]
+    return True
 
 
 # a transactional commit's append errors, as the client is told them (Kafka's
@@ -636,21 +789,87 @@ class GroupCoordinator:
     def _install(self, partition: Partition, replayed: Replayed) -> Shard:
         offsets, records = replayed.groups, replayed.records
         now = self.broker.clock.monotonic_ms()
+        wall = self.broker.clock.now_ms()
+        epoch = partition.leader_epoch
         # The first leader of the partition (epoch 0) has no predecessor whose members could
-        # still hold partitions; any later one waits out the longest session first.
-        freeze = self.settings.max_session_timeout_ms if partition.leader_epoch > 0 else 0
-        shard = Shard(partition.leader_epoch, now + freeze, self.settings.max_size, offsets=offsets)
+        # still hold partitions; any later one waits out the longest session first, unless
+        # its predecessor recorded every member (rule 10, members_log.py rule 4).
+        freeze = self.settings.max_session_timeout_ms if epoch > 0 else 0
+        marker = replayed.marker
+        trusted = members_log.trusted(epoch, marker)
+        if trusted:
+            left = 0 if marker is None else max(0, marker.frozen_until_wall_ms - wall)
+            frozen_until = now + min(left, self.settings.max_session_timeout_ms)
+        else:
+            frozen_until = now + freeze
+        shard = Shard(epoch, frozen_until, self.settings.max_size, offsets=offsets)
+        shard.classic_frozen_until_ms = now + freeze
         shard.loaded_ms = shard.swept_ms = now
         shard.pending_txns = replayed.pending_txns
-        self._shards[partition.index] = shard
+        stale: list[tuple[bytes, bytes | None]] = []
+        if trusted:
+            for name, states in replayed.members.items():
+                group = shard.groups[name] = Group(
+                    name, frozen_until_ms=frozen_until, max_size=self.settings.max_size
+                )
+                group.members = {m: state.restore(m, now) for m, state in states.items()}
+            shard.stored = replayed.members
+        else:  # rule 10: stale members, whom a later trusting coordinator must not see
+            stale = [
+                (members_log.member_key(name, m), None)
+                for name, states in replayed.members.items()
+                for m in states
+            ]
+        index = partition.index
+
+        async def append(records: list[tuple[bytes, bytes | None]]) -> None:
+            await self._append_member_records(partition, records)
+
+        def failed() -> None:
+            if self._shards.get(index) is shard:
+                del self._shards[index]
+                shard.close()
+
+        shard.writer = _MemberWriter(append, failed)
+        if marker is None or marker.leader_epoch != epoch or stale:
+            until = wall + max(0, frozen_until - now)
+            mark = CoordinatorMarker(epoch, until)
+            shard.writer.write([(members_log.COORDINATOR_KEY, mark.value()), *stale])
+        self._shards[index] = shard
         log.info(
             "group_offsets_loaded",
-            partition=partition.index,
-            leader_epoch=partition.leader_epoch,
+            partition=index,
+            leader_epoch=epoch,
             records=records,
             groups=len(offsets),
+            members_trusted=trusted,
+            members=sum(len(g.members) for g in shard.groups.values()),
         )
         return shard
+
+    async def _append_member_records(
+        self, partition: Partition, records: list[tuple[bytes, bytes | None]]
+    ) -> None:
+        """Rule 10: records in order, as few batches as fit `max.message.bytes`."""
+        limit = partition.config_int("max.message.bytes")
+        batch: list[batch_format.Record] = []
+        size = 0
+        for key, value in records:
+            cost = len(key) + len(value or b"") + 32
+            if batch and size + cost > limit * 3 // 4:
+                await self._append_members(partition, batch)
+                batch, size = [], 0
+            now = self.broker.clock.now_ms()
+            batch.append(batch_format.Record(value=value, key=key, timestamp=now))
+            size += cost
+        if batch:
+            await self._append_members(partition, batch)
+
+    async def _append_members(self, partition: Partition, batch: list[batch_format.Record]) -> None:
+        now = self.broker.clock.now_ms()
+        await self._append(
+            partition, batch, now, "the group's membership", "subscribe to fewer partitions"
+        )
 
     # -- membership -------------------------------------------------------------------------
 
@@ -666,7 +885,7 @@ class GroupCoordinator:
     def _now(self) -> int:
         return self.broker.clock.monotonic_ms()
 
-    def join(
+    async def join(
         self,
         group: str,
         member_id: str,
@@ -713,16 +932,28 @@ class GroupCoordinator:
             )
         finally:  # a refused join leaves no group behind
             shard.drop_if_empty(group, self._now())
+            shard.record((group,))
+        await self._recorded(shard)
         return {**self._answer(answer), "session_timeout_ms": timeout}
 
-    def heartbeat(self, group: str, member_id: str, member_epoch: int) -> dict[str, Any]:
+    async def heartbeat(self, group: str, member_id: str, member_epoch: int) -> dict[str, Any]:
         _, shard = self._shard(group)
         state = shard.existing(group, self._now())  # unknown group: UNKNOWN_MEMBER_ID
         topics = {t for m in state.members.values() for t in m.topics}
-        answer = state.heartbeat(member_id, member_epoch, self._now(), self._counts(topics))
+        try:
+            answer = state.heartbeat(member_id, member_epoch, self._now(), self._counts(topics))
+        finally:
+            shard.record((group,))
+        await self._recorded(shard)
         return self._answer(answer)
 
-    def consumer_heartbeat(  # noqa: PLR0917 - the heartbeat's fields
+    @staticmethod
+    async def _recorded(shard: Shard) -> None:
+        """Rule 10: an answer goes out once the records it may rest on are acknowledged."""
+        if shard.writer is not None:
+            await shard.writer.flushed()
+
+    async def consumer_heartbeat(  # noqa: PLR0917 - the heartbeat's fields
         self,
         group: str,
         member_id: str,
@@ -747,7 +978,7 @@ class GroupCoordinator:
             or member.away
             or (instance_id is not None and state.static_member(instance_id) is not member)
         ):
-            return self.join(
+            return await self.join(
                 group,
                 member_id,
                 client_id,
@@ -757,18 +988,22 @@ class GroupCoordinator:
                 instance_id=instance_id,
             )
         subscribed = {t for m in state.members.values() for t in m.topics} | set(topics or [])
-        result = state.heartbeat(
-            member_id,
-            member_epoch,
-            self._now(),
-            self._counts(subscribed),
-            topics=topics,
-            reported=reported,
-            instance_id=instance_id,
-        )
+        try:
+            result = state.heartbeat(
+                member_id,
+                member_epoch,
+                self._now(),
+                self._counts(subscribed),
+                topics=topics,
+                reported=reported,
+                instance_id=instance_id,
+            )
+        finally:
+            shard.record((group,))
+        await self._recorded(shard)
         return self._answer(result)
 
-    def leave(
+    async def leave(
         self,
         group: str,
         member_id: str,
@@ -785,6 +1020,8 @@ class GroupCoordinator:
             )
         finally:
             shard.drop_if_empty(group, self._now())
+            shard.record((group,))
+        await self._recorded(shard)
 
     def _answer(self, answer: MemberAnswer) -> dict[str, Any]:
         return answer.to_json(self.settings.heartbeat_interval_ms)
@@ -815,7 +1052,7 @@ class GroupCoordinator:
                 self._now,
                 self.settings.max_size,
                 self.settings.initial_rebalance_delay_ms,
-                frozen_until_ms=shard.frozen_until_ms,
+                frozen_until_ms=shard.classic_frozen_until_ms,
                 still_coordinating=lambda: (
                     self._shards.get(partition.index) is shard
                     and partition.role is Role.LEADER

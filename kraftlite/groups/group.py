@@ -11,9 +11,10 @@ Rules (server-side assignment in the spirit of KIP-848):
 4. Each answer that changes a member's assignment bumps its member epoch. A heartbeat from
    an epoch above the current one, or for an unknown member, is refused (join again).
 5. A member unheard for its session timeout is removed; what it owned is free.
-6. A coordinator that just took over does not know who owned what: it hands out no
-   partition before `frozen_until_ms` (one session timeout), by which time every member of
-   the previous coordinator has either joined again (holding nothing) or expired.
+6. A coordinator that took over without knowing who owned what (its predecessor did not
+   record its members: members_log.py rule 4) hands out no partition before
+   `frozen_until_ms` (one session timeout), by which time every member of the previous
+   coordinator has either joined again (holding nothing) or expired.
 7. Commits are fenced (KIP-848's OffsetCommit rules, Kafka's ConsumerGroup
    .validateOffsetCommit): a commit naming a member must come from a live member
    (UNKNOWN_MEMBER_ID), with an epoch no newer than its current one (FENCED_MEMBER_EPOCH),
@@ -113,6 +114,9 @@ class Group:
     frozen_until_ms: int = 0
     max_size: int = DEFAULT_MAX_SIZE
     members: dict[str, Member] = field(default_factory=dict)
+    # members changed since the coordinator last recorded them (members_log.py rule 1;
+    # members removed it finds by their absence)
+    touched: set[str] = field(default_factory=set)
 
     # -- membership -----------------------------------------------------------------------
 
@@ -172,6 +176,7 @@ class Group:
             reports=reports,
             instance_id=instance_id,
         )
+        self.touched.add(member_id)
         return self._answer(member_id, now_ms, partition_counts)
 
     def _take_over(  # noqa: PLR0917 - a join request's fields
@@ -207,6 +212,7 @@ class Group:
             reports=reports,
             instance_id=away.instance_id,
         )
+        self.touched.add(member_id)
         return self._answer(member_id, now_ms, partition_counts)
 
     def static_member(self, instance_id: str) -> Member | None:
@@ -253,6 +259,7 @@ class Group:
                 f"member {member_id} sent epoch {member_epoch}; the current one is {member.epoch}",
             )
         member.last_seen_ms = now_ms
+        self.touched.add(member_id)
         if topics is not None:
             member.topics = frozenset(topics)
         if member.reports:  # rule 9: released is what it says it no longer holds
@@ -285,6 +292,7 @@ class Group:
         self._check_instance(member_id, instance_id)
         member = self._member(member_id)
         if instance_id is not None and temporary:
+            self.touched.add(member_id)
             member.away = True
             member.last_seen_ms = now_ms
             member.owned_since = {

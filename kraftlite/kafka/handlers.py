@@ -2270,18 +2270,20 @@ class Session:
             instance = _instance_id(body["instance_id"])
             await coordinator.ensure_offsets_topic()
             if epoch < 0:  # -2: a static member's leave keeps its assignment a session long
-                coordinator.leave(group, member_id, instance_id=instance, temporary=epoch == -2)
+                await coordinator.leave(
+                    group, member_id, instance_id=instance, temporary=epoch == -2
+                )
                 return {**answer, "error_code": NONE}
             if problem is not None:
                 if epoch > 0:  # a refused subscription change still keeps the member alive
-                    coordinator.consumer_heartbeat(
+                    await coordinator.consumer_heartbeat(
                         group, member_id, epoch, "", None, reported, instance_id=instance
                     )
                 return {**answer, "error_code": problem[0], "error_message": problem[1]}
             client_id = request.client_id or ""
             client_id = client_id if names.is_name(client_id, names.MAX_CLIENT_ID) else ""
             subscribed = None if topics is None else sorted(set(topics))
-            joined = coordinator.consumer_heartbeat(
+            joined = await coordinator.consumer_heartbeat(
                 group, member_id, epoch, client_id, subscribed, reported, instance_id=instance
             )
         except KraftliteError as exc:

@@ -41,11 +41,13 @@ from kraftlite.clock import ManualClock
 from kraftlite.controller import access
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import OFFSETS_TOPIC, GroupCoordinator, GroupSettings
+from kraftlite.groups.members_log import COORDINATOR_KEY, CoordinatorMarker
 from kraftlite.kafka.handlers import Handlers, Session
 from kraftlite.metadata import records as r
 from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.views import topic_view
 from kraftlite.protocol import admin, admin_bodies
+from kraftlite.protocol import batch as fmt
 from kraftlite.protocol.headers import METADATA_VERSION
 from kraftlite.protocol.internal import MessageError
 from kraftlite.protocol.kafka import messages
@@ -235,6 +237,25 @@ class InProcessBroker:
     def partition(self, topic: str, index: int = 0) -> Partition:
         """Broker 1's replica of the partition (whatever its role)."""
         return self.broker.replicas.partitions[(topic_id_for(topic), index)]
+
+    def move_coordinator(self, group: str, *, predecessor_recorded: bool) -> None:
+        """The group's offsets partition loses its leader and gets it back two leader
+        epochs later: a coordinator move as this broker can see one. With
+        `predecessor_recorded`, the leaderless epoch's coordinator marker is put in the log
+        as a coordinator of that epoch that recorded its members would have left it
+        (kraftlite/groups/members_log.py rule 3); without, the move is past an epoch that
+        recorded nothing."""
+        index = self.coordinator.offsets_partition(group)
+        topic_id = topic_id_for(OFFSETS_TOPIC)
+        self.apply(r.PartitionChangeRecord(topic_id=topic_id, partition=index, leader=r.NO_LEADER))
+        partition = self.partition(OFFSETS_TOPIC, index)
+        if predecessor_recorded:
+            marker = CoordinatorMarker(partition.leader_epoch, 0)
+            batch = fmt.encode_batch(
+                [marker.value()], keys=[COORDINATOR_KEY], timestamps=[self.clock.now_ms()]
+            )
+            partition.log.append(batch, partition.leader_epoch)
+        self.apply(r.PartitionChangeRecord(topic_id=topic_id, partition=index, leader=BROKER_ID))
 
     # -- the Kafka edge ------------------------------------------------------------------
 

@@ -49,7 +49,7 @@ def commit_records(node: InProcessBroker, group: str) -> list[tuple[Any, ...]]:
 async def test_a_member_joins_commits_and_fetches_its_offsets_back(node: InProcessBroker) -> None:
     await write(node, "orders", 0, 5)
     coordinator = node.coordinator
-    joined = coordinator.join("g", "member-1", "client-1", ["orders"], None)
+    joined = await coordinator.join("g", "member-1", "client-1", ["orders"], None)
     assert joined["assignment"] == [{"topic": "orders", "partitions": [0, 1]}]
     epoch = joined["member_epoch"]
     await coordinator.commit("g", "member-1", epoch, [(("orders", 0), CommittedOffset(3, "m"))])
@@ -61,7 +61,7 @@ async def test_a_member_joins_commits_and_fetches_its_offsets_back(node: InProce
 async def test_refused_commits_write_nothing(node: InProcessBroker) -> None:
     await write(node, "orders", 0, 5)
     coordinator = node.coordinator
-    epoch = coordinator.join("g", "member-1", "c", ["orders"], None)["member_epoch"]
+    epoch = (await coordinator.join("g", "member-1", "c", ["orders"], None))["member_epoch"]
     for member, member_epoch, offset, code in (
         ("member-1", epoch, 2**63, ErrorCode.OFFSET_OUT_OF_RANGE),  # past int64
         ("stranger", epoch, 1, ErrorCode.UNKNOWN_MEMBER_ID),
@@ -79,7 +79,7 @@ async def test_refused_commits_write_nothing(node: InProcessBroker) -> None:
 async def test_a_new_leader_epoch_replays_the_offsets_from_the_log(node: InProcessBroker) -> None:
     await write(node, "orders", 1, 4)
     coordinator = node.coordinator
-    epoch = coordinator.join("g", "member-1", "c", ["orders"], None)["member_epoch"]
+    epoch = (await coordinator.join("g", "member-1", "c", ["orders"], None))["member_epoch"]
     await coordinator.commit("g", "member-1", epoch, [(("orders", 1), CommittedOffset(4, "x"))])
     assert [m["member_id"] for m in coordinator.describe("g")["members"]] == ["member-1"]
     # leadership of the group's offsets partition lost and won back: a new leader epoch
@@ -253,7 +253,7 @@ async def test_a_commit_above_the_high_watermark_is_taken_as_kafka_takes_it(
     takes any offset (a consumer resuming past the log's end resets at its fetch)."""
     await write(node, "orders", 0, 2)
     coordinator = node.coordinator
-    epoch = coordinator.join("g", "member-1", "c", ["orders"], None)["member_epoch"]
+    epoch = (await coordinator.join("g", "member-1", "c", ["orders"], None))["member_epoch"]
     await coordinator.commit("g", "member-1", epoch, [(("orders", 0), CommittedOffset(500, ""))])
     assert coordinator.committed("g") == {("orders", 0): CommittedOffset(500, "")}
 
@@ -358,13 +358,13 @@ async def test_a_group_keeps_its_offsets_while_it_has_members_and_a_retention_af
 ) -> None:
     node, coordinator = expiring, expiring.coordinator
     await write(node, "orders", 0, 5)
-    epoch = coordinator.join("g", "m", "c", ["orders"], None)["member_epoch"]
+    epoch = (await coordinator.join("g", "m", "c", ["orders"], None))["member_epoch"]
     await coordinator.commit("g", "m", epoch, [(("orders", 0), CommittedOffset(3, ""))])
     for _ in range(2 * RETENTION_MS // 5_000):  # two retentions of heartbeats, no commit
         advance(node, 5_000)
-        epoch = coordinator.heartbeat("g", "m", epoch)["member_epoch"]
+        epoch = (await coordinator.heartbeat("g", "m", epoch))["member_epoch"]
     assert await coordinator.expire_offsets() == 0  # a member: nothing expires
-    coordinator.leave("g", "m")
+    await coordinator.leave("g", "m")
     advance(node, RETENTION_MS - 1)
     assert await coordinator.expire_offsets() == 0  # empty for less than a retention
     advance(node, 1)
@@ -379,7 +379,7 @@ async def test_a_member_that_went_silent_counts_from_its_session_end(
     been empty only since this coordinator saw it so."""
     node, coordinator = expiring, expiring.coordinator
     await write(node, "orders", 0, 5)
-    epoch = coordinator.join("g", "m", "c", ["orders"], None)["member_epoch"]
+    epoch = (await coordinator.join("g", "m", "c", ["orders"], None))["member_epoch"]
     await coordinator.commit("g", "m", epoch, [(("orders", 0), CommittedOffset(3, ""))])
     advance(node, RETENTION_MS)  # the session ended long ago; nobody looked
     assert await coordinator.expire_offsets() == 0  # it was a member until this sweep
@@ -434,7 +434,7 @@ async def test_a_group_takes_no_member_while_its_expired_offsets_are_deleted(
     await asyncio.wait_for(appending.wait(), 5)
     expiring_group = next(iter(coordinator._expiring))
     with pytest.raises(KraftliteError) as info:
-        coordinator.join(expiring_group, "m", "c", ["orders"], None)
+        await coordinator.join(expiring_group, "m", "c", ["orders"], None)
     assert info.value.code is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and info.value.retriable
     with pytest.raises(KraftliteError) as info:
         coordinator.classic_for_join(expiring_group, 10_000)
@@ -445,7 +445,7 @@ async def test_a_group_takes_no_member_while_its_expired_offsets_are_deleted(
     assert await expiry == 1  # the first group's offsets; the other had a member just now
     assert coordinator.committed(expiring_group) == {}
     assert coordinator.committed(other) == {("orders", 0): CommittedOffset(1, "")}
-    coordinator.join(expiring_group, "m", "c", ["orders"], None)  # done: it joins
+    await coordinator.join(expiring_group, "m", "c", ["orders"], None)  # done: it joins
 
 
 async def test_a_large_offsets_partition_loads_off_the_event_loop(node: InProcessBroker) -> None:
@@ -570,7 +570,7 @@ async def test_transactional_commits_are_checked_as_a_kip848_members_are(
     epoch it has had, for partitions it owns; one naming no member is refused while the
     group has members. Checked before anything is written."""
     coordinator = node.coordinator
-    epoch = coordinator.join("g", "member-1", "c", ["orders"], None)["member_epoch"]
+    epoch = (await coordinator.join("g", "member-1", "c", ["orders"], None))["member_epoch"]
     _, shard = coordinator._shard("g")
     wanted = [("orders", 0)]
     coordinator._check_transactional_member(shard, "g", "member-1", epoch, None, wanted)

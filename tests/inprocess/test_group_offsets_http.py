@@ -75,7 +75,7 @@ async def test_each_partition_is_answered_as_the_kafka_edge_answers_it(
     node: InProcessBroker, http: TestClient[Any, Any]
 ) -> None:
     await commit(node, "g", ("orders", 0, 5), ("orders", 1, 6), ("other", 0, 7))
-    node.coordinator.join("g", "member-1", "client-1", ["other"], None)
+    await node.coordinator.join("g", "member-1", "client-1", ["other"], None)
     status, answer = await delete(
         http, "g", partitions(("orders", 0), ("other", 0), ("nope", 0), ("orders", 9))
     )

@@ -224,7 +224,7 @@ async def test_a_kip848_groups_subscribed_topics_keep_their_offsets(
 ) -> None:
     node.create_topic("other")
     await commit(node, "g", ("orders", 0, 5), ("other", 0, 3))
-    node.coordinator.join("g", "member-1", "client-1", ["orders"], None)
+    await node.coordinator.join("g", "member-1", "client-1", ["orders"], None)
     kafka = node.connect()
     code, codes = await offset_delete(kafka, "g", ("orders", 0), ("orders", 1), ("other", 0))
     assert code == NONE
@@ -234,7 +234,7 @@ async def test_a_kip848_groups_subscribed_topics_keep_their_offsets(
         ("other", 0): NONE,
     }
     assert node.coordinator.committed("g") == {("orders", 0): CommittedOffset(5, "")}
-    node.coordinator.leave("g", "member-1")  # no member consumes it any more
+    await node.coordinator.leave("g", "member-1")  # no member consumes it any more
     assert await offset_delete(kafka, "g", ("orders", 0)) == (NONE, {("orders", 0): NONE})
     assert node.coordinator.committed("g") == {}
 
@@ -360,8 +360,8 @@ async def test_a_kip848_group_is_described_with_members_and_target_assignment(
     """Two members: the first holds both partitions until it confirms giving one up, so
     the second's assignment is empty while its target is not (the group reconciles)."""
     coordinator, orders = node.coordinator, topic_id_for("orders")
-    coordinator.join("g", "member-1", "client-1", ["orders"], None)
-    coordinator.join("g", "member-2", "client-2", ["orders"], None)
+    await coordinator.join("g", "member-1", "client-1", ["orders"], None)
+    await coordinator.join("g", "member-2", "client-2", ["orders"], None)
     (group,) = await describe(node.connect(), "g")
     assert group["error_code"] == NONE, group
     assert (group["group_id"], group["group_state"], group["assignor_name"]) == (
@@ -380,9 +380,9 @@ async def test_a_kip848_group_is_described_with_members_and_target_assignment(
     assert partitions_of(two["assignment"]) == []
     assert partitions_of(two["target_assignment"]) == [(orders, "orders", [1])]
     # the first member is told to give partition 1 up and confirms: the second gets it
-    assert coordinator.heartbeat("g", "member-1", 1)["member_epoch"] == 2
-    coordinator.heartbeat("g", "member-1", 2)
-    coordinator.heartbeat("g", "member-2", 1)
+    assert (await coordinator.heartbeat("g", "member-1", 1))["member_epoch"] == 2
+    await coordinator.heartbeat("g", "member-1", 2)
+    await coordinator.heartbeat("g", "member-2", 1)
     (group,) = await describe(node.connect(), "g")
     assert group["group_state"] == "Reconciling"  # the second has not confirmed yet
     assert [partitions_of(m["assignment"]) for m in group["members"]] == [
@@ -413,7 +413,7 @@ async def test_describe_needs_describe_and_shows_only_visible_topics(
     secured: InProcessBroker, audit: list[MutableMapping[str, Any]]
 ) -> None:
     coordinator = secured.coordinator
-    coordinator.join("g", "member-1", "client-1", ["orders", "hidden"], None)
+    await coordinator.join("g", "member-1", "client-1", ["orders", "hidden"], None)
     alice = secured.connect(certificate_principal=ALICE)
     (refused,) = await describe(alice, "g", operations=True)
     assert (refused["error_code"], refused["members"]) == (GROUP_REFUSED, [])
@@ -436,7 +436,7 @@ async def test_describe_needs_describe_and_shows_only_visible_topics(
 async def test_describe_answers_a_bounded_number_of_groups(
     node: InProcessBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    node.coordinator.join("g", "member-1", "client-1", ["orders"], None)
+    await node.coordinator.join("g", "member-1", "client-1", ["orders"], None)
     groups = await describe(node.connect(), *["g"] * (MAX_DESCRIBED_GROUPS + 2))
     assert [g["error_code"] for g in groups] == [NONE] * MAX_DESCRIBED_GROUPS + [
         int(ErrorCode.INVALID_REQUEST)
@@ -460,7 +460,7 @@ async def test_describe_runs_the_assignor_once_per_group_and_never_past_the_budg
     requests get the loop between groups described."""
     node.create_topic("big", partitions=40)
     for group, topic in (("g", "orders"), ("h", "orders"), ("big", "big")):
-        node.coordinator.join(group, "member-1", "client-1", [topic], None)
+        await node.coordinator.join(group, "member-1", "client-1", [topic], None)
     ran: list[tuple[str, int]] = []
     ticks = 0
     describe_group = coordinator_module.describe_consumer_group

@@ -38,6 +38,7 @@ import pytest
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.assignor import TopicPartition
 from kraftlite.groups.group import Group, Member
+from kraftlite.groups.members_log import MemberState
 from kraftlite.groups.offsets import CommittedOffset
 from tests.harness.inprocess import InProcessBroker
 
@@ -85,6 +86,7 @@ class Simulation:
         self.processes = 0  # processes started for static members (each a new member id)
         self.away: dict[str, frozenset[TopicPartition]] = {}  # member id -> its assignment
         self.counts = {"takeovers": 0, "unreleased": 0, "fenced_instances": 0}
+        self.moves = 0
 
     def now(self) -> int:
         return self.node.clock.monotonic_ms()
@@ -98,7 +100,7 @@ class Simulation:
         group = self.group()
         return None if group is None else group.static_member(instance_id)
 
-    def heartbeat(self, client: Client) -> None:
+    async def heartbeat(self, client: Client) -> None:
         if client.dead:
             return
         coordinator = self.node.coordinator
@@ -108,7 +110,7 @@ class Simulation:
         away = None if client.instance_id is None else self.holder(client.instance_id)
         taking_over = client.epoch == 0 and away is not None and away.away
         try:
-            answer = coordinator.consumer_heartbeat(
+            answer = await coordinator.consumer_heartbeat(
                 GROUP,
                 client.member_id,
                 client.epoch,
@@ -163,13 +165,13 @@ class Simulation:
         assert not zombie, f"{client.member_id} committed {tp} after its session expired"
         self.accepted_commits += 1
 
-    def leave(self, client: Client, *, temporary: bool = False) -> None:
+    async def leave(self, client: Client, *, temporary: bool = False) -> None:
         if not client.epoch or client.dead:
             return
         group = self.group()
         member = None if group is None else group.members.get(client.member_id)
         try:
-            self.node.coordinator.leave(
+            await self.node.coordinator.leave(
                 GROUP, client.member_id, instance_id=client.instance_id, temporary=temporary
             )
         except KraftliteError as exc:  # it had expired while it stalled (or, a static
@@ -180,7 +182,7 @@ class Simulation:
                 self.away[member.member_id] = member.assignment
         client.drop_everything()
 
-    def restart(self, client: Client) -> None:
+    async def restart(self, client: Client) -> None:
         """A static member's process restarts: cleanly (a leave with epoch -2), by crashing
         (no leave), or split-brained (the old process pauses, keeping what it holds, while a
         new one starts). The new process has a new member id and joins at its next
@@ -195,12 +197,12 @@ class Simulation:
             )
             return
         if roll < 0.7:
-            self.leave(client, temporary=True)
+            await self.leave(client, temporary=True)
         client.drop_everything()  # a new process holds nothing
         client.member_id = f"{client.instance_id}-p{self.processes}"
         client.stalled = False
         if self.rng.random() < 0.6:  # up again at once (else at one of its later steps)
-            self.heartbeat(client)
+            await self.heartbeat(client)
 
     def members(self) -> set[str]:
         try:
@@ -240,22 +242,42 @@ class Simulation:
             else:  # away: it keeps exactly what it left with, nobody else gets it
                 assert member.assignment == assignment == member.owned, member
 
+    def move(self) -> None:
+        """The coordinator moves to one that replays the members its predecessor recorded
+        (members_log.py): every member comes back as it was, with its session counted from
+        the load, and so does one whose expiry had not been recorded yet (it owned its
+        partitions until then, and nobody else was given them)."""
+        before = self.group()
+        snapshot = {} if before is None else before.members
+        states = {m: MemberState.of(member) for m, member in snapshot.items()}
+        self.node.move_coordinator(GROUP, predecessor_recorded=True)
+        self.moves += 1
+        after = self.group()
+        restored = {} if after is None else after.members
+        for member_id, state in states.items():
+            assert MemberState.of(restored[member_id]) == state, member_id
+        for client in self.clients:  # the new coordinator heard of its members now
+            if client.member_id in restored:
+                client.last_heard_ms = max(client.last_heard_ms, self.now())
+
     async def step(self) -> None:
+        if self.rng.random() < 0.03:
+            self.move()
         client = self.rng.choice(self.clients)
         roll = self.rng.random()
         if roll < 0.08:
             client.stalled = not client.stalled  # a GC pause, a SIGSTOP; or its end
         elif roll < 0.18 and client.instance_id is not None:
             if roll < 0.16:
-                self.restart(client)
+                await self.restart(client)
             else:
-                self.leave(client)
+                await self.leave(client)
         elif roll < 0.13:
-            self.leave(client)
+            await self.leave(client)
         elif roll < 0.3:
             await self.commit(client)
         elif not client.stalled:
-            self.heartbeat(client)
+            await self.heartbeat(client)
         self.advance(self.rng.choice((50, 200, 1000, 3000)))
         self.check_one_holder()
 
@@ -268,13 +290,13 @@ class Simulation:
             client.stalled = False
         for _ in range(12 if len(self.clients) == 6 else 24):  # (past a session: an instance
             for client in self.clients:  # a crashed process held is free by then)
-                self.heartbeat(client)
+                await self.heartbeat(client)
                 self.check_one_holder()
             self.advance(500)
         for client in self.clients:  # the last revocations let go of
             client.held -= client.to_release
             client.to_release = set()
-            self.heartbeat(client)
+            await self.heartbeat(client)
         held = [tp for c in self.clients if c.epoch and not c.dead for tp in c.held]
         assert sorted(held) == [(TOPIC, p) for p in range(PARTITIONS)], held
 
@@ -289,8 +311,10 @@ async def test_a_group_under_seeded_joins_stalls_and_leaves_never_double_assigns
         for _ in range(400):
             await simulation.step()
         await simulation.settle()
-        # both sides of rule 7 were tried: members' commits taken, zombies' refused
+        # both sides of rule 7 were tried: members' commits taken, zombies' refused; and
+        # the coordinator moved
         assert simulation.accepted_commits > 0 and simulation.fenced_zombies > 0
+        assert simulation.moves > 0
 
 
 async def run_static(seed: int) -> Simulation:
