@@ -20,6 +20,7 @@ from kraftlite.api.broker_app import make_broker_app
 from kraftlite.api.controller_app import make_controller_app
 from kraftlite.api.internal_auth import ClusterAuth
 from kraftlite.api.listener import REQUEST_BUDGET, BoundedSite, runner_for
+from kraftlite.api.restart import RESTART
 from kraftlite.broker.broker import Broker, BrokerSettings, RequestLimits
 from kraftlite.broker.replica_manager import ReplicationSettings
 from kraftlite.clock import Clock, SystemClock
@@ -57,12 +58,17 @@ def _fatal(exc: Exception) -> None:
     os._exit(EXIT_FATAL)
 
 
-async def _wait_for_signal() -> None:
+async def _wait_for_signal(restart: asyncio.Event) -> bool:
+    """Until SIGTERM or SIGINT (False), or a restart asked through the API (True)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    stopped, asked = (loop.create_task(e.wait()) for e in (stop, restart))
+    await asyncio.wait((stopped, asked), return_when=asyncio.FIRST_COMPLETED)
+    for task in (stopped, asked):
+        task.cancel()
+    return restart.is_set() and not stop.is_set()
 
 
 def _authenticator(
@@ -109,7 +115,8 @@ def _bootstrap_credential(
 
 async def run_controller(
     config: ControllerConfig, password: str, secret: str, bootstrap_password: str | None = None
-) -> None:
+) -> bool:
+    """Run a controller until stopped; whether it is to start again (api/restart.py)."""
     loop = asyncio.get_running_loop()
     clock = SystemClock()  # the node's one clock
     voters = config.voters()
@@ -150,32 +157,33 @@ async def run_controller(
     auth = ClusterAuth(secret, f"controller-{config.node_id}", clock)
     limits = config.listener_limits()
     gate = Gate(_authenticator(config, secret, lambda: controller.image, clock), clock)
-    runner = runner_for(
-        make_controller_app(
-            controller,
-            auth,
-            gate,
-            limits,
-            connector=lambda: _node_sessions_connector(config, 100),
-        ),
+    app = make_controller_app(
+        controller,
+        auth,
+        gate,
         limits,
-        SHUTDOWN_GRACE_S,
+        connector=lambda: _node_sessions_connector(config, 100),
     )
+    app[RESTART] = restart = asyncio.Event()
+    runner = runner_for(app, limits, SHUTDOWN_GRACE_S)
+    restarting = False
     await runner.setup()
     try:
         await BoundedSite(runner, host, int(port), limits, tls.server_context(config)).start()
         controller.start()
         log.info("controller_started", listen=config.listen, raft=config.raft, voters=len(voters))
-        await _wait_for_signal()
-        log.info("controller_stopping")
+        restarting = await _wait_for_signal(restart)
+        log.info("controller_stopping", restarting=restarting)
     finally:
         await controller.stop()
         await runner.cleanup()
         with contextlib.suppress(Exception):
             raft_log.close()
+    return restarting
 
 
-async def run_broker(config: BrokerConfig, secret: str) -> None:
+async def run_broker(config: BrokerConfig, secret: str) -> bool:
+    """Run a broker until stopped; whether it is to start again (api/restart.py)."""
     clock = SystemClock()  # the node's one clock
     storage = LogStorage(
         StorageConfig(
@@ -270,6 +278,7 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
             ),
         )
         app = make_broker_app(service, auth, gate, limits)
+        app[RESTART] = restart = asyncio.Event()
         # one budget of request bytes for both listeners (queued.max.request.bytes)
         budget = RequestBudget(config.queued_max_request_bytes)
         app[REQUEST_BUDGET] = budget
@@ -295,8 +304,8 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
             log.info(
                 "broker_started", listen=config.listen, url=config.url, log_dir=str(config.log_dir)
             )
-            await _wait_for_signal()
-            log.info("broker_stopping")
+            restarting = await _wait_for_signal(restart)
+            log.info("broker_stopping", restarting=restarting)
         finally:
             await broker.stop()  # controlled shutdown while still serving followers
             await service.transactions.stop()  # before storage closes: its loader reads logs
@@ -305,3 +314,4 @@ async def run_broker(config: BrokerConfig, secret: str) -> None:
                 await kafka.close()
             await runner.cleanup()
             storage.close()
+    return restarting

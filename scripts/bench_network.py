@@ -20,7 +20,7 @@ Hosts only:
 
 Every figure is the median over --runs; the last line is one JSON object.
 
-Run (as root): python scripts/bench_network.py [--runs 3] [--seconds 5]
+Run (as root): python scripts/bench_network.py [--runs 3] [--seconds 5] [--only rolling]
 """
 
 from __future__ import annotations
@@ -469,20 +469,27 @@ def rolling_restart(cluster: Cluster, run: int) -> dict[str, float]:
 
 def one_run(args: argparse.Namespace, run: int) -> dict[str, float]:
     figures: dict[str, float] = {}
+    parts = set(args.only or ("edges", "faults", "rolling"))
     with tempfile.TemporaryDirectory(prefix="kraftlite-bench-network-") as root:
-        with running(Path(root) / "loopback", None) as cluster:
-            figures |= {f"loopback_{k}": v for k, v in edges(cluster, args.seconds, run).items()}
+        if "edges" in parts:
+            with running(Path(root) / "loopback", None) as cluster:
+                figures |= {
+                    f"loopback_{k}": v for k, v in edges(cluster, args.seconds, run).items()
+                }
         net = TestNet([*NODES, "client"])
         try:
             with net.inside("client"):
                 if args.delay_ms:
                     net.shape_all(delay_ms=args.delay_ms)
                 with running(Path(root) / "hosts", net) as cluster:
-                    figures |= {
-                        f"hosts_{k}": v for k, v in edges(cluster, args.seconds, run).items()
-                    }
-                    figures |= faults(cluster, net, args.hold, run)
-                    figures |= rolling_restart(cluster, run)
+                    if "edges" in parts:
+                        figures |= {
+                            f"hosts_{k}": v for k, v in edges(cluster, args.seconds, run).items()
+                        }
+                    if "faults" in parts:
+                        figures |= faults(cluster, net, args.hold, run)
+                    if "rolling" in parts:
+                        figures |= rolling_restart(cluster, run)
         finally:
             net.close()
     print(json.dumps({"run": run, **{k: round(v, 3) for k, v in figures.items()}}), flush=True)
@@ -496,6 +503,12 @@ def main() -> int:
     parser.add_argument("--hold", type=float, default=8, help="seconds each fault is held")
     parser.add_argument(
         "--delay-ms", type=float, default=1, help="delay on every link (0: no forwarder)"
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=("edges", "faults", "rolling"),
+        help="measure only these (repeatable; default: all)",
     )
     args = parser.parse_args()
     why = hosts.available()

@@ -44,6 +44,7 @@ from kraftlite.api.listener import READ_TIMEOUT_MS
 from kraftlite.api.openapi import OPENAPI
 from kraftlite.api.permissions import boundary_middlewares
 from kraftlite.api.relay import relay
+from kraftlite.api.restart import BOOT_ID, restart_node
 from kraftlite.api.topic_pages import client_visible, topics_answer
 from kraftlite.broker import metrics
 from kraftlite.broker.broker import Broker
@@ -201,6 +202,7 @@ async def readyz(request: web.Request) -> web.Response:
         "broker_epoch": broker.broker_epoch,
         "fenced": broker.fenced,
         "metadata_version": broker.replicas.image.version,
+        "boot_id": BOOT_ID,
     }
     return json_response(body, status=200 if broker.ready else 503)
 
@@ -1093,6 +1095,7 @@ def make_broker_app(
     r.add_get("/healthz", healthz)
     r.add_get("/readyz", readyz)
     r.add_get("/metrics", metrics_endpoint)
+    r.add_post("/v1/node/restart", restart_node)
     r.add_get("/v1/openapi.json", openapi)
     r.add_get("/v1/cluster", cluster)
     r.add_get("/v1/topics", list_topics)

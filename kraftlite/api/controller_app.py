@@ -40,6 +40,7 @@ from kraftlite.api.internal_auth import (
 )
 from kraftlite.api.listener import READ_TIMEOUT_MS
 from kraftlite.api.permissions import boundary_middlewares
+from kraftlite.api.restart import BOOT_ID, restart_node
 from kraftlite.api.topic_pages import (
     client_visible,
     partitions_answer,
@@ -152,7 +153,8 @@ async def readyz(request: web.Request) -> web.Response:
     status = controller.log.status()
     ready = status["leader"] is not None and controller.image.version > 0
     return json_response(
-        {"ready": ready, "leader_id": controller.leader_id()}, status=200 if ready else 503
+        {"ready": ready, "leader_id": controller.leader_id(), "boot_id": BOOT_ID},
+        status=200 if ready else 503,
     )
 
 
@@ -865,6 +867,7 @@ def make_controller_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_endpoint)
+    app.router.add_post("/v1/node/restart", restart_node)
     app.router.add_get("/v1/quorum", quorum)
     app.router.add_post("/v1/quorum/voters", add_voter)
     app.router.add_delete(r"/v1/quorum/voters/{node_id}", remove_voter)

@@ -304,8 +304,16 @@ SCHEMAS: Final[Json] = {
             "broker_epoch": _long("-1 until registered"),
             "fenced": _bool(),
             "metadata_version": _long("version of the metadata image this broker has applied"),
+            "boot_id": _str("names this start of the process: another after a restart"),
         },
-        required=["ready", "broker_id", "broker_epoch", "fenced", "metadata_version"],
+        required=["ready", "broker_id", "broker_epoch", "fenced", "metadata_version", "boot_id"],
+    ),
+    "Restarting": _object(
+        {
+            "restarting": _bool(),
+            "boot_id": _str("the boot id of the process that stops (GET /readyz)"),
+        },
+        required=["restarting", "boot_id"],
     ),
     "Broker": _object(
         {
@@ -2154,6 +2162,19 @@ PATHS: Final[Json] = {
                 *_CONTROLLER,
             ],
         ),
+    },
+    "/v1/node/restart": {
+        "post": _operation(
+            "restart_node",
+            "cluster",
+            "Restart this node in place",
+            {"202": _answer("it stops after this answer", _ref("Restarting"))},
+            description="Needs ALTER on the cluster. The node stops as on SIGTERM (a broker's "
+            "controlled shutdown moves its leaderships and group coordinators to other "
+            "in-sync replicas first), then the same process starts again on the same command "
+            "line with the code installed now. Never forwarded: ask the node itself. "
+            "`kraftlite cluster roll` restarts a cluster so, node by node.",
+        )
     },
     "/v1/cluster/rebalance": {
         "post": _operation(

@@ -17,7 +17,8 @@ Rules:
    DescribeGroups DESCRIBE group; ListGroups
    DESCRIBE cluster; users, ACLs: ALTER / DESCRIBE cluster; quotas ALTER_CONFIGS /
    DESCRIBE_CONFIGS cluster; AlterPartitionReassignments, ElectLeaders, UnregisterBroker,
-   drains, rebalances and replication factor changes (they move replicas) ALTER cluster;
+   drains, rebalances and replication factor changes (they move replicas), and a node's
+   restart (it moves its leaders) ALTER cluster;
    ListPartitionReassignments DESCRIBE cluster; the broker list any authenticated client;
    broker configs (IncrementalAlterConfigs on a broker) ALTER_CONFIGS cluster;
    transactions (issue 27): WRITE on the transactional id to use it (and on each topic a
@@ -165,6 +166,8 @@ PERMISSIONS: Final[Mapping[tuple[str, str], Rule | str]] = {
     ("GET", "/v1/openapi.json"): PUBLIC,
     ("GET", "/v1/quorum"): _cluster(Operation.DESCRIBE),
     ("POST", "/v1/quorum/voters"): _cluster(Operation.ALTER),
+    # a node restarting in place (api/restart.py) moves its leaders, as an election does
+    ("POST", "/v1/node/restart"): _cluster(Operation.ALTER),
     ("DELETE", "/v1/quorum/voters/{node_id}"): _cluster(Operation.ALTER),
     ("GET", "/v1/cluster"): AUTHENTICATED,  # the brokers, as Kafka's Metadata gives anyone
     ("GET", "/v1/topics"): AUTHENTICATED,

@@ -1,4 +1,4 @@
-"""`kraftlite cluster`: the one-screen status and the rebalance."""
+"""`kraftlite cluster`: the one-screen status, the rebalance, the rolling restart (roll.py)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,16 @@ from kraftlite.cli.common import (
     print_json,
 )
 from kraftlite.cli.moves import await_moves, moved, show_moves, wait_options
+from kraftlite.cli.roll import cluster_roll
 from kraftlite.client import KraftliteError
 
 
 @click.group()
 def cluster() -> None:
-    """The cluster's brokers and controllers: status, rebalance."""
+    """The cluster's brokers and controllers: status, rebalance, a rolling restart."""
+
+
+cluster.add_command(cluster_roll)
 
 
 @cluster.command("status")

@@ -10,6 +10,7 @@ import ipaddress
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 import structlog
@@ -84,7 +85,8 @@ def controller(  # noqa: PLR0917 - click passes every option positionally
     bootstrap = os.environ.get("KRAFTLITE_BOOTSTRAP_PASSWORD") or loaded.bootstrap_password
     from kraftlite.node import run_controller  # noqa: PLC0415 - keep light commands light
 
-    eventloop.run_node(run_controller(loaded, password, secret, bootstrap))
+    if eventloop.run_node(run_controller(loaded, password, secret, bootstrap)):
+        _start_again()
 
 
 @click.command()
@@ -129,7 +131,19 @@ def broker(  # noqa: PLR0917 - click passes every option positionally
     _check_data_dir(loaded.log_dir, "broker")
     from kraftlite.node import run_broker  # noqa: PLC0415 - keep light commands light
 
-    eventloop.run_node(run_broker(loaded, secret))
+    if eventloop.run_node(run_broker(loaded, secret)):
+        _start_again()
+
+
+def _start_again() -> NoReturn:
+    """A restart asked through the API (api/restart.py), once the node has stopped as on
+    SIGTERM: the same process runs the same command line again, with the code installed
+    now. Its environment and open standard streams carry over; everything else was
+    closed by the stop (Python opens files non-inheritable)."""
+    structlog.get_logger(__name__).info("node_starting_again", argv=sys.orig_argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])  # noqa: S606 - ourselves
 
 
 @click.command()

@@ -7,6 +7,9 @@ import urllib.parse
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
+import aiohttp
+import orjson
+
 from kraftlite.client.credentials import Credentials
 from kraftlite.client.transport import DESCRIBE_RETRY, Transport
 from kraftlite.errors import ErrorCode, KraftliteError
@@ -262,6 +265,36 @@ class Admin:
 
     async def remove_voter(self, node_id: int) -> None:
         await self._transport.call("DELETE", f"/v1/quorum/voters/{node_id}")
+
+    async def leader_quorum(self) -> dict[str, Any]:
+        """`quorum` as the active controller sees it: with each voter's `lag` (committed
+        entries it lacks)."""
+        described: dict[str, Any] = await self._transport.call("GET", "/v1/quorum", leader="true")
+        return described
+
+    # -- one node (api/restart.py) -----------------------------------------------------------
+
+    async def node_status(self, url: str) -> dict[str, Any] | None:
+        """A node's `GET /readyz` (`ready`, `boot_id`, ...), ready or not; None while it
+        does not answer."""
+        try:
+            answer = await self._transport.session.get(
+                url.rstrip("/") + "/readyz", timeout=aiohttp.ClientTimeout(total=5)
+            )
+            async with answer:
+                body = orjson.loads(await answer.read())
+        except (aiohttp.ClientError, TimeoutError, OSError, orjson.JSONDecodeError):
+            return None
+        return body if isinstance(body, dict) else None
+
+    async def restart_node(self, url: str) -> dict[str, Any]:
+        """Ask the node at `url` to stop as on SIGTERM and start again in place, with the
+        code installed now (POST /v1/node/restart; ALTER on the cluster): `{"boot_id"}`
+        of the process that stops."""
+        answer: dict[str, Any] = await self._transport.request(
+            url.rstrip("/"), "POST", "/v1/node/restart"
+        )
+        return answer
 
     # -- the elastic cluster: brokers, moves, leaders (controller/elastic.py) --------------
     # A move is `{"topic", "partition", "from": [ids], "to": [ids]}`: a reassignment started

@@ -200,31 +200,38 @@ class _CommitGate:
 
 
 class _MemberWriter:
-    """Rule 10 for one shard: member records appended in the order they were made, a
-    batch at a time (what is made while one is written goes in the next: a group commit),
-    each acknowledged by every in-sync replica; `flushed` returns once everything made
-    before the call is. A failed append fails every waiter and calls `failed`: the
-    coordinator drops the shard, whose view may be ahead of the log, and the next request
-    replays the log."""
+    """Rule 10 for one shard: member records appended in the order they were made, the
+    records of one `write` always in one batch (a grant never lands before the removal it
+    rests on), as many writes per batch as fit (what is made while one batch is written
+    goes in the next: a group commit), each batch acknowledged by every in-sync replica;
+    `flushed` returns once everything made before the call is. A failed append fails every
+    waiter and calls `failed`: the coordinator replays the log in the shard's place, since
+    its view may be ahead of the log."""
 
     def __init__(
         self,
         append: Callable[[list[tuple[bytes, bytes | None]]], Awaitable[None]],
         failed: Callable[[], None],
+        batch_bytes: Callable[[], int],
     ) -> None:
         self._append = append
         self._failed = failed
-        self._queue: list[tuple[bytes, bytes | None]] = []
+        self._batch_bytes = batch_bytes
+        self._queue: list[list[tuple[bytes, bytes | None]]] = []
         self._made = self._written = 0
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._task: asyncio.Task[None] | None = None
         self._error: KraftliteError | None = None
 
+    def max_record_bytes(self) -> int:
+        """The largest record (key and value) that still fits a batch of its own."""
+        return self._batch_bytes() * 3 // 4
+
     def write(self, records: list[tuple[bytes, bytes | None]]) -> None:
         if not records or self._error is not None:
             return
-        self._queue += records
-        self._made += len(records)
+        self._queue.append(records)
+        self._made += 1
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="group-members")
 
@@ -237,12 +244,27 @@ class _MemberWriter:
         self._waiters.append((self._made, future))
         await future
 
+    def _next_batch(self) -> tuple[list[tuple[bytes, bytes | None]], int]:
+        """Whole writes from the queue's head, as many as fit a batch (at least one), and
+        how many."""
+        budget = self.max_record_bytes()
+        batch: list[tuple[bytes, bytes | None]] = []
+        size = writes = 0
+        while self._queue:
+            cost = sum(len(k) + len(v or b"") + 32 for k, v in self._queue[0])
+            if batch and size + cost > budget:
+                break
+            batch += self._queue.pop(0)
+            writes += 1
+            size += cost
+        return batch, writes
+
     async def _run(self) -> None:
         try:
             while self._queue and self._error is None:
-                records, self._queue = self._queue, []
-                upto = self._made
-                await self._append(records)
+                batch, writes = self._next_batch()
+                upto = self._written + writes
+                await self._append(batch)
                 self._written = upto
                 waiting, self._waiters = self._waiters, []
                 for mark, future in waiting:
@@ -276,7 +298,7 @@ class _MemberWriter:
         """The shard is gone: waiters are told to find the coordinator again."""
         if self._error is None:
             self._fail(KraftliteError(ErrorCode.NOT_COORDINATOR, "the coordinator moved"))
-        if self._task is not None:
+        if self._task is not None and self._task is not asyncio.current_task():
             self._task.cancel()
 
 
@@ -295,6 +317,10 @@ class Shard:
     # rule 10: what the log says of each group's members, and the writer of their records
     stored: dict[str, dict[str, MemberState]] = field(default_factory=dict)
     writer: _MemberWriter | None = None
+    # members_log.py rule 8: classic groups' names as the log has them, and as it had them
+    # when this shard was loaded
+    classic_recorded: set[str] = field(default_factory=set)
+    classic_at_load: frozenset[str] = frozenset()
     offsets: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
     swept_ms: int = 0
     classic: dict[str, ClassicGroup] = field(default_factory=dict)  # Kafka clients' groups
@@ -344,8 +370,11 @@ class Shard:
     def group(self, name: str) -> Group:
         """The group, made if new: only for a join, the one request that adds a member."""
         existing = self.groups.get(name)
-        if existing is None:
-            existing = Group(name, frozen_until_ms=self.frozen_until_ms, max_size=self.max_size)
+        if existing is None:  # members_log.py rule 8
+            frozen = self.frozen_until_ms
+            if name in self.classic_at_load:
+                frozen = max(frozen, self.classic_frozen_until_ms)
+            existing = Group(name, frozen_until_ms=frozen, max_size=self.max_size)
             self.groups[name] = existing
         return existing
 
@@ -415,6 +444,7 @@ class Shard:
                 classic.close()
                 del self.classic[name]
                 self._emptied(name, now_ms)
+        self.record_classic(now_ms)
 
     def close(self) -> None:
         """This broker stopped coordinating the partition: answer every waiting member."""
@@ -425,10 +455,13 @@ class Shard:
 
     def record(self, names: Iterable[str]) -> None:
         """Rule 10: the records of what changed in these groups' members, to the writer
-        (at once: records go out in the order the members changed)."""
+        (at once: records go out in the order the members changed). A member whose record
+        would not fit a batch goes back to its recorded state (or out, if it has none) and
+        the request is refused (members_log.py rule 7)."""
         if self.writer is None:
             return
         records: list[tuple[bytes, bytes | None]] = []
+        too_large: list[str] = []
         for name in names:
             group = self.groups.get(name)
             stored = self.stored.get(name)
@@ -439,11 +472,47 @@ class Shard:
             touched: Iterable[str] = ()
             if group is not None:
                 touched, group.touched = group.touched, set()
-            records += members_log.changes(
-                name, {} if group is None else group.members, touched, stored
+            made, refused = members_log.changes(
+                name,
+                {} if group is None else group.members,
+                touched,
+                stored,
+                self.writer.max_record_bytes(),
             )
+            records += made
+            if group is not None:
+                for member_id in refused:
+                    last_seen = group.members[member_id].last_seen_ms
+                    if member_id in stored:
+                        group.members[member_id] = stored[member_id].restore(member_id, last_seen)
+                    else:
+                        del group.members[member_id]
+                too_large += refused
+                if not group.members:
+                    del self.groups[name]
             if not stored:
                 del self.stored[name]
+        self.writer.write(records)
+        if too_large:
+            raise KraftliteError(
+                ErrorCode.INVALID_REQUEST,
+                f"the assignment of {too_large[0]} is too large to record in {OFFSETS_TOPIC} "
+                "(over its max.message.bytes): subscribe to fewer partitions, or add members",
+            )
+
+    def record_classic(self, now_ms: int) -> None:
+        """members_log.py rule 8: a record for each classic group made since, a tombstone
+        for each gone once the classic freeze is over."""
+        if self.writer is None:
+            return
+        records: list[tuple[bytes, bytes | None]] = []
+        for name in self.classic.keys() - self.classic_recorded:
+            self.classic_recorded.add(name)
+            records.append((members_log.classic_key(name), b"{}"))
+        if now_ms >= self.classic_frozen_until_ms:
+            for name in self.classic_recorded - self.classic.keys():
+                self.classic_recorded.discard(name)
+                records.append((members_log.classic_key(name), None))
         self.writer.write(records)
 
     def record_all(self) -> None:
@@ -587,6 +656,8 @@ class Replayed:
     # rule 10: each group's members as the log has them, and the last coordinator marker
     members: dict[str, dict[str, MemberState]] = field(default_factory=dict)
     marker: CoordinatorMarker | None = None
+    unreadable_members: bool = False  # a member record or marker could not be read
+    classic_names: set[str] = field(default_factory=set)  # members_log.py rule 8
 
 
 def replay(log_: ReplicaLog, stopping: Callable[[], bool] = lambda: False) -> Replayed:
@@ -598,6 +669,8 @@ def replay(log_: ReplicaLog, stopping: Callable[[], bool] = lambda: False) -> Re
     pending_txns: dict[int, dict[tuple[str, TopicPartition], CommittedOffset]] = {}
     members: dict[str, dict[str, MemberState]] = {}
     marker: CoordinatorMarker | None = None
+    unreadable = False
+    classic_names: set[str] = set()
     offset, records = log_.log_start_offset, 0
     while offset < log_.log_end_offset:
         if stopping():
@@ -620,11 +693,19 @@ def replay(log_: ReplicaLog, stopping: Callable[[], bool] = lambda: False) -> Re
                 try:
                     if not transactional and _replay_membership(record, members):
                         continue
+                    classic = members_log.parse_classic_record(record.key, record.value)
+                    if not transactional and classic is not None:
+                        (classic_names.add if classic[1] else classic_names.discard)(classic[0])
+                        continue
                     if not transactional and record.key == members_log.COORDINATOR_KEY:
                         marker = members_log.parse_coordinator_record(record.key, record.value)
                         continue
                     parsed = parse_offset_record(record.key, record.value)
-                except (BadOffsetRecordError, members_log.BadMemberRecordError) as exc:
+                except members_log.BadMemberRecordError as exc:  # members not to be trusted
+                    log.warning("member_record_unreadable", offset=record.offset, error=str(exc))
+                    unreadable = True
+                    continue
+                except BadOffsetRecordError as exc:
                     log.warning("offset_record_skipped", offset=record.offset, error=str(exc))
                     continue
                 if parsed is None:
@@ -641,7 +722,7 @@ def replay(log_: ReplicaLog, stopping: Callable[[], bool] = lambda: False) -> Re
                 else:
                     offsets[tp] = committed
             offset = decoded.header.next_offset
-    return Replayed(groups, records, pending_txns, members, marker)
+    return Replayed(groups, records, pending_txns, members, marker, unreadable, classic_names)
 
 
 def _replay_membership(
@@ -685,6 +766,8 @@ class GroupCoordinator:
         self._stopping = threading.Event()
         self._runners: list[asyncio.Task[None]] = []
         self._expiring: set[str] = set()  # rule 8: groups whose tombstones are being written
+        # rule 10: shards whose member record failed, until replayed in their place
+        self._orphans: dict[int, Shard] = {}
 
     # -- routing ----------------------------------------------------------------------------
 
@@ -718,6 +801,19 @@ class GroupCoordinator:
                 leader_id=exc.details.get("leader_id"),
                 leader_url=exc.details.get("leader_url"),
             ) from None
+
+    def _current(self, partition: Partition, shard: Shard) -> Shard | None:
+        """The shard coordinating now what `shard` did: itself, or the one replayed in its
+        place within the same leadership (rule 10); None once the leadership moved."""
+        current = self._shards.get(partition.index)
+        if (
+            current is None
+            or current.leader_epoch != shard.leader_epoch
+            or partition.role is not Role.LEADER
+            or partition.leader_epoch != shard.leader_epoch
+        ):
+            return None
+        return current
 
     def _shard(self, group: str) -> tuple[Partition, Shard]:
         partition = self.coordinator_partition(group)
@@ -789,16 +885,19 @@ class GroupCoordinator:
     def _install(self, partition: Partition, replayed: Replayed) -> Shard:
         offsets, records = replayed.groups, replayed.records
         now = self.broker.clock.monotonic_ms()
-        wall = self.broker.clock.now_ms()
-        epoch = partition.leader_epoch
+        epoch, index = partition.leader_epoch, partition.index
         # The first leader of the partition (epoch 0) has no predecessor whose members could
         # still hold partitions; any later one waits out the longest session first, unless
         # its predecessor recorded every member (rule 10, members_log.py rule 4).
         freeze = self.settings.max_session_timeout_ms if epoch > 0 else 0
         marker = replayed.marker
-        trusted = members_log.trusted(epoch, marker)
+        trusted = (
+            members_log.trusted(epoch, marker)
+            and not replayed.unreadable_members
+            and partition.config("unclean.leader.election.enable") != "true"
+        )
         if trusted:
-            left = 0 if marker is None else max(0, marker.frozen_until_wall_ms - wall)
+            left = 0 if marker is None else marker.frozen_for_ms
             frozen_until = now + min(left, self.settings.max_session_timeout_ms)
         else:
             frozen_until = now + freeze
@@ -806,6 +905,18 @@ class GroupCoordinator:
         shard.classic_frozen_until_ms = now + freeze
         shard.loaded_ms = shard.swept_ms = now
         shard.pending_txns = replayed.pending_txns
+        # A replay in place of a shard whose member record failed (same leadership): its
+        # classic groups, which no record holds, go on as they were.
+        orphan = self._orphans.pop(index, None)
+        if orphan is not None and orphan.leader_epoch == epoch:
+            shard.classic = orphan.classic
+            shard.classic_frozen_until_ms = orphan.classic_frozen_until_ms
+            shard.last_member_ms = orphan.last_member_ms
+            shard.loaded_ms = orphan.loaded_ms
+        elif orphan is not None:
+            orphan.close()
+        shard.classic_at_load = frozenset(replayed.classic_names)
+        shard.classic_recorded = set(replayed.classic_names)
         stale: list[tuple[bytes, bytes | None]] = []
         if trusted:
             for name, states in replayed.members.items():
@@ -820,21 +931,26 @@ class GroupCoordinator:
                 for name, states in replayed.members.items()
                 for m in states
             ]
-        index = partition.index
 
         async def append(records: list[tuple[bytes, bytes | None]]) -> None:
-            await self._append_member_records(partition, records)
+            now = self.broker.clock.now_ms()
+            batch = [batch_format.Record(value=v, key=k, timestamp=now) for k, v in records]
+            await self._append(
+                partition, batch, now, "the group's membership", "subscribe to fewer partitions"
+            )
 
         def failed() -> None:
             if self._shards.get(index) is shard:
                 del self._shards[index]
-                shard.close()
+                self._orphans[index] = shard
 
-        shard.writer = _MemberWriter(append, failed)
-        if marker is None or marker.leader_epoch != epoch or stale:
-            until = wall + max(0, frozen_until - now)
-            mark = CoordinatorMarker(epoch, until)
-            shard.writer.write([(members_log.COORDINATOR_KEY, mark.value()), *stale])
+        shard.writer = _MemberWriter(
+            append, failed, lambda: partition.config_int("max.message.bytes")
+        )
+        # Always a marker, first (members_log.py rule 3): every answer waits for it, so none
+        # rests on a record this replay read that no in-sync replica had yet.
+        mark = CoordinatorMarker(epoch, max(0, frozen_until - now))
+        shard.writer.write([*stale, (members_log.COORDINATOR_KEY, mark.value())])
         self._shards[index] = shard
         log.info(
             "group_offsets_loaded",
@@ -846,30 +962,6 @@ class GroupCoordinator:
             members=sum(len(g.members) for g in shard.groups.values()),
         )
         return shard
-
-    async def _append_member_records(
-        self, partition: Partition, records: list[tuple[bytes, bytes | None]]
-    ) -> None:
-        """Rule 10: records in order, as few batches as fit `max.message.bytes`."""
-        limit = partition.config_int("max.message.bytes")
-        batch: list[batch_format.Record] = []
-        size = 0
-        for key, value in records:
-            cost = len(key) + len(value or b"") + 32
-            if batch and size + cost > limit * 3 // 4:
-                await self._append_members(partition, batch)
-                batch, size = [], 0
-            now = self.broker.clock.now_ms()
-            batch.append(batch_format.Record(value=value, key=key, timestamp=now))
-            size += cost
-        if batch:
-            await self._append_members(partition, batch)
-
-    async def _append_members(self, partition: Partition, batch: list[batch_format.Record]) -> None:
-        now = self.broker.clock.now_ms()
-        await self._append(
-            partition, batch, now, "the group's membership", "subscribe to fewer partitions"
-        )
 
     # -- membership -------------------------------------------------------------------------
 
@@ -1028,7 +1120,7 @@ class GroupCoordinator:
 
     # -- classic groups (classic.py) --------------------------------------------------------
 
-    def classic_for_join(self, group: str, session_timeout_ms: int) -> ClassicGroup:
+    async def classic_for_join(self, group: str, session_timeout_ms: int) -> ClassicGroup:
         """The classic group a JoinGroup joins, made if new; a group name in use by
         kraftlite's own protocol is INCONSISTENT_GROUP_PROTOCOL."""
         low = self.settings.classic_min_session_timeout_ms
@@ -1053,13 +1145,11 @@ class GroupCoordinator:
                 self.settings.max_size,
                 self.settings.initial_rebalance_delay_ms,
                 frozen_until_ms=shard.classic_frozen_until_ms,
-                still_coordinating=lambda: (
-                    self._shards.get(partition.index) is shard
-                    and partition.role is Role.LEADER
-                    and partition.leader_epoch == shard.leader_epoch
-                ),
+                still_coordinating=lambda: self._current(partition, shard) is not None,
             )
             shard.classic[group] = classic
+            shard.record_classic(self._now())
+            await self._recorded(shard)  # (members_log.py rule 8: before its first join)
         return classic
 
     def classic(self, group: str) -> ClassicGroup:
@@ -1124,8 +1214,8 @@ class GroupCoordinator:
         await self._append(
             partition, records, now, "the commit", "commit fewer partitions or less metadata"
         )
-        if self._shards.get(partition.index) is shard and partition.role is Role.LEADER:
-            target = shard.offsets.setdefault(group, {})
+        if (current := self._current(partition, shard)) is not None:
+            target = current.offsets.setdefault(group, {})
             for tp, committed in offsets:
                 target[tp] = replace(committed, commit_ms=now)
 
@@ -1196,8 +1286,8 @@ class GroupCoordinator:
             # [C13]'s mapping, as Kafka's group coordinator answers its clients
             code = _TXN_COMMIT_ERRORS.get(exc.code, exc.code)
             raise KraftliteError(code, f"the commit was not written: {exc.message}") from None
-        if self._shards.get(partition.index) is shard and partition.role is Role.LEADER:
-            shard.add_pending(
+        if (current := self._current(partition, shard)) is not None:
+            current.add_pending(
                 producer_id,
                 info.first_offset,
                 {(group, tp): replace(c, kind=kind, commit_ms=now) for tp, c in offsets},
@@ -1343,16 +1433,16 @@ class GroupCoordinator:
             for t, p in committed
         ]
         await self._append(partition, tombstones, now, "the deletion", "commit less first")
-        if self._shards.get(partition.index) is shard and partition.role is Role.LEADER:
-            remaining = shard.offsets.get(group, {})
+        if (current := self._current(partition, shard)) is not None:
+            remaining = current.offsets.get(group, {})
             for tp in committed:  # only what was tombstoned: a commit meanwhile stays
                 remaining.pop(tp, None)
             if not remaining:
-                shard.offsets.pop(group, None)
-                shard.last_member_ms.pop(group, None)
+                current.offsets.pop(group, None)
+                current.last_member_ms.pop(group, None)
             if classic is not None and not classic.members:
                 classic.close()
-                shard.classic.pop(group, None)
+                current.classic.pop(group, None)
 
     async def delete_offsets(
         self, group: str, partitions: Sequence[TopicPartition]
@@ -1388,14 +1478,14 @@ class GroupCoordinator:
         await self._append(
             partition, tombstones, now, "the deletion", "name fewer partitions at once"
         )
-        if self._shards.get(partition.index) is shard and partition.role is Role.LEADER:
-            remaining = shard.offsets.get(group, {})
+        if (current := self._current(partition, shard)) is not None:
+            remaining = current.offsets.get(group, {})
             for tp in deletion.tombstoned:  # no commit of the group ran meanwhile (rule 6)
                 remaining.pop(tp, None)
             if not remaining:
-                shard.offsets.pop(group, None)
-                if not shard.exists(group):
-                    shard.last_member_ms.pop(group, None)
+                current.offsets.pop(group, None)
+                if not current.exists(group):
+                    current.last_member_ms.pop(group, None)
         return deletion
 
     async def _append(
@@ -1622,9 +1712,9 @@ class GroupCoordinator:
             try:
                 partition = self.broker.replicas.leader_partition(OFFSETS_TOPIC, index)
             except KraftliteError:
-                shard = self._shards.pop(index, None)
-                if shard is not None:
-                    shard.close()
+                for gone in (self._shards.pop(index, None), self._orphans.pop(index, None)):
+                    if gone is not None:
+                        gone.close()
                 continue
             try:
                 self._loaded_shard(partition)
@@ -1688,14 +1778,14 @@ class GroupCoordinator:
                 try:
                     await self._append(partition, tombstones, stamp, "the expiry", "expire fewer")
                 except KraftliteError as exc:
-                    if exc.code is not ErrorCode.NOT_COORDINATOR and (
-                        self._shards.get(partition.index) is shard
-                    ):  # appended or not, unknown: the view forgets them as meant (a move
-                        self._forget(shard, group, chunk)  # replays what the log says)
+                    current = self._current(partition, shard)
+                    if exc.code is not ErrorCode.NOT_COORDINATOR and current is not None:
+                        # appended or not, unknown: the view forgets them as meant (a move
+                        self._forget(current, group, chunk)  # replays what the log says)
                     raise
-                if self._shards.get(partition.index) is not shard:
+                if (current := self._current(partition, shard)) is None:
                     break  # moved: the next coordinator replays the tombstones
-                self._forget(shard, group, chunk)
+                self._forget(current, group, chunk)
                 dropped += len(chunk)
         finally:
             self._expiring.discard(group)

@@ -14,9 +14,11 @@ Rules:
    (acks=all): a member never holds what the log does not say it may. An answer that
    changed nothing waits too, for the records it read.
 3. A coordinator marker (`COORDINATOR_KEY`, one per offsets partition: compaction keeps the
-   last) names the leader epoch of the coordinator that wrote it and, as wall-clock time,
-   until when that coordinator handed out no partition. A coordinator writes one when it
-   takes the partition over, before any member record.
+   last) names the leader epoch of the coordinator that wrote it and how long that
+   coordinator had yet to hand out no partition when it wrote it. A coordinator writes one
+   whenever it replays the partition (a takeover, or a replay after a failed write), before
+   any answer: the answers wait for it, so none rests on a record the replay read but no
+   in-sync replica had acknowledged.
 4. A new coordinator (leader epoch E) trusts the members it replays (`trusted`) when the
    last marker is of epoch E - 1 (its predecessor wrote records of every change it
    answered) or E (this broker, loading again in the same epoch). The first leader
@@ -24,11 +26,20 @@ Rules:
    coordinator that kept membership in memory only (an older kraftlite, during a rolling
    upgrade) or never loaded the partition: the members read are stale, so they are
    tombstoned with the new marker, and the new coordinator hands out no partition for one
-   maximum session (`group.Group` rule 6), as before this rule.
+   maximum session (`group.Group` rule 6), as before this rule. So do members of a log
+   with a member record that cannot be read, and of an offsets topic that allows unclean
+   leader elections (its leader may lack what its predecessor acknowledged).
 5. Trusted members come back as they were, their sessions counted from the load (Kafka's
    coordinator reschedules session timeouts on load), and the predecessor's freeze, if
-   still running, goes on. Classic groups (JoinGroup) are not recorded: they keep the
-   freeze on every move.
+   still running, goes on for as long as it had left (counted from the load: never
+   shorter). Classic groups' members (JoinGroup) are not recorded: they keep the freeze on
+   every move.
+7. A member whose record would not fit one batch of the offsets topic is not recorded: the
+   request that made it so is refused and the member goes back to what the log says.
+8. Classic groups' names are recorded (`classic_key`) when one is made, before its first
+   join goes on, and tombstoned once it is gone and the classic freeze is over. A KIP-848
+   group made under a name the log has as a classic group's waits out the classic freeze
+   too: the old coordinator's classic members of that name may still consume.
 6. Records that cannot be read are skipped by the replay (logged), as commit records are;
    an older kraftlite's replay skips these keys altogether (it reads `offset\\0` keys only).
 """
@@ -44,6 +55,7 @@ from kraftlite.groups.assignor import TopicPartition
 from kraftlite.groups.group import Member
 
 MEMBER_KEY_PREFIX = b"member\x00"
+CLASSIC_KEY_PREFIX = b"classic\x00"
 COORDINATOR_KEY = b"coordinator\x00"
 
 
@@ -225,16 +237,31 @@ def parse_member_record(
         raise BadMemberRecordError(f"unreadable member record: {exc!r}") from None
 
 
+def classic_key(group: str) -> bytes:
+    return CLASSIC_KEY_PREFIX + orjson.dumps([group])
+
+
+def parse_classic_record(key: bytes | None, value: bytes | None) -> tuple[str, bool] | None:
+    """Rule 8: (group, whether it is a classic group now); None for other records."""
+    if key is None or not key.startswith(CLASSIC_KEY_PREFIX):
+        return None
+    try:
+        (group,) = orjson.loads(key[len(CLASSIC_KEY_PREFIX) :])
+        return _text(group), value is not None
+    except (ValueError, TypeError) as exc:
+        raise BadMemberRecordError(f"unreadable classic group record: {exc!r}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class CoordinatorMarker:
     """Rule 3."""
 
     leader_epoch: int
-    frozen_until_wall_ms: int
+    frozen_for_ms: int  # how long its writer had yet to hand out nothing, when it wrote it
 
     def value(self) -> bytes:
         return orjson.dumps(
-            {"leader_epoch": self.leader_epoch, "frozen_until_wall_ms": self.frozen_until_wall_ms}
+            {"leader_epoch": self.leader_epoch, "frozen_for_ms": self.frozen_for_ms}
         )
 
 
@@ -244,9 +271,7 @@ def parse_coordinator_record(key: bytes | None, value: bytes | None) -> Coordina
         return None
     try:
         data = orjson.loads(value or b"null")
-        return CoordinatorMarker(
-            _integer(data["leader_epoch"]), _integer(data["frozen_until_wall_ms"])
-        )
+        return CoordinatorMarker(_integer(data["leader_epoch"]), _integer(data["frozen_for_ms"]))
     except (ValueError, TypeError, KeyError) as exc:
         raise BadMemberRecordError(f"unreadable coordinator marker: {exc!r}") from None
 
@@ -263,20 +288,29 @@ def changes(
     members: Mapping[str, Member],
     touched: Iterable[str],
     stored: dict[str, MemberState],
-) -> list[tuple[bytes, bytes | None]]:
+    max_bytes: int,
+) -> tuple[list[tuple[bytes, bytes | None]], list[str]]:
     """Rule 1: the records (key, value or None) that bring the log's view of the group
-    (`stored`, updated in place) to `members`: the `touched` members that changed, and a
-    tombstone for each stored member that is gone."""
+    (`stored`, updated in place) to `members`: a tombstone for each stored member that is
+    gone, first (a partition it held may be given to another below), then the `touched`
+    members that changed. A member whose record would be over `max_bytes` is left out and
+    named in the second list: it cannot be recorded, and must go back to its stored state."""
     records: list[tuple[bytes, bytes | None]] = []
+    for member_id in [m for m in stored if m not in members]:
+        del stored[member_id]
+        records.append((member_key(group, member_id), None))
+    refused: list[str] = []
     for member_id in touched:
         member = members.get(member_id)
         if member is None:
             continue
         before = stored.get(member_id)
         if before is None or not before.same_as(member):
-            state = stored[member_id] = MemberState.of(member)
-            records.append((member_key(group, member_id), state.value()))
-    for member_id in [m for m in stored if m not in members]:
-        del stored[member_id]
-        records.append((member_key(group, member_id), None))
-    return records
+            state = MemberState.of(member)
+            key, value = member_key(group, member_id), state.value()
+            if len(key) + len(value) > max_bytes:
+                refused.append(member_id)
+                continue
+            stored[member_id] = state
+            records.append((key, value))
+    return records, refused

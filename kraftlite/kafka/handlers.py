@@ -1418,7 +1418,7 @@ class Session:
         try:
             instance = _instance_id(body.get("group_instance_id"))  # before making a group
             await self.service.coordinator.ensure_offsets_topic()
-            classic = self.service.coordinator.classic_for_join(group, session)
+            classic = await self.service.coordinator.classic_for_join(group, session)
             joined = await classic.join(
                 member_id=body["member_id"],
                 instance_id=instance,

@@ -437,10 +437,10 @@ async def test_a_group_takes_no_member_while_its_expired_offsets_are_deleted(
         await coordinator.join(expiring_group, "m", "c", ["orders"], None)
     assert info.value.code is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and info.value.retriable
     with pytest.raises(KraftliteError) as info:
-        coordinator.classic_for_join(expiring_group, 10_000)
+        await coordinator.classic_for_join(expiring_group, 10_000)
     assert info.value.code is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     other = "c" if expiring_group == "a" else "a"
-    coordinator.classic_for_join(other, 10_000)  # a classic group of the other, now
+    await coordinator.classic_for_join(other, 10_000)  # a classic group of the other, now
     release.set()
     assert await expiry == 1  # the first group's offsets; the other had a member just now
     assert coordinator.committed(expiring_group) == {}

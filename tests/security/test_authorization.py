@@ -562,6 +562,7 @@ def test_the_elastic_cluster_needs_alter_on_the_cluster(cluster: Cluster) -> Non
     status, answer = as_admin("POST", url + "/v1/topics", {"name": "elastic", "partitions": 1})
     assert status == 201, answer
     before = as_admin("GET", url + "/v1/topics/elastic")[1]["partitions"]
+    booted = [http("GET", u + "/readyz")[1]["boot_id"] for u in (url, cluster.quorum.urls[1])]
     move = {"partitions": [{"topic": "elastic", "partition": 0, "replicas": [3, 2, 1]}]}
     for method, path, body in [
         ("POST", "/v1/reassignments", move),
@@ -575,6 +576,7 @@ def test_the_elastic_cluster_needs_alter_on_the_cluster(cluster: Cluster) -> Non
         ("POST", "/v1/quorum/voters", {"id": 9, "raft": "127.0.0.1:1", "url": "http://h:1"}),
         ("DELETE", "/v1/quorum/voters/1", None),
         ("GET", "/v1/quorum", None),
+        ("POST", "/v1/node/restart", None),  # each node its own (api/restart.py)
     ]:
         for target in (url, cluster.quorum.urls[1]):  # a broker passes it on; a controller
             answer = http(method, target + path, body, headers=mover)
@@ -583,6 +585,9 @@ def test_the_elastic_cluster_needs_alter_on_the_cluster(cluster: Cluster) -> Non
     status, listed = http("GET", url + "/v1/brokers", headers=mover)
     assert status == 200 and {b["id"] for b in listed["brokers"]} == {1, 2, 3}, listed
     assert as_admin("GET", url + "/v1/topics/elastic")[1]["partitions"] == before
+    assert [http("GET", u + "/readyz")[1]["boot_id"] for u in (url, cluster.quorum.urls[1])] == (
+        booted
+    )  # neither restarted
     assert all(b["state"] == "active" for b in listed["brokers"])
     # allowed: the same move goes through
     add_acl(

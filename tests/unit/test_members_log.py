@@ -16,7 +16,9 @@ from kraftlite.groups.members_log import (
     CoordinatorMarker,
     MemberState,
     changes,
+    classic_key,
     member_key,
+    parse_classic_record,
     parse_coordinator_record,
     parse_member_record,
     trusted,
@@ -137,7 +139,7 @@ def test_other_records_are_not_member_records() -> None:
 def test_the_coordinator_marker_reads_back_and_refuses_garbage() -> None:
     marker = CoordinatorMarker(7, 123)
     assert parse_coordinator_record(COORDINATOR_KEY, marker.value()) == marker
-    for value in (None, b"[]", b'{"leader_epoch": "7", "frozen_until_wall_ms": 0}'):
+    for value in (None, b"[]", b'{"leader_epoch": "7", "frozen_for_ms": 0}'):
         with pytest.raises(BadMemberRecordError):
             parse_coordinator_record(COORDINATOR_KEY, value)
 
@@ -166,14 +168,14 @@ def test_changes_record_what_changed_and_tombstone_who_went() -> None:
     group.join("m1", "c", ["t"], 10_000, 0, counts)
     group.join("m2", "c", ["t"], 10_000, 0, counts)
     stored: dict[str, MemberState] = {}
-    records = changes("g", group.members, group.touched, stored)
+    records = changes("g", group.members, group.touched, stored, 1 << 20)[0]
     assert sorted(k for k, _ in records) == sorted([member_key("g", "m1"), member_key("g", "m2")])
     assert stored.keys() == {"m1", "m2"}
     for now in range(1, 6):  # until settled: each confirms its last answer
         for member in ("m1", "m2"):
             group.heartbeat(member, group.members[member].epoch, now, counts)
     assert group.state == "stable"
-    assert {k for k, _ in changes("g", group.members, group.touched, stored)} == {
+    assert {k for k, _ in changes("g", group.members, group.touched, stored, 1 << 20)[0]} == {
         member_key("g", "m1"),
         member_key("g", "m2"),
     }
@@ -182,8 +184,42 @@ def test_changes_record_what_changed_and_tombstone_who_went() -> None:
     # a heartbeat that changes nothing records nothing
     group.heartbeat("m1", group.members["m1"].epoch, 6, counts)
     assert group.touched == {"m1"}
-    assert changes("g", group.members, group.touched, stored) == []
+    assert changes("g", group.members, group.touched, stored, 1 << 20)[0] == []
     group.touched.clear()
     group.leave("m1", 7)
-    assert changes("g", group.members, group.touched, stored) == [(member_key("g", "m1"), None)]
+    assert changes("g", group.members, group.touched, stored, 1 << 20)[0] == [
+        (member_key("g", "m1"), None)
+    ]
     assert stored.keys() == {"m2"}
+
+
+def test_a_tombstone_goes_before_the_grant_it_makes_possible() -> None:
+    """m1 leaves, m2 takes its partitions: one list of records, the tombstone first."""
+    group = Group("g")
+    counts = {"t": 2}
+    group.join("m1", "c", ["t"], 10_000, 0, counts)
+    stored: dict[str, MemberState] = {}
+    changes("g", group.members, group.touched, stored, 1 << 20)
+    group.touched.clear()
+    group.join("m2", "c", ["t"], 10_000, 1, counts)
+    group.leave("m1", 2)
+    group.heartbeat("m2", group.members["m2"].epoch, 3, counts)
+    records = changes("g", group.members, group.touched, stored, 1 << 20)[0]
+    assert [k for k, _ in records] == [member_key("g", "m1"), member_key("g", "m2")]
+    assert records[0][1] is None and stored["m2"].assignment == {("t", 0), ("t", 1)}
+
+
+def test_a_member_whose_record_would_not_fit_is_not_stored() -> None:
+    group = Group("g")
+    group.join("m1", "c", ["t"], 10_000, 0, {"t": 2})
+    stored: dict[str, MemberState] = {}
+    records, refused = changes("g", group.members, group.touched, stored, 40)
+    assert (records, refused, stored) == ([], ["m1"], {})
+
+
+def test_classic_group_records_read_back() -> None:
+    assert parse_classic_record(classic_key("c/1"), b"{}") == ("c/1", True)
+    assert parse_classic_record(classic_key("c/1"), None) == ("c/1", False)
+    assert parse_classic_record(member_key("g", "m"), b"{}") is None
+    with pytest.raises(BadMemberRecordError):
+        parse_classic_record(b"classic\x00[1, 2]", b"{}")
