@@ -58,17 +58,27 @@ def _fatal(exc: Exception) -> None:
     os._exit(EXIT_FATAL)
 
 
-async def _wait_for_signal(restart: asyncio.Event) -> bool:
-    """Until SIGTERM or SIGINT (False), or a restart asked through the API (True)."""
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    stopped, asked = (loop.create_task(e.wait()) for e in (stop, restart))
-    await asyncio.wait((stopped, asked), return_when=asyncio.FIRST_COMPLETED)
-    for task in (stopped, asked):
-        task.cancel()
-    return restart.is_set() and not stop.is_set()
+class _Stop:
+    """SIGTERM or SIGINT (`signalled`), or a restart asked through the API (api/restart.py,
+    `restart`). A signal while a restart's shutdown runs wins: the node then exits."""
+
+    def __init__(self) -> None:
+        self.signalled = asyncio.Event()
+        self.restart = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.signalled.set)
+
+    async def wait(self) -> None:
+        loop = asyncio.get_running_loop()
+        waits = [loop.create_task(e.wait()) for e in (self.signalled, self.restart)]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in waits:
+            task.cancel()
+
+    @property
+    def restarting(self) -> bool:
+        return self.restart.is_set() and not self.signalled.is_set()
 
 
 def _authenticator(
@@ -164,22 +174,22 @@ async def run_controller(
         limits,
         connector=lambda: _node_sessions_connector(config, 100),
     )
-    app[RESTART] = restart = asyncio.Event()
+    stop = _Stop()
+    app[RESTART] = stop.restart
     runner = runner_for(app, limits, SHUTDOWN_GRACE_S)
-    restarting = False
     await runner.setup()
     try:
         await BoundedSite(runner, host, int(port), limits, tls.server_context(config)).start()
         controller.start()
         log.info("controller_started", listen=config.listen, raft=config.raft, voters=len(voters))
-        restarting = await _wait_for_signal(restart)
-        log.info("controller_stopping", restarting=restarting)
+        await stop.wait()
+        log.info("controller_stopping", restarting=stop.restarting)
     finally:
         await controller.stop()
         await runner.cleanup()
         with contextlib.suppress(Exception):
             raft_log.close()
-    return restarting
+    return stop.restarting
 
 
 async def run_broker(config: BrokerConfig, secret: str) -> bool:
@@ -278,7 +288,8 @@ async def run_broker(config: BrokerConfig, secret: str) -> bool:
             ),
         )
         app = make_broker_app(service, auth, gate, limits)
-        app[RESTART] = restart = asyncio.Event()
+        stop = _Stop()
+        app[RESTART] = stop.restart
         # one budget of request bytes for both listeners (queued.max.request.bytes)
         budget = RequestBudget(config.queued_max_request_bytes)
         app[REQUEST_BUDGET] = budget
@@ -304,8 +315,8 @@ async def run_broker(config: BrokerConfig, secret: str) -> bool:
             log.info(
                 "broker_started", listen=config.listen, url=config.url, log_dir=str(config.log_dir)
             )
-            restarting = await _wait_for_signal(restart)
-            log.info("broker_stopping", restarting=restarting)
+            await stop.wait()
+            log.info("broker_stopping", restarting=stop.restarting)
         finally:
             await broker.stop()  # controlled shutdown while still serving followers
             await service.transactions.stop()  # before storage closes: its loader reads logs
@@ -314,4 +325,4 @@ async def run_broker(config: BrokerConfig, secret: str) -> bool:
                 await kafka.close()
             await runner.cleanup()
             storage.close()
-    return restarting
+    return stop.restarting

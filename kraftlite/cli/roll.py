@@ -5,12 +5,13 @@ maintenance mode and Strimzi's rolling updates follow.
 Rules:
 1. Controllers first, then brokers (a newer broker may need newer metadata). Controllers
    that follow go before the active one, which goes last, so leadership of the quorum
-   moves once. Brokers in id order.
+   moves once (chosen again before each: leadership may have moved). Brokers in id order.
 2. Before each node, the cluster must be whole (`problems`): the quorum has a leader and
    every voter follows it within `MAX_VOTER_LAG` entries; every registered broker is
    unfenced and not shutting down; no partition is under-replicated or offline (from the
    controllers' metadata, internal topics included). The roll waits for that, up to its
-   timeout, and stops (exit 1) if it does not come.
+   timeout, and stops (exit 1) if it does not come. Whole means whole twice, a second
+   apart: the leader's view of a voter that just restarted may be from before.
 3. A node restarts through `POST /v1/node/restart` (api/restart.py: a broker's controlled
    shutdown moves its leaders and group coordinators first; the same process starts again
    on its command line, so an upgrade is: install the new version on every host, then
@@ -33,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import click
 from rich.console import Console
 
@@ -50,6 +52,11 @@ from kraftlite.clock import SystemClock
 
 MAX_VOTER_LAG = 50  # rule 2: committed entries a voter may lack and count as following
 POLL_S = 0.5
+SETTLE_S = 1.0  # rule 2: the cluster seen whole again this much later
+
+
+class RollError(Exception):
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +100,10 @@ def problems(
         found.append("the controller quorum has no leader")
     for voter in quorum.get("voters", []):
         lag = voter.get("lag")
-        if voter.get("state") not in {"leader", "follower"} or lag is None:
+        if voter.get("state") not in {"leader", "follower"}:
             found.append(f"controller {voter['id']} is {voter.get('state', 'unknown')}")
+        elif lag is None:
+            found.append(f"controller {voter['id']}'s lag is not known yet")
         elif lag > MAX_VOTER_LAG:
             found.append(f"controller {voter['id']} lags {lag} entries")
     for broker in cluster.get("brokers", []):
@@ -112,17 +121,31 @@ def problems(
 
 
 def restart_command(template: str, target: Target) -> list[str]:
-    """Rule 3: the operator's command for one node, split as a shell would."""
+    """Rule 3: the operator's command for one node. The template is split as a shell
+    would, then each word filled in, so what the cluster reports (a node's URL) is always
+    data inside one word, never syntax, and never an option (a value starting with "-" is
+    refused)."""
     host = urllib.parse.urlsplit(target.url).hostname or ""
-    return shlex.split(
-        template.format(
-            kind=target.kind, id=target.node_id, name=target.name, url=target.url, host=host
-        )
-    )
-
-
-class RollError(Exception):
-    pass
+    values = {
+        "kind": target.kind,
+        "id": str(target.node_id),
+        "name": target.name,
+        "url": target.url,
+        "host": host,
+    }
+    for key in ("url", "host"):
+        if values[key].startswith("-"):
+            raise RollError(f"{target.name}'s {key} {values[key]!r} looks like an option")
+    try:
+        argv = [word.format(**values) for word in shlex.split(template)]
+    except (ValueError, KeyError, IndexError) as exc:  # unbalanced quotes or braces
+        raise RollError(
+            f"--command {template!r}: {exc!r} (only {{kind}}, {{id}}, {{name}}, {{url}}, "
+            "{host} are filled in; write other braces twice)"
+        ) from None
+    if not argv:
+        raise RollError("--command is empty")
+    return argv
 
 
 class _Roll:
@@ -153,8 +176,19 @@ class _Roll:
                 time.sleep(POLL_S)
 
     def whole(self) -> str | None:
+        """Rule 2, seen whole twice SETTLE_S apart (a voter's lag as the leader last heard
+        it may be from before the voter restarted)."""
         found = self.problems()
+        if not found:
+            time.sleep(SETTLE_S)
+            found = self.problems()
         return "; ".join(found) if found else None
+
+    def next_controller(self, remaining: list[Target]) -> Target:
+        """Rule 1 at each step: a controller that does not lead, while one is left (the
+        quorum's leader may have moved since the roll began)."""
+        leader = self.admin.leader_quorum().get("leader_id")
+        return next((t for t in remaining if t.node_id != leader), remaining[0])
 
     def restart(self, target: Target, command: str | None) -> dict[str, Any]:
         self.wait("waiting for the cluster to be whole", self.whole)
@@ -164,10 +198,16 @@ class _Roll:
         started = self.clock.monotonic_ms() / 1000
         self.console.print(f"{target.name}: restarting")
         if command is None:
-            self.admin.restart_node(target.url)
+            try:
+                self.admin.restart_node(target.url)
+            except (KraftliteError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+                raise RollError(f"{target.name}: the restart was not taken ({exc})") from None
         else:
             argv = restart_command(command, target)
-            finished = subprocess.run(argv, check=False)  # noqa: S603 - the operator's own
+            try:
+                finished = subprocess.run(argv, check=False)  # noqa: S603 - the operator's own
+            except OSError as exc:
+                raise RollError(f"{target.name}: {argv[0]}: {exc}") from None
             if finished.returncode != 0:
                 raise RollError(f"{target.name}: {argv[0]} exited {finished.returncode}")
 
@@ -231,7 +271,10 @@ def cluster_roll(  # noqa: PLR0917 - click passes every option positionally
     with bootstrap.admin() as admin:
         try:
             targets = plan(admin.leader_quorum(), admin.cluster(), kinds)
-        except ValueError as exc:
+            if command is not None:  # a bad template stops the roll at once
+                for target in targets:
+                    restart_command(command, target)
+        except (ValueError, RollError) as exc:
             fail(str(exc), EXIT_API_ERROR)
         if dry_run:
             _show(targets, output)
@@ -239,12 +282,18 @@ def cluster_roll(  # noqa: PLR0917 - click passes every option positionally
         roll = _Roll(admin, timeout_s, console)
         done: list[dict[str, Any]] = []
         started = roll.clock.monotonic_ms() / 1000
-        for target in targets:
-            try:
+        controllers = [t for t in targets if t.kind == "controller"]
+        brokers = [t for t in targets if t.kind == "broker"]
+        try:
+            while controllers:
+                target = roll.next_controller(controllers)
+                controllers.remove(target)
                 done.append(roll.restart(target, command))
-            except RollError as exc:
-                restarted = ", ".join(d["node"] for d in done) or "none"
-                fail(f"{exc}; the roll stopped (restarted: {restarted})", EXIT_API_ERROR)
+            while brokers:
+                done.append(roll.restart(brokers.pop(0), command))
+        except (RollError, KraftliteError) as exc:
+            restarted = ", ".join(d["node"] for d in done) or "none"
+            fail(f"{exc}; the roll stopped (restarted: {restarted})", EXIT_API_ERROR)
         total = roll.clock.monotonic_ms() / 1000 - started
     if output == "json":
         print_json({"nodes": done, "seconds": round(total, 2)})

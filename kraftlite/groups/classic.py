@@ -33,8 +33,12 @@ Rules (Kafka's GroupCoordinator, trimmed to what clients rely on):
    send the assignment within the rebalance timeout, or it is removed and the others
    join again. A ticker runs while a rebalance is under way; when this broker no longer
    coordinates the group it answers every waiter NOT_COORDINATOR (`close`).
-7. Membership is soft state (Kafka keeps it in the offsets topic): after a coordinator
-   moves, members get UNKNOWN_MEMBER_ID and join again; committed offsets are kept.
+7. Each generation is recorded (`record`, members_log.py rule 8, Kafka's GroupMetadata)
+   once the leader's SyncGroup brings its assignment, before any member is answered: a
+   coordinator that takes the group over (`restore`) has it Stable in that generation, and
+   its members heartbeat on. While the record is written the generation is still being
+   completed; a join meanwhile starts the next, and the leader is told
+   REBALANCE_IN_PROGRESS. A record that fails fails the generation: everyone joins again.
 8. Static membership (KIP-345, Kafka's ClassicGroup and GroupMetadataManager): a member
    with a `group.instance.id` keeps its place in the group while it is away (a restart
    sends no LeaveGroup), until its session times out. When it joins again with no member
@@ -61,12 +65,13 @@ from __future__ import annotations
 import asyncio
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.groups.members_log import ClassicMemberState, ClassicState
 
 EMPTY_ASSIGNMENT = b""
 _TICK_S = 0.25  # how often a group mid-rebalance checks for expired members and deadlines
@@ -108,6 +113,8 @@ class ClassicGroup:
     frozen_until_ms: int = 0
     # asked by the ticker: does this broker still coordinate the group? (rule 6)
     still_coordinating: Callable[[], bool] = lambda: True
+    # rule 7: records a generation before any member is told its assignment
+    record: Callable[[ClassicState], Awaitable[None]] | None = None
     state: State = State.EMPTY
     generation: int = 0
     protocol_type: str | None = None
@@ -385,8 +392,11 @@ class ClassicGroup:
         if self.state is State.STABLE:
             return self.protocol_type, self.protocol_name, member.assignment
         if member_id == self.leader:
+            given = {m: assignments.get(m, EMPTY_ASSIGNMENT) for m in self.members}
+            if self.record is not None:  # rule 7: in the log before anyone is told
+                await self._record(generation, given)
             for other in self.members.values():
-                other.assignment = assignments.get(other.member_id, EMPTY_ASSIGNMENT)
+                other.assignment = given.get(other.member_id, EMPTY_ASSIGNMENT)
             self.state = State.STABLE
             for other in self.members.values():
                 self._answer_sync(other, None, other.assignment)
@@ -397,6 +407,74 @@ class ClassicGroup:
         if code is not None:
             raise KraftliteError(code, f"group {self.name} is rebalancing: join again")
         return self.protocol_type, self.protocol_name, assignment
+
+    async def _record(self, generation: int, given: dict[str, bytes]) -> None:
+        """Rule 7: the generation's snapshot recorded; then it must still be the one being
+        completed (a join meanwhile starts another: REBALANCE_IN_PROGRESS). A snapshot not
+        recorded fails the generation: every member joins again."""
+        assert self.record is not None
+        snapshot = self.snapshot(given)
+        try:
+            await self.record(snapshot)
+        except KraftliteError:
+            if self.generation == generation and self.state is State.COMPLETING_REBALANCE:
+                self._prepare_rebalance()
+            raise
+        self._check_open()
+        if self.generation != generation or self.state is not State.COMPLETING_REBALANCE:
+            raise KraftliteError(
+                ErrorCode.REBALANCE_IN_PROGRESS, f"group {self.name} is rebalancing: join again"
+            )
+        if set(given) != set(self.members):  # someone left or expired meanwhile
+            self._prepare_rebalance()
+            raise KraftliteError(
+                ErrorCode.REBALANCE_IN_PROGRESS, f"group {self.name} is rebalancing: join again"
+            )
+
+    def snapshot(self, given: dict[str, bytes] | None = None) -> ClassicState:
+        """Rule 7: this generation as a record holds it (`given`: its assignments)."""
+        return ClassicState(
+            self.generation,
+            self.protocol_type or "",
+            self.protocol_name or "",
+            self.leader or "",
+            tuple(
+                ClassicMemberState(
+                    m.member_id,
+                    m.instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.session_timeout_ms,
+                    m.rebalance_timeout_ms,
+                    tuple(m.protocols),
+                    (given or {}).get(m.member_id, m.assignment),
+                )
+                for m in self.members.values()
+            ),
+        )
+
+    def restore(self, state: ClassicState) -> None:
+        """Rule 7: a recorded generation, Stable, its members heard now."""
+        now = self.now_ms()
+        self.state = State.STABLE
+        self.generation = state.generation
+        self.protocol_type = state.protocol_type
+        self.protocol_name = state.protocol_name
+        self.leader = state.leader
+        self.members = {
+            m.member_id: Member(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                m.session_timeout_ms,
+                m.rebalance_timeout_ms,
+                list(m.protocols),
+                now,
+                assignment=m.assignment,
+            )
+            for m in state.members
+        }
 
     @staticmethod
     def _answer_sync(member: Member, code: ErrorCode | None, assignment: bytes) -> None:

@@ -13,10 +13,10 @@ Rules:
    view changes only after the append is acknowledged, so what a client saw committed
    survives the loss of a broker.
 3. A broker that becomes leader of an offsets partition (a new leader epoch) rebuilds its
-   offsets and its KIP-848 groups' members (rule 10) by replaying the partition up to its
-   log end (every record there was written by an ISR leader and stays); classic groups,
-   and KIP-848 groups whose members it cannot trust, start with the assignment freeze of
-   `group.Group` rule 6: members rejoin and get partitions one session later. The replay
+   offsets and its groups (rule 10) by replaying the partition up to its log end (every
+   record there was written by an ISR leader and stays); groups it cannot trust start
+   with the assignment freeze of `group.Group` rule 6: members rejoin and get partitions
+   one session later. The replay
    reads what compaction left (live offsets, and what was committed since the last clean).
    A partition of at most INLINE_LOAD_BYTES is replayed at once; a larger one on the
    coordinator's loader thread, off the event loop, while its groups' requests are
@@ -78,13 +78,15 @@ Rules:
    cannot be written (not enough replicas, a timeout) drops its shard, whose view may be
    ahead of the log, and the next request replays the log. A new coordinator takes the
    members over when its predecessor recorded them (members_log.py rule 4): their
-   epochs, assignments and what they own, so a move costs them nothing.
+   epochs, assignments and what they own, so a move costs them nothing. Classic groups'
+   generations are recorded too (members_log.py rule 8, classic.py rule 7).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 from collections.abc import (
     AsyncIterator,
@@ -109,7 +111,7 @@ from kraftlite.groups import members_log
 from kraftlite.groups.assignor import TopicPartition, assign
 from kraftlite.groups.classic import ClassicGroup, State, subscribed_topics
 from kraftlite.groups.group import DEFAULT_MAX_SIZE, Group, MemberAnswer
-from kraftlite.groups.members_log import CoordinatorMarker, MemberState
+from kraftlite.groups.members_log import ClassicState, CoordinatorMarker, MemberState
 from kraftlite.groups.offsets import (
     DEFAULT_OFFSET_METADATA_MAX_BYTES,
     CommittedOffset,
@@ -142,6 +144,7 @@ _READ_BYTES = 8 << 20
 _TOMBSTONES_PER_BATCH = 1000  # rule 8: one expiry's tombstones, a batch at a time
 _RUN_INTERVAL_S = 1.0
 _MAX_MARKERS_KEPT = 100_000  # rule 9: producers whose last marker a shard remembers
+_CLASSIC_ATTEMPTS = 3  # classic_for_join: shards replayed meanwhile before it gives up
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,11 +202,15 @@ class _CommitGate:
                 self._changed.notify_all()
 
 
+def _record_cost(record: tuple[bytes, bytes | None]) -> int:
+    """About what a record adds to a batch (key, value, framing)."""
+    return len(record[0]) + len(record[1] or b"") + 32
+
+
 class _MemberWriter:
-    """Rule 10 for one shard: member records appended in the order they were made, the
-    records of one `write` always in one batch (a grant never lands before the removal it
-    rests on), as many writes per batch as fit (what is made while one batch is written
-    goes in the next: a group commit), each batch acknowledged by every in-sync replica;
+    """Rule 10 for one shard: member records appended in the order they were made, as
+    many writes per batch as fit (what is made while one batch is written goes in the
+    next: a group commit), each batch acknowledged by every in-sync replica;
     `flushed` returns once everything made before the call is. A failed append fails every
     waiter and calls `failed`: the coordinator replays the log in the shard's place, since
     its view may be ahead of the log."""
@@ -245,18 +252,30 @@ class _MemberWriter:
         await future
 
     def _next_batch(self) -> tuple[list[tuple[bytes, bytes | None]], int]:
-        """Whole writes from the queue's head, as many as fit a batch (at least one), and
-        how many."""
+        """Whole writes from the queue's head, as many as fit a batch, and how many; a
+        write too large for one batch goes a batch at a time, split between records (in
+        order: its tombstones first, so no batch grants what a later one removes), and
+        counts as written with its last."""
         budget = self.max_record_bytes()
         batch: list[tuple[bytes, bytes | None]] = []
         size = writes = 0
         while self._queue:
-            cost = sum(len(k) + len(v or b"") + 32 for k, v in self._queue[0])
-            if batch and size + cost > budget:
+            head = self._queue[0]
+            cost = sum(_record_cost(r) for r in head)
+            if size + cost <= budget or (not batch and len(head) == 1):
+                batch += self._queue.pop(0)
+                writes += 1
+                size += cost
+                continue
+            if batch:
                 break
-            batch += self._queue.pop(0)
-            writes += 1
-            size += cost
+            taken = 0  # the head alone is over a batch: as much of it as fits
+            while taken < len(head) - 1 and size + _record_cost(head[taken]) <= budget:
+                size += _record_cost(head[taken])
+                taken += 1
+            taken = max(taken, 1)
+            batch, self._queue[0] = head[:taken], head[taken:]
+            break
         return batch, writes
 
     async def _run(self) -> None:
@@ -320,7 +339,7 @@ class Shard:
     # members_log.py rule 8: classic groups' names as the log has them, and as it had them
     # when this shard was loaded
     classic_recorded: set[str] = field(default_factory=set)
-    classic_at_load: frozenset[str] = frozenset()
+    freeze_recorded: bool = False  # a marker with this freeze's end went out (rule 10)
     offsets: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
     swept_ms: int = 0
     classic: dict[str, ClassicGroup] = field(default_factory=dict)  # Kafka clients' groups
@@ -370,11 +389,8 @@ class Shard:
     def group(self, name: str) -> Group:
         """The group, made if new: only for a join, the one request that adds a member."""
         existing = self.groups.get(name)
-        if existing is None:  # members_log.py rule 8
-            frozen = self.frozen_until_ms
-            if name in self.classic_at_load:
-                frozen = max(frozen, self.classic_frozen_until_ms)
-            existing = Group(name, frozen_until_ms=frozen, max_size=self.max_size)
+        if existing is None:
+            existing = Group(name, frozen_until_ms=self.frozen_until_ms, max_size=self.max_size)
             self.groups[name] = existing
         return existing
 
@@ -438,13 +454,18 @@ class Shard:
                 del self.groups[name]
                 self._emptied(name, now_ms)
         self.record_all()
+        if not self.freeze_recorded and now_ms >= self.frozen_until_ms and self.writer:
+            # members_log.py rule 3: the freeze is over, so the next coordinator has none
+            self.freeze_recorded = True
+            marker = CoordinatorMarker(self.leader_epoch, 0)
+            self.writer.write([(members_log.COORDINATOR_KEY, marker.value())])
         for name, classic in list(self.classic.items()):
             classic.expire()
             if not classic.members:  # its offsets, if any, stay in `offsets`
                 classic.close()
                 del self.classic[name]
                 self._emptied(name, now_ms)
-        self.record_classic(now_ms)
+        self.record_classic()
 
     def close(self) -> None:
         """This broker stopped coordinating the partition: answer every waiting member."""
@@ -472,24 +493,27 @@ class Shard:
             touched: Iterable[str] = ()
             if group is not None:
                 touched, group.touched = group.touched, set()
+            trial = dict(stored)
             made, refused = members_log.changes(
                 name,
                 {} if group is None else group.members,
                 touched,
-                stored,
+                trial,
                 self.writer.max_record_bytes(),
             )
-            records += made
-            if group is not None:
-                for member_id in refused:
-                    last_seen = group.members[member_id].last_seen_ms
-                    if member_id in stored:
-                        group.members[member_id] = stored[member_id].restore(member_id, last_seen)
-                    else:
-                        del group.members[member_id]
+            if refused and group is not None:  # the group goes back to what the log says:
+                # one request changes one member, and whom it removed comes back with it
+                seen = {m: member.last_seen_ms for m, member in group.members.items()}
+                group.members = {
+                    m: state.restore(m, seen.get(m, self.loaded_ms)) for m, state in stored.items()
+                }
                 too_large += refused
                 if not group.members:
                     del self.groups[name]
+            else:
+                stored.clear()
+                stored.update(trial)
+                records += made
             if not stored:
                 del self.stored[name]
         self.writer.write(records)
@@ -500,20 +524,19 @@ class Shard:
                 "(over its max.message.bytes): subscribe to fewer partitions, or add members",
             )
 
-    def record_classic(self, now_ms: int) -> None:
-        """members_log.py rule 8: a record for each classic group made since, a tombstone
-        for each gone once the classic freeze is over."""
+    def record_classic_name(self, name: str) -> None:
+        """members_log.py rule 8: the name of a classic group about to be made."""
+        if self.writer is not None and name not in self.classic_recorded:
+            self.classic_recorded.add(name)
+            self.writer.write([(members_log.classic_key(name), b"{}")])
+
+    def record_classic(self) -> None:
+        """members_log.py rule 8: a tombstone for each classic group gone."""
         if self.writer is None:
             return
-        records: list[tuple[bytes, bytes | None]] = []
-        for name in self.classic.keys() - self.classic_recorded:
-            self.classic_recorded.add(name)
-            records.append((members_log.classic_key(name), b"{}"))
-        if now_ms >= self.classic_frozen_until_ms:
-            for name in self.classic_recorded - self.classic.keys():
-                self.classic_recorded.discard(name)
-                records.append((members_log.classic_key(name), None))
-        self.writer.write(records)
+        gone = self.classic_recorded - self.classic.keys()
+        self.classic_recorded -= gone
+        self.writer.write([(members_log.classic_key(name), None) for name in sorted(gone)])
 
     def record_all(self) -> None:
         self.record(self.groups.keys() | self.stored.keys())
@@ -658,6 +681,7 @@ class Replayed:
     marker: CoordinatorMarker | None = None
     unreadable_members: bool = False  # a member record or marker could not be read
     classic_names: set[str] = field(default_factory=set)  # members_log.py rule 8
+    classic_states: dict[str, ClassicState] = field(default_factory=dict)
 
 
 def replay(log_: ReplicaLog, stopping: Callable[[], bool] = lambda: False) -> Replayed:
@@ -671,6 +695,7 @@ def replay(log_: ReplicaLog, stopping: Callable[[], bool] = lambda: False) -> Re
     marker: CoordinatorMarker | None = None
     unreadable = False
     classic_names: set[str] = set()
+    classic_states: dict[str, ClassicState] = {}
     offset, records = log_.log_start_offset, 0
     while offset < log_.log_end_offset:
         if stopping():
@@ -695,7 +720,12 @@ def replay(log_: ReplicaLog, stopping: Callable[[], bool] = lambda: False) -> Re
                         continue
                     classic = members_log.parse_classic_record(record.key, record.value)
                     if not transactional and classic is not None:
-                        (classic_names.add if classic[1] else classic_names.discard)(classic[0])
+                        name, present, state = classic
+                        (classic_names.add if present else classic_names.discard)(name)
+                        if state is None:
+                            classic_states.pop(name, None)
+                        else:
+                            classic_states[name] = state
                         continue
                     if not transactional and record.key == members_log.COORDINATOR_KEY:
                         marker = members_log.parse_coordinator_record(record.key, record.value)
@@ -722,7 +752,9 @@ def replay(log_: ReplicaLog, stopping: Callable[[], bool] = lambda: False) -> Re
                 else:
                     offsets[tp] = committed
             offset = decoded.header.next_offset
-    return Replayed(groups, records, pending_txns, members, marker, unreadable, classic_names)
+    return Replayed(
+        groups, records, pending_txns, members, marker, unreadable, classic_names, classic_states
+    )
 
 
 def _replay_membership(
@@ -902,20 +934,24 @@ class GroupCoordinator:
         else:
             frozen_until = now + freeze
         shard = Shard(epoch, frozen_until, self.settings.max_size, offsets=offsets)
-        shard.classic_frozen_until_ms = now + freeze
+        shard.classic_frozen_until_ms = frozen_until  # (classic groups are recorded too)
         shard.loaded_ms = shard.swept_ms = now
         shard.pending_txns = replayed.pending_txns
         # A replay in place of a shard whose member record failed (same leadership): its
-        # classic groups, which no record holds, go on as they were.
+        # classic groups go on as they were (in memory they may be mid-rebalance).
         orphan = self._orphans.pop(index, None)
         if orphan is not None and orphan.leader_epoch == epoch:
             shard.classic = orphan.classic
             shard.classic_frozen_until_ms = orphan.classic_frozen_until_ms
             shard.last_member_ms = orphan.last_member_ms
             shard.loaded_ms = orphan.loaded_ms
-        elif orphan is not None:
-            orphan.close()
-        shard.classic_at_load = frozenset(replayed.classic_names)
+        else:
+            if orphan is not None:
+                orphan.close()
+            if trusted:  # members_log.py rule 8: each classic group in its last generation
+                for name, classic_state in replayed.classic_states.items():
+                    classic = shard.classic[name] = self._classic_group(partition, shard, name)
+                    classic.restore(classic_state)
         shard.classic_recorded = set(replayed.classic_names)
         stale: list[tuple[bytes, bytes | None]] = []
         if trusted:
@@ -925,12 +961,14 @@ class GroupCoordinator:
                 )
                 group.members = {m: state.restore(m, now) for m, state in states.items()}
             shard.stored = replayed.members
-        else:  # rule 10: stale members, whom a later trusting coordinator must not see
-            stale = [
+        else:  # rule 10: stale members and classic groups, whom a later trusting
+            stale = [  # coordinator must not see
                 (members_log.member_key(name, m), None)
                 for name, states in replayed.members.items()
                 for m in states
             ]
+            stale += [(members_log.classic_key(n), None) for n in sorted(replayed.classic_names)]
+            shard.classic_recorded = set()
 
         async def append(records: list[tuple[bytes, bytes | None]]) -> None:
             now = self.broker.clock.now_ms()
@@ -950,6 +988,7 @@ class GroupCoordinator:
         # Always a marker, first (members_log.py rule 3): every answer waits for it, so none
         # rests on a record this replay read that no in-sync replica had yet.
         mark = CoordinatorMarker(epoch, max(0, frozen_until - now))
+        shard.freeze_recorded = mark.frozen_for_ms == 0
         shard.writer.write([*stale, (members_log.COORDINATOR_KEY, mark.value())])
         self._shards[index] = shard
         log.info(
@@ -1005,9 +1044,8 @@ class GroupCoordinator:
             )
         _, shard = self._shard(group)
         self._check_not_expiring(group)
-        classic = shard.classic.get(group)
-        if classic is not None and classic.members:
-            raise KraftliteError(
+        if group in shard.classic:  # (one being made, or left empty until the next sweep,
+            raise KraftliteError(  # counts: its first member may be joining now)
                 ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                 f"group {group} is a classic group of Kafka clients (JoinGroup)",
             )
@@ -1130,27 +1168,74 @@ class GroupCoordinator:
                 ErrorCode.INVALID_SESSION_TIMEOUT,
                 f"session timeout {session_timeout_ms} ms is outside [{low}, {high}]",
             )
-        partition, shard = self._shard(group)
-        self._check_not_expiring(group)
+        for _ in range(_CLASSIC_ATTEMPTS):
+            partition, shard = self._shard(group)
+            self._check_not_expiring(group)
+            self._check_no_consumer_members(shard, group)
+            classic = shard.classic.get(group)
+            if classic is not None:
+                return classic
+            # members_log.py rule 8: the name recorded before the group's first join
+            shard.record_classic_name(group)
+            await self._recorded(shard)
+            if self._current(partition, shard) is not shard:
+                continue  # replayed or moved meanwhile: again, on the shard of now
+            self._check_no_consumer_members(shard, group)  # (one may have joined meanwhile)
+            classic = shard.classic.get(group)
+            if classic is None:
+                classic = shard.classic[group] = self._classic_group(partition, shard, group)
+            return classic
+        raise KraftliteError(
+            ErrorCode.COORDINATOR_NOT_AVAILABLE, f"group {group}'s coordinator keeps changing"
+        )
+
+    def _classic_group(self, partition: Partition, shard: Shard, group: str) -> ClassicGroup:
+        return ClassicGroup(
+            group,
+            self._now,
+            self.settings.max_size,
+            self.settings.initial_rebalance_delay_ms,
+            frozen_until_ms=shard.classic_frozen_until_ms,
+            still_coordinating=functools.partial(self._leading, partition, shard.leader_epoch),
+            record=functools.partial(self._record_classic, partition, shard, group),
+        )
+
+    async def _record_classic(
+        self, partition: Partition, shard: Shard, group: str, state: ClassicState
+    ) -> None:
+        """members_log.py rule 8: a classic group's generation, acknowledged, before its
+        members are told their assignments; without their subscriptions if it would not
+        fit a batch, refused if it would not even so."""
+        current = self._current(partition, shard)
+        if current is None or current.writer is None:
+            raise KraftliteError(ErrorCode.NOT_COORDINATOR, "the coordinator moved")
+        key = members_log.classic_key(group)
+        limit = current.writer.max_record_bytes()
+        value = state.value()
+        if len(key) + len(value) > limit:
+            value = state.value(metadata=False)
+        if len(key) + len(value) > limit:
+            raise KraftliteError(
+                ErrorCode.INVALID_REQUEST,
+                f"group {group}'s assignment is too large to record in {OFFSETS_TOPIC} "
+                "(over its max.message.bytes): assign fewer partitions per member",
+            )
+        current.classic_recorded.add(group)
+        current.writer.write([(key, value)])
+        await current.writer.flushed()
+
+    def _check_no_consumer_members(self, shard: Shard, group: str) -> None:
         if shard.existing(group, self._now()).members:
             raise KraftliteError(
                 ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                 f"group {group} has members using kraftlite's consumer group protocol",
             )
-        classic = shard.classic.get(group)
-        if classic is None:
-            classic = ClassicGroup(
-                group,
-                self._now,
-                self.settings.max_size,
-                self.settings.initial_rebalance_delay_ms,
-                frozen_until_ms=shard.classic_frozen_until_ms,
-                still_coordinating=lambda: self._current(partition, shard) is not None,
-            )
-            shard.classic[group] = classic
-            shard.record_classic(self._now())
-            await self._recorded(shard)  # (members_log.py rule 8: before its first join)
-        return classic
+
+    @staticmethod
+    def _leading(partition: Partition, epoch: int) -> bool:
+        """Whether this broker still leads the partition in `epoch` (a shard replayed in
+        the same leadership coordinates on: its classic groups carry over, rule 10)."""
+        return partition.role is Role.LEADER and partition.leader_epoch == epoch
 
     def classic(self, group: str) -> ClassicGroup:
         """The classic group, for SyncGroup, Heartbeat and LeaveGroup: UNKNOWN_MEMBER_ID if
@@ -1717,7 +1802,9 @@ class GroupCoordinator:
                         gone.close()
                 continue
             try:
-                self._loaded_shard(partition)
+                shard = self._loaded_shard(partition)
+                if shard is not None:  # expiries and the freeze's end recorded, unasked
+                    shard.maybe_sweep(self._now(), self.settings.min_session_timeout_ms)
             except Exception:
                 log.exception("group_offsets_load_failed", partition=index)
 

@@ -18,7 +18,8 @@ Rules:
    coordinator had yet to hand out no partition when it wrote it. A coordinator writes one
    whenever it replays the partition (a takeover, or a replay after a failed write), before
    any answer: the answers wait for it, so none rests on a record the replay read but no
-   in-sync replica had acknowledged.
+   in-sync replica had acknowledged. A coordinator whose freeze ends writes another, with
+   none left, so the next takes no freeze over.
 4. A new coordinator (leader epoch E) trusts the members it replays (`trusted`) when the
    last marker is of epoch E - 1 (its predecessor wrote records of every change it
    answered) or E (this broker, loading again in the same epoch). The first leader
@@ -32,20 +33,25 @@ Rules:
 5. Trusted members come back as they were, their sessions counted from the load (Kafka's
    coordinator reschedules session timeouts on load), and the predecessor's freeze, if
    still running, goes on for as long as it had left (counted from the load: never
-   shorter). Classic groups' members (JoinGroup) are not recorded: they keep the freeze on
-   every move.
+   shorter).
 7. A member whose record would not fit one batch of the offsets topic is not recorded: the
    request that made it so is refused and the member goes back to what the log says.
-8. Classic groups' names are recorded (`classic_key`) when one is made, before its first
-   join goes on, and tombstoned once it is gone and the classic freeze is over. A KIP-848
-   group made under a name the log has as a classic group's waits out the classic freeze
-   too: the old coordinator's classic members of that name may still consume.
+8. Classic groups (JoinGroup) are recorded too (`classic_key`, Kafka's GroupMetadata): the
+   name when one is made, before its first join goes on; then each generation once its
+   leader sent the assignment, before any member is answered it (members, protocols,
+   leader, assignments); a tombstone once it is gone. A trusted coordinator takes each
+   group over Stable in its last generation, so its members heartbeat on as before; one
+   that has no generation recorded handed nothing out. A snapshot too large for a batch
+   goes without the members' subscriptions (the next rebalance asks them again); one too
+   large even so refuses the assignment (INVALID_REQUEST).
 6. Records that cannot be read are skipped by the replay (logged), as commit records are;
    an older kraftlite's replay skips these keys altogether (it reads `offset\\0` keys only).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -237,18 +243,108 @@ def parse_member_record(
         raise BadMemberRecordError(f"unreadable member record: {exc!r}") from None
 
 
+NAME_ONLY = b"{}"  # rule 8: a classic group made, no generation formed yet
+
+
 def classic_key(group: str) -> bytes:
     return CLASSIC_KEY_PREFIX + orjson.dumps([group])
 
 
-def parse_classic_record(key: bytes | None, value: bytes | None) -> tuple[str, bool] | None:
-    """Rule 8: (group, whether it is a classic group now); None for other records."""
+@dataclass(frozen=True, slots=True)
+class ClassicMemberState:
+    """Rule 8: one member of a classic group's generation, as its snapshot holds it."""
+
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (assignor, subscription), preferred first
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicState:
+    """Rule 8: a classic group's generation once its assignment is made (Kafka's
+    GroupMetadata record)."""
+
+    generation: int
+    protocol_type: str
+    protocol_name: str
+    leader: str
+    members: tuple[ClassicMemberState, ...]
+
+    def value(self, *, metadata: bool = True) -> bytes:
+        """JSON, bytes as base64; without `metadata`, the subscriptions are left out (the
+        next rebalance asks every member for them again)."""
+        return orjson.dumps(
+            {
+                "generation": self.generation,
+                "protocol_type": self.protocol_type,
+                "protocol_name": self.protocol_name,
+                "leader": self.leader,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "instance_id": m.instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "session_timeout_ms": m.session_timeout_ms,
+                        "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                        "protocols": [
+                            [name, base64.b64encode(data if metadata else b"").decode()]
+                            for name, data in m.protocols
+                        ],
+                        "assignment": base64.b64encode(m.assignment).decode(),
+                    }
+                    for m in self.members
+                ],
+            }
+        )
+
+    @classmethod
+    def from_value(cls, value: bytes) -> ClassicState:
+        data = orjson.loads(value)
+        return cls(
+            _integer(data["generation"]),
+            _text(data["protocol_type"]),
+            _text(data["protocol_name"]),
+            _text(data["leader"]),
+            tuple(
+                ClassicMemberState(
+                    _text(m["member_id"]),
+                    None if m["instance_id"] is None else _text(m["instance_id"]),
+                    _text(m["client_id"]),
+                    _text(m["client_host"]),
+                    _integer(m["session_timeout_ms"]),
+                    _integer(m["rebalance_timeout_ms"]),
+                    tuple(
+                        (_text(name), base64.b64decode(_text(data_), validate=True))
+                        for name, data_ in m["protocols"]
+                    ),
+                    base64.b64decode(_text(m["assignment"]), validate=True),
+                )
+                for m in data["members"]
+            ),
+        )
+
+
+def parse_classic_record(
+    key: bytes | None, value: bytes | None
+) -> tuple[str, bool, ClassicState | None] | None:
+    """Rule 8: (group, whether it is a classic group now, its last generation's snapshot if
+    one was made); None for other records; BadMemberRecordError if unreadable."""
     if key is None or not key.startswith(CLASSIC_KEY_PREFIX):
         return None
     try:
         (group,) = orjson.loads(key[len(CLASSIC_KEY_PREFIX) :])
-        return _text(group), value is not None
-    except (ValueError, TypeError) as exc:
+        if value is None:
+            return _text(group), False, None
+        if value == NAME_ONLY:
+            return _text(group), True, None
+        return _text(group), True, ClassicState.from_value(value)
+    except (ValueError, TypeError, KeyError, binascii.Error) as exc:
         raise BadMemberRecordError(f"unreadable classic group record: {exc!r}") from None
 
 

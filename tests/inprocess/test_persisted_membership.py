@@ -6,6 +6,7 @@ freezes, and a record that cannot be written takes the answer back."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -209,24 +210,68 @@ async def fail_one_record(node: InProcessBroker, group: str, member: str) -> Non
         node.apply(ConfigRecord(topic_id=topic_id, name="min.insync.replicas", value="1"))
 
 
-async def test_after_a_recorded_move_a_classic_groups_name_waits_out_the_classic_freeze(
+async def classic_generation(node: InProcessBroker, group: str) -> tuple[str, int]:
+    """A classic group of one member through JoinGroup and SyncGroup: (member id,
+    generation)."""
+    kafka = node.connect()
+    joined = await kafka.call(ApiKey.JOIN_GROUP, 5, classic_join(group))
+    assert joined["error_code"] == 0, joined
+    member, generation = joined["member_id"], joined["generation_id"]
+    synced = await kafka.call(
+        ApiKey.SYNC_GROUP,
+        3,
+        {
+            "group_id": group,
+            "generation_id": generation,
+            "member_id": member,
+            "group_instance_id": None,
+            "assignments": [{"member_id": member, "assignment": b"orders-0,1"}],
+        },
+    )
+    assert (synced["error_code"], synced["assignment"]) == (0, b"orders-0,1"), synced
+    return member, generation
+
+
+async def classic_heartbeat(node: InProcessBroker, group: str, member: str, gen: int) -> int:
+    answer = await node.connect().call(
+        ApiKey.HEARTBEAT,
+        3,
+        {"group_id": group, "generation_id": gen, "member_id": member, "group_instance_id": None},
+    )
+    return int(answer["error_code"])
+
+
+async def test_a_classic_group_comes_back_in_its_generation_after_a_recorded_move(
     node: InProcessBroker,
 ) -> None:
-    """Classic groups' members are not recorded, their names are (members_log.py rule 8):
-    a KIP-848 group under a name the log has as a classic group's may meet the old
-    coordinator's classic members, so it waits; any other new group does not."""
+    """Classic groups are recorded too (members_log.py rule 8): each generation before its
+    members are told their assignments. The new coordinator has it Stable, and its members
+    heartbeat on; a KIP-848 member cannot take the name meanwhile."""
     coordinator = node.coordinator
     classic = next(  # a classic group on GROUP's offsets partition
         g
         for g in (f"c{n}" for n in range(1000))
         if coordinator.offsets_partition(g) == coordinator.offsets_partition(GROUP)
     )
-    joined = await node.connect().call(ApiKey.JOIN_GROUP, 5, classic_join(classic))
-    assert joined["error_code"] == 0, joined
+    member, generation = await classic_generation(node, classic)
     node.move_coordinator(GROUP, predecessor_recorded=True)
-    assert assignment(await coordinator.join(classic, "k1", "c", ["orders"], None)) == set()
-    fresh = await coordinator.join(GROUP, "m1", "c", ["orders"], None)
-    assert assignment(fresh) == {("orders", 0), ("orders", 1)}
+    assert await classic_heartbeat(node, classic, member, generation) == 0
+    described = coordinator.describe_classic(classic)
+    assert described is not None and described["group_state"] == "Stable"
+    assert [(m["member_id"], m["member_assignment"]) for m in described["members"]] == [
+        (member, b"orders-0,1")
+    ]
+    with pytest.raises(KraftliteError) as refused:
+        await coordinator.join(classic, "k1", "c", ["orders"], None)
+    assert refused.value.code is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    # past an unrecorded epoch: forgotten (tombstoned), and the freeze holds it back
+    node.move_coordinator(GROUP, predecessor_recorded=False)
+    assert await classic_heartbeat(node, classic, member, generation) == int(
+        ErrorCode.UNKNOWN_MEMBER_ID
+    )
+    await coordinator.join(GROUP, "m1", "c", ["orders"], None)  # (its records written)
+    node.move_coordinator(GROUP, predecessor_recorded=True)
+    assert coordinator.describe_classic(classic) is None
 
 
 async def test_a_member_too_large_to_record_is_refused_and_goes_back() -> None:
@@ -275,3 +320,96 @@ async def test_a_member_record_that_cannot_be_read_makes_the_members_untrusted(
     with pytest.raises(KraftliteError) as unknown:  # forgotten, not half-trusted
         await coordinator.heartbeat(GROUP, "m1", 1)
     assert unknown.value.code is ErrorCode.UNKNOWN_MEMBER_ID
+
+
+async def test_a_freeze_that_ended_is_not_taken_over_again(node: InProcessBroker) -> None:
+    coordinator = node.coordinator
+    node.move_coordinator(GROUP, predecessor_recorded=False)  # a freeze of 30 s
+    answer = await coordinator.join(GROUP, "m1", "c", ["orders"], None)
+    for _ in range(31):  # through the freeze, heartbeating
+        advance(node, 1_000)
+        answer = await coordinator.heartbeat(GROUP, "m1", answer["member_epoch"])
+    answer = await coordinator.heartbeat(GROUP, "m1", answer["member_epoch"])
+    assert assignment(answer) == {("orders", 0), ("orders", 1)}
+    await fail_one_record(node, GROUP, "m2")  # replayed: the freeze's end was recorded
+    await coordinator.leave(GROUP, "m1")
+    joined = await coordinator.join(GROUP, "m3", "c", ["orders"], None)
+    assert assignment(joined) == {("orders", 0), ("orders", 1)}
+
+
+async def test_a_classic_group_mid_rebalance_goes_on_across_a_replay(
+    node: InProcessBroker,
+) -> None:
+    """Its timer runs while the shard waits to be replayed; it must not take that for a
+    move and close itself (members_log.py: a replay in the same leadership)."""
+    coordinator = node.coordinator
+    classic = "classic"
+    group = next(
+        g
+        for g in (f"g{n}" for n in range(1000))
+        if coordinator.offsets_partition(g) == coordinator.offsets_partition(classic)
+    )
+    joined = await node.connect().call(ApiKey.JOIN_GROUP, 5, classic_join(classic))
+    assert joined["error_code"] == 0, joined
+    second = asyncio.ensure_future(  # a second member: the group rebalances
+        node.connect().call(ApiKey.JOIN_GROUP, 5, classic_join(classic))
+    )
+    await asyncio.sleep(0.05)
+    await coordinator.join(group, "m1", "c", ["orders"], None)
+    await fail_one_record(node, group, "m2")
+    await asyncio.sleep(0.6)  # the group's timer ticks while the shard is not replayed yet
+    again = await node.connect().call(
+        ApiKey.JOIN_GROUP, 5, {**classic_join(classic), "member_id": joined["member_id"]}
+    )
+    assert again["error_code"] == 0, again
+    assert (await second)["error_code"] == 0
+
+
+async def test_a_name_is_never_a_classic_and_a_kip848_group_at_once() -> None:
+    async with InProcessBroker(groups=GroupSettings(initial_rebalance_delay_ms=0)) as node:
+        node.create_topic("orders", partitions=2)
+        coordinator = node.coordinator
+        await coordinator.join("warm", "w", "c", ["orders"], None)  # (makes the topic)
+        making = asyncio.ensure_future(coordinator.classic_for_join("mixed", 10_000))
+        await asyncio.sleep(0)  # it waits for the name's record
+        assert not making.done()
+        joined = await coordinator.join("mixed", "m1", "c", ["orders"], None)  # KIP-848
+        assert assignment(joined)
+        with pytest.raises(KraftliteError) as refused:  # the classic one gives way
+            await making
+        assert refused.value.code is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+
+async def test_a_refused_take_over_leaves_the_away_static_member_as_it_was() -> None:
+    async with InProcessBroker() as node:
+        node.create_topic("orders", partitions=2)
+        wide = [f"wide-{n}" for n in range(200)]
+        for name in wide:
+            node.create_topic(name)
+        coordinator = node.coordinator
+        await coordinator.join(GROUP, "a", "c", ["orders"], None, instance_id="i")
+        await coordinator.leave(GROUP, "a", instance_id="i", temporary=True)
+        topic_id = topic_id_for(OFFSETS_TOPIC)
+        node.apply(ConfigRecord(topic_id=topic_id, name="max.message.bytes", value="4000"))
+        with pytest.raises(KraftliteError) as refused:
+            await coordinator.join(GROUP, "b", "c", wide, None, instance_id="i")
+        assert refused.value.code is ErrorCode.INVALID_REQUEST
+        await coordinator.join(GROUP, "c", "c", ["orders"], None)  # (waits for records)
+        assert "a" in recorded_members(node)
+        members = {m["member_id"] for m in coordinator.describe(GROUP)["members"]}
+        assert members == {"a", "c"}
+
+
+async def test_expiries_too_many_for_one_batch_go_in_several() -> None:
+    async with InProcessBroker() as node:
+        node.create_topic("orders", partitions=2)
+        coordinator = node.coordinator
+        members = [f"member-{n:04d}-{'x' * 16}" for n in range(200)]
+        for member in members:
+            await coordinator.join(GROUP, member, "c", ["orders"], None)
+        topic_id = topic_id_for(OFFSETS_TOPIC)
+        node.apply(ConfigRecord(topic_id=topic_id, name="max.message.bytes", value="8000"))
+        advance(node, 11_000)  # every session over: 200 tombstones, 12 KB, at once
+        joined = await coordinator.join(GROUP, "late", "c", ["orders"], None)
+        assert assignment(joined) == {("orders", 0), ("orders", 1)}
+        assert set(recorded_members(node)) == {"late"}

@@ -1,10 +1,11 @@
 """A rolling restart with `kraftlite cluster roll` (kraftlite/cli/roll.py, api/restart.py) on
-a real 3+3 cluster, under a writer and a consumer group of three of kraftlite's consumers:
-every node restarts in place (same process, a new boot id), controllers first, each once
-the cluster is whole again; the group keeps its members across every coordinator move
-(their records in `__consumer_offsets`, groups/members_log.py), and every acknowledged
-record is consumed. Then the refusals: a roll does not start while a broker is down, and
-a caller without ALTER on the cluster cannot restart a node."""
+a real 3+3 cluster, under a writer, a consumer group of three of kraftlite's consumers and
+a classic group of two librdkafka consumers: every node restarts in place (same process, a
+new boot id), controllers first, each once the cluster is whole again; the group keeps its
+members across every coordinator move (their records in `__consumer_offsets`,
+groups/members_log.py), and every acknowledged record is consumed by both groups. Then the
+refusal: a roll does not start while a broker is down (a caller without ALTER on the
+cluster cannot restart a node: tests/security/test_authorization.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer
 
 from kraftlite.client import KraftliteError, SyncAdmin, SyncConsumer
 from tests.harness.observe import wait_until
@@ -25,12 +27,12 @@ from tests.harness.processes import Cluster, http
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-TOPIC, GROUP = "rolling", "rolling-group"
+TOPIC, GROUP, CLASSIC_GROUP = "rolling", "rolling-group", "rolling-classic"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    running = Cluster(tmp_path_factory.mktemp("rolling"))
+    running = Cluster(tmp_path_factory.mktemp("rolling"), kafka=True)
     running.start()
     try:
         yield running
@@ -72,8 +74,11 @@ class Load:
         self.consumed: set[str] = set()
         self.members: list[set[str]] = []
         self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self.write, daemon=True)] + [
-            threading.Thread(target=self.consume, daemon=True) for _ in range(3)
+        self.classic_consumed: set[str] = set()
+        self.threads = [
+            threading.Thread(target=self.write, daemon=True),
+            *(threading.Thread(target=self.consume, daemon=True) for _ in range(3)),
+            *(threading.Thread(target=self.consume_classic, daemon=True) for _ in range(2)),
         ]
 
     def write(self) -> None:
@@ -109,6 +114,25 @@ class Load:
                     continue
                 with self.lock:
                     self.consumed.update(r.value.decode() for r in records)
+
+    def consume_classic(self) -> None:
+        """A Kafka client in a classic group (JoinGroup, librdkafka's default protocol)."""
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.cluster.bootstrap,
+                "group.id": CLASSIC_GROUP,
+                "auto.offset.reset": "earliest",
+            }
+        )
+        consumer.subscribe([TOPIC])
+        try:
+            while not self.stop.is_set():
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    with self.lock:
+                        self.classic_consumed.add(message.value().decode())
+        finally:
+            consumer.close()
 
     def __enter__(self) -> Load:
         for thread in self.threads:
@@ -161,6 +185,11 @@ def test_a_roll_restarts_every_node_in_place_and_the_group_keeps_its_members(
         wait_until(
             lambda: load.acked <= load.consumed or None,
             what="every acknowledged record consumed",
+            timeout_s=90,
+        )
+        wait_until(
+            lambda: load.acked <= load.classic_consumed or None,
+            what="every acknowledged record consumed by the classic group",
             timeout_s=90,
         )
     after = boot_ids(cluster)

@@ -28,6 +28,7 @@ import pytest
 
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.classic import ClassicGroup, State
+from kraftlite.groups.members_log import ClassicState
 
 pytestmark = pytest.mark.sim
 
@@ -74,11 +75,35 @@ class Simulation:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.clock = Clock()
-        self.group = ClassicGroup("g", self.clock, max_size=20)
+        self.recorded: ClassicState | None = None  # the group's last generation recorded
+        self.moves = self.failed_records = 0
+        self.group = self.new_group()
         self.clients = [Client(f"c{i}", f"pod-{i}" if i < 3 else None) for i in range(5)]
         self.counts = dict.fromkeys(
             ("quiet_restarts", "leader_restarts", "fenced_instances", "rebalances"), 0
         )
+
+    def new_group(self) -> ClassicGroup:
+        return ClassicGroup("g", self.clock, max_size=20, record=self.record)
+
+    async def record(self, state: ClassicState) -> None:
+        """The coordinator's record of a generation (members_log.py rule 8): written after
+        a moment, or not at all now and then (the generation then fails)."""
+        await asyncio.sleep(0)
+        if self.rng.random() < 0.05:
+            self.failed_records += 1
+            raise KraftliteError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "not written")
+        self.recorded = state
+
+    def move(self) -> None:
+        """The coordinator moves to one that replays the group's last recorded generation:
+        every waiting request is answered NOT_COORDINATOR, and the members heartbeat to the
+        new one as before."""
+        self.group.close()
+        self.group = self.new_group()
+        if self.recorded is not None:
+            self.group.restore(self.recorded)
+        self.moves += 1
 
     # -- a client's moves ------------------------------------------------------------------
 
@@ -111,6 +136,8 @@ class Simulation:
             ErrorCode.UNKNOWN_MEMBER_ID,
             ErrorCode.REBALANCE_IN_PROGRESS,
             ErrorCode.ILLEGAL_GENERATION,
+            ErrorCode.NOT_COORDINATOR,  # the coordinator moved (joins again there)
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,  # the generation was not recorded
         }, exc
         if exc.code is ErrorCode.UNKNOWN_MEMBER_ID:
             client.member_id = ""
@@ -242,6 +269,8 @@ class Simulation:
             await asyncio.sleep(0)
 
     async def step(self) -> None:
+        if self.rng.random() < 0.02:
+            self.move()
         client = self.rng.choice(self.clients)
         roll = self.rng.random()
         generation = self.group.generation
@@ -318,7 +347,12 @@ async def test_the_classic_simulation_restarts_quietly_and_fences() -> None:
     totals = dict.fromkeys(
         ("quiet_restarts", "leader_restarts", "fenced_instances", "rebalances"), 0
     )
+    moves = failed_records = 0
     for seed in range(6):
-        for kind, count in (await run(seed)).counts.items():
+        simulation = await run(seed)
+        for kind, count in simulation.counts.items():
             totals[kind] += count
+        moves += simulation.moves
+        failed_records += simulation.failed_records
     assert all(totals.values()), totals
+    assert moves and failed_records  # and the coordinator moved, and records failed

@@ -13,6 +13,8 @@ from kraftlite.groups.group import Group, Member
 from kraftlite.groups.members_log import (
     COORDINATOR_KEY,
     BadMemberRecordError,
+    ClassicMemberState,
+    ClassicState,
     CoordinatorMarker,
     MemberState,
     changes,
@@ -218,8 +220,24 @@ def test_a_member_whose_record_would_not_fit_is_not_stored() -> None:
 
 
 def test_classic_group_records_read_back() -> None:
-    assert parse_classic_record(classic_key("c/1"), b"{}") == ("c/1", True)
-    assert parse_classic_record(classic_key("c/1"), None) == ("c/1", False)
+    assert parse_classic_record(classic_key("c/1"), b"{}") == ("c/1", True, None)
+    assert parse_classic_record(classic_key("c/1"), None) == ("c/1", False, None)
+    state = ClassicState(
+        3,
+        "consumer",
+        "range",
+        "m1",
+        (
+            ClassicMemberState(
+                "m1", None, "c", "/10.0.0.1", 10_000, 30_000, (("range", b"\x00s"),), b"a"
+            ),
+            ClassicMemberState("m2", "pod-2", "c", "/10.0.0.2", 10_000, 30_000, (), b""),
+        ),
+    )
+    assert parse_classic_record(classic_key("c/1"), state.value()) == ("c/1", True, state)
+    bare = parse_classic_record(classic_key("c/1"), state.value(metadata=False))
+    assert bare is not None and bare[2] is not None
+    assert bare[2].members[0].protocols == (("range", b""),)  # the assignor's name stays
     assert parse_classic_record(member_key("g", "m"), b"{}") is None
     with pytest.raises(BadMemberRecordError):
         parse_classic_record(b"classic\x00[1, 2]", b"{}")
