@@ -2,10 +2,14 @@
 
 The chaos layer (marker `chaos`) is the suite's slowest: about 10 minutes of its 30 on this
 2-core machine. A run takes a bounded slice of it unless KRAFTLITE_FULL_SUITE=1:
-- every chaos test also marked `slice`: the random fault runs under load (with replicas
-  moving, and on a compacted topic), a killed leader's fencing, kill -9 of a leader under
-  load, a move under load, the quorum's membership under load, a leader killed under a
-  Spark read;
+- one of the randomized fault runs (marker `randomized`: under acks=all load, with
+  replicas moving, on a compacted topic, under a transactional job, on real links, and a
+  Spark stream killed anywhere; 40-120 s each), chosen by the day (UTC), so each runs in
+  CI at least once every six days;
+  KRAFTLITE_RANDOMIZED=N takes the Nth (0-based, in test id order) instead;
+- every chaos test also marked `slice`: a killed leader's fencing, kill -9 of a leader
+  under load, a move under load, the quorum's membership under load, a leader killed under
+  a Spark read;
 - and a rotating quarter of the others (dealt in test id order), chosen by the day (UTC),
   so each of them runs in CI at least once every four days; KRAFTLITE_SHARE=N takes
   quarter N (0-3) instead. Each chaos test builds its own cluster, so any subset runs as
@@ -43,17 +47,33 @@ def pytest_report_header(config: pytest.Config) -> str:
     if share is None:
         return "chaos layer: all of it (KRAFTLITE_FULL_SUITE=1)"
     return (
-        f"chaos layer: its slice and quarter {share} of the rest (KRAFTLITE_FULL_SUITE=1 runs all)"
+        f"chaos layer: its slice, one randomized run and quarter {share} of the rest "
+        "(KRAFTLITE_FULL_SUITE=1 runs all)"
     )
+
+
+def _randomized(count: int) -> int:
+    """Which of the `count` randomized fault runs this run takes."""
+    chosen = os.environ.get("KRAFTLITE_RANDOMIZED")
+    if chosen is not None:
+        return int(chosen) % count
+    return datetime.datetime.now(datetime.UTC).toordinal() % count
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     share = _share()
     if share is None:
         return
+    randomized = sorted(item.nodeid for item in items if item.get_closest_marker("randomized"))
+    if randomized:
+        taken = randomized[_randomized(len(randomized))]
+        skipped = {nodeid for nodeid in randomized if nodeid != taken}
+        config.hook.pytest_deselected(items=[i for i in items if i.nodeid in skipped])
+        items[:] = [item for item in items if item.nodeid not in skipped]
     rotating = sorted(
         (item.nodeid for item in items
          if item.get_closest_marker("slice") is None
+         and item.get_closest_marker("randomized") is None
          and any(item.get_closest_marker(layer) for layer in ROTATING_LAYERS)),
     )  # fmt: skip
     dropped_ids = {nodeid for n, nodeid in enumerate(rotating) if n % SHARES != share}

@@ -291,7 +291,7 @@ def cluster_roll(  # noqa: PLR0917 - click passes every option positionally
                 done.append(roll.restart(target, command))
             while brokers:
                 done.append(roll.restart(brokers.pop(0), command))
-        except (RollError, KraftliteError) as exc:
+        except (RollError, KraftliteError, aiohttp.ClientError, OSError, TimeoutError) as exc:
             restarted = ", ".join(d["node"] for d in done) or "none"
             fail(f"{exc}; the roll stopped (restarted: {restarted})", EXIT_API_ERROR)
         total = roll.clock.monotonic_ms() / 1000 - started

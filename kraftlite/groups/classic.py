@@ -125,6 +125,7 @@ class ClassicGroup:
     _earliest_ms: int = 0  # and not before (the initial delay)
     _ticker: asyncio.TimerHandle | None = None
     _closed: bool = False
+    _recording: asyncio.Future[None] | None = None  # a generation's record being written
 
     # -- joining ---------------------------------------------------------------------------
 
@@ -186,7 +187,10 @@ class ClassicGroup:
                 self.state is State.STABLE
                 and same_topics
                 and self._choose_protocol() == self.protocol_name
-            ):  # rule 8: back, no rebalance
+            ):  # rule 8: back, no rebalance; recorded before it is answered (rule 7), or
+                # a new coordinator would bring the fenced member id back
+                if self.record is not None:
+                    await self._record_replacement(member)
                 if old_leader == replaced.member_id and skip_assignment:
                     return {**self._join_answer(member, member.member_id), "skip_assignment": True}
                 return self._join_answer(member, old_leader)
@@ -392,9 +396,23 @@ class ClassicGroup:
         if self.state is State.STABLE:
             return self.protocol_type, self.protocol_name, member.assignment
         if member_id == self.leader:
+            if self._recording is not None:  # the leader's sync again, while the first's
+                await asyncio.shield(self._recording)  # record is written: its outcome
+                self._member(member_id, generation)
+                if not self._stable():  # (the first's record failed, or a join came)
+                    raise KraftliteError(
+                        ErrorCode.REBALANCE_IN_PROGRESS,
+                        f"group {self.name} is rebalancing: join again",
+                    )
+                return self.protocol_type, self.protocol_name, member.assignment
             given = {m: assignments.get(m, EMPTY_ASSIGNMENT) for m in self.members}
             if self.record is not None:  # rule 7: in the log before anyone is told
-                await self._record(generation, given)
+                self._recording = asyncio.get_running_loop().create_future()
+                try:
+                    await self._record(generation, given)
+                finally:
+                    self._recording.set_result(None)
+                    self._recording = None
             for other in self.members.values():
                 other.assignment = given.get(other.member_id, EMPTY_ASSIGNMENT)
             self.state = State.STABLE
@@ -427,6 +445,30 @@ class ClassicGroup:
             )
         if set(given) != set(self.members):  # someone left or expired meanwhile
             self._prepare_rebalance()
+            raise KraftliteError(
+                ErrorCode.REBALANCE_IN_PROGRESS, f"group {self.name} is rebalancing: join again"
+            )
+
+    def _stable(self) -> bool:
+        return self.state is State.STABLE
+
+    async def _record_replacement(self, member: Member) -> None:
+        """Rule 8 with rule 7: a static member's new member id, recorded before its join
+        is answered. Not recorded: the group rebalances (its members join again)."""
+        assert self.record is not None
+        generation = self.generation
+        try:
+            await self.record(self.snapshot())
+        except KraftliteError:
+            if self.generation == generation and self.state is State.STABLE:
+                self._prepare_rebalance()
+            raise
+        self._check_open()
+        if (
+            self.generation != generation
+            or self.state is not State.STABLE
+            or self.members.get(member.member_id) is not member
+        ):
             raise KraftliteError(
                 ErrorCode.REBALANCE_IN_PROGRESS, f"group {self.name} is rebalancing: join again"
             )

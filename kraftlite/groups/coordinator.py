@@ -340,6 +340,7 @@ class Shard:
     # when this shard was loaded
     classic_recorded: set[str] = field(default_factory=set)
     freeze_recorded: bool = False  # a marker with this freeze's end went out (rule 10)
+    classic_making: set[str] = field(default_factory=set)  # names being recorded, no group yet
     offsets: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
     swept_ms: int = 0
     classic: dict[str, ClassicGroup] = field(default_factory=dict)  # Kafka clients' groups
@@ -454,7 +455,8 @@ class Shard:
                 del self.groups[name]
                 self._emptied(name, now_ms)
         self.record_all()
-        if not self.freeze_recorded and now_ms >= self.frozen_until_ms and self.writer:
+        ended = now_ms >= max(self.frozen_until_ms, self.classic_frozen_until_ms)
+        if not self.freeze_recorded and ended and self.writer:
             # members_log.py rule 3: the freeze is over, so the next coordinator has none
             self.freeze_recorded = True
             marker = CoordinatorMarker(self.leader_epoch, 0)
@@ -534,7 +536,7 @@ class Shard:
         """members_log.py rule 8: a tombstone for each classic group gone."""
         if self.writer is None:
             return
-        gone = self.classic_recorded - self.classic.keys()
+        gone = self.classic_recorded - self.classic.keys() - self.classic_making
         self.classic_recorded -= gone
         self.writer.write([(members_log.classic_key(name), None) for name in sorted(gone)])
 
@@ -928,31 +930,40 @@ class GroupCoordinator:
             and not replayed.unreadable_members
             and partition.config("unclean.leader.election.enable") != "true"
         )
+        # members_log.py rule 8: classic generations, only if the predecessor recorded them
+        classic_trusted = trusted and members_log.trusted_classic(epoch, marker)
         if trusted:
             left = 0 if marker is None else marker.frozen_for_ms
             frozen_until = now + min(left, self.settings.max_session_timeout_ms)
         else:
             frozen_until = now + freeze
         shard = Shard(epoch, frozen_until, self.settings.max_size, offsets=offsets)
-        shard.classic_frozen_until_ms = frozen_until  # (classic groups are recorded too)
+        shard.classic_frozen_until_ms = frozen_until if classic_trusted else now + freeze
         shard.loaded_ms = shard.swept_ms = now
         shard.pending_txns = replayed.pending_txns
+        records_now: list[tuple[bytes, bytes | None]] = []
         # A replay in place of a shard whose member record failed (same leadership): its
-        # classic groups go on as they were (in memory they may be mid-rebalance).
+        # classic groups go on as they were (in memory they may be mid-rebalance), and
+        # each Stable one is recorded again (the log may have lost its last generation).
         orphan = self._orphans.pop(index, None)
+        carried: set[str] = set()
         if orphan is not None and orphan.leader_epoch == epoch:
             shard.classic = orphan.classic
             shard.classic_frozen_until_ms = orphan.classic_frozen_until_ms
             shard.last_member_ms = orphan.last_member_ms
             shard.loaded_ms = orphan.loaded_ms
+            carried = set(shard.classic)
+            for name, classic in sorted(shard.classic.items()):
+                if classic.state is State.STABLE:
+                    records_now.append((members_log.classic_key(name), classic.snapshot().value()))
         else:
             if orphan is not None:
                 orphan.close()
-            if trusted:  # members_log.py rule 8: each classic group in its last generation
+            if classic_trusted:  # each classic group in its last generation
                 for name, classic_state in replayed.classic_states.items():
                     classic = shard.classic[name] = self._classic_group(partition, shard, name)
                     classic.restore(classic_state)
-        shard.classic_recorded = set(replayed.classic_names)
+        shard.classic_recorded = set(replayed.classic_names) | carried
         stale: list[tuple[bytes, bytes | None]] = []
         if trusted:
             for name, states in replayed.members.items():
@@ -961,14 +972,18 @@ class GroupCoordinator:
                 )
                 group.members = {m: state.restore(m, now) for m, state in states.items()}
             shard.stored = replayed.members
-        else:  # rule 10: stale members and classic groups, whom a later trusting
-            stale = [  # coordinator must not see
+        else:  # rule 10: stale members, whom a later trusting coordinator must not see
+            stale = [
                 (members_log.member_key(name, m), None)
                 for name, states in replayed.members.items()
                 for m in states
             ]
-            stale += [(members_log.classic_key(n), None) for n in sorted(replayed.classic_names)]
-            shard.classic_recorded = set()
+        if not classic_trusted:  # and stale classic groups (not those carried over)
+            stale += [
+                (members_log.classic_key(n), None) for n in sorted(replayed.classic_names - carried)
+            ]
+            shard.classic_recorded = set(carried)
+        stale += records_now
 
         async def append(records: list[tuple[bytes, bytes | None]]) -> None:
             now = self.broker.clock.now_ms()
@@ -987,7 +1002,9 @@ class GroupCoordinator:
         )
         # Always a marker, first (members_log.py rule 3): every answer waits for it, so none
         # rests on a record this replay read that no in-sync replica had yet.
-        mark = CoordinatorMarker(epoch, max(0, frozen_until - now))
+        # (its freeze: the longer of both kinds', which its successor takes over for both)
+        until = max(frozen_until, shard.classic_frozen_until_ms)
+        mark = CoordinatorMarker(epoch, max(0, until - now))
         shard.freeze_recorded = mark.frozen_for_ms == 0
         shard.writer.write([*stale, (members_log.COORDINATOR_KEY, mark.value())])
         self._shards[index] = shard
@@ -1177,7 +1194,11 @@ class GroupCoordinator:
                 return classic
             # members_log.py rule 8: the name recorded before the group's first join
             shard.record_classic_name(group)
-            await self._recorded(shard)
+            shard.classic_making.add(group)
+            try:
+                await self._recorded(shard)
+            finally:
+                shard.classic_making.discard(group)
             if self._current(partition, shard) is not shard:
                 continue  # replayed or moved meanwhile: again, on the shard of now
             self._check_no_consumer_members(shard, group)  # (one may have joined meanwhile)

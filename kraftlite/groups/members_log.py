@@ -42,8 +42,12 @@ Rules:
    leader, assignments); a tombstone once it is gone. A trusted coordinator takes each
    group over Stable in its last generation, so its members heartbeat on as before; one
    that has no generation recorded handed nothing out. A snapshot too large for a batch
-   goes without the members' subscriptions (the next rebalance asks them again); one too
-   large even so refuses the assignment (INVALID_REQUEST).
+   goes without the dynamic members' subscriptions (the next rebalance asks them again);
+   one too large even so refuses the assignment (INVALID_REQUEST). A static member replaced in a
+   Stable group (its restart, rule 8 of classic.py) is recorded before it is answered.
+   Classic groups are trusted as members are (rule 4), and only when the marker says its
+   writer recorded them: a kraftlite that recorded members only freezes classic groups on
+   a move, and its successor does too (their snapshots tombstoned).
 6. Records that cannot be read are skipped by the replay (logged), as commit records are;
    an older kraftlite's replay skips these keys altogether (it reads `offset\\0` keys only).
 """
@@ -276,8 +280,9 @@ class ClassicState:
     members: tuple[ClassicMemberState, ...]
 
     def value(self, *, metadata: bool = True) -> bytes:
-        """JSON, bytes as base64; without `metadata`, the subscriptions are left out (the
-        next rebalance asks every member for them again)."""
+        """JSON, bytes as base64; without `metadata`, dynamic members' subscriptions are
+        left out (the next rebalance asks them again; static members', which a rebalance
+        may hand the leader while they are away, stay)."""
         return orjson.dumps(
             {
                 "generation": self.generation,
@@ -293,7 +298,12 @@ class ClassicState:
                         "session_timeout_ms": m.session_timeout_ms,
                         "rebalance_timeout_ms": m.rebalance_timeout_ms,
                         "protocols": [
-                            [name, base64.b64encode(data if metadata else b"").decode()]
+                            [
+                                name,
+                                base64.b64encode(
+                                    data if metadata or m.instance_id else b""
+                                ).decode(),
+                            ]
                             for name, data in m.protocols
                         ],
                         "assignment": base64.b64encode(m.assignment).decode(),
@@ -354,10 +364,17 @@ class CoordinatorMarker:
 
     leader_epoch: int
     frozen_for_ms: int  # how long its writer had yet to hand out nothing, when it wrote it
+    # its writer records classic groups' generations too (rule 8; a kraftlite from before
+    # that wrote markers without it)
+    records_classic: bool = True
 
     def value(self) -> bytes:
         return orjson.dumps(
-            {"leader_epoch": self.leader_epoch, "frozen_for_ms": self.frozen_for_ms}
+            {
+                "leader_epoch": self.leader_epoch,
+                "frozen_for_ms": self.frozen_for_ms,
+                "classic": 1 if self.records_classic else 0,
+            }
         )
 
 
@@ -367,7 +384,11 @@ def parse_coordinator_record(key: bytes | None, value: bytes | None) -> Coordina
         return None
     try:
         data = orjson.loads(value or b"null")
-        return CoordinatorMarker(_integer(data["leader_epoch"]), _integer(data["frozen_for_ms"]))
+        return CoordinatorMarker(
+            _integer(data["leader_epoch"]),
+            _integer(data["frozen_for_ms"]),
+            data.get("classic") == 1,
+        )
     except (ValueError, TypeError, KeyError) as exc:
         raise BadMemberRecordError(f"unreadable coordinator marker: {exc!r}") from None
 
@@ -377,6 +398,13 @@ def trusted(leader_epoch: int, marker: CoordinatorMarker | None) -> bool:
     if leader_epoch == 0:
         return True
     return marker is not None and marker.leader_epoch in (leader_epoch - 1, leader_epoch)
+
+
+def trusted_classic(leader_epoch: int, marker: CoordinatorMarker | None) -> bool:
+    """Rule 8: and the classic groups' generations (its predecessor recorded those too)."""
+    if leader_epoch == 0:
+        return True
+    return trusted(leader_epoch, marker) and marker is not None and marker.records_classic
 
 
 def changes(

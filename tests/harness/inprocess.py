@@ -238,19 +238,22 @@ class InProcessBroker:
         """Broker 1's replica of the partition (whatever its role)."""
         return self.broker.replicas.partitions[(topic_id_for(topic), index)]
 
-    def move_coordinator(self, group: str, *, predecessor_recorded: bool) -> None:
+    def move_coordinator(
+        self, group: str, *, predecessor_recorded: bool, records_classic: bool = True
+    ) -> None:
         """The group's offsets partition loses its leader and gets it back two leader
         epochs later: a coordinator move as this broker can see one. With
         `predecessor_recorded`, the leaderless epoch's coordinator marker is put in the log
         as a coordinator of that epoch that recorded its members would have left it
         (kraftlite/groups/members_log.py rule 3); without, the move is past an epoch that
-        recorded nothing."""
+        recorded nothing. `records_classic` False: a predecessor that recorded KIP-848
+        members only (classic groups' generations not)."""
         index = self.coordinator.offsets_partition(group)
         topic_id = topic_id_for(OFFSETS_TOPIC)
         self.apply(r.PartitionChangeRecord(topic_id=topic_id, partition=index, leader=r.NO_LEADER))
         partition = self.partition(OFFSETS_TOPIC, index)
         if predecessor_recorded:
-            marker = CoordinatorMarker(partition.leader_epoch, 0)
+            marker = CoordinatorMarker(partition.leader_epoch, 0, records_classic)
             batch = fmt.encode_batch(
                 [marker.value()], keys=[COORDINATOR_KEY], timestamps=[self.clock.now_ms()]
             )

@@ -15,6 +15,7 @@ from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import OFFSETS_TOPIC, GroupSettings
 from kraftlite.groups.members_log import (
     CoordinatorMarker,
+    parse_classic_record,
     parse_coordinator_record,
     parse_member_record,
 )
@@ -413,3 +414,148 @@ async def test_expiries_too_many_for_one_batch_go_in_several() -> None:
         joined = await coordinator.join(GROUP, "late", "c", ["orders"], None)
         assert assignment(joined) == {("orders", 0), ("orders", 1)}
         assert set(recorded_members(node)) == {"late"}
+
+
+# -- the third review's findings --------------------------------------------------------------
+
+
+def same_partition(node: InProcessBroker, prefix: str) -> str:
+    """A group name on GROUP's offsets partition."""
+    coordinator = node.coordinator
+    return next(
+        g
+        for g in (f"{prefix}{n}" for n in range(1000))
+        if coordinator.offsets_partition(g) == coordinator.offsets_partition(GROUP)
+    )
+
+
+async def classic_sync(
+    node: InProcessBroker,
+    group: str,
+    member: str,
+    generation: int,
+    instance: str | None = None,
+    assignments: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    body = {
+        "group_id": group,
+        "generation_id": generation,
+        "member_id": member,
+        "group_instance_id": instance,
+        "assignments": assignments or [],
+    }
+    return await node.connect().call(ApiKey.SYNC_GROUP, 3, body)
+
+
+def last_classic_record(node: InProcessBroker, group: str) -> Any:
+    log = node.partition(OFFSETS_TOPIC, node.coordinator.offsets_partition(GROUP)).log
+    last: Any = None
+    for batch in fmt.decode_stream(log.read(log.log_start_offset, 1 << 22)):
+        for record in batch.records():
+            parsed = parse_classic_record(record.key, record.value)
+            if parsed is not None and parsed[0] == group:
+                last = parsed
+    return last
+
+
+async def static_heartbeat(node: InProcessBroker, group: str, member: str, generation: int) -> int:
+    body = {
+        "group_id": group,
+        "generation_id": generation,
+        "member_id": member,
+        "group_instance_id": "i1",
+    }
+    return int((await node.connect().call(ApiKey.HEARTBEAT, 3, body))["error_code"])
+
+
+async def test_a_static_member_replaced_in_a_stable_group_stays_replaced_after_a_move(
+    node: InProcessBroker,
+) -> None:
+    group = same_partition(node, "s")
+    static = {**classic_join(group), "group_instance_id": "i1"}
+    joined = await node.connect().call(ApiKey.JOIN_GROUP, 5, static)
+    old, generation = joined["member_id"], joined["generation_id"]
+    share = [{"member_id": old, "assignment": b"orders-0,1"}]
+    assert (await classic_sync(node, group, old, generation, "i1", share))["error_code"] == 0
+    restarted = await node.connect().call(ApiKey.JOIN_GROUP, 5, static)  # no member id
+    assert restarted["error_code"] == 0 and restarted["generation_id"] == generation
+    new = restarted["member_id"]
+    node.move_coordinator(GROUP, predecessor_recorded=True)
+    assert await static_heartbeat(node, group, new, generation) == 0
+    fenced = await static_heartbeat(node, group, old, generation)
+    assert fenced == int(ErrorCode.FENCED_INSTANCE_ID)
+
+
+async def test_after_a_kraftlite_that_recorded_no_classic_generation_classic_groups_freeze(
+    node: InProcessBroker,
+) -> None:
+    coordinator = node.coordinator
+    group = same_partition(node, "u")
+    await coordinator.join(GROUP, "m1", "c", ["orders"], None)  # (makes the topic)
+    node.move_coordinator(GROUP, predecessor_recorded=True, records_classic=False)
+    classic = await coordinator.classic_for_join(group, 30_000)
+    assert classic.frozen_until_ms >= node.clock.monotonic_ms() + 30_000
+    # while KIP-848 members were recorded: they come back
+    assert [m["member_id"] for m in coordinator.describe(GROUP)["members"]] == ["m1"]
+
+
+async def test_a_replay_after_a_failed_record_records_its_classic_groups_again(
+    node: InProcessBroker,
+) -> None:
+    coordinator = node.coordinator
+    group = same_partition(node, "o")
+    member, generation = await classic_generation(node, group)
+    await coordinator.join(GROUP, "m1", "c", ["orders"], None)
+    partition = node.partition(OFFSETS_TOPIC, coordinator.offsets_partition(GROUP))
+    garbage = fmt.encode_batch(
+        [b"not json"], keys=[b'member\x00["g", "m9"]'], timestamps=[node.clock.now_ms()]
+    )
+    partition.log.append(garbage, partition.leader_epoch)
+    await fail_one_record(node, GROUP, "m2")  # replayed, untrusted: the classic group kept
+    await coordinator.join(GROUP, "m3", "c", ["orders"], None)  # (its records written)
+    recorded = last_classic_record(node, group)
+    assert recorded is not None and recorded[2] is not None  # its generation, not a tombstone
+    assert recorded[2].generation == generation
+    assert await classic_heartbeat(node, group, member, generation) == 0
+
+
+async def test_a_second_leader_sync_while_the_first_is_recorded_gets_the_same_answer(
+    node: InProcessBroker,
+) -> None:
+    coordinator = node.coordinator
+    group = same_partition(node, "d")
+    joined = await node.connect().call(ApiKey.JOIN_GROUP, 5, classic_join(group))
+    leader, generation = joined["member_id"], joined["generation_id"]
+    first = asyncio.ensure_future(
+        classic_sync(
+            node, group, leader, generation, None, [{"member_id": leader, "assignment": b"X1"}]
+        )
+    )
+    await asyncio.sleep(0)
+    second = asyncio.ensure_future(
+        classic_sync(
+            node, group, leader, generation, None, [{"member_id": leader, "assignment": b"X2"}]
+        )
+    )
+    answers = [await first, await second]
+    assert [(a["error_code"], a["assignment"]) for a in answers] == [(0, b"X1"), (0, b"X1")]
+    assert [m.assignment for m in last_classic_record(node, group)[2].members] == [b"X1"]
+    node.move_coordinator(GROUP, predecessor_recorded=True)
+    described = coordinator.describe_classic(group)
+    assert described is not None and described["members"][0]["member_assignment"] == b"X1"
+
+
+async def test_a_sweep_while_a_classic_groups_name_is_recorded_keeps_the_name(
+    node: InProcessBroker,
+) -> None:
+    coordinator = node.coordinator
+    await coordinator.join(GROUP, "m1", "c", ["orders"], None)
+    group = same_partition(node, "n")
+    making = asyncio.ensure_future(coordinator.classic_for_join(group, 30_000))
+    await asyncio.sleep(0)  # it waits for its name's record
+    assert not making.done()
+    advance(node, 1_500)
+    coordinator.describe_classic(GROUP)  # any request: the sweep runs
+    await making
+    await coordinator.join(GROUP, "m2", "c", ["orders"], None)  # (its records written)
+    assert last_classic_record(node, group) == (group, True, None)

@@ -500,7 +500,7 @@ def test_committed_group_offsets_survive_the_coordinator_and_never_go_back(
     assert_no_violations(group_offsets_monotone(committer.observed))
 
 
-@pytest.mark.slice
+@pytest.mark.randomized
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("seed", [7])
 def test_random_faults_under_acks_all_load_lose_nothing(tmp_path: Path, seed: int) -> None:
@@ -513,7 +513,7 @@ def test_random_faults_under_acks_all_load_lose_nothing(tmp_path: Path, seed: in
     assert_no_violations(result.violations)
 
 
-@pytest.mark.slice
+@pytest.mark.randomized
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("seed", [11])
 def test_random_faults_while_replicas_move_lose_nothing(tmp_path: Path, seed: int) -> None:
@@ -526,7 +526,7 @@ def test_random_faults_while_replicas_move_lose_nothing(tmp_path: Path, seed: in
     assert_no_violations(result.violations)
 
 
-@pytest.mark.slice
+@pytest.mark.randomized
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("seed", [26])
 def test_random_faults_on_a_compacted_topic_lose_no_key(tmp_path: Path, seed: int) -> None:
@@ -540,7 +540,7 @@ def test_random_faults_on_a_compacted_topic_lose_no_key(tmp_path: Path, seed: in
     assert_no_violations(result.violations)
 
 
-@pytest.mark.slice
+@pytest.mark.randomized
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("seed", [27])
 def test_random_faults_under_a_transactional_job_commit_each_input_once(

@@ -66,7 +66,7 @@ def test_a_cluster_across_six_hosts_serves_both_edges_from_a_seventh(
 
 
 @pytest.mark.chaos
-@pytest.mark.slice
+@pytest.mark.randomized
 @pytest.mark.timeout(300)
 def test_random_faults_on_real_links_lose_nothing(tmp_path: Path, net: TestNet) -> None:
     """The randomized chaos run on test hosts: the proxy's faults acting on packets, plus

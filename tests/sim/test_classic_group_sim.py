@@ -222,6 +222,11 @@ class Simulation:
         # answered at once, within the same generation (no rebalance); synced its old share
         await self.settle_moves()
         assert client.joining is not None and client.joining.done()
+        refused = client.joining.exception()
+        if isinstance(refused, KraftliteError):  # its record failed: the group rebalances
+            assert refused.code is ErrorCode.COORDINATOR_NOT_AVAILABLE, refused
+            assert self.group.state is State.PREPARING_REBALANCE
+            return
         assert client.joining.result()["generation_id"] == generation
         assert self.group.state is State.STABLE
         self.advance_client(client)  # the answer, and its SyncGroup

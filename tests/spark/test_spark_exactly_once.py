@@ -241,6 +241,7 @@ def wait_for(what: str, check: Any, explain: Any, timeout_s: float = 120) -> Non
         time.sleep(0.05)
 
 
+@pytest.mark.randomized  # (120 s: one randomized fault run per suite run, tests/conftest.py)
 def test_a_stream_killed_anywhere_writes_every_row_once(
     spark: Any, cluster: Cluster, tmp_path: Path
 ) -> None:

@@ -238,6 +238,13 @@ def test_classic_group_records_read_back() -> None:
     bare = parse_classic_record(classic_key("c/1"), state.value(metadata=False))
     assert bare is not None and bare[2] is not None
     assert bare[2].members[0].protocols == (("range", b""),)  # the assignor's name stays
+    static = ClassicMemberState("m3", "pod-3", "c", "/h", 1, 1, (("range", b"sub"),), b"")
+    kept = ClassicState(3, "consumer", "range", "m1", (static,)).value(metadata=False)
+    parsed = parse_classic_record(classic_key("c/1"), kept)
+    assert parsed is not None and parsed[2] is not None
+    # a static member's subscription stays: a rebalance may hand it to the leader while
+    # the member is away
+    assert parsed[2].members[0].protocols == (("range", b"sub"),)
     assert parse_classic_record(member_key("g", "m"), b"{}") is None
     with pytest.raises(BadMemberRecordError):
         parse_classic_record(b"classic\x00[1, 2]", b"{}")
