@@ -70,7 +70,7 @@ Rules:
    the view changed once they are acknowledged); the compaction of the topic then drops
    the commits and, after `delete.retention.ms`, the tombstones. What this coordinator
    knows of the group's last member is in `Shard.last_member_ms`.
-10. KIP-848 groups' members are records of the offsets partition (members_log.py): every
+10. Groups are records of the offsets partition (members_log.py). KIP-848 members: every
    change of a member (join, heartbeat, leave, expiry) makes its records at once, in the
    order of the changes, and a shard's `_MemberWriter` appends them in that order with
    acks=all, many requests' in one batch; an answer goes out once every record made
@@ -331,13 +331,12 @@ class Shard:
     leader_epoch: int
     frozen_until_ms: int  # KIP-848 groups' freeze (group.py rule 6; members_log.py rule 5)
     max_size: int = DEFAULT_MAX_SIZE
-    classic_frozen_until_ms: int = 0  # classic groups' (their members are not recorded)
+    classic_frozen_until_ms: int = 0  # classic groups' (trusted apart: members_log.py rule 8)
     groups: dict[str, Group] = field(default_factory=dict)
     # rule 10: what the log says of each group's members, and the writer of their records
     stored: dict[str, dict[str, MemberState]] = field(default_factory=dict)
     writer: _MemberWriter | None = None
-    # members_log.py rule 8: classic groups' names as the log has them, and as it had them
-    # when this shard was loaded
+    # members_log.py rule 8: the classic groups the log has (name or generation)
     classic_recorded: set[str] = field(default_factory=set)
     freeze_recorded: bool = False  # a marker with this freeze's end went out (rule 10)
     classic_making: set[str] = field(default_factory=set)  # names being recorded, no group yet
