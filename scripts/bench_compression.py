@@ -1,0 +1,156 @@
+"""Stored bytes against what a compressing Kafka producer sent (issue 29's first goal).
+
+Starts `kraftlite dev` (3 controllers + 3 brokers, scripts/bench.py's cluster) in a temporary
+directory and, for each codec (none, lz4, zstd), produces the same JSON events (about 650 B
+each, a seeded generator: the bytes do not change from run to run) with confluent-kafka
+(acks=all, linger 20 ms) to a topic of one partition with replication factor 3, then reads:
+
+  sent        the producer's `txbytes` (librdkafka's statistics, summed over brokers):
+              every byte it sent, protocol included, so the ratios below are a lower bound
+  leader log  the partition leader's log size (`GET /v1/cluster/stats?topics=`); each
+              follower stores the same bytes, and replication carries them
+
+Goal (issue 29): disk bytes within 1.2x of the compressed bytes the producer sent, and
+replication bytes likewise (per replica). Before issue 29, the Kafka edge decompressed
+every batch and stored it uncompressed (docs/adr/0002).
+
+Run: python scripts/bench_compression.py [--records 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+
+sys.path.insert(0, str(Path(__file__).parent))
+import bench  # scripts/bench.py: the cluster
+
+CODECS = ("none", "lz4", "zstd")
+GOAL = 1.2
+
+
+def kafka_bootstrap(http_bootstrap: str) -> str:
+    base = int(http_bootstrap.rsplit(":", 1)[1])
+    return ",".join(f"127.0.0.1:{base + 100 + i}" for i in range(3))
+
+
+def events(count: int) -> list[bytes]:
+    """JSON events as an application sends them: ids, a user, a kind, a timestamp and
+    text from a small vocabulary (so they compress as such events do, about 2-3x)."""
+    rng = random.Random(29)
+    words = [f"w{i}" for i in range(500)]
+    return [
+        json.dumps(
+            {
+                "id": i,
+                "user": f"user-{rng.randrange(10_000)}",
+                "event": rng.choice(["view", "click", "buy"]),
+                "ts": 1_700_000_000_000 + i,
+                "text": " ".join(rng.choice(words) for _ in range(120)),
+            }
+        ).encode()
+        for i in range(count)
+    ]
+
+
+def produce(bootstrap: str, topic: str, codec: str, values: list[bytes]) -> int:
+    """Every value acknowledged (acks=all); the bytes the producer sent."""
+    stats: dict[str, Any] = {}
+    failed = 0
+
+    def delivered(err: object, _message: object) -> None:
+        nonlocal failed
+        failed += err is not None
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "compression.type": codec,
+            "linger.ms": 20,
+            "statistics.interval.ms": 200,
+            "stats_cb": lambda raw: stats.update(json.loads(raw)),
+        }
+    )
+    for n, value in enumerate(values):
+        while True:
+            try:
+                producer.produce(topic, value, on_delivery=delivered)
+                break
+            except BufferError:  # the local queue is full: let deliveries drain it
+                producer.poll(0.01)
+        if n % 1000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    if failed:
+        raise SystemExit(f"{failed} deliveries failed")
+    time.sleep(0.5)  # the statistics after the last delivery
+    producer.poll(0)
+    return sum(int(b.get("txbytes", 0)) for b in stats.get("brokers", {}).values())
+
+
+def stored(bootstrap: str, topic: str) -> int:
+    """The leader's log bytes of the topic's partition, once two reads agree."""
+    last = -1
+    while True:
+        status, answer = bench.call("GET", f"{bootstrap}/v1/cluster/stats?topics={topic}")
+        assert status == 200, answer
+        size = int(answer["topics"][topic]["size_bytes"])
+        if size == last:
+            return size
+        last = size
+        time.sleep(0.5)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    args = parser.parse_args()
+    values = events(args.records)
+    raw = sum(len(v) for v in values)
+    root = Path(tempfile.mkdtemp(prefix="kraftlite-bench-compression-"))
+    process, bootstrap = bench.start_cluster(root)
+    figures: dict[str, dict[str, float]] = {}
+    try:
+        for codec in CODECS:
+            topic = f"compression-{codec}"
+            bench.fresh_topic(bootstrap, topic, 1, 3)
+            sent = produce(kafka_bootstrap(bootstrap), topic, codec, values)
+            leader = stored(bootstrap, topic)
+            figures[codec] = {
+                "sent_bytes": sent,
+                "leader_log_bytes": leader,
+                "disk_over_sent": leader / sent,
+            }
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"{args.records:,} events, {raw:,} bytes of values")
+    print(f"{'codec':<6} {'sent':>14} {'leader log':>14} {'disk / sent':>12}")
+    for codec, f in figures.items():
+        print(
+            f"{codec:<6} {f['sent_bytes']:>14,.0f} {f['leader_log_bytes']:>14,.0f} "
+            f"{f['disk_over_sent']:>12.2f}"
+        )
+    for codec in ("lz4", "zstd"):
+        ratio = figures[codec]["disk_over_sent"]
+        verdict = "met" if ratio <= GOAL else "not met"
+        print(
+            f"goal: {codec} disk within {GOAL}x of what the producer sent: {ratio:.2f}x ({verdict})"
+        )
+    print(json.dumps({"bench": "compression", "records": args.records, **figures}))
+
+
+if __name__ == "__main__":
+    main()
