@@ -484,6 +484,7 @@ class Shard:
             return
         records: list[tuple[bytes, bytes | None]] = []
         too_large: list[str] = []
+        max_bytes = self.writer.max_record_bytes()
         for name in names:
             group = self.groups.get(name)
             stored = self.stored.get(name)
@@ -494,14 +495,10 @@ class Shard:
             touched: Iterable[str] = ()
             if group is not None:
                 touched, group.touched = group.touched, set()
-            trial = dict(stored)
             made, refused = members_log.changes(
-                name,
-                {} if group is None else group.members,
-                touched,
-                trial,
-                self.writer.max_record_bytes(),
+                name, {} if group is None else group.members, touched, stored, max_bytes
             )
+            records += made
             if refused and group is not None:  # the group goes back to what the log says:
                 # one request changes one member, and whom it removed comes back with it
                 seen = {m: member.last_seen_ms for m, member in group.members.items()}
@@ -511,10 +508,6 @@ class Shard:
                 too_large += refused
                 if not group.members:
                     del self.groups[name]
-            else:
-                stored.clear()
-                stored.update(trial)
-                records += made
             if not stored:
                 del self.stored[name]
         self.writer.write(records)

@@ -417,12 +417,10 @@ def changes(
     """Rule 1: the records (key, value or None) that bring the log's view of the group
     (`stored`, updated in place) to `members`: a tombstone for each stored member that is
     gone, first (a partition it held may be given to another below), then the `touched`
-    members that changed. A member whose record would be over `max_bytes` is left out and
-    named in the second list: it cannot be recorded, and must go back to its stored state."""
-    records: list[tuple[bytes, bytes | None]] = []
-    for member_id in [m for m in stored if m not in members]:
-        del stored[member_id]
-        records.append((member_key(group, member_id), None))
+    members that changed. A member whose record would be over `max_bytes` is named in the
+    second list, and then nothing is recorded and `stored` is left as it was: the group
+    must go back to it (rule 7)."""
+    updates: list[tuple[str, MemberState, bytes, bytes]] = []
     refused: list[str] = []
     for member_id in touched:
         member = members.get(member_id)
@@ -434,7 +432,15 @@ def changes(
             key, value = member_key(group, member_id), state.value()
             if len(key) + len(value) > max_bytes:
                 refused.append(member_id)
-                continue
-            stored[member_id] = state
-            records.append((key, value))
-    return records, refused
+            else:
+                updates.append((member_id, state, key, value))
+    if refused:
+        return [], refused
+    records: list[tuple[bytes, bytes | None]] = []
+    for member_id in [m for m in stored if m not in members]:
+        del stored[member_id]
+        records.append((member_key(group, member_id), None))
+    for member_id, state, key, value in updates:
+        stored[member_id] = state
+        records.append((key, value))
+    return records, []

@@ -277,10 +277,7 @@ async def test_a_classic_group_comes_back_in_its_generation_after_a_recorded_mov
 
 async def test_a_member_too_large_to_record_is_refused_and_goes_back() -> None:
     async with InProcessBroker() as node:
-        node.create_topic("orders", partitions=2)
-        wide = [f"wide-{n}" for n in range(200)]
-        for name in wide:
-            node.create_topic(name)
+        wide = wide_topics(node)
         coordinator = node.coordinator
         await coordinator.join(GROUP, "m1", "c", ["orders"], None)  # (makes the topic)
         topic_id = topic_id_for(OFFSETS_TOPIC)
@@ -293,6 +290,16 @@ async def test_a_member_too_large_to_record_is_refused_and_goes_back() -> None:
         assert [m["member_id"] for m in coordinator.describe(GROUP)["members"]] == ["m1"]
         assert set(recorded_members(node)) == {"m1"}
         assert (await coordinator.heartbeat(GROUP, "m1", 1))["member_epoch"] == 1
+
+
+def wide_topics(node: InProcessBroker) -> list[str]:
+    """`orders` and 200 topics of one partition: a subscription to all 200 makes a member
+    record of over 3000 bytes (no runs across topics)."""
+    node.create_topic("orders", partitions=2)
+    wide = [f"wide-{n}" for n in range(200)]
+    for name in wide:
+        node.create_topic(name)
+    return wide
 
 
 def classic_join(group: str) -> dict[str, Any]:
@@ -383,10 +390,7 @@ async def test_a_name_is_never_a_classic_and_a_kip848_group_at_once() -> None:
 
 async def test_a_refused_take_over_leaves_the_away_static_member_as_it_was() -> None:
     async with InProcessBroker() as node:
-        node.create_topic("orders", partitions=2)
-        wide = [f"wide-{n}" for n in range(200)]
-        for name in wide:
-            node.create_topic(name)
+        wide = wide_topics(node)
         coordinator = node.coordinator
         await coordinator.join(GROUP, "a", "c", ["orders"], None, instance_id="i")
         await coordinator.leave(GROUP, "a", instance_id="i", temporary=True)
