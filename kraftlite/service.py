@@ -73,6 +73,7 @@ from kraftlite.groups.offsets import CommittedOffset
 from kraftlite.metadata.topics import INTERNAL_TOPICS, has_retention, validate_topic_name
 from kraftlite.protocol import admin
 from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol import stored as stored_batch
 from kraftlite.protocol.admin import AdminRequest
 from kraftlite.protocol.internal import (
     GroupListing,
@@ -296,6 +297,13 @@ class BrokerService:
             header = batch_format.read_header(batch)
         except batch_format.CorruptBatchError as exc:
             raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+        if header.magic == batch_format.MAGIC_KAFKA and not isinstance(
+            batch, stored_batch.KeptKafkaBatch
+        ):  # stored.py rule 1: the log checks no format 3 batch's records
+            raise KraftliteError(
+                ErrorCode.CORRUPT_MESSAGE,
+                "format 3 batches are the Kafka listener's own: send format 1 or 2",
+            )
         now = self.broker.clock.now_ms()
         limits = self.broker.settings.limits
         if header.max_timestamp - now > limits.timestamp_after_max_ms:
@@ -339,7 +347,7 @@ class BrokerService:
                 ErrorCode.INVALID_RECORD,
                 "a control batch or a transactional batch cannot be produced here",
             )
-        if partition.compacted and (keyless := batch_format.null_keys(batch, header)):
+        if partition.compacted and (keyless := stored_batch.null_keys(batch, header)):
             raise KraftliteError(  # Kafka's words, and the records (its record_errors)
                 ErrorCode.INVALID_RECORD,
                 f"compacted topic cannot accept message without key in topic partition "
@@ -438,7 +446,7 @@ class BrokerService:
             raise KraftliteError(
                 ErrorCode.INVALID_RECORD, "a transactional producer's batch says it is one"
             )
-        if partition.compacted and (keyless := batch_format.null_keys(batch, header)):
+        if partition.compacted and (keyless := stored_batch.null_keys(batch, header)):
             raise KraftliteError(
                 ErrorCode.INVALID_RECORD,
                 f"compacted topic cannot accept message without key in topic partition "
@@ -679,9 +687,9 @@ class BrokerService:
             if offset >= high_watermark:  # indexed before a restart or a new leader's HW
                 _not_available(partition, f"its high watermark {high_watermark} is behind")
             data = _batch_bytes_at(partition, offset, high_watermark)  # inline, as a fetch
-            record = (
+            record = (  # (a Kafka batch kept as sent is decompressed: off the loop)
                 _record_in(data, offset)
-                if len(data) <= INLINE_RECORD_BYTES
+                if len(data) <= INLINE_RECORD_BYTES and not stored_batch.is_kafka(data)
                 else await asyncio.to_thread(_record_in, data, offset)
             )
             if record is not None and record.key == key:
@@ -1132,7 +1140,7 @@ def _verification_error(
 def _record_in(data: bytes, offset: int) -> batch_format.ConsumedRecord | None:
     """The record at `offset` in the first batch of `data`, if it holds one there."""
     for view in batch_format.split_batches(data):
-        return batch_format.record_in(view, offset)
+        return stored_batch.record_in(view, offset)
     return None
 
 
@@ -1219,7 +1227,7 @@ def _batch_at(
     """The batch holding `offset` below the high watermark (None when it is gone), and the
     bytes read."""
     data = _batch_bytes_at(partition, offset, high_watermark)
-    for batch in batch_format.decode_stream(data):
+    for batch in stored_batch.decode_stream(data):
         if batch.header.base_offset <= offset < batch.header.next_offset:
             return batch, len(data)
         break

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
@@ -57,6 +58,7 @@ from kraftlite.metadata.topics import is_compacted
 from kraftlite.metadata.views import topic_view
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import framing, json_records, names, urls
+from kraftlite.protocol import stored as stored_batch
 from kraftlite.protocol.headers import BATCH_TYPE, METADATA_VERSION, TRANSACTIONAL_ID
 from kraftlite.protocol.internal import (
     GroupListResponse,
@@ -616,9 +618,15 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     if fetched.aborted is not None:  # read_committed: the committed records only
         aborted = [(t.producer_id, t.first_offset) for t in fetched.aborted]
         views = batch_format.committed_views(fetched.data, aborted)
+    data: bytes | memoryview = fetched.data if views is None else b"".join(views)
+    # Kafka batches kept as sent (stored.py) are decompressed and converted, off the loop:
+    # what a batch decompresses to is bounded by a produce's budget, not by max_bytes
+    kept = stored_batch.kafka_bytes(data) > 0
+    if kept and binary:
+        data = await asyncio.to_thread(stored_batch.as_columnar, data)
     if binary:
         return web.Response(
-            body=fetched.data if views is None else b"".join(views),
+            body=data,
             headers={
                 "Content-Type": BATCH_TYPE,
                 "X-Kraftlite-High-Watermark": str(hw),
@@ -627,24 +635,8 @@ async def fetch(request: web.Request) -> web.StreamResponse:
                 "X-Kraftlite-Next-Offset": str(end),
             },
         )
-    records = []
-    next_offset = end
-    batches = (
-        batch_format.decode_stream(fetched.data)
-        if views is None
-        else map(batch_format.decode, views)
-    )
-    for decoded in batches:
-        if batch_format.is_control(decoded.header):  # a transaction's marker: no record
-            continue
-        for record in decoded.records():
-            if record.offset >= offset:
-                records.append(json_records.record_to_json(record, encoding))
-            if len(records) >= max_records:
-                next_offset = record.offset + 1  # cut short: the next fetch goes on there
-                break
-        if len(records) >= max_records:
-            break
+    listed = partial(_json_records, data, offset, end, max_records, encoding)
+    records, next_offset = await asyncio.to_thread(listed) if kept else listed()
     metrics.record_fetch(topic, b"", len(records))
     return json_response(
         {
@@ -655,6 +647,27 @@ async def fetch(request: web.Request) -> web.StreamResponse:
             "last_stable_offset": stable,
         }
     )
+
+
+def _json_records(
+    data: bytes | memoryview, offset: int, end: int, max_records: int, encoding: str
+) -> tuple[list[dict[str, Any]], int]:
+    """A fetch's stored batches as JSON records from `offset`, at most `max_records`, and
+    the offset the next fetch goes on from (`end` unless cut short)."""
+    records = []
+    next_offset = end
+    for decoded in stored_batch.decode_stream(data):
+        if batch_format.is_control(decoded.header):  # a transaction's marker: no record
+            continue
+        for record in decoded.records():
+            if record.offset >= offset:
+                records.append(json_records.record_to_json(record, encoding))
+            if len(records) >= max_records:
+                next_offset = record.offset + 1  # cut short: the next fetch goes on there
+                break
+        if len(records) >= max_records:
+            break
+    return records, next_offset
 
 
 async def latest_of_key(request: web.Request) -> web.StreamResponse:

@@ -250,11 +250,11 @@ class Partition:
         sequenced: bool = True,
     ) -> AppendInfo:
         """Append a producer's batch as leader; return once `acks` is satisfied. A batch of
-        an idempotent producer (format v2) is checked against its producer's state first:
-        a duplicate is not appended again, and answers with its first append's offsets. A
-        transactional producer's first batch here needs its `verification`
-        (`begin_verification`, producer_state.py rule 11)."""
-        if len(batch) > 12 and batch[12] == batch_format.MAGIC_V2:
+        an idempotent producer (format 2, or 3 with a producer id) is checked against its
+        producer's state first: a duplicate is not appended again, and answers with its
+        first append's offsets. A transactional producer's first batch here needs its
+        `verification` (`begin_verification`, producer_state.py rule 11)."""
+        if batch_format.names_producer(batch):
             async with self._producers_lock:
                 producers = await self._producer_states()
                 header = batch_format.read_header(batch)

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from kraftlite.cli.common import print_json
 from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol import stored as stored_batch
 from kraftlite.storage.log import LogStorage, StorageConfig
 
 
@@ -73,7 +74,7 @@ def _summary(storage: LogStorage, name: str, with_records: bool) -> dict[str, An
                 "key": _text(r.key),
                 "value": _text(r.value),
             }
-            for batch in batch_format.decode_stream(log.read(log.log_start_offset, 1 << 62))
+            for batch in stored_batch.decode_stream(log.read(log.log_start_offset, 1 << 62))
             if not batch_format.is_control(batch.header)  # a transaction's marker
             for r in batch.records()
             if r.offset >= log.log_start_offset  # the first batch may hold deleted ones

@@ -75,6 +75,7 @@ from kraftlite.metadata.topics import (
 )
 from kraftlite.protocol import admin, admin_bodies, names
 from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol import stored as stored_batch
 from kraftlite.protocol.internal import MessageError
 from kraftlite.protocol.kafka import bodies, messages, records
 from kraftlite.protocol.kafka.bodies import AnyResponse
@@ -949,10 +950,13 @@ class Session:
         budget: list[int],
         transactional_id: str | None = None,
     ) -> bytes:
-        """A partition's Kafka batches as one kraftlite batch: decoded and converted inline
-        when small and uncompressed, else on a worker thread, one at a time, so a large or
-        highly compressed produce cannot stall the event loop. A batch over the topic's
-        `max.message.bytes` is refused before decoding, as Kafka checks it."""
+        """A partition's Kafka batches, decoded whole, as what is stored: one Kafka batch
+        as sent when it can be kept so (protocol/stored.py rule 1: one batch, in the codec
+        the topic's `compression.type` names, or any for `producer`), else one kraftlite
+        batch of their records. Done inline when small and uncompressed, else on a worker
+        thread, one at a time, so a large or highly compressed produce cannot stall the
+        event loop. A batch over the topic's `max.message.bytes` is refused before
+        decoding, as Kafka checks it."""
         if not data:
             raise records.CorruptRecordsError("no records")
         limit = leadership.max_message_bytes
@@ -962,6 +966,13 @@ class Session:
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"a batch of {largest} bytes; max.message.bytes of {leadership.topic} is {limit}",
             )
+
+        configs = {} if (found := self.image.topic(leadership.topic)) is None else found.configs
+        wanted = effective_config(configs, "compression.type")
+        topic_codec = (
+            None if wanted == "producer" else _CODECS.get(wanted, records.Compression.NONE)
+        )
+        keeps = self.image.reads_record_format(batch_format.MAGIC_KAFKA)  # (an upgrade's gate)
 
         def convert() -> bytes:
             batches = records.decode_batches(data, shared_budget=budget)
@@ -973,6 +984,10 @@ class Session:
                         ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                         "a transactional batch comes with its transactional id",
                     )
+            if len(batches) == 1 and keeps:
+                kept = stored_batch.kafka_form(data, batches[0], topic_codec)
+                if kept is not None:
+                    return kept
             return records.kafka_to_kraftlite(*batches)
 
         compressed = len(data) > _ATTRIBUTES_LOW and data[_ATTRIBUTES_LOW] & 0x07
@@ -1038,7 +1053,8 @@ class Session:
                 (r.data, self._fetch_codec(key[0], request.api_version))
                 for key, r in found.items()
                 if isinstance(r, Fetched) and r.data
-            ]
+            ],
+            zstd_readable=request.api_version >= 10,
         )
         by_topic: dict[str, list[bodies.FetchResponsePartitionData]] = {}
         for key, position in plan.partitions:
@@ -1124,22 +1140,21 @@ class Session:
         return codec
 
     async def _kafka_records(
-        self, stored: list[tuple[bytes, records.Compression]]
+        self, stored: list[tuple[bytes, records.Compression]], *, zstd_readable: bool
     ) -> dict[int, bytes]:
-        """Each stored record set (by id) as Kafka batches in its codec; off the loop when
-        large (or compressed)."""
+        """Each stored record set (by id) as Kafka batches: those kept as sent as they are,
+        the others converted, in its codec (protocol/stored.py rule 4); off the loop when
+        much is to be converted (or compressed)."""
 
         def convert() -> dict[int, bytes]:
             return {
-                id(data): b"".join(
-                    records.kraftlite_to_kafka(view, codec)
-                    for view in batch_format.split_batches(data)
-                )
+                id(data): stored_batch.as_kafka(data, codec, zstd_readable=zstd_readable)
                 for data, codec in stored
             }
 
-        inline = sum(
-            len(data) * (1 if codec is records.Compression.NONE else _COMPRESS_COST)
+        inline = sum(  # (a zstd batch kept as sent is converted for a client before v10)
+            (len(data) - (stored_batch.kafka_bytes(data) if zstd_readable else 0))
+            * (1 if codec is records.Compression.NONE else _COMPRESS_COST)
             for data, codec in stored
         )
         if inline <= _INLINE_CONVERT_BYTES:

@@ -32,6 +32,16 @@ reference implementation. The rules it keeps:
    (so the Kafka edge passes them through), with the marker's kind also in the header
    (`ATTR_COMMIT`), so a log's transactions are known from its headers alone.
 
+9. Format 3 (issue 29) keeps a Kafka record batch as its producer sent it: v2's header
+   (magic 3, the producer's id, epoch and sequence or -1s, no headers or control bits), then
+   the Kafka batch, then zero padding to a multiple of 8. Its `body_crc` is the Kafka
+   batch's own CRC (of its attributes to its end), so nothing is computed twice; the
+   Kafka header's fields outside that CRC (base offset, length, leader epoch, magic) and
+   those the two headers share must agree, which `checked_batches` checks. `stamp` writes
+   the base offset and leader epoch into both headers, so a Kafka fetch sends the inner
+   batch untouched. This module checks the envelope only: its records are Kafka's, which
+   protocol/stored.py decodes (`_check` refuses to read them as columns).
+
 All integers are little-endian (the byte order of Arrow buffers and of every machine we run on).
 """
 
@@ -51,6 +61,9 @@ from crc32c import crc32c
 
 MAGIC_V1: Final = 1
 MAGIC_V2: Final = 2  # v1 plus the idempotent producer's id, epoch and base sequence
+# v2's header (a producer's id, epoch and sequence, or -1s) around a Kafka record batch kept as
+# its producer sent it, compressed or not (rule 9; protocol/stored.py reads its records)
+MAGIC_KAFKA: Final = 3
 HEADER = struct.Struct("<qIBBHiIqqII")
 HEADER_SIZE: Final = HEADER.size  # 48 (v1)
 HEADER_V2 = struct.Struct("<qIBBHiIqqqhhiII")
@@ -79,6 +92,18 @@ NO_LEADER_EPOCH: Final = -1
 MAX_BATCH_BYTES: Final = 2**31 - 8  # uint32 fits more, but 2 GiB keeps Arrow int32 offsets valid
 
 _LITTLE_ENDIAN = sys.byteorder == "little"
+# A format 3 batch's Kafka batch (rule 9): base offset, length (of what follows it), leader
+# epoch, magic, CRC, attributes, last offset delta; then, at 43, producer id, epoch, base
+# sequence and record count. Big-endian, as Kafka's.
+_KAFKA_HEAD = struct.Struct(">qiibIhi")
+_KAFKA_PRODUCER = struct.Struct(">qhii")
+_KAFKA_STAMP = struct.Struct(">q")
+_KAFKA_EPOCH = struct.Struct(">i")
+KAFKA_HEADER_SIZE: Final = 61
+_KAFKA_CRC_FROM: Final = 21
+_KAFKA_MAGIC: Final = 2
+_KAFKA_TRANSACTIONAL: Final = 0x10
+_KAFKA_CONTROL: Final = 0x20
 
 
 Header: TypeAlias = tuple[str, bytes | None]
@@ -91,8 +116,19 @@ class CorruptBatchError(ValueError):
 
 
 def body_start(buf: bytes | bytearray | memoryview) -> int:
-    """Where the body of a stored (validated) batch begins: after its v1 or v2 header."""
+    """Where the body of a stored (validated) batch begins: after its v1, v2 or v3 header."""
     return HEADER_SIZE if buf[12] == MAGIC_V1 else HEADER_V2_SIZE
+
+
+def names_producer(buf: bytes | bytearray | memoryview) -> bool:
+    """A batch of an idempotent producer (format 2, or 3 with a producer id), from its
+    header's bytes, unchecked: which batches a leader checks against its producers first."""
+    if len(buf) < HEADER_V2_SIZE:
+        return False
+    magic = buf[12]
+    return magic == MAGIC_V2 or (
+        magic == MAGIC_KAFKA and int.from_bytes(buf[40:48], "little", signed=True) >= 0
+    )
 
 
 class BatchHeader(NamedTuple):
@@ -366,6 +402,50 @@ def _headers_section(headers: Sequence[Sequence[Header]]) -> tuple[list[bytes], 
     return parts, validity is not None
 
 
+def kafka_envelope(
+    kafka: bytes | bytearray | memoryview,
+    *,
+    first_timestamp: int,
+    max_timestamp: int,
+    producer: tuple[int, int, int],
+    transactional: bool,
+) -> bytes:
+    """A format 3 batch (rule 9, producer form: base offset 0, leader epoch -1) around the
+    Kafka batch `kafka`, whose records the caller decoded and found to be `first_timestamp`
+    first and `max_timestamp` at most. Raises CorruptBatchError if `kafka` and the fields
+    given do not make a batch `checked_batches` takes."""
+    size = len(kafka)
+    if size < KAFKA_HEADER_SIZE:
+        raise CorruptBatchError("no Kafka batch header")
+    inner = bytearray(kafka)
+    _KAFKA_STAMP.pack_into(inner, 0, 0)
+    _KAFKA_EPOCH.pack_into(inner, 12, NO_LEADER_EPOCH)
+    inner += bytes(-size % 8)
+    count = _KAFKA_PRODUCER.unpack_from(inner, 43)[3]
+    crc = _KAFKA_HEAD.unpack_from(inner)[4]
+    partial = HEADER_V2.pack(
+        0,
+        HEADER_V2_SIZE + len(inner),
+        MAGIC_KAFKA,
+        ATTR_TRANSACTIONAL if transactional else 0,
+        0,
+        NO_LEADER_EPOCH,
+        count,
+        first_timestamp,
+        max_timestamp,
+        *producer[:2],
+        0,
+        producer[2],
+        crc,
+        0,
+    )
+    span = _HEADER_V2_CRC_SPAN
+    batch = partial[:span] + struct.pack("<I", crc32c(partial[:span])) + inner
+    header = read_header(batch)
+    kafka_batch(memoryview(batch), header)
+    return batch
+
+
 def _pack_header(  # noqa: PLR0917 - the header's fields, in their byte order
     base_offset: int,
     batch_length: int,
@@ -575,6 +655,9 @@ def stamp(batch: bytes | bytearray | memoryview, base_offset: int, leader_epoch:
     stamped = bytearray(batch)
     struct.pack_into("<q", stamped, 0, base_offset)
     struct.pack_into("<i", stamped, 16, leader_epoch)
+    if stamped[12] == MAGIC_KAFKA:  # the Kafka batch's own (rule 9)
+        _KAFKA_STAMP.pack_into(stamped, HEADER_V2_SIZE, base_offset)
+        _KAFKA_EPOCH.pack_into(stamped, HEADER_V2_SIZE + 12, leader_epoch)
     span = _HEADER_CRC_SPAN if stamped[12] == MAGIC_V1 else _HEADER_V2_CRC_SPAN
     struct.pack_into("<I", stamped, span, crc32c(stamped[:span]))
     return stamped
@@ -630,7 +713,7 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
         fields = HEADER.unpack_from(buf, pos)
         header = BatchHeader(*fields[:4], *fields[5:])
         reserved, span = fields[4], _HEADER_CRC_SPAN
-    elif magic == MAGIC_V2:
+    elif magic in {MAGIC_V2, MAGIC_KAFKA}:
         if len(buf) - pos < HEADER_V2_SIZE:
             raise CorruptBatchError(f"truncated batch header: {len(buf) - pos} bytes")
         f = HEADER_V2.unpack_from(buf, pos)
@@ -664,14 +747,19 @@ def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeade
         raise CorruptBatchError(f"invalid batch length {header.batch_length}")
     attributes = header.attributes
     control = attributes & ATTR_CONTROL
-    if magic == MAGIC_V2 and not (
+    producer = (header.producer_id, header.producer_epoch, header.base_sequence)
+    if (magic == MAGIC_V2 or producer != (NO_PRODUCER_ID, -1, -1)) and not (
         header.producer_id >= 0
         and header.producer_epoch >= 0
         and (header.base_sequence == NO_SEQUENCE if control else header.base_sequence >= 0)
     ):
         raise CorruptBatchError("a v2 batch names its producer id, epoch and sequence")
+    if magic == MAGIC_KAFKA and attributes & (
+        ATTR_HAS_HEADERS | ATTR_NULL_HEADER_VALUES | ATTR_CONTROL
+    ):
+        raise CorruptBatchError(f"invalid attributes {attributes:#x} for a format 3 batch")
     if (
-        (attributes & ATTR_TRANSACTIONAL and magic != MAGIC_V2)
+        (attributes & ATTR_TRANSACTIONAL and header.producer_id < 0)
         or (control and not attributes & ATTR_TRANSACTIONAL)
         or (attributes & ATTR_COMMIT and not control)
     ):
@@ -733,9 +821,48 @@ def checked_batches(
     the CRCs catch what transit or a disk did to them (Kafka's followers check the same).
     """
     for header, view in _cut(buf):
-        if crc32c(view[header.header_size :]) != header.body_crc:
+        if header.magic == MAGIC_KAFKA:
+            kafka_batch(view, header)
+        elif crc32c(view[header.header_size :]) != header.body_crc:
             raise CorruptBatchError("batch body CRC mismatch")
         yield header, view
+
+
+def kafka_batch(view: memoryview, header: BatchHeader) -> memoryview:
+    """The Kafka batch a format 3 batch holds (rule 9), its CRC checked, its header's fields
+    held against the batch's `header` (read by `read_header`); CorruptBatchError
+    otherwise. Its records are left as they are (protocol/stored.py reads them)."""
+    if len(view) != header.batch_length:
+        raise CorruptBatchError(f"a batch of {header.batch_length} bytes in {len(view)}")
+    inner = view[HEADER_V2_SIZE:]
+    if len(inner) < KAFKA_HEADER_SIZE:
+        raise CorruptBatchError("a format 3 batch holds no Kafka batch header")
+    base, length, epoch, magic, crc, attributes, last_delta = _KAFKA_HEAD.unpack_from(inner)
+    producer_id, producer_epoch, sequence, count = _KAFKA_PRODUCER.unpack_from(inner, 43)
+    size = 12 + length
+    if not KAFKA_HEADER_SIZE <= size <= len(inner) < size + 8 or len(inner) != size + -size % 8:
+        raise CorruptBatchError(f"a Kafka batch of {size} bytes in a format 3 batch's body")
+    if any(inner[size:]):
+        raise CorruptBatchError("a format 3 batch's padding is not zero")
+    if (base, epoch, magic, crc, count, last_delta) != (
+        header.base_offset,
+        header.leader_epoch,
+        _KAFKA_MAGIC,
+        header.body_crc,
+        header.record_count,
+        header.record_count - 1,
+    ) or (producer_id, producer_epoch, sequence) != (
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+    ):
+        raise CorruptBatchError("a format 3 batch's two headers disagree")
+    transactional = bool(attributes & _KAFKA_TRANSACTIONAL)
+    if attributes & _KAFKA_CONTROL or transactional != bool(header.attributes & ATTR_TRANSACTIONAL):
+        raise CorruptBatchError("a format 3 batch's two headers disagree on its attributes")
+    if crc32c(inner[_KAFKA_CRC_FROM:size]) != crc:
+        raise CorruptBatchError("batch body CRC mismatch")
+    return inner[:size]
 
 
 class _Column(NamedTuple):
@@ -846,6 +973,8 @@ def _check_null_header_values(column: _Column, total: int) -> None:
 
 def _check(view: memoryview) -> tuple[BatchHeader, _Layout]:
     header = read_header(view)
+    if header.magic == MAGIC_KAFKA:  # rule 9
+        raise CorruptBatchError("a format 3 batch holds a Kafka batch: read it as stored.py does")
     if header.batch_length != len(view):
         raise CorruptBatchError(
             f"batch length {header.batch_length} does not match the {len(view)} bytes received"

@@ -153,6 +153,8 @@ class BrokerRegistrationRequest(Message, frozen=True):
     # It runs its lease by the answers' lease_timeout_ms (a broker older than it does not,
     # and keeps a session's: controller/liveness.py rule 4 leaves it to its session).
     honours_lease_timeout: bool = False
+    # the newest stored batch format it reads (issue 29); absent from a broker older: 2
+    record_format: Annotated[int, Meta(ge=1, le=255)] | None = None
 
 
 class BrokerRegistrationResponse(Message, frozen=True):

@@ -52,6 +52,7 @@ from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol import stored as stored_batch
 from kraftlite.protocol.batch import BatchHeader, DecodedBatch
 from kraftlite.storage.log import BatchRewrite
 from kraftlite.storage.txn_headers import Transactions, transactions
@@ -234,7 +235,7 @@ class PassPlan:
         """Take the keys of `data`'s batches into rule 2's map."""
         latest_offsets = self.latest
         for view in batch_format.split_batches(data):
-            header, keys = batch_format.keys_of(view)
+            header, keys = stored_batch.keys_of(view)
             base = header.base_offset
             if base in self.unfolded or batch_format.is_control(header):
                 continue  # rule 8: never a key's latest record
@@ -245,7 +246,7 @@ class PassPlan:
         """The rewrites of `data`'s batches (those that keep every record need none)."""
         rewrites = []
         for view in batch_format.split_batches(data):
-            batch = batch_format.decode(view)
+            batch = stored_batch.decode(view)
             base = batch.header.base_offset
             if base in self.aborted and base not in self.whole and base >= self.log_start:
                 header = batch.header

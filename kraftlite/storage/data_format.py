@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Literal
 
 from kraftlite import __version__
-from kraftlite.protocol.batch import MAGIC_V2
+from kraftlite.protocol.batch import MAGIC_KAFKA
 
 FORMAT_FILE = "kraftlite-format.json"
 Kind = Literal["broker", "controller"]
 STORAGE_FORMAT = 1
-RECORD_FORMAT: dict[str, int] = {"broker": MAGIC_V2, "controller": 1}
+RECORD_FORMAT: dict[str, int] = {"broker": MAGIC_KAFKA, "controller": 1}
 
 
 class DataFormatError(ValueError):

@@ -3,7 +3,7 @@
 The only module that imports lmdb. Layout (docs/adr/0001 has the measurements behind it),
 all keys start with the partition's 4-byte uid, so each partition is one contiguous range:
 
-    batches     uid + base_offset (8 B, big-endian)       -> a stamped v1 batch
+    batches     uid + base_offset (8 B, big-endian)       -> a stamped batch (any format)
     meta        uid                                        -> log_start_offset, high_watermark,
                                                               size_bytes as of size_end_offset
     epochs      uid + leader_epoch (4 B, big-endian)       -> start_offset (KIP-101 cache)
@@ -63,6 +63,7 @@ import structlog
 
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol import stored as stored_batch
 from kraftlite.storage import keys as key_index
 from kraftlite.storage import txn_headers
 
@@ -194,7 +195,7 @@ def check_runs(rewrite: BatchRewrite) -> tuple[int, set[tuple[int, int, int, int
     kinds = set()
     for run in rewrite.runs:
         try:
-            header = batch_format.validate(run)
+            header = stored_batch.validate(run)
         except batch_format.CorruptBatchError as exc:
             raise ValueError(f"a run of batch {rewrite.base_offset} is not valid: {exc}") from exc
         if header.base_offset < low:
@@ -537,7 +538,7 @@ class PartitionLog:
         FENCED_LEADER_EPOCH for an epoch older than the log's latest.
         """
         try:
-            header = batch_format.validate(batch)
+            header = stored_batch.validate(batch)
         except batch_format.CorruptBatchError as exc:
             raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
         with self._lock:
@@ -775,9 +776,7 @@ class PartitionLog:
                 peek = _peek(value)
                 if peek.max_timestamp < timestamp or peek.next_offset <= log_start:
                     continue
-                stamps = np.frombuffer(
-                    value, "<i8", peek.record_count, batch_format.body_start(value)
-                )
+                stamps = stored_batch.timestamps(value)
                 skipped = max(0, log_start - peek.base_offset)  # below the log start (rule 5)
                 later = np.flatnonzero(stamps[skipped:] >= timestamp)
                 if later.size:
@@ -820,10 +819,10 @@ class PartitionLog:
             )
 
     def producer_headers(self) -> list[batch_format.BatchHeader]:
-        """The headers of every stored batch of an idempotent producer (format v2), first
-        to last: what a new leader reads to rebuild its producers' state
+        """The headers of every stored batch of an idempotent producer (format 2, or 3 with
+        a producer id), first to last: what a new leader reads to rebuild its producers' state
         (broker/producer_state.py). Meant for a worker thread."""
-        return [h for h in self.batch_headers() if h.magic == batch_format.MAGIC_V2]
+        return [h for h in self.batch_headers() if h.producer_id >= 0]
 
     def end_offset_for(self, leader_epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for a follower asking where `leader_epoch` ends (KIP-101/279):
@@ -1049,7 +1048,7 @@ class PartitionLog:
             if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE:  # truncated or retained meanwhile
                 return self.indexed_offset
             raise
-        changed, end = key_index.updates(batch_format.decode_stream(data), start, aborted)
+        changed, end = key_index.updates(stored_batch.decode_stream(data), start, aborted)
         if end <= start:
             return start
         with self._lock:
@@ -1125,7 +1124,11 @@ class PartitionLog:
                         or peek.base_offset < self.log_start_offset
                     ):
                         continue
-                    own = (header.leader_epoch, header.magic, header.producer_id)
+                    own = (
+                        header.leader_epoch,
+                        stored_batch.columnar_magic(header),
+                        header.producer_id,
+                    )
                     if runs_end > peek.next_offset or any(
                         kind[:3] != own or kind[3] != header.producer_epoch for kind in kinds
                     ):

@@ -27,6 +27,7 @@ import numpy as np
 
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol import stored as stored_batch
 from kraftlite.storage import keys as key_index
 from kraftlite.storage import txn_headers
 from kraftlite.storage.log import (
@@ -134,7 +135,7 @@ class MemoryPartitionLog:
     def append(self, batch: bytes | bytearray | memoryview, leader_epoch: int) -> AppendInfo:
         """Leader path: validate, assign the log end offset, stamp `leader_epoch`."""
         try:
-            batch_format.validate(batch)
+            stored_batch.validate(batch)
         except batch_format.CorruptBatchError as exc:
             raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
         with self._lock:
@@ -263,9 +264,7 @@ class MemoryPartitionLog:
             header = stored.header
             if header.max_timestamp < timestamp or header.next_offset <= log_start:
                 continue
-            stamps = np.frombuffer(
-                stored.data, "<i8", header.record_count, batch_format.body_start(stored.data)
-            )
+            stamps = stored_batch.timestamps(stored.data)
             skipped = max(0, log_start - header.base_offset)  # below the log start
             later = np.flatnonzero(stamps[skipped:] >= timestamp)
             if later.size:
@@ -288,10 +287,10 @@ class MemoryPartitionLog:
         return txn_headers.index_bounds(self.batch_headers(start), high_watermark, window_bytes)
 
     def producer_headers(self) -> list[batch_format.BatchHeader]:
-        """The headers of every stored idempotent-producer (v2) batch, first to last."""
+        """The headers of every stored idempotent producer's batch, first to last."""
         with self._lock:
             self._check_open()
-            return [s.header for s in self._batches if s.header.magic == batch_format.MAGIC_V2]
+            return [s.header for s in self._batches if s.header.producer_id >= 0]
 
     def end_offset_for(self, leader_epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for a follower asking where `leader_epoch` ends (KIP-101/279)."""
@@ -410,7 +409,7 @@ class MemoryPartitionLog:
             if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE:
                 return self.indexed_offset
             raise
-        changed, end = key_index.updates(batch_format.decode_stream(data), start, aborted)
+        changed, end = key_index.updates(stored_batch.decode_stream(data), start, aborted)
         if end <= start:
             return start
         with self._lock:
@@ -464,7 +463,11 @@ class MemoryPartitionLog:
                     or header.base_offset < self.log_start_offset
                 ):
                     continue
-                own = (header.leader_epoch, header.magic, header.producer_id)
+                own = (
+                    header.leader_epoch,
+                    stored_batch.columnar_magic(header),
+                    header.producer_id,
+                )
                 if runs_end > header.next_offset or any(
                     kind[:3] != own or kind[3] != header.producer_epoch for kind in kinds
                 ):

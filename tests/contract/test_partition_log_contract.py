@@ -33,6 +33,9 @@ from hypothesis.stateful import (
 from kraftlite.broker.log_store import LogStore, ReplicaLog
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as fmt
+from kraftlite.protocol import stored
+from kraftlite.protocol.kafka import records as kafka_records
+from kraftlite.protocol.kafka.records import Compression
 from kraftlite.storage import keys as key_index
 from kraftlite.storage.log import BatchRewrite, LogStorage, StorageConfig
 from kraftlite.storage.memory import MemoryLogStorage
@@ -120,7 +123,7 @@ def make_batch(count: int, ts: int = 1000, value: bytes = b"v", step: int = 0) -
 
 
 def offsets(stream: bytes) -> list[int]:
-    return [r.offset for b in fmt.decode_stream(stream) for r in b.records()]
+    return [r.offset for b in stored.decode_stream(stream) for r in b.records()]
 
 
 def refused(call: Callable[[], object]) -> KraftliteError:
@@ -673,6 +676,7 @@ class LogMachine(RuleBasedStateMachine):
         size=st.integers(0, 3000),
         keys=st.lists(st.sampled_from(KEYS), min_size=5, max_size=5),
         tombstones=st.lists(st.booleans(), min_size=5, max_size=5),
+        kafka=st.sampled_from([None, *Compression]),
     )
     def append(
         self,
@@ -682,12 +686,25 @@ class LogMachine(RuleBasedStateMachine):
         size: int,
         keys: list[bytes | None],
         tombstones: list[bool],
+        kafka: Compression | None,
     ) -> None:
+        """A producer's batch: kraftlite's columnar one, or a Kafka batch kept as sent
+        (format 3, in any codec: protocol/stored.py)."""
         epoch = max(self.model.epochs[-1][0] if self.model.epochs else 0, 0) + epoch_bump
         values: list[bytes | None] = [
             None if tombstones[i] else bytes([i]) * size for i in range(count)
         ]
-        encoded = fmt.encode_batch(values, keys=keys[:count], timestamps=stamps[:count])
+        encoded: bytes
+        if kafka is None:
+            encoded = fmt.encode_batch(values, keys=keys[:count], timestamps=stamps[:count])
+        else:
+            sent = kafka_records.encode_batch(
+                [kafka_records.KafkaRecord(i, stamps[i], keys[i], values[i]) for i in range(count)],
+                compression=kafka,
+            )
+            kept = stored.kafka_form(sent, kafka_records.decode_batches(sent)[0], None)
+            assert kept is not None
+            encoded = kept
         info = self.log.append(encoded, leader_epoch=epoch)
         base = self.model.log_end
         assert (info.first_offset, info.log_end_offset) == (base, base + count)
@@ -790,7 +807,7 @@ class LogMachine(RuleBasedStateMachine):
             count = len(batch.values)
             keep = data.draw(st.lists(st.booleans(), min_size=count, max_size=count))
             raw = next(fmt.split_batches(self.log.read(batch.base, 1)))
-            runs = fmt.kept_runs(fmt.decode(raw), keep)
+            runs = fmt.kept_runs(stored.decode(raw), keep)
             crc = fmt.read_header(raw).header_crc
             rewrites.append(BatchRewrite(batch.base, len(raw), crc, tuple(runs)))
             for run in runs:
@@ -850,7 +867,7 @@ class LogMachine(RuleBasedStateMachine):
         offset = self.model.log_start + int(fraction * span)
         got = [
             (r.offset, r.timestamp, r.value)
-            for b in fmt.decode_stream(self.log.read(offset, 1 << 30))
+            for b in stored.decode_stream(self.log.read(offset, 1 << 30))
             for r in b.records()
         ]
         holding = [b for b in self.model.batches if b.next > offset]

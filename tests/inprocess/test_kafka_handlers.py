@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import structlog
 
+from kraftlite.broker.partition import Acks
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.kafka import handlers
 from kraftlite.kafka.handlers import SERVED, CloseConnection
@@ -25,6 +26,7 @@ from kraftlite.metadata.records import (
     UserScramCredentialRecord,
 )
 from kraftlite.protocol import batch as fmt
+from kraftlite.protocol import stored
 from kraftlite.protocol.kafka import records as kafka_records
 from kraftlite.protocol.kafka.messages import ApiKey
 from kraftlite.security import producer_ids, scram
@@ -314,9 +316,11 @@ async def test_produce_then_fetch_round_trip(node: InProcessBroker) -> None:
         (2, None, b"c"),
         (3, None, b"d"),
     ]
-    # the same records on the service's side (and the HTTP edge's): one log, one format
-    stored = await node.service.fetch("orders", 0, 2, 1 << 20, max_wait_ms=0)
-    assert [(r.offset, r.value) for b in fmt.decode_stream(stored.data) for r in b.records()] == [
+    # the same records on the service's side (and the HTTP edge's): one log, read as
+    # stored.py reads it (the Kafka batches were kept as sent: format 3)
+    kept = await node.service.fetch("orders", 0, 2, 1 << 20, max_wait_ms=0)
+    assert [fmt.read_header(v).magic for v in fmt.split_batches(kept.data)] == [3, 3]
+    assert [(r.offset, r.value) for b in stored.decode_stream(kept.data) for r in b.records()] == [
         (2, b"c"),
         (3, b"d"),
     ]
@@ -894,6 +898,75 @@ async def test_fetched_batches_carry_the_topics_compression_type(
     # zstd only from Fetch v10 on, as Kafka's (older clients cannot read it)
     older = kafka_records.decode_batches((await fetch(kafka, "packed", 0, 0, 9))["records"])
     assert [b.compression for b in older] == [0 if codec == 4 else codec] * 2
+
+
+def stored_magics(node: InProcessBroker, topic: str) -> list[int]:
+    data = node.partition(topic, 0).log.read(0, 1 << 30)
+    return [fmt.read_header(view).magic for view in fmt.split_batches(data)]
+
+
+@pytest.mark.parametrize("codec", list(kafka_records.Compression))
+async def test_a_producers_batch_is_kept_as_sent_and_fetched_in_its_codec(
+    node: InProcessBroker, codec: kafka_records.Compression
+) -> None:
+    """Issue 29 (protocol/stored.py): a producer's batch is stored as sent (format 3) in
+    whatever codec, and a Kafka fetch returns it so; zstd is converted, uncompressed, for a
+    client older than Fetch v10, which cannot read it."""
+    kafka = node.connect()
+    now = node.clock.now_ms()
+    values = [b"value %d " % i * 8 for i in range(120)]
+    sent = kafka_records.encode_batch(
+        [kafka_records.KafkaRecord(i, now, b"k", v) for i, v in enumerate(values)],
+        compression=codec,
+    )
+    answer = await produce(kafka, "orders", 0, sent)
+    assert answer is not None and answer["error_code"] == 0
+    assert stored_magics(node, "orders") == [fmt.MAGIC_KAFKA]
+    records = (await fetch(kafka, "orders", 0, 0))["records"]
+    assert records[16:] == sent[16:]  # but its base offset and leader epoch: as sent
+    [older] = kafka_records.decode_batches((await fetch(kafka, "orders", 0, 0, 9))["records"])
+    none = kafka_records.Compression.NONE
+    assert older.compression == (none if codec is kafka_records.Compression.ZSTD else codec)
+    assert older.values == values
+
+
+async def test_a_cluster_with_an_older_broker_stores_kafka_batches_converted(
+    node: InProcessBroker,
+) -> None:
+    """A rolling upgrade's gate: while a broker that registered no record format (older
+    than format 3) is in the cluster, nothing is stored that it could not follow."""
+    node.register_broker(2, record_format=None)
+    kafka = node.connect()
+    now = node.clock.now_ms()
+    answer = await produce(kafka, "orders", 0, kafka_batch([b"a", b"b"], timestamp=now))
+    assert answer is not None and answer["error_code"] == 0
+    assert stored_magics(node, "orders") == [fmt.MAGIC_V1]
+    node.register_broker(2)  # upgraded: it registers again, reading format 3
+    answer = await produce(kafka, "orders", 0, kafka_batch([b"c"], timestamp=now))
+    assert answer is not None and answer["error_code"] == 0
+    assert stored_magics(node, "orders") == [fmt.MAGIC_V1, fmt.MAGIC_KAFKA]
+    fetched = await fetch(kafka, "orders", 0, 0)
+    assert kafka_records_of(fetched["records"]) == [
+        (0, None, b"a"),
+        (1, None, b"b"),
+        (2, None, b"c"),
+    ]
+
+
+async def test_a_format_3_batch_from_anyone_but_the_kafka_listener_is_refused(
+    node: InProcessBroker,
+) -> None:
+    """The log checks a format 3 batch's envelope and CRC, not its records (stored.py rule
+    1): bytes an HTTP client sends as format 3 are refused before anything is appended."""
+    sent = kafka_batch([b"a"], timestamp=node.clock.now_ms())
+    [decoded] = kafka_records.decode_batches(sent)
+    kept = stored.kafka_form(sent, decoded, None)
+    assert kept is not None
+    with pytest.raises(KraftliteError) as refused:
+        await node.service.produce("orders", 0, bytes(kept), Acks.ALL, 1.0, principal=ANONYMOUS)
+    assert refused.value.code is ErrorCode.CORRUPT_MESSAGE
+    assert "format 3" in str(refused.value)
+    assert node.partition("orders", 0).log.log_end_offset == 0
 
 
 async def test_an_errored_fetch_partition_carries_empty_records_never_null(

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol import stored
+from kraftlite.protocol.kafka import records as kafka_records
 from kraftlite.protocol.partitioner import partition_for_key
 from tests.harness.processes import Cluster, http
 
@@ -217,6 +219,12 @@ def test_not_enough_replicas_appends_nothing(cluster: Cluster) -> None:
 
 JSON = "application/json"
 ONE = b'{"records": [{"value": "x"}]}'
+_SENT = kafka_records.encode_batch(
+    [kafka_records.KafkaRecord(0, int(time.time() * 1000), None, b"x")]
+)
+KEPT_KAFKA_BATCH = bytes(
+    stored.kafka_form(_SENT, kafka_records.decode_batches(_SENT)[0], None) or b""
+)
 BAD = "/v1/topics/bad"
 NOT_FOUND, INVALID = "UNKNOWN_TOPIC_OR_PARTITION", "INVALID_REQUEST"
 BAD_REQUESTS = [
@@ -257,6 +265,8 @@ BAD_REQUESTS = [
     ("POST", f"{BAD}/records", b"value=x", "text/plain", 415, "UNSUPPORTED_MEDIA_TYPE"),
     ("POST", f"{BAD}/partitions/0/records", b"\x00" * 64, BATCH, 400, "CORRUPT_MESSAGE"),
     ("POST", f"{BAD}/partitions/0/records", b"short", BATCH, 400, "CORRUPT_MESSAGE"),
+    # a Kafka batch in format 3's envelope: the Kafka listener's alone (protocol/stored.py)
+    ("POST", f"{BAD}/partitions/0/records", KEPT_KAFKA_BATCH, BATCH, 400, "CORRUPT_MESSAGE"),
     (
         "POST",
         f"{BAD}/partitions/0/records",

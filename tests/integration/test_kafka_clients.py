@@ -13,6 +13,7 @@ import socket
 import struct
 import subprocess
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -27,7 +28,9 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
 
+from kraftlite.client.consumer import Consumer as KraftliteConsumer
 from kraftlite.protocol.kafka import records
 from tests.harness.kafka_wire import call, frame, read_exactly
 from tests.harness.observe import wait_until
@@ -1022,3 +1025,95 @@ def test_a_topics_compression_type_is_what_librdkafka_consumes(cluster: Cluster)
         bad = f"bad-{uuid.uuid4().hex[:6]}"
         with pytest.raises(KafkaException, match="INVALID_CONFIG"):
             admin.create_topics([NewTopic(bad, 1, 1, config=wrong)])[bad].result(30)
+
+
+def _log_sizes(cluster: Cluster, topic: str) -> dict[int, float]:
+    """Each broker's `kraftlite_log_size_bytes` of partition 0 of `topic` (its replicas)."""
+    sizes = {}
+    for broker_id, url in cluster.urls.items():
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
+            text = response.read().decode()
+        for family in text_string_to_metric_families(text):
+            if family.name != "kraftlite_log_size_bytes":
+                continue
+            for sample in family.samples:
+                if sample.labels.get("topic") == topic and sample.labels.get("partition") == "0":
+                    sizes[broker_id] = sample.value
+    return sizes
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_compressed_batches_are_stored_replicated_and_fetched_as_sent(
+    cluster: Cluster, codec: str
+) -> None:
+    """Issue 29: a compressing producer's batches are kept as sent (protocol/stored.py):
+    every replica stores the compressed bytes, a Kafka fetch returns them in the producer's
+    codec, and HTTP (JSON and binary) reads the same records."""
+    topic = f"sent-{codec}"
+    create_topic(cluster, topic, partitions=1)
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "linger.ms": 20,
+            "compression.type": codec,
+        }
+    )
+    count = 3000
+    values = [
+        json.dumps({"id": i, "user": f"user-{i % 50}", "note": "lorem ipsum " * 20}).encode()
+        for i in range(count)
+    ]
+    for i, value in enumerate(values):
+        producer.produce(topic, key=b"k%d" % (i % 7), value=value, partition=0)
+    assert producer.flush(30) == 0
+    raw = sum(len(v) for v in values)
+
+    def replicated() -> dict[int, float] | None:
+        sizes = _log_sizes(cluster, topic)
+        return sizes if len(sizes) == 3 and len(set(sizes.values())) == 1 else None
+
+    sizes = wait_until(replicated, 20, "every replica holds the same bytes")
+    assert next(iter(sizes.values())) < raw / 4  # compressed on disk, on every replica
+    # a Kafka fetch: the stored batches in the producer's codec
+    _, described = http("GET", cluster.urls[1] + f"/v1/topics/{topic}")
+    leader = described["partitions"][0]["leader"]
+    fetch = {
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 64 << 20,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 64 << 20}
+                ],
+            }
+        ],
+    }
+    answer = call(cluster.kafka_addresses[leader], 1, 12, fetch)
+    batches = records.decode_batches(answer["responses"][0]["partitions"][0]["records"])
+    wanted = records.Compression.LZ4 if codec == "lz4" else records.Compression.ZSTD
+    assert {b.compression for b in batches} == {wanted}
+    assert [v for b in batches for v in b.values] == values
+    # the same records through HTTP, as JSON and as kraftlite's binary batches
+    status, page = http(
+        "GET",
+        cluster.urls[3] + f"/v1/topics/{topic}/partitions/0/records?offset=1000&max_records=50",
+    )
+    assert status == 200, page
+    assert [r["offset"] for r in page["records"]] == list(range(1000, 1050))
+    assert [r["value"].encode() for r in page["records"]] == values[1000:1050]
+    assert [r["key"] for r in page["records"]] == [f"k{i % 7}" for i in range(1000, 1050)]
+
+    async def through_the_client() -> list[bytes | None]:  # binary batches, converted
+        async with KraftliteConsumer(cluster.urls[2], auto_offset_reset="earliest") as consumer:
+            consumer.assign([(topic, 0)])
+            got: list[bytes | None] = []
+            while len(got) < count:
+                polled = await consumer.poll(timeout_ms=5000)
+                assert polled, "no progress"
+                got += [r.value for r in polled]
+            return got
+
+    assert asyncio.run(through_the_client()) == values

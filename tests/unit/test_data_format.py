@@ -28,7 +28,7 @@ def test_a_new_directory_gets_the_current_format(tmp_path: Path) -> None:
     assert written == {
         "kind": "broker",
         "storage_format": 1,
-        "record_format": 2,
+        "record_format": 3,
         "written_by": __version__,
     }
     assert not list((tmp_path / "broker-1").glob(".*.tmp"))
@@ -44,8 +44,8 @@ def test_newer_formats_and_other_kinds_are_refused_naming_both_versions(tmp_path
     newer = DataFormat("broker", 2, 2, "9.0.0")
     with pytest.raises(DataFormatError, match=r"storage format 2 \(written by kraftlite 9.0.0\)"):
         decide("broker", newer, tmp_path)
-    with pytest.raises(DataFormatError, match="record format 3"):
-        decide("broker", DataFormat("broker", 1, 3, "9.0.0"), tmp_path)
+    with pytest.raises(DataFormatError, match="record format 4"):
+        decide("broker", DataFormat("broker", 1, 4, "9.0.0"), tmp_path)
     with pytest.raises(DataFormatError, match="controller's data, not a broker's"):
         decide("broker", current("controller"), tmp_path)
     older = DataFormat("broker", 1, 1, "0.0.1")  # magic 1 only: ours reads it

@@ -301,6 +301,22 @@ class KafkaBatch:
         return bool(np.array_equal(columns.offset_deltas, np.arange(count)))
 
     @property
+    def timestamp_range(self) -> tuple[int, int]:
+        """The first record's timestamp and the largest (a batch of one record or more)."""
+        stamps = self.columns.timestamps
+        if isinstance(stamps, list):
+            return stamps[0], max(stamps)
+        return int(stamps[0]), int(np.maximum.reduce(stamps))
+
+    @property
+    def keyless(self) -> tuple[int, ...]:
+        """The indexes of the records that have no key."""
+        columns = self.columns
+        if isinstance(columns, _RecordLists):
+            return tuple(i for i, key in enumerate(columns.keys) if key is None)
+        return tuple(int(i) for i in np.flatnonzero(columns.key_lengths < 0))
+
+    @property
     def records(self) -> list[KafkaRecord]:
         return [
             KafkaRecord(*fields)

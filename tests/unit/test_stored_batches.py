@@ -1,0 +1,218 @@
+"""Format 3 (protocol/batch.py rule 9) and protocol/stored.py: a Kafka batch kept as its
+producer sent it, read by every reader as the columnar batch it converts to."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import pytest
+from crc32c import crc32c
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kraftlite.protocol import batch as fmt
+from kraftlite.protocol import stored
+from kraftlite.protocol.kafka import records
+from kraftlite.protocol.kafka.records import Compression, KafkaRecord
+
+CODECS = list(Compression)
+
+
+def kafka(
+    values: list[bytes | None],
+    *,
+    keys: list[bytes | None] | None = None,
+    headers: list[tuple[tuple[str, bytes | None], ...]] | None = None,
+    timestamps: list[int] | None = None,
+    compression: Compression = Compression.NONE,
+    **producer: Any,
+) -> bytes:
+    stamps = timestamps or [1_000 + i for i in range(len(values))]
+    return records.encode_batch(
+        [
+            KafkaRecord(
+                i,
+                stamps[i],
+                None if keys is None else keys[i],
+                value,
+                () if headers is None else headers[i],
+            )
+            for i, value in enumerate(values)
+        ],
+        compression=compression,
+        **producer,
+    )
+
+
+def keep(data: bytes, topic_codec: Compression | None = None) -> stored.KeptKafkaBatch | None:
+    [decoded] = records.decode_batches(data)
+    return stored.kafka_form(data, decoded, topic_codec)
+
+
+def kept(data: bytes) -> stored.KeptKafkaBatch:
+    found = keep(data)
+    assert found is not None
+    return found
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_kept_batch_is_sent_back_byte_for_byte_but_its_offset_and_epoch(
+    codec: Compression,
+) -> None:
+    sent = kafka([b"v%d" % i * 30 for i in range(200)], compression=codec)
+    batch = kept(sent)
+    header = fmt.read_header(batch)
+    assert (header.magic, header.record_count, header.first_timestamp, header.max_timestamp) == (
+        fmt.MAGIC_KAFKA,
+        200,
+        1_000,
+        1_199,
+    )
+    assert len(batch) - len(sent) < fmt.HEADER_V2_SIZE + 8  # the envelope is all it adds
+    stamped = fmt.stamp(batch, 5_000, 7)
+    [(checked, _)] = list(fmt.checked_batches(stamped))  # the follower's check
+    assert (checked.base_offset, checked.leader_epoch) == (5_000, 7)
+    out = stored.as_kafka(stamped, Compression.NONE, zstd_readable=True)
+    assert out[16:] == sent[16:]  # magic, CRC, attributes and records: as sent
+    assert struct.unpack_from(">qii", out) == (5_000, len(sent) - 12, 7)
+    [again] = records.decode_batches(out)
+    assert again.compression == codec and again.base_offset == 5_000
+
+
+def test_zstd_goes_to_a_client_before_fetch_v10_converted_and_uncompressed() -> None:
+    sent = kafka([b"z" * 50] * 100, compression=Compression.ZSTD)
+    stamped = fmt.stamp(kept(sent), 10, 1)
+    [old] = records.decode_batches(stored.as_kafka(stamped, Compression.NONE, zstd_readable=False))
+    assert old.compression == Compression.NONE and old.values == [b"z" * 50] * 100
+    assert old.base_offset == 10
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.binary(max_size=12)),
+            st.one_of(st.none(), st.binary(max_size=40)),
+            st.lists(
+                st.tuples(st.text(max_size=4), st.one_of(st.none(), st.binary(max_size=4))),
+                max_size=2,
+            ),
+            st.integers(min_value=0, max_value=2**40),
+        ),
+        min_size=1,
+        max_size=120,
+    ),
+    st.sampled_from(CODECS),
+    st.booleans(),
+)
+def test_every_reader_reads_a_kept_batch_as_its_conversion(
+    items: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    codec: Compression,
+    idempotent: bool,
+) -> None:
+    """Offsets, timestamps, keys, values and headers are the same on both edges: every
+    reader of a kept batch gets what the converted one (the path before issue 29) gives."""
+    keys = [k for k, _, _, _ in items]
+    values = [v for _, v, _, _ in items]
+    headers = [tuple(h) for _, _, h, _ in items]
+    stamps = [t for _, _, _, t in items]
+    producer = {"producer_id": 9, "producer_epoch": 2, "base_sequence": 40} if idempotent else {}
+    sent = kafka(
+        values, keys=keys, headers=headers, timestamps=stamps, compression=codec, **producer
+    )
+    [decoded] = records.decode_batches(sent)
+    converted = fmt.stamp(records.kafka_to_kraftlite(decoded), 300, 4)
+    stamped = bytes(fmt.stamp(kept(sent), 300, 4))
+    expected = fmt.decode(converted)
+    got = stored.decode(stamped)
+    assert got.header == fmt.read_header(stamped)  # the stored batch's own header
+    assert (got.header.producer_id, got.header.base_sequence) == (
+        (9, 40) if idempotent else (-1, -1)
+    )
+    assert list(got.records()) == list(expected.records())
+    assert stored.columnar(stamped) == bytes(converted)
+    assert stored.as_columnar(stamped + stamped[:0]) == bytes(converted)
+    assert stored.keys_of(stamped)[1] == keys
+    assert stored.null_keys(stamped, got.header) == [i for i, k in enumerate(keys) if k is None]
+    assert list(stored.timestamps(stamped)) == stamps
+    middle = 300 + len(items) // 2
+    assert stored.record_in(stamped, middle) == expected.record_at(middle)
+    # and a Kafka fetch gives the records as sent
+    [back] = records.decode_batches(stored.as_kafka(stamped, Compression.NONE, zstd_readable=True))
+    assert back.values == values and back.keys == keys and back.timestamps == stamps
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_any_corrupted_byte_of_a_kept_batch_is_detected(data: st.DataObject) -> None:
+    """The follower's check (CRCs and the two headers held against each other) catches a
+    change of any one byte: none of a format 3 batch is outside a CRC or a comparison."""
+    codec = data.draw(st.sampled_from(CODECS))
+    count = data.draw(st.integers(min_value=1, max_value=20))
+    sent = kafka([b"v%d" % i for i in range(count)], compression=codec)
+    stamped = bytearray(fmt.stamp(kept(sent), 77, 3))
+    position = data.draw(st.integers(min_value=0, max_value=len(stamped) - 1))
+    stamped[position] ^= data.draw(st.integers(min_value=1, max_value=255))
+    with pytest.raises(fmt.CorruptBatchError):
+        list(fmt.checked_batches(stamped))
+    with pytest.raises(fmt.CorruptBatchError):
+        stored.validate(stamped)
+
+
+def test_columnar_readers_refuse_a_kept_batch_rather_than_misread_it() -> None:
+    stamped = fmt.stamp(kept(kafka([b"a", b"b"])), 0, 0)
+    for read in (fmt.validate, fmt.decode, fmt.columns, fmt.keys_of):
+        with pytest.raises(fmt.CorruptBatchError, match="format 3"):
+            read(stamped)
+
+
+def _with_header(data: bytes, **fields: int) -> bytes:
+    """`data` (one Kafka batch) with header fields replaced and its CRC made right."""
+    layout = {
+        "attributes": (21, ">h"),
+        "last_offset_delta": (23, ">i"),
+        "max_timestamp": (35, ">q"),
+        "producer_id": (43, ">q"),
+        "producer_epoch": (51, ">h"),
+        "base_sequence": (53, ">i"),
+    }
+    out = bytearray(data)
+    for name, value in fields.items():
+        at, code = layout[name]
+        struct.pack_into(code, out, at, value)
+    struct.pack_into(">I", out, 17, crc32c(bytes(out[21:])))
+    return bytes(out)
+
+
+def test_what_cannot_be_kept_as_sent_is_left_to_the_conversion() -> None:
+    """kafka_form answers None (the edge converts, as before) for what format 3 cannot
+    say as Kafka and kraftlite would both read it."""
+    plain = kafka([b"a", b"b", b"c"])
+    assert keep(plain) is not None
+    assert keep(plain, Compression.NONE) is not None  # compression.type uncompressed
+    assert keep(plain, Compression.LZ4) is None  # the topic wants lz4: converted, compressed
+    assert keep(kafka([b"a"], compression=Compression.LZ4), Compression.LZ4) is not None
+    assert keep(_with_header(plain, attributes=0x08)) is None  # LogAppendTime
+    assert keep(_with_header(plain, attributes=0x40)) is None  # a cleaner's delete horizon
+    assert keep(_with_header(plain, max_timestamp=5)) is None  # not its records' largest
+    assert keep(_with_header(plain, producer_id=-1, producer_epoch=0)) is None  # half a producer
+    assert keep(_with_header(plain, attributes=0x10)) is None  # transactional, no producer
+    gappy = records.encode_batch([KafkaRecord(0, 1, None, b"a"), KafkaRecord(2, 1, None, b"b")])
+    assert keep(gappy) is None  # offsets with a gap
+    transactional = kafka(
+        [b"t"], producer_id=3, producer_epoch=0, base_sequence=0, is_transactional=True
+    )
+    header = fmt.read_header(kept(transactional))
+    assert fmt.is_transactional(header) and header.producer_id == 3
+
+
+def test_a_kept_batch_knows_its_keyless_records_and_its_producer() -> None:
+    batch = kept(kafka([b"a", b"b", b"c"], keys=[b"k", None, None]))
+    assert batch.keyless == (1, 2)
+    assert stored.null_keys(batch, fmt.read_header(batch)) == [1, 2]
+    assert fmt.names_producer(batch) is False
+    idempotent = kept(kafka([b"a"], producer_id=1, producer_epoch=0, base_sequence=0))
+    assert fmt.names_producer(idempotent) is True
+    assert stored.columnar_magic(fmt.read_header(idempotent)) == fmt.MAGIC_V2
+    assert stored.columnar_magic(fmt.read_header(batch)) == fmt.MAGIC_V1
