@@ -17,7 +17,8 @@ from this process, --runs times:
   HTTP binary consume   binary fetches of everything produced, from each leader
   Kafka consume         confluent-kafka Consumer (its defaults) assigned every partition
                         from offset 0, consume(10000) until it has read everything; with
-                        1 partition, with 3 (3 leaders), and with 3 and librdkafka's
+                        1 partition (and the CPU µs per record its leader's process spent
+                        meanwhile), with 3 (3 leaders), and with 3 and librdkafka's
                         fetch.queue.backoff.ms at 10 instead of 1000
   client ceiling        librdkafka produce() calls/s into its queue with no broker: the
                         load generator's own limit
@@ -60,6 +61,7 @@ except ImportError:  # a tree from before issue 24 (for before/after figures)
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench  # scripts/bench.py: the cluster, the HTTP load
+import peers  # scripts/peers.py: CPU seconds of a process
 
 PARTITIONS = 3
 SIZE = 100
@@ -165,11 +167,32 @@ def client_ceiling(records_: int) -> float:
     return rate
 
 
+def broker_pid(url: str) -> int:
+    """The pid of the broker process `kraftlite dev` started listening at `url`."""
+    listen = url.removeprefix("http://")
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--broker-id" in args and listen.encode() in args:
+            return int(proc.name)
+    raise SystemExit(f"no broker process listens at {url}")
+
+
 def kafka_consume(
-    bootstrap: str, topic: str, total: int, partitions: int, settings: dict[str, object]
-) -> float:
+    bootstrap: str,
+    topic: str,
+    total: int,
+    partitions: int,
+    settings: dict[str, object],
+    cpu_pid: int | None = None,
+) -> tuple[float, float]:
     """Records/s a confluent-kafka Consumer (its defaults, plus `settings`) reads from
-    offset 0 of every partition of `topic` until it has `total` records."""
+    offset 0 of every partition of `topic` until it has `total` records, and the CPU µs
+    per record process `cpu_pid` (a leader) spent meanwhile (NaN without one)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -180,6 +203,7 @@ def kafka_consume(
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
+    cpu = peers.process_cpu_seconds([cpu_pid]) if cpu_pid else 0.0
     started = time.monotonic()
     while got < total:
         for message in consumer.consume(10_000, timeout=5):
@@ -188,8 +212,9 @@ def kafka_consume(
         if time.monotonic() - started > 120:
             raise SystemExit(f"read {got} of {total} records in 120 s")
     elapsed = time.monotonic() - started
+    used = peers.process_cpu_seconds([cpu_pid]) - cpu if cpu_pid else float("nan")
     consumer.close()
-    return got / elapsed
+    return got / elapsed, used * 1e6 / got
 
 
 async def http_side(
@@ -257,7 +282,7 @@ def one_run(bootstrap: str, args: argparse.Namespace) -> dict[str, float]:
         done(topic)
     for partitions in (1, PARTITIONS):
         topic = f"kafka-consume-{partitions}"
-        bench.fresh_topic(bootstrap, topic, partitions, 3)
+        leaders = bench.fresh_topic(bootstrap, topic, partitions, 3)
         fill = Producer({"bootstrap.servers": kafka, "acks": "1", "linger.ms": 20})
         for _ in range(args.records):
             try:
@@ -267,15 +292,19 @@ def one_run(bootstrap: str, args: argparse.Namespace) -> dict[str, float]:
                 fill.produce(topic, b"x" * SIZE)
         fill.flush(120)
         if partitions == 1:
-            figures["kafka_consume_1_partition"] = kafka_consume(kafka, topic, args.records, 1, {})
+            rate, cpu_us = kafka_consume(
+                kafka, topic, args.records, 1, {}, cpu_pid=broker_pid(leaders[0])
+            )
+            figures["kafka_consume_1_partition"] = rate
+            figures["kafka_consume_1_partition_leader_cpu_us_per_record"] = cpu_us
         else:
-            figures["kafka_consume"] = kafka_consume(kafka, topic, args.records, partitions, {})
+            figures["kafka_consume"] = kafka_consume(kafka, topic, args.records, partitions, {})[0]
             # librdkafka pauses a partition's fetches for fetch.queue.backoff.ms (1 s) when
             # its local queue passes queued.min.messages (100,000): at a million records/s
             # that is most of the time. The same consumer with a short backoff:
             figures["kafka_consume_short_backoff"] = kafka_consume(
                 kafka, topic, args.records, partitions, {"fetch.queue.backoff.ms": 10}
-            )
+            )[0]
         done(topic)
     figures["kafka_client_ceiling"] = client_ceiling(args.records)
     figures.update(conversion_us())
