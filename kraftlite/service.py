@@ -212,6 +212,28 @@ class BrokerService:
             topic, index, partition.leader_epoch, partition.config_int("max.message.bytes")
         )
 
+    def keeps_kafka_batches(self, topic: str, index: int) -> bool:
+        """Whether a Kafka batch may be stored as sent (format 3, protocol/stored.py) in a
+        partition this broker leads: only while every other replica's broker, in its
+        current registration, said it reads format 3 (fetch_sessions.py rule 5). During a
+        rolling upgrade a follower on older code could not follow it."""
+        partition = self._leader(topic, index)
+        registration = partition.registration
+        if registration is None:
+            return False
+        replicas = self.broker.replicas
+        brokers = replicas.image.brokers
+        for replica in registration.replicas:
+            if replica == self.broker.broker_id:
+                continue
+            found = brokers.get(replica)
+            if found is None or (
+                replicas.fetch_sessions.reads_format(replica, found.broker_epoch)
+                < batch_format.MAGIC_KAFKA
+            ):
+                return False
+        return True
+
     def _leader(self, topic: str, index: int) -> Partition:
         if index < 0:
             raise KraftliteError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "partition must be >= 0")
@@ -911,7 +933,9 @@ class BrokerService:
             raise KraftliteError(
                 ErrorCode.INVALID_REQUEST, "at must be earliest, latest or unix milliseconds >= 0"
             )
-        found = log_.offset_for_time(at, max_offset=bound)
+        # off the loop: the batch holding the time may be a Kafka batch kept compressed,
+        # whose timestamps are read by decompressing it (protocol/stored.py)
+        found = await asyncio.to_thread(log_.offset_for_time, at, max_offset=bound)
         return (bound, None) if found is None else found
 
     async def local_offsets(self, topic: str, *, committed: bool = False) -> dict[int, Offsets]:

@@ -619,11 +619,13 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         aborted = [(t.producer_id, t.first_offset) for t in fetched.aborted]
         views = batch_format.committed_views(fetched.data, aborted)
     data: bytes | memoryview = fetched.data if views is None else b"".join(views)
-    # Kafka batches kept as sent (stored.py) are decompressed and converted, off the loop:
-    # what a batch decompresses to is bounded by a produce's budget, not by max_bytes
+    # Kafka batches kept as sent (stored.py) are decompressed and converted, off the loop,
+    # and no more of them than max_bytes takes once converted (one at least); the JSON
+    # records are made batch by batch, as many as max_records takes
     kept = stored_batch.kafka_bytes(data) > 0
     if kept and binary:
-        data = await asyncio.to_thread(stored_batch.as_columnar, data)
+        data, cut = await asyncio.to_thread(stored_batch.as_columnar, data, max_bytes)
+        end = end if cut is None else cut
     if binary:
         return web.Response(
             body=data,

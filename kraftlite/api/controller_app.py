@@ -762,7 +762,6 @@ async def register_broker(request: web.Request) -> web.StreamResponse:
         wanted.rack,
         wanted.kafka,
         honours_lease_timeout=wanted.honours_lease_timeout,
-        record_format=wanted.record_format,
     )
     answer = BrokerRegistrationResponse(
         epoch,

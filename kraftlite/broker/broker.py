@@ -42,7 +42,6 @@ from kraftlite.metadata.image import StaleBatchError
 from kraftlite.metadata.records import RecordCodecError
 from kraftlite.protocol import names
 from kraftlite.protocol.admin import AdminRequest, CreateTopicRequest
-from kraftlite.protocol.batch import MAGIC_KAFKA
 from kraftlite.protocol.headers import METADATA_VERSION
 from kraftlite.protocol.internal import (
     BrokerHeartbeatRequest,
@@ -288,7 +287,6 @@ class Broker:
             self.settings.rack,
             self.settings.kafka,
             honours_lease_timeout=True,
-            record_format=MAGIC_KAFKA,  # the newest it reads
         )
         _, body = await self._session_controllers.call(
             "POST", "/v1/internal/brokers", wanted.encode(), raw=True

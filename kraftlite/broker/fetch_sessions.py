@@ -16,6 +16,10 @@ Rules:
    (`changed_later`) wakes no one: it goes with the next answer the follower gets for
    another reason, or when its long-poll ends, so an acknowledged write costs each
    follower one round (the records), not two (the records, then the HW they moved).
+5. Each follower's new session says the newest stored batch format it reads (absent: 2, a
+   follower from before format 3); it is kept with the broker epoch it came with, so a
+   follower that restarts (a new epoch) is of format 2 again until it says otherwise
+   (`reads_format`: the rolling upgrade's gate for format 3, protocol/stored.py).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import secrets
 from dataclasses import dataclass, field
 
 from kraftlite.errors import ErrorCode, KraftliteError
+from kraftlite.protocol.batch import MAGIC_V2
 from kraftlite.protocol.internal import NEW_SESSION, FetchPosition, ReplicaFetchRequest
 
 PartitionKey = tuple[str, int]
@@ -80,6 +85,7 @@ class FetchSessions:
     def __init__(self) -> None:
         self._by_follower: dict[int, FetchSession] = {}
         self._watching: dict[PartitionKey, dict[int, FetchSession]] = {}
+        self._formats: dict[int, tuple[int, int]] = {}  # rule 5: follower -> (epoch, format)
 
     def __len__(self) -> int:
         return len(self._by_follower)
@@ -92,6 +98,8 @@ class FetchSessions:
         """
         if request.session_id == NEW_SESSION:
             self.close(request.replica_id)
+            said = MAGIC_V2 if request.record_format is None else request.record_format
+            self._formats[request.replica_id] = (request.broker_epoch, said)
             session = FetchSession(_new_id(), request.replica_id, request.broker_epoch)
             self._by_follower[request.replica_id] = session
         else:
@@ -130,6 +138,12 @@ class FetchSessions:
                 entry.checked = False
             touched.add(key)
         return session, touched
+
+    def reads_format(self, follower: int, broker_epoch: int) -> int:
+        """Rule 5: the newest stored batch format `follower`, in its registration of
+        `broker_epoch`, said it reads; 2 when it said nothing in that registration."""
+        said = self._formats.get(follower)
+        return said[1] if said is not None and said[0] == broker_epoch else MAGIC_V2
 
     def close(self, follower: int) -> None:
         session = self._by_follower.pop(follower, None)

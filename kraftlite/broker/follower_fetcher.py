@@ -29,6 +29,7 @@ import structlog
 from kraftlite.broker.partition import Partition, ReplicaFetchResult, Role
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 from kraftlite.protocol import framing
+from kraftlite.protocol.batch import MAGIC_KAFKA
 from kraftlite.protocol.internal import (
     NEW_SESSION,
     FetchPosition,
@@ -184,6 +185,7 @@ class FollowerFetcher:
             0 if full else self._session_epoch,
             tuple(positions.values()),
             () if full else tuple(self._forgotten),
+            record_format=MAGIC_KAFKA if full else None,  # what this broker reads
         )
         return request, positions
 

@@ -345,7 +345,6 @@ def register_broker(
     rack: str | None,
     *,
     kafka: str | None = None,
-    record_format: int | None = None,
 ) -> ControllerResult[int]:
     """Register a broker; the response is its broker epoch.
 
@@ -376,7 +375,6 @@ def register_broker(
             url=url,
             rack=rack,
             kafka=kafka,
-            record_format=record_format,
         )
     ]
     if existing is not None:

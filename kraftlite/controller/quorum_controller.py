@@ -794,7 +794,6 @@ class QuorumController:
         kafka: str | None = None,
         *,
         honours_lease_timeout: bool = False,
-        record_format: int | None = None,
     ) -> int:
         def fence_previous(image: MetadataImage) -> decisions.ControllerResult[list[int]]:
             """A new incarnation: fence the old one first, in bounded batches (its
@@ -811,13 +810,7 @@ class QuorumController:
         term = self.log.status()["term"]  # Raft's: the takeover may not be done yet
         epoch = await self.submit(
             lambda image: decisions.register_broker(
-                image,
-                broker_id,
-                incarnation_id,
-                url,
-                rack,
-                kafka=kafka,
-                record_format=record_format,
+                image, broker_id, incarnation_id, url, rack, kafka=kafka
             )
         )
         self.sessions.contact(broker_id, self._clock.monotonic_ms())

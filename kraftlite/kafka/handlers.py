@@ -972,7 +972,7 @@ class Session:
         topic_codec = (
             None if wanted == "producer" else _CODECS.get(wanted, records.Compression.NONE)
         )
-        keeps = self.image.reads_record_format(batch_format.MAGIC_KAFKA)  # (an upgrade's gate)
+        keeps = self.service.keeps_kafka_batches(leadership.topic, leadership.partition)
 
         def convert() -> bytes:
             batches = records.decode_batches(data, shared_budget=budget)
@@ -1048,9 +1048,10 @@ class Session:
         except KraftliteError as exc:
             results = [exc] * len(wanted)
         found = {(w.topic, w.partition): r for w, r in zip(wanted, results, strict=True)}
+        limits = {(w.topic, w.partition): w.max_bytes for w in wanted}
         converted = await self._kafka_records(
             [
-                (r.data, self._fetch_codec(key[0], request.api_version))
+                (r.data, self._fetch_codec(key[0], request.api_version), limits[key])
                 for key, r in found.items()
                 if isinstance(r, Fetched) and r.data
             ],
@@ -1140,24 +1141,28 @@ class Session:
         return codec
 
     async def _kafka_records(
-        self, stored: list[tuple[bytes, records.Compression]], *, zstd_readable: bool
+        self, stored: list[tuple[bytes, records.Compression, int]], *, zstd_readable: bool
     ) -> dict[int, bytes]:
-        """Each stored record set (by id) as Kafka batches: those kept as sent as they are,
-        the others converted, in its codec (protocol/stored.py rule 4); off the loop when
-        much is to be converted (or compressed)."""
+        """Each stored record set (by id) as Kafka batches, at most about its partition's
+        max bytes: those kept as sent as they are, the others converted, in its codec
+        (protocol/stored.py rule 4); off the loop when much is to be converted (or
+        compressed), and always when a kept batch is (a client before Fetch v10 gets zstd
+        ones decompressed, whose size the stored bytes do not tell)."""
 
         def convert() -> dict[int, bytes]:
             return {
-                id(data): stored_batch.as_kafka(data, codec, zstd_readable=zstd_readable)
-                for data, codec in stored
+                id(data): stored_batch.as_kafka(
+                    data, codec, zstd_readable=zstd_readable, max_bytes=limit
+                )
+                for data, codec, limit in stored
             }
 
-        inline = sum(  # (a zstd batch kept as sent is converted for a client before v10)
-            (len(data) - (stored_batch.kafka_bytes(data) if zstd_readable else 0))
-            * (1 if codec is records.Compression.NONE else _COMPRESS_COST)
-            for data, codec in stored
+        kept = [stored_batch.kafka_bytes(data) for data, _, _ in stored]
+        inline = sum(
+            (len(data) - kept_bytes) * (1 if codec is records.Compression.NONE else _COMPRESS_COST)
+            for (data, codec, _), kept_bytes in zip(stored, kept, strict=True)
         )
-        if inline <= _INLINE_CONVERT_BYTES:
+        if inline <= _INLINE_CONVERT_BYTES and (zstd_readable or not any(kept)):
             return convert()
         async with self.handlers.converting:
             return await asyncio.to_thread(convert)

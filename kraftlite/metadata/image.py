@@ -67,7 +67,6 @@ class BrokerRegistration:
     in_controlled_shutdown: bool = False  # may not lead or join an ISR (still unfenced)
     draining: bool = False  # may not lead, join an ISR or receive replicas; replicas leave
     kafka: str | None = None  # the Kafka listener's advertised "host:port", if it has one
-    record_format: int = 2  # the newest stored batch format it reads (RegisterBrokerRecord)
 
     def __setstate__(self, state: list[object]) -> None:
         """Raft snapshots from before the fields with defaults lack them."""
@@ -179,12 +178,6 @@ class MetadataImage:
     def topic(self, name: str) -> TopicImage | None:
         topic_id = self.topic_ids.get(name)
         return None if topic_id is None else self.topics[topic_id]
-
-    def reads_record_format(self, record_format: int) -> bool:
-        """Every registered broker reads stored batches of `record_format`: a rolling
-        upgrade's gate (a leader stores format 3 only once no broker that may follow it,
-        or take its replicas over, is older)."""
-        return all(b.record_format >= record_format for b in self.brokers.values())
 
     def live_broker_ids(self) -> list[int]:
         """Registered, unfenced brokers not shutting down, by id."""
@@ -327,7 +320,6 @@ class MetadataDelta:
                     fenced=True,
                     draining=old is not None and old.draining,  # a restart stays draining
                     kafka=record.kafka,
-                    record_format=2 if record.record_format is None else record.record_format,
                 )
             case FenceBrokerRecord() | UnfenceBrokerRecord() | ControlledShutdownRecord():
                 broker = self.brokers.get(record.broker_id)

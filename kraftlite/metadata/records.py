@@ -55,9 +55,6 @@ class RegisterBrokerRecord:
     url: str  # the broker's HTTP address
     rack: str | None = None
     kafka: str | None = None  # its Kafka listener as clients reach it, "host:port"
-    # the newest stored batch format it reads (protocol/batch.py magic); None: 2, as
-    # registered by a broker from before format 3 (issue 29)
-    record_format: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -153,8 +153,6 @@ class BrokerRegistrationRequest(Message, frozen=True):
     # It runs its lease by the answers' lease_timeout_ms (a broker older than it does not,
     # and keeps a session's: controller/liveness.py rule 4 leaves it to its session).
     honours_lease_timeout: bool = False
-    # the newest stored batch format it reads (issue 29); absent from a broker older: 2
-    record_format: Annotated[int, Meta(ge=1, le=255)] | None = None
 
 
 class BrokerRegistrationResponse(Message, frozen=True):
@@ -360,6 +358,11 @@ class ReplicaFetchRequest(Message, frozen=True):
     session_epoch: NonNegative = 0
     partitions: Annotated[tuple[FetchPosition, ...], Meta(max_length=MAX_ITEMS)] = ()
     forgotten: Annotated[tuple[tuple[str, Long], ...], Meta(max_length=MAX_ITEMS)] = ()
+    # A new session's: the newest stored batch format (protocol/batch.py magic) the
+    # follower reads; absent from a follower older than format 3, which reads 2. A leader
+    # stores format 3 in a partition only while each of its followers said 3 (issue 29: a
+    # rolling upgrade's gate, kept off the metadata log, which older nodes must read).
+    record_format: Annotated[int, Meta(ge=1, le=255)] | None = None
 
 
 class PartitionFetchAnswer(msgspec.Struct, frozen=True):

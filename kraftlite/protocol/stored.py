@@ -28,8 +28,10 @@ every header reader see one kind of batch; this module is where the two bodies p
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import struct
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +41,12 @@ from kraftlite.protocol.batch import BatchHeader, CorruptBatchError, DecodedBatc
 from kraftlite.protocol.kafka import records
 from kraftlite.protocol.kafka.records import Compression, KafkaBatch
 
+# What a stored format 3 batch's records may decompress to: what the Kafka edge lets one
+# produce request decompress to (kafka/handlers.py REQUEST_DECOMPRESSED_MAX_BYTES, which
+# must never exceed it), so a batch kept once is always read again. Never lowered.
+READ_DECOMPRESSED_MAX_BYTES: Final = 64 << 20
 _DELETE_HORIZON = 0x40  # Kafka's attribute bit 6: a cleaner's batch, never a producer's
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _NO_PRODUCER = (batch_format.NO_PRODUCER_ID, -1, -1)
 
 
@@ -72,8 +79,10 @@ def kafka_form(
         or not batch.has_dense_offsets
     ):
         return None
-    first, largest = batch.timestamp_range
+    first, smallest, largest = batch.timestamp_range
     producer = (batch.producer_id, batch.producer_epoch, batch.base_sequence)
+    if not _INT64_MIN <= smallest <= largest <= _INT64_MAX:
+        return None  # which the conversion refuses: no reader could read it back
     if largest != batch.max_timestamp or not (
         producer == _NO_PRODUCER or (producer[0] >= 0 and producer[1] >= 0 and producer[2] >= 0)
     ):
@@ -88,7 +97,7 @@ def kafka_form(
             producer=producer,
             transactional=batch.is_transactional,
         )
-    except CorruptBatchError:  # e.g. a timestamp out of range: the conversion decides
+    except (CorruptBatchError, struct.error, OverflowError):  # the conversion decides
         return None
     return KeptKafkaBatch(envelope, batch.keyless)
 
@@ -112,7 +121,7 @@ def _decoded_kafka(view: memoryview) -> tuple[BatchHeader, KafkaBatch]:
     header = batch_format.read_header(view)
     inner = batch_format.kafka_batch(view, header)
     try:
-        [decoded] = records.decode_batches(inner, max_bytes=records.DEFAULT_MAX_BYTES)
+        [decoded] = records.decode_batches(inner, max_bytes=READ_DECOMPRESSED_MAX_BYTES)
     except records.CorruptRecordsError as exc:  # stored bytes: a disk's fault, or a bug's
         raise CorruptBatchError(f"a format 3 batch's records: {exc}") from exc
     return header, decoded
@@ -132,13 +141,24 @@ def columnar(buf: bytes | bytearray | memoryview) -> bytes | memoryview:
     return bytes(batch_format.stamp(converted, header.base_offset, header.leader_epoch))
 
 
-def as_columnar(data: bytes | memoryview) -> bytes | memoryview:
-    """A stream of stored batches (a fetch's) with each format 3 batch converted: `data`
-    itself when it holds none (the HTTP binary fetch's answer, rule 3)."""
+def as_columnar(data: bytes | memoryview, max_bytes: int) -> tuple[bytes | memoryview, int | None]:
+    """A stream of stored batches (a fetch's) with each format 3 batch converted (the HTTP
+    binary fetch's answer, rule 3): `data` itself when it holds none. A converted batch
+    may be far larger than its stored bytes, so the batches after the one that takes the
+    answer to `max_bytes` are left out (never the first: a reader always progresses);
+    then the offset after the last one taken comes too, else None."""
     views = list(batch_format.split_batches(data))
     if not any(is_kafka(view) for view in views):
-        return data
-    return b"".join(columnar(view) for view in views)
+        return data, None
+    out: list[bytes | memoryview] = []
+    size = 0
+    for i, view in enumerate(views):
+        if out and size >= max_bytes:
+            return b"".join(out), batch_format.read_header(views[i - 1]).next_offset
+        converted = columnar(view)
+        out.append(converted)
+        size += len(converted)
+    return b"".join(out), None
 
 
 def kafka_bytes(data: bytes | bytearray | memoryview) -> int:
@@ -147,23 +167,34 @@ def kafka_bytes(data: bytes | bytearray | memoryview) -> int:
 
 
 def as_kafka(
-    data: bytes | bytearray | memoryview, codec: Compression, *, zstd_readable: bool
+    data: bytes | bytearray | memoryview,
+    codec: Compression,
+    *,
+    zstd_readable: bool,
+    max_bytes: int = batch_format.MAX_BATCH_BYTES,
 ) -> bytes:
     """Rule 4: a stream of stored batches as Kafka batches. `codec`: what a converted
     batch is compressed with (the topic's `compression.type`); `zstd_readable`: the
-    client reads zstd (Fetch v10+), else a zstd batch is sent converted, uncompressed."""
+    client reads zstd (Fetch v10+), else a zstd batch is sent converted, uncompressed.
+    Batches after the one that takes the answer to `max_bytes` are left out (never the
+    first), as a conversion may be far larger than the stored bytes: a Kafka consumer
+    fetches again from where the answer ends."""
     out: list[bytes | memoryview] = []
+    size = 0
     for view in batch_format.split_batches(data):
+        if out and size >= max_bytes:
+            break
+        piece: bytes | memoryview
         if not is_kafka(view):
-            out.append(records.kraftlite_to_kafka(view, codec))
-            continue
-        header = batch_format.read_header(view)
-        inner = batch_format.kafka_batch(view, header)
-        codec_bits = inner[22] & records.ATTR_COMPRESSION  # (attributes' low byte)
-        if not zstd_readable and codec_bits == Compression.ZSTD:
-            out.append(records.kraftlite_to_kafka(columnar(view), Compression.NONE))
+            piece = records.kraftlite_to_kafka(view, codec)
         else:
-            out.append(inner)
+            header = batch_format.read_header(view)
+            piece = batch_format.kafka_batch(view, header)
+            codec_bits = piece[22] & records.ATTR_COMPRESSION  # (attributes' low byte)
+            if not zstd_readable and codec_bits == Compression.ZSTD:
+                piece = records.kraftlite_to_kafka(columnar(view), Compression.NONE)
+        out.append(piece)
+        size += len(piece)
     return b"".join(out)
 
 
@@ -176,12 +207,67 @@ def decode(buf: bytes | bytearray | memoryview) -> DecodedBatch:
     return replace(batch_format.decode(columnar(view)), header=batch_format.read_header(view))
 
 
-def columnar_magic(header: BatchHeader) -> int:
-    """The format of the columnar batches a stored batch's records convert to (what the
-    cleaner's runs of it are): its own, or for format 3 that of its producer."""
-    if header.magic != batch_format.MAGIC_KAFKA:
-        return header.magic
-    return batch_format.MAGIC_V2 if header.producer_id >= 0 else batch_format.MAGIC_V1
+def kept_runs(
+    buf: bytes | bytearray | memoryview, decoded: DecodedBatch, keep: Sequence[bool]
+) -> list[bytes]:
+    """batch.kept_runs for either form (log compaction, rule 5): `decoded` is the stored
+    batch `buf` decoded (`decode`). A format 3 batch's runs are format 3 batches too, each
+    a Kafka batch compressed in the stored one's codec, so a cleaned log keeps what
+    compression saved (as Kafka's cleaner does)."""
+    view = memoryview(buf)
+    if not is_kafka(view):
+        return batch_format.kept_runs(decoded, keep)
+    header = decoded.header
+    count = header.record_count
+    if len(keep) != count:
+        raise ValueError(f"keep names {len(keep)} records of {count}")
+    codec = Compression(batch_format.kafka_batch(view, header)[22] & records.ATTR_COMPRESSION)
+    producer = header.producer_id >= 0
+    runs: list[bytes] = []
+    start = 0
+    while start < count:
+        if not keep[start]:
+            start += 1
+            continue
+        end = start
+        while end < count and keep[end]:
+            end += 1
+        stamps = decoded.timestamps[start:end]
+        triple = (
+            (header.producer_id, header.producer_epoch, (header.base_sequence + start) % 2**31)
+            if producer
+            else _NO_PRODUCER
+        )
+        transactional = batch_format.is_transactional(header)
+        sent = records.encode_batch(
+            [
+                records.KafkaRecord(
+                    i - start,
+                    decoded.timestamps[i],
+                    decoded.keys[i],
+                    decoded.values[i],
+                    decoded.headers[i],
+                )
+                for i in range(start, end)
+            ],
+            producer_id=triple[0],
+            producer_epoch=triple[1],
+            base_sequence=triple[2],
+            compression=codec,
+            is_transactional=transactional,
+        )
+        envelope = batch_format.kafka_envelope(
+            sent,
+            first_timestamp=stamps[0],
+            max_timestamp=max(stamps),
+            producer=triple,
+            transactional=transactional,
+        )
+        runs.append(
+            bytes(batch_format.stamp(envelope, header.base_offset + start, header.leader_epoch))
+        )
+        start = end
+    return runs
 
 
 def decode_stream(data: bytes | bytearray | memoryview) -> Iterator[DecodedBatch]:

@@ -26,7 +26,7 @@ Rules (Kafka's semantics and names, docs/design/storage.md "Compaction"):
    committed sequence must stay. (Its later batches, above the high watermark, may still be
    truncated away; the committed ones never are, so a batch cleaned because a later
    committed one existed never becomes the last again.)
-5. Offsets are never renumbered: `batch.kept_runs` keeps each record's offset, and a batch
+5. Offsets are never renumbered: `stored.kept_runs` keeps each record's offset, and a batch
    that keeps everything is not rewritten.
 6. A pass is due (`due`) when the dirty part of the cleanable range (from where the last
    pass ended, the log's `cleaned_offset`) is at least `min.cleanable.dirty.ratio` of it
@@ -177,21 +177,23 @@ def keep(
     return kept
 
 
-def rewrite(  # noqa: PLR0917 - keep's inputs and the batch's stored length
+def rewrite(  # noqa: PLR0917 - keep's inputs and the stored batch
     batch: DecodedBatch,
     latest_offsets: Mapping[bytes | None, int],
     now_ms: int,
     policy: CleanPolicy,
-    batch_length: int,
+    stored: memoryview,
     pinned: Collection[bytes] = frozenset(),
 ) -> BatchRewrite | None:
-    """The batch as the cleaner leaves it (rule 5), or None when it keeps every record."""
+    """The batch as the cleaner leaves it (rule 5), or None when it keeps every record.
+    `stored`: the batch as stored, which `batch` decodes (a Kafka batch kept as sent is
+    rewritten as such: protocol/stored.py `kept_runs`)."""
     kept = keep(batch, latest_offsets, now_ms, policy, pinned)
     if all(kept):
         return None
-    runs = batch_format.kept_runs(batch, kept)
+    runs = stored_batch.kept_runs(stored, batch, kept)
     header = batch.header
-    return BatchRewrite(header.base_offset, batch_length, header.header_crc, tuple(runs))
+    return BatchRewrite(header.base_offset, len(stored), header.header_crc, tuple(runs))
 
 
 class PassPlan:
@@ -258,7 +260,7 @@ class PassPlan:
                 if base not in self.unfolded:  # an aborted or undecided batch pins nothing
                     self.pinned.update(key for key in batch.keys if key is not None)
                 continue
-            change = rewrite(batch, self.latest, self.now_ms, self.policy, len(view), self.pinned)
+            change = rewrite(batch, self.latest, self.now_ms, self.policy, view, self.pinned)
             if change is not None:
                 rewrites.append(change)
         return rewrites

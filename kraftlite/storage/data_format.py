@@ -17,23 +17,28 @@ Rules:
    the current format.
 4. The file is replaced atomically (a temporary file, fsync, rename, fsync of the directory):
    a crash leaves the old file or the new, never half of one.
+5. The record format recorded is what the directory may hold, not all this node reads: a
+   new broker directory records format 2, and a broker raises it to 3 just before it
+   first stores a format 3 batch (`raise_record_format`, storage/log.py), so until then
+   the kraftlite it was upgraded from still opens it (a rollback).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from kraftlite import __version__
-from kraftlite.protocol.batch import MAGIC_KAFKA
+from kraftlite.protocol.batch import MAGIC_KAFKA, MAGIC_V2
 
 FORMAT_FILE = "kraftlite-format.json"
 Kind = Literal["broker", "controller"]
 STORAGE_FORMAT = 1
-RECORD_FORMAT: dict[str, int] = {"broker": MAGIC_KAFKA, "controller": 1}
+RECORD_FORMAT: dict[str, int] = {"broker": MAGIC_V2, "controller": 1}  # a new directory's
+READS_RECORD_FORMAT: dict[str, int] = {"broker": MAGIC_KAFKA, "controller": 1}  # rule 5
 
 
 class DataFormatError(ValueError):
@@ -53,18 +58,19 @@ def current(kind: Kind) -> DataFormat:
 
 
 def decide(kind: Kind, found: DataFormat | None, where: Path) -> DataFormat:
-    """Rules 2 and 3 (pure): the format to record, or DataFormatError."""
+    """Rules 2, 3 and 5 (pure): the format to record, or DataFormatError."""
     ours = current(kind)
     if found is None:
         return ours  # empty, or written before formats were recorded (format 1)
+    reads = DataFormat(kind, STORAGE_FORMAT, READS_RECORD_FORMAT[kind], __version__)
     if found.kind != kind:
         raise DataFormatError(
             f"{where} holds a kraftlite {found.kind}'s data, not a {kind}'s: "
             "point this node at its own directory"
         )
     for name, theirs, mine in (
-        ("storage", found.storage_format, ours.storage_format),
-        ("record", found.record_format, ours.record_format),
+        ("storage", found.storage_format, reads.storage_format),
+        ("record", found.record_format, reads.record_format),
     ):
         if theirs > mine:
             raise DataFormatError(
@@ -72,7 +78,7 @@ def decide(kind: Kind, found: DataFormat | None, where: Path) -> DataFormat:
                 f"this kraftlite ({__version__}) reads {name} formats up to {mine}: run "
                 f"kraftlite {found.written_by} or newer on it"
             )
-    return ours
+    return replace(ours, record_format=max(found.record_format, ours.record_format))
 
 
 def _read(path: Path) -> DataFormat | None:
@@ -118,3 +124,12 @@ def check_data_dir(directory: Path, kind: Kind) -> DataFormat:
     if found != recorded:
         _write(directory, recorded)
     return recorded
+
+
+def raise_record_format(directory: Path, kind: Kind, record_format: int) -> None:
+    """Rule 5: record that `directory` may now hold batches of `record_format` (at once,
+    before the first is written); nothing when it already says so."""
+    found = _read(directory / FORMAT_FILE)
+    recorded = decide(kind, found, directory)
+    if recorded.record_format < record_format:
+        _write(directory, replace(recorded, record_format=record_format))

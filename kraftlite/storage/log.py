@@ -64,8 +64,8 @@ import structlog
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import stored as stored_batch
+from kraftlite.storage import data_format, txn_headers
 from kraftlite.storage import keys as key_index
-from kraftlite.storage import txn_headers
 
 _T = TypeVar("_T")
 log = structlog.get_logger(__name__)
@@ -238,7 +238,18 @@ class LogStorage:
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._flusher: threading.Thread | None = None
+        self._holds_kafka_batches = False  # the directory says it may (data_format rule 5)
         self._finish_deletes()
+
+    def may_hold(self, magic: int) -> None:
+        """Before a batch of format `magic` is first written: a format 3 batch raises the
+        directory's recorded record format (data_format.py rule 5), once."""
+        if magic != batch_format.MAGIC_KAFKA or self._holds_kafka_batches:
+            return
+        with self._lock:
+            if not self._holds_kafka_batches:
+                data_format.raise_record_format(self.config.path, "broker", magic)
+                self._holds_kafka_batches = True
 
     # -- transactions -------------------------------------------------------------------
 
@@ -541,6 +552,7 @@ class PartitionLog:
             header = stored_batch.validate(batch)
         except batch_format.CorruptBatchError as exc:
             raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
+        self.storage.may_hold(header.magic)
         with self._lock:
             self._check_open()
             if not 0 <= leader_epoch <= _MAX_EPOCH:
@@ -594,6 +606,8 @@ class PartitionLog:
             raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
         if not entries:
             return None
+        for _, stored in entries:
+            self.storage.may_hold(stored[12])
         with self._lock:
             self._check_open()
             return self._persist(entries, replicated=True, allow_gaps=allow_gaps)
@@ -1124,11 +1138,7 @@ class PartitionLog:
                         or peek.base_offset < self.log_start_offset
                     ):
                         continue
-                    own = (
-                        header.leader_epoch,
-                        stored_batch.columnar_magic(header),
-                        header.producer_id,
-                    )
+                    own = (header.leader_epoch, header.magic, header.producer_id)
                     if runs_end > peek.next_offset or any(
                         kind[:3] != own or kind[3] != header.producer_epoch for kind in kinds
                     ):

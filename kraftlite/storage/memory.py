@@ -463,11 +463,7 @@ class MemoryPartitionLog:
                     or header.base_offset < self.log_start_offset
                 ):
                     continue
-                own = (
-                    header.leader_epoch,
-                    stored_batch.columnar_magic(header),
-                    header.producer_id,
-                )
+                own = (header.leader_epoch, header.magic, header.producer_id)
                 if runs_end > header.next_offset or any(
                     kind[:3] != own or kind[3] != header.producer_epoch for kind in kinds
                 ):

@@ -807,7 +807,7 @@ class LogMachine(RuleBasedStateMachine):
             count = len(batch.values)
             keep = data.draw(st.lists(st.booleans(), min_size=count, max_size=count))
             raw = next(fmt.split_batches(self.log.read(batch.base, 1)))
-            runs = fmt.kept_runs(stored.decode(raw), keep)
+            runs = stored.kept_runs(raw, stored.decode(raw), keep)
             crc = fmt.read_header(raw).header_crc
             rewrites.append(BatchRewrite(batch.base, len(raw), crc, tuple(runs)))
             for run in runs:

@@ -48,7 +48,6 @@ from kraftlite.metadata.image import MetadataImage
 from kraftlite.metadata.views import topic_view
 from kraftlite.protocol import admin, admin_bodies
 from kraftlite.protocol import batch as fmt
-from kraftlite.protocol.batch import MAGIC_KAFKA
 from kraftlite.protocol.headers import METADATA_VERSION
 from kraftlite.protocol.internal import MessageError
 from kraftlite.protocol.kafka import messages
@@ -154,7 +153,6 @@ class InProcessBroker:
                 broker_epoch=self.broker.broker_epoch,
                 url=BROKER_URL,
                 kafka=KAFKA_ADDRESS,
-                record_format=MAGIC_KAFKA,  # as a broker registers (broker.py)
             )
         )
         self.apply(
@@ -195,10 +193,9 @@ class InProcessBroker:
             self.clock.monotonic_ms(), self.image.version, SESSION_TIMEOUT_MS
         )
 
-    def register_broker(self, broker_id: int, *, record_format: int | None = MAGIC_KAFKA) -> None:
+    def register_broker(self, broker_id: int) -> None:
         """Another live broker (its partitions are led there: this one answers
-        NOT_LEADER_OR_FOLLOWER for them); `record_format` None: one from before issue 29,
-        which registered none."""
+        NOT_LEADER_OR_FOLLOWER for them)."""
         epoch = self.image.version + 1
         self.apply(
             r.RegisterBrokerRecord(
@@ -207,7 +204,6 @@ class InProcessBroker:
                 broker_epoch=epoch,
                 url=f"http://broker-{broker_id}.invalid:9100",
                 kafka=f"broker-{broker_id}.invalid:9092",
-                record_format=record_format,
             ),
         )
         self.apply(r.UnfenceBrokerRecord(broker_id=broker_id, broker_epoch=epoch))

@@ -20,6 +20,7 @@ from kraftlite.broker.partition import Acks
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.kafka import handlers
 from kraftlite.kafka.handlers import SERVED, CloseConnection
+from kraftlite.metadata import records as r
 from kraftlite.metadata.records import (
     AccessControlEntryRecord,
     ClientQuotaRecord,
@@ -27,6 +28,7 @@ from kraftlite.metadata.records import (
 )
 from kraftlite.protocol import batch as fmt
 from kraftlite.protocol import stored
+from kraftlite.protocol.internal import ReplicaFetchRequest
 from kraftlite.protocol.kafka import records as kafka_records
 from kraftlite.protocol.kafka.messages import ApiKey
 from kraftlite.security import producer_ids, scram
@@ -930,27 +932,42 @@ async def test_a_producers_batch_is_kept_as_sent_and_fetched_in_its_codec(
     assert older.values == values
 
 
-async def test_a_cluster_with_an_older_broker_stores_kafka_batches_converted(
+async def test_kafka_batches_are_kept_as_sent_only_while_every_follower_reads_them(
     node: InProcessBroker,
 ) -> None:
-    """A rolling upgrade's gate: while a broker that registered no record format (older
-    than format 3) is in the cluster, nothing is stored that it could not follow."""
-    node.register_broker(2, record_format=None)
+    """A rolling upgrade's gate (fetch_sessions.py rule 5): a follower on older code could
+    not follow a format 3 batch, so its leader converts until each follower's fetch
+    session, in its current registration, said it reads format 3."""
+    node.register_broker(2)
+    topic_id = topic_id_for("shared")
+    node.apply(
+        r.TopicRecord(name="shared", topic_id=topic_id),
+        r.PartitionRecord(topic_id=topic_id, partition=0, replicas=(1, 2), isr=(1,), leader=1),
+    )
     kafka = node.connect()
     now = node.clock.now_ms()
-    answer = await produce(kafka, "orders", 0, kafka_batch([b"a", b"b"], timestamp=now))
-    assert answer is not None and answer["error_code"] == 0
-    assert stored_magics(node, "orders") == [fmt.MAGIC_V1]
-    node.register_broker(2)  # upgraded: it registers again, reading format 3
-    answer = await produce(kafka, "orders", 0, kafka_batch([b"c"], timestamp=now))
-    assert answer is not None and answer["error_code"] == 0
-    assert stored_magics(node, "orders") == [fmt.MAGIC_V1, fmt.MAGIC_KAFKA]
-    fetched = await fetch(kafka, "orders", 0, 0)
-    assert kafka_records_of(fetched["records"]) == [
-        (0, None, b"a"),
-        (1, None, b"b"),
-        (2, None, b"c"),
-    ]
+
+    async def produced(value: bytes) -> int:
+        answer = await produce(kafka, "shared", 0, kafka_batch([value], timestamp=now))
+        assert answer is not None and answer["error_code"] == 0, answer
+        return stored_magics(node, "shared")[-1]
+
+    def session(record_format: int | None) -> None:  # broker 2 opens its fetch session
+        epoch = node.image.brokers[2].broker_epoch
+        request = ReplicaFetchRequest(2, epoch, 0, 1 << 20, record_format=record_format)
+        node.broker.replicas.fetch_sessions.open(request, node.clock.monotonic_ms())
+
+    assert await produced(b"a") == fmt.MAGIC_V1  # broker 2 has said nothing yet
+    session(None)  # a follower from before format 3
+    assert await produced(b"b") == fmt.MAGIC_V1
+    session(fmt.MAGIC_KAFKA)  # upgraded
+    assert await produced(b"c") == fmt.MAGIC_KAFKA
+    node.register_broker(2)  # restarted: a new registration, unknown until it says again
+    assert await produced(b"d") == fmt.MAGIC_V1
+    session(fmt.MAGIC_KAFKA)
+    assert await produced(b"e") == fmt.MAGIC_KAFKA
+    fetched = await fetch(kafka, "shared", 0, 0)
+    assert [v for _, _, v in kafka_records_of(fetched["records"])] == [b"a", b"b", b"c", b"d", b"e"]
 
 
 async def test_a_format_3_batch_from_anyone_but_the_kafka_listener_is_refused(

@@ -11,6 +11,9 @@ from click.testing import CliRunner
 
 from kraftlite import __version__
 from kraftlite.cli import main
+from kraftlite.protocol import batch as fmt
+from kraftlite.protocol import stored
+from kraftlite.protocol.kafka import records
 from kraftlite.storage.data_format import (
     FORMAT_FILE,
     DataFormat,
@@ -18,7 +21,9 @@ from kraftlite.storage.data_format import (
     check_data_dir,
     current,
     decide,
+    raise_record_format,
 )
+from kraftlite.storage.log import LogStorage, StorageConfig
 
 
 def test_a_new_directory_gets_the_current_format(tmp_path: Path) -> None:
@@ -28,7 +33,7 @@ def test_a_new_directory_gets_the_current_format(tmp_path: Path) -> None:
     assert written == {
         "kind": "broker",
         "storage_format": 1,
-        "record_format": 3,
+        "record_format": 2,
         "written_by": __version__,
     }
     assert not list((tmp_path / "broker-1").glob(".*.tmp"))
@@ -83,3 +88,35 @@ def test_a_node_refuses_to_start_on_a_newer_format_with_a_clear_error(
     assert done.exit_code == 2, done.output
     assert "storage format 5 (written by kraftlite 3.1.0)" in done.output
     assert "reads storage formats up to 1" in done.output
+
+
+def test_a_broker_directory_records_format_3_only_once_it_may_hold_it(tmp_path: Path) -> None:
+    """Rule 5: a directory an upgraded broker opened still opens on the kraftlite before
+    (record format 2), until the broker first stores a format 3 batch (a Kafka batch kept
+    as sent); then it says 3, and stays 3, and an older kraftlite refuses it."""
+    assert check_data_dir(tmp_path, "broker").record_format == 2
+    raise_record_format(tmp_path, "broker", 3)
+    assert json.loads((tmp_path / FORMAT_FILE).read_text())["record_format"] == 3
+    assert check_data_dir(tmp_path, "broker").record_format == 3  # a restart keeps it
+    raise_record_format(tmp_path, "broker", 2)  # never lowered
+    assert check_data_dir(tmp_path, "broker").record_format == 3
+    older = DataFormat("broker", 1, 3, "9.0.0")
+    assert decide("broker", older, tmp_path).record_format == 3
+
+
+def test_the_log_raises_the_record_format_before_its_first_kept_kafka_batch(
+    tmp_path: Path,
+) -> None:
+    check_data_dir(tmp_path, "broker")
+    storage = LogStorage(StorageConfig(path=tmp_path, map_size_bytes=1 << 20))
+    try:
+        log = storage.open_partition("t-0")
+        log.append(fmt.encode_batch([b"columnar"], timestamps=[1]), leader_epoch=0)
+        assert json.loads((tmp_path / FORMAT_FILE).read_text())["record_format"] == 2
+        sent = records.encode_batch([records.KafkaRecord(0, 1, None, b"kept")])
+        kept = stored.kafka_form(sent, records.decode_batches(sent)[0], None)
+        assert kept is not None
+        log.append(kept, leader_epoch=0)
+        assert json.loads((tmp_path / FORMAT_FILE).read_text())["record_format"] == 3
+    finally:
+        storage.close()

@@ -11,6 +11,7 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kraftlite.kafka import handlers
 from kraftlite.protocol import batch as fmt
 from kraftlite.protocol import stored
 from kraftlite.protocol.kafka import records
@@ -86,6 +87,18 @@ def test_zstd_goes_to_a_client_before_fetch_v10_converted_and_uncompressed() -> 
     [old] = records.decode_batches(stored.as_kafka(stamped, Compression.NONE, zstd_readable=False))
     assert old.compression == Compression.NONE and old.values == [b"z" * 50] * 100
     assert old.base_offset == 10
+    # decompressed, a batch may be far larger than stored: an answer stops at max_bytes
+    # (the first batch whatever its size), and the consumer fetches the rest
+    two = bytes(stamped) + bytes(fmt.stamp(kept(sent), 110, 1))
+    both = records.decode_batches(stored.as_kafka(two, Compression.NONE, zstd_readable=False))
+    assert [b.base_offset for b in both] == [10, 110]
+    first = stored.as_kafka(two, Compression.NONE, zstd_readable=False, max_bytes=len(two))
+    assert [b.base_offset for b in records.decode_batches(first)] == [10]
+
+
+def test_what_is_kept_is_always_readable_again() -> None:
+    """A kept batch decompressed within a produce's budget; reads allow at least that."""
+    assert handlers.REQUEST_DECOMPRESSED_MAX_BYTES <= stored.READ_DECOMPRESSED_MAX_BYTES
 
 
 @settings(max_examples=60, deadline=None)
@@ -132,7 +145,13 @@ def test_every_reader_reads_a_kept_batch_as_its_conversion(
     )
     assert list(got.records()) == list(expected.records())
     assert stored.columnar(stamped) == bytes(converted)
-    assert stored.as_columnar(stamped + stamped[:0]) == bytes(converted)
+    after = bytes(fmt.stamp(kept(sent), 300 + len(items), 4))
+    assert stored.as_columnar(stamped + after, 1 << 30) == (
+        bytes(converted) + bytes(fmt.stamp(converted, 300 + len(items), 4)),
+        None,
+    )
+    # a bounded answer: the first batch whatever its size, then the offset after it
+    assert stored.as_columnar(stamped + after, 1) == (bytes(converted), 300 + len(items))
     assert stored.keys_of(stamped)[1] == keys
     assert stored.null_keys(stamped, got.header) == [i for i, k in enumerate(keys) if k is None]
     assert list(stored.timestamps(stamped)) == stamps
@@ -198,6 +217,16 @@ def test_what_cannot_be_kept_as_sent_is_left_to_the_conversion() -> None:
     assert keep(_with_header(plain, max_timestamp=5)) is None  # not its records' largest
     assert keep(_with_header(plain, producer_id=-1, producer_epoch=0)) is None  # half a producer
     assert keep(_with_header(plain, attributes=0x10)) is None  # transactional, no producer
+    # a record's timestamp (base + delta) outside int64: no kraftlite batch can hold it
+    for stamps in ([-1, -(2**63) - 1], [-(2**63) - 1, 0], [0, 2**63]):
+        try:
+            sent = kafka([b"a", b"b"], timestamps=stamps)
+        except (OverflowError, struct.error):
+            continue  # not even encodable: nothing to keep
+        assert keep(sent) is None, stamps
+        [decoded] = records.decode_batches(sent)
+        with pytest.raises(records.CorruptRecordsError):
+            records.kafka_to_kraftlite(decoded)  # and the conversion refuses it: CORRUPT
     gappy = records.encode_batch([KafkaRecord(0, 1, None, b"a"), KafkaRecord(2, 1, None, b"b")])
     assert keep(gappy) is None  # offsets with a gap
     transactional = kafka(
@@ -214,5 +243,36 @@ def test_a_kept_batch_knows_its_keyless_records_and_its_producer() -> None:
     assert fmt.names_producer(batch) is False
     idempotent = kept(kafka([b"a"], producer_id=1, producer_epoch=0, base_sequence=0))
     assert fmt.names_producer(idempotent) is True
-    assert stored.columnar_magic(fmt.read_header(idempotent)) == fmt.MAGIC_V2
-    assert stored.columnar_magic(fmt.read_header(batch)) == fmt.MAGIC_V1
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_the_cleaners_runs_of_a_kept_batch_stay_kept_and_compressed(codec: Compression) -> None:
+    """Compaction rewrites a format 3 batch as format 3 runs in its codec (as Kafka's
+    cleaner keeps a batch's compression), each the records kept, at their offsets, with
+    the producer's sequence of its first record."""
+    values = [b"row %d " % i * 40 for i in range(100)]
+    sent = kafka(
+        values,
+        keys=[b"k%d" % (i % 10) for i in range(100)],
+        compression=codec,
+        producer_id=4,
+        producer_epoch=1,
+        base_sequence=50,
+    )
+    stamped = bytes(fmt.stamp(kept(sent), 1_000, 2))
+    decoded = stored.decode(stamped)
+    keep = [i >= 90 or i in (3, 4) for i in range(100)]  # runs 3-4 and 90-99
+    runs = stored.kept_runs(stamped, decoded, keep)
+    headers = [fmt.read_header(run) for run in runs]
+    assert [(h.magic, h.base_offset, h.record_count, h.base_sequence) for h in headers] == [
+        (fmt.MAGIC_KAFKA, 1_003, 2, 53),
+        (fmt.MAGIC_KAFKA, 1_090, 10, 140),
+    ]
+    for run in runs:
+        stored.validate(run)
+        [inner] = records.decode_batches(stored.as_kafka(run, Compression.NONE, zstd_readable=True))
+        assert inner.compression == codec and inner.producer_id == 4
+    again = [r for run in runs for r in stored.decode(run).records()]
+    assert again == [r for r in decoded.records() if keep[r.offset - 1_000]]
+    if codec is not Compression.NONE:  # smaller than the same records uncompressed
+        assert sum(map(len, runs)) < sum(map(len, fmt.kept_runs(decoded, keep)))

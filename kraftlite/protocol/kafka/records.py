@@ -301,12 +301,14 @@ class KafkaBatch:
         return bool(np.array_equal(columns.offset_deltas, np.arange(count)))
 
     @property
-    def timestamp_range(self) -> tuple[int, int]:
-        """The first record's timestamp and the largest (a batch of one record or more)."""
+    def timestamp_range(self) -> tuple[int, int, int]:
+        """The first record's timestamp, the smallest and the largest (a batch of one
+        record or more). The reference parser's may lie outside int64 (a base timestamp
+        plus a delta), which no kraftlite batch holds."""
         stamps = self.columns.timestamps
         if isinstance(stamps, list):
-            return stamps[0], max(stamps)
-        return int(stamps[0]), int(np.maximum.reduce(stamps))
+            return stamps[0], min(stamps), max(stamps)
+        return int(stamps[0]), int(np.minimum.reduce(stamps)), int(np.maximum.reduce(stamps))
 
     @property
     def keyless(self) -> tuple[int, ...]:
