@@ -352,12 +352,14 @@ class BrokerService:
         *,
         principal: str,
         sent_size: int | None = None,
+        appended: Callable[[], None] | None = None,
     ) -> Produced:
         """Check and append one batch as the partition's leader, for `principal`. With
         acks=0 the batch is still appended before this returns (bad input is still
         refused), but not waited on. `sent_size`: the largest batch's size as the client
         sent it (see `_check_batch`). A batch naming a producer id that was not given to
-        `principal` is UNKNOWN_PRODUCER_ID (producer_ids.py rule 2).
+        `principal` is UNKNOWN_PRODUCER_ID (producer_ids.py rule 2). `appended` is called
+        once the batch is in the leader's log, before the wait for `acks` (Partition.produce).
         """
         self.refuse_internal(topic)
         partition = self._leader(topic, index)
@@ -382,9 +384,9 @@ class BrokerService:
             raise KraftliteError(ErrorCode.UNKNOWN_PRODUCER_ID, "unknown producer id")
         metrics.record_produce(partition, header.record_count, len(batch))
         if acks is Acks.NONE:
-            await partition.produce(batch, Acks.LEADER, timeout_s)
+            await partition.produce(batch, Acks.LEADER, timeout_s, appended=appended)
             return Produced(None, None, partition.log.log_start_offset)
-        info = await partition.produce(batch, acks, timeout_s)
+        info = await partition.produce(batch, acks, timeout_s, appended=appended)
         return Produced(info.first_offset, info.last_offset, partition.log.log_start_offset)
 
     async def delete_records(self, topic: str, index: int, offset: int, timeout_s: float) -> int:
@@ -456,6 +458,7 @@ class BrokerService:
         transactional_id: str,
         *,
         sent_size: int | None = None,
+        appended: Callable[[], None] | None = None,
     ) -> Produced:
         """Rule 9: a transactional producer's batch, for a caller the edge found may WRITE
         the transactional id. A producer's first batch in the partition is verified with the
@@ -488,7 +491,11 @@ class BrokerService:
                 raise _verification_error(error)
         metrics.record_produce(partition, header.record_count, len(batch))
         info = await partition.produce(
-            batch, Acks.LEADER if acks is Acks.NONE else acks, timeout_s, verification=token
+            batch,
+            Acks.LEADER if acks is Acks.NONE else acks,
+            timeout_s,
+            verification=token,
+            appended=appended,
         )
         return Produced(info.first_offset, info.last_offset, partition.log.log_start_offset)
 

@@ -248,8 +248,11 @@ class Partition:
         *,
         verification: object | None = None,
         sequenced: bool = True,
+        appended: Callable[[], None] | None = None,
     ) -> AppendInfo:
-        """Append a producer's batch as leader; return once `acks` is satisfied. A batch of
+        """Append a producer's batch as leader; return once `acks` is satisfied;
+        `appended` is called once the batch is in the log (before the wait for `acks`: a
+        connection's next request may be appended then, in order). A batch of
         an idempotent producer (format 2, or 3 with a producer id) is checked against its
         producer's state first: a duplicate is not appended again, and answers with its
         first append's offsets. A transactional producer's first batch here needs its
@@ -282,6 +285,8 @@ class Partition:
                     )
         else:
             info = self._append(batch, acks)
+        if appended is not None:
+            appended()
         if acks is not Acks.ALL:
             return info
         # Not the lease again: once the ISR holds the records they are committed, and

@@ -29,6 +29,7 @@ import secrets
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Final, TypeVar, cast
 
 import structlog
@@ -407,12 +408,42 @@ def _api_keys() -> list[bodies.ApiVersion]:
     return keys
 
 
+def _once(call: Callable[[], None]) -> Callable[[], None]:
+    """`call`, which runs at its first call only."""
+    pending = [call]
+
+    def once() -> None:
+        if pending:
+            pending.pop()()
+
+    return once
+
+
+def _calling(call: Callable[[], None]) -> Callable[[object], None]:
+    """`call` as a done callback (which is given the future)."""
+    return lambda _: call()
+
+
 def _new_session_id() -> int:
     return secrets.randbits(31) or 1
 
 
+@dataclass(slots=True)
+class _InHand:
+    """One request's own: the actions refused it (audited once, gate.py rule 2), the
+    record bytes it produced, decompressed (the quota's charge, gate.py rule 3), the items
+    it named (`_went_through`) and what gives its bytes back before a throttled answer."""
+
+    before_throttle: Callable[[], None]
+    refused: list[Action] = field(default_factory=list)
+    refused_count: int = 0
+    produced: int = 0
+    items: int = 0
+
+
 class Session:
-    """One connection: who it is, and its requests handled one at a time."""
+    """One connection: who it is, and its requests, each handled in turn up to its
+    `ordered` point (server.py rule 11)."""
 
     def __init__(self, handlers: Handlers, who: Caller) -> None:
         self.handlers = handlers
@@ -425,15 +456,13 @@ class Session:
         self._plain = False  # a PLAIN handshake was made: SaslAuthenticate carries the password
         self._user_version: int | None = None  # the SCRAM user's credentials version
         self._before_authentication = 0  # requests sent while it must still authenticate
-        # the request in hand's refused actions (audited once, gate.py rule 2) and the
-        # record bytes it produced, decompressed (the quota's charge, gate.py rule 3)
-        self._refused: list[Action] = []
-        self._refused_count = 0
-        self._produced = 0
-        self._items = 0  # items the request in hand named (`_went_through`)
         # called before a throttled answer's wait: server.py gives back the request's
         # bytes there (security/request_budget.py), so a throttled client holds none
         self.before_throttle: Callable[[], None] = lambda: None
+        # set by server.py for the next request: the handler sets it once the request
+        # after it may start (a produce: once its batches are appended, before its acks)
+        self.ordered: asyncio.Event | None = None
+        self._in_hand = _InHand(self.before_throttle)  # the latest request's
         self._fetch_session = ConnectionFetchSession(
             iter(_new_session_id, None), handlers.fetch_session_budget
         )
@@ -519,7 +548,10 @@ class Session:
                 raise CloseConnection(exc.message) from None
         started = time.perf_counter()
         name = _API_NAMES[ApiKey(request.api_key)]
-        self._refused, self._refused_count, self._produced, self._items = [], 0, 0, 0
+        # what the handler records for this request: the next one may start before this
+        # one is answered (its `ordered` point), with its own
+        in_hand = self._in_hand = _InHand(self.before_throttle)
+        ordered = self.ordered
         try:
             body = await self._apis[request.api_key](request)
         except CloseConnection:
@@ -530,27 +562,32 @@ class Session:
             observability.record("kafka", name, elapsed, ["UNKNOWN_SERVER_ERROR"])
             raise
         finally:
+            if ordered is not None:
+                ordered.set()
             self.handlers.gate.audit_refused(
-                self.who, self._refused, count=self._refused_count, edge="kafka", api=name
+                self.who, in_hand.refused, count=in_hand.refused_count, edge="kafka", api=name
             )
         # its time to answer, as HTTP's, but not a quota's delay (the answer says that)
-        errors = [] if body is None else await self._off_loop(_errors, body)
+        errors = [] if body is None else await self._off_loop(_errors, body, in_hand)
         observability.record("kafka", name, time.perf_counter() - started, errors)
-        return await self._answer(request, body, started)
+        return await self._answer(request, body, started, in_hand)
 
     async def _went_through(self, count: int = 1) -> None:
         """A handler went through `count` more of the request's items: past every
         `_YIELD_EVERY`, others get the event loop (heartbeats and leases ride on it), and
         past the first, the answer is encoded off it (`_off_loop`)."""
-        before, self._items = self._items, self._items + count
-        if before // _YIELD_EVERY != self._items // _YIELD_EVERY:
+        in_hand = self._in_hand
+        before = in_hand.items
+        in_hand.items += count
+        if before // _YIELD_EVERY != in_hand.items // _YIELD_EVERY:
             await asyncio.sleep(0)
 
-    async def _off_loop(self, work: Callable[[B], T], body: B) -> T:
+    async def _off_loop(self, work: Callable[[B], T], body: B, in_hand: _InHand | None = None) -> T:
         """`work(body)` inline for a request of few items, else on a worker thread, one at
         a time: encoding the answer to a Metadata request for 150,000 topics takes a second
-        of CPU, which must not be the loop's."""
-        if self._items <= _YIELD_EVERY:
+        of CPU, which must not be the loop's. `in_hand`: the request's (the latest's by
+        default)."""
+        if (in_hand or self._in_hand).items <= _YIELD_EVERY:
             return work(body)
         async with self.handlers.encoding:
             return await asyncio.to_thread(work, body)
@@ -564,37 +601,48 @@ class Session:
         return encode
 
     async def _answer(
-        self, request: Request, body: AnyResponse | None, started: float
+        self, request: Request, body: AnyResponse | None, started: float, in_hand: _InHand
     ) -> bytes | None:
         """The encoded answer, held back (and saying so) while the client is over quota."""
         quotas = self.handlers.gate.quotas_of(self.who)
         if body is None:
             if quotas:
-                delay_ms = self._throttle_ms(quotas, request, started, 0)
+                delay_ms = self._throttle_ms(quotas, request, started, 0, in_hand)
                 if delay_ms:
-                    self.before_throttle()
+                    in_hand.before_throttle()
                     await asyncio.sleep(delay_ms / 1000)
             return None
         encode = self._encode(request)
-        answer = await self._off_loop(encode, body)
+        answer = await self._off_loop(encode, body, in_hand)
         if not quotas:
             return answer
-        delay_ms = self._throttle_ms(quotas, request, started, len(answer))
+        delay_ms = self._throttle_ms(quotas, request, started, len(answer), in_hand)
         if not delay_ms:
             return answer
         # over quota: hold the answer back, as HTTP does, and say so where the answer has
         # the field (every one but SaslHandshake's and SaslAuthenticate's)
-        self.before_throttle()
+        in_hand.before_throttle()
         await asyncio.sleep(delay_ms / 1000)
         if not messages.has_response_field(
             request.api_key, request.api_version, "throttle_time_ms"
         ):
             return answer
         cast("dict[str, object]", body)["throttle_time_ms"] = delay_ms
-        return await self._off_loop(encode, body)
+        return await self._off_loop(encode, body, in_hand)
+
+    def pipelines(self) -> bool:
+        """Whether the server may start this connection's next request at the one in
+        hand's `ordered` point rather than once it is answered (server.py rule 11): not
+        while a quota applies, as a throttled client's connection is muted (Kafka's)."""
+        return not self.handlers.gate.quotas_of(self.who)
 
     def _throttle_ms(
-        self, quotas: Mapping[str, float], request: Request, started: float, answered: int
+        self,
+        quotas: Mapping[str, float],
+        request: Request,
+        started: float,
+        answered: int,
+        in_hand: _InHand,
     ) -> int:
         """The gate's quotas (gate.py rule 3), one set per broker with the HTTP edge's:
         handling time for every request, record bytes produced as stored (decompressed),
@@ -603,7 +651,7 @@ class Session:
             self.who,
             quotas,
             handling_s=time.perf_counter() - started,
-            produced=self._produced,
+            produced=in_hand.produced,
             fetched=answered if request.api_key == ApiKey.FETCH else 0,
         )
 
@@ -626,9 +674,10 @@ class Session:
         if self.handlers.gate.allowed(self.who, action):
             return True
         if not listing:
-            self._refused_count += 1
-            if len(self._refused) < AUDITED_NAMES:
-                self._refused.append(action)
+            in_hand = self._in_hand
+            in_hand.refused_count += 1
+            if len(in_hand.refused) < AUDITED_NAMES:
+                in_hand.refused.append(action)
         return False
 
     def _may_topic(self, operation: Operation, topic: str, *, listing: bool = False) -> bool:
@@ -840,6 +889,17 @@ class Session:
         seen = collections.Counter((name, index) for name, index, _ in entries)
         budget = [REQUEST_DECOMPRESSED_MAX_BYTES]  # shared by the request's partitions
         started: list[asyncio.Future[bodies.PartitionProduceResponse]] = []
+        # the next request may start once every partition's batch is appended (or failed):
+        # appends stay in request order, the waits for acks overlap (server.py rule 11)
+        in_hand, ordered = self._in_hand, self.ordered
+        left = len(entries)
+
+        def one_in_order() -> None:
+            nonlocal left
+            left -= 1
+            if left == 0 and ordered is not None:
+                ordered.set()
+
         try:
             for name, index, data in entries:
                 # each partition's check, conversion and append runs at its task's first
@@ -848,26 +908,29 @@ class Session:
                 # in one pass)
                 if started and len(started) % _PRODUCE_PER_PASS == 0:
                     await asyncio.sleep(0)
-                started.append(
-                    asyncio.ensure_future(
-                        self._produce_one(
-                            name,
-                            index,
-                            data,
-                            acks,
-                            timeout_s,
-                            budget=budget,
-                            transactional_id=transactional_id,
-                        )
-                        if seen[(name, index)] == 1
-                        else _produce_error(index, INVALID_REQUEST, "the partition is named twice")
+                in_order = _once(one_in_order)
+                future: asyncio.Future[bodies.PartitionProduceResponse] = asyncio.ensure_future(
+                    self._produce_one(
+                        name,
+                        index,
+                        data,
+                        acks,
+                        timeout_s,
+                        budget=budget,
+                        transactional_id=transactional_id,
+                        in_hand=in_hand,
+                        appended=in_order,
                     )
+                    if seen[(name, index)] == 1
+                    else _produce_error(index, INVALID_REQUEST, "the partition is named twice")
                 )
+                future.add_done_callback(_calling(in_order))
+                started.append(future)
             await self._went_through(len(entries))
             answers = await asyncio.gather(*started)
         except BaseException:  # the connection went: as gather's own, its partitions' too
-            for future in started:
-                future.cancel()
+            for pending in started:
+                pending.cancel()
             raise
         if acks is Acks.NONE:
             if any(answer["error_code"] != NONE for answer in answers):
@@ -892,6 +955,8 @@ class Session:
         *,
         budget: list[int],
         transactional_id: str | None = None,
+        in_hand: _InHand,
+        appended: Callable[[], None],
     ) -> bodies.PartitionProduceResponse:
         if acks is None:
             return await _produce_error(index, INVALID_REQUIRED_ACKS, "acks must be -1, 0 or 1")
@@ -900,7 +965,7 @@ class Session:
         try:
             leadership = self.service.leader(topic, index)
             batch = await self._converted(leadership, data, budget, transactional_id)
-            self._produced += len(batch)  # the quota's charge: what is stored (gate.py rule 3)
+            in_hand.produced += len(batch)  # the quota's charge: what is stored (gate.py rule 3)
             if transactional_id is not None and batch_format.is_transactional(
                 batch_format.read_header(batch)
             ):
@@ -912,6 +977,7 @@ class Session:
                     timeout_s,
                     transactional_id,
                     sent_size=max(records.batch_sizes(data or b"")),
+                    appended=appended,
                 )
             else:
                 produced = await self.service.produce(
@@ -922,6 +988,7 @@ class Session:
                     timeout_s,
                     principal=self.who.principal,
                     sent_size=max(records.batch_sizes(data or b"")),
+                    appended=appended,
                 )
         except KraftliteError as exc:
             answer = await _produce_error(index, kafka_code(exc), _message(exc))

@@ -7,9 +7,9 @@ Rules:
    once its size came, or one that does not decode, closes that connection and nothing
    else: nothing of it was acted on. A connection silent for `connections.max.idle.ms`
    between requests is closed (Kafka's `connections.max.idle.ms`).
-2. Requests on one connection are handled one at a time, in order, and answered in order
-   (Kafka mutes a connection while a request is in flight): a producer's batches to a
-   partition are appended in the order it sent them.
+2. Requests on one connection are handled in order and answered in order: a producer's
+   batches to a partition are appended in the order it sent them. The next request starts
+   at the one in hand's `ordered` point (rule 11), never earlier.
 3. An ApiVersions request of a version this broker does not serve is answered in
    ApiVersions v0 with UNSUPPORTED_VERSION and the versions served (KIP-511), so a newer
    client can pick one; any other unserved API or version closes the connection, as Kafka
@@ -46,6 +46,16 @@ Rules:
    (sending requests within the idle time, trickling a frame, waiting for the budget); and
    every answer before authentication counts against the cap on them
    (handlers.MAX_REQUESTS_BEFORE_AUTHENTICATION), rule 3's KIP-511 answer too.
+10. (reserved)
+11. Pipelining (issue 29): a request's `ordered` point is the end of its handler, but a
+    Produce's is once each of its partitions' batches is appended (or failed), before the
+    wait for acks=all; the next request starts there, so one connection's produce
+    requests wait for their replicas together instead of one after another (Kafka's
+    broker mutes the connection for the whole request; Redpanda pipelines as here). At
+    most _MAX_PIPELINED requests of a connection are in flight, each holding its bytes
+    (rule 8), answers written in request order. A connection with a quota, one that must
+    authenticate and has not, or one to be closed after its answer is handled one request
+    at a time, as Kafka's: a throttled client's connection stays muted.
 """
 
 from __future__ import annotations
@@ -77,6 +87,8 @@ _UNAUTHENTICATED_MAX_ITEMS = 100
 # what a connection that must authenticate may send before it has (Kafka's
 # sasl.server.max.receive.size): a stranger's frame is never buffered whole at 100 MiB
 _UNAUTHENTICATED_MAX_BYTES = 512 << 10
+_MAX_PIPELINED = 5  # rule 11: requests of one connection in flight (Kafka's clients' most
+# with idempotence: max.in.flight.requests.per.connection 5)
 
 
 def _stranger(session: Session) -> bool:
@@ -213,21 +225,29 @@ class KafkaServer:
     ) -> None:
         idle_s = self.limits.idle_ms / 1000
         read_s = self.limits.read_timeout_ms / 1000
-        while True:
-            try:
-                head = await asyncio.wait_for(reader.readexactly(4), idle_s)
-            except (asyncio.IncompleteReadError, OSError):  # ssl.SSLError is an OSError too
-                return
-            (size,) = _SIZE.unpack(head)
-            stranger = _stranger(session)
-            limit = self.max_frame_bytes
-            if stranger:
-                limit = min(limit, _UNAUTHENTICATED_MAX_BYTES)
-            if not _MIN_FRAME <= size <= limit:
-                log.info("kafka_frame_refused", client=host, size=size)
-                return
-            lease: Lease | None = None
-            try:
+        in_flight: collections.deque[asyncio.Task[bool]] = collections.deque()
+        try:
+            while True:
+                while in_flight and in_flight[0].done():  # rule 11: answered, in order
+                    if not in_flight.popleft().result():
+                        return
+                if len(in_flight) >= _MAX_PIPELINED:
+                    if not await in_flight.popleft():
+                        return
+                    continue
+                try:
+                    head = await asyncio.wait_for(reader.readexactly(4), idle_s)
+                except (asyncio.IncompleteReadError, OSError):  # ssl.SSLError: an OSError
+                    return
+                (size,) = _SIZE.unpack(head)
+                stranger = _stranger(session)
+                limit = self.max_frame_bytes
+                if stranger:
+                    limit = min(limit, _UNAUTHENTICATED_MAX_BYTES)
+                if not _MIN_FRAME <= size <= limit:
+                    log.info("kafka_frame_refused", client=host, size=size)
+                    return
+                lease: Lease | None = None
                 try:
                     async with asyncio.timeout(read_s):  # rule 8: room, then the bytes
                         lease = await self.budget.acquire(size, authenticated=not stranger)
@@ -248,15 +268,62 @@ class KafkaServer:
                             size=size,
                             in_use=self.budget.in_use,
                         )
+                    else:
+                        lease.release()
                     return
                 # a client over its quota waits for its answer without holding the budget:
                 # the request is handled by then (Kafka mutes the channel, not the buffer)
                 session.before_throttle = lease.release
-                if not await self._respond(frame, writer, host, session, read_s):
-                    return
-            finally:
-                if lease is not None:
-                    lease.release()
+                ordered = session.ordered = asyncio.Event()
+                pipelines = session.pipelines() and not session.close_after_answer
+                task = asyncio.create_task(
+                    self._answered(
+                        frame,
+                        writer,
+                        host,
+                        session,
+                        read_s,
+                        lease,
+                        in_flight[-1] if in_flight else None,
+                    )
+                )
+                in_flight.append(task)
+                if not pipelines:
+                    if not await in_flight.popleft():
+                        return
+                    continue
+                waiting = asyncio.ensure_future(ordered.wait())
+                try:
+                    await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    waiting.cancel()
+        finally:
+            for task in in_flight:
+                task.cancel()
+            if in_flight:
+                await asyncio.gather(*in_flight, return_exceptions=True)
+
+    async def _answered(  # noqa: PLR0917 - _respond's, and what the request holds
+        self,
+        frame: bytes,
+        writer: asyncio.StreamWriter,
+        host: str,
+        session: Session,
+        read_s: float,
+        lease: Lease,
+        after: asyncio.Task[bool] | None,
+    ) -> bool:
+        """Rule 11: one request handled and answered once the one before it (`after`) is;
+        its bytes given back then. A connection to close is closed here, so that reading
+        its next request stops too."""
+        ok = False
+        try:
+            ok = await self._respond(frame, writer, host, session, read_s, after=after)
+            return ok
+        finally:
+            lease.release()
+            if not ok:
+                writer.close()
 
     async def _respond(
         self,
@@ -265,8 +332,11 @@ class KafkaServer:
         host: str,
         session: Session,
         read_s: float,
+        *,
+        after: asyncio.Task[bool] | None = None,
     ) -> bool:
-        """Decode, handle and answer one frame; False when the connection is to close."""
+        """Decode, handle and answer one frame, its answer written once the request before
+        it (`after`) has answered; False when the connection is to close."""
         answer: bytes | None
         try:
             request = await self._decode(frame, session)
@@ -307,6 +377,10 @@ class KafkaServer:
                 return False
             except Exception:
                 log.exception("kafka_request_failed", client=host, api_key=request.api_key)
+                return False
+        if after is not None:  # rule 11: answers in request order
+            await asyncio.wait({after})  # (its failure is not raised here: it closes)
+            if after.cancelled() or after.exception() is not None or not after.result():
                 return False
         if answer is None:  # acks=0: no response
             return True

@@ -467,6 +467,11 @@ async def test_one_quota_across_a_kafka_produce_and_a_direct_gate_charge(
     assert quotas == {PRODUCE: rate}
     records = kafka_batch([b"x" * 100], timestamp=node.clock.now_ms())
 
+    # a connection with a quota is not pipelined (server.py rule 11): a throttled
+    # client's next request waits, as on Kafka's muted connection; others' are
+    assert not kafka.session.pipelines()
+    assert node.connect(certificate_principal="User:bob").session.pipelines()
+
     # another edge (HTTP) spends the whole burst: the Kafka produce is throttled, and the
     # request's bytes go back to the broker's budget before its answer waits (a review
     # finding: throttled clients held the budget for up to 30 s)

@@ -31,7 +31,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from kraftlite.client.consumer import Consumer as KraftliteConsumer
-from kraftlite.protocol.kafka import records
+from kraftlite.protocol.kafka import messages, records
 from tests.harness.kafka_wire import call, frame, read_exactly
 from tests.harness.observe import wait_until
 from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
@@ -1117,3 +1117,51 @@ def test_compressed_batches_are_stored_replicated_and_fetched_as_sent(
             return got
 
     assert asyncio.run(through_the_client()) == values
+
+
+def test_pipelined_requests_are_appended_and_answered_in_order(cluster: Cluster) -> None:
+    """server.py rule 11: requests sent back to back on one connection (more than the
+    five that may be in flight, a Metadata request among them) are answered in the order
+    sent, and a producer's batches land in that order while their waits for acks=all
+    overlap."""
+    create_topic(cluster, "pipelined", partitions=1)
+    _, described = http("GET", cluster.urls[1] + "/v1/topics/pipelined")
+    leader = described["partitions"][0]["leader"]
+    now = int(time.time() * 1000)
+    sent: list[tuple[int, int, dict[str, Any]]] = []
+    for i in range(20):
+        batch = records.encode_batch(
+            [records.KafkaRecord(j, now, None, b"r%d-%d" % (i, j), []) for j in range(i % 3 + 1)]
+        )
+        produce = {
+            "acks": -1,
+            "timeout_ms": 10_000,
+            "topic_data": [
+                {"name": "pipelined", "partition_data": [{"index": 0, "records": batch}]}
+            ],
+        }
+        sent.append((0, 9, produce))
+        if i == 7:
+            sent.append((3, 12, {"topics": [{"name": "pipelined"}]}))  # Metadata
+    host, port = cluster.kafka_addresses[leader].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(
+            b"".join(
+                frame(messages.encode_request(key, version, n, "test", body))
+                for n, (key, version, body) in enumerate(sent)
+            )
+        )
+        answers = []
+        for key, version, _ in sent:
+            size = struct.unpack(">i", read_exactly(sock, 4))[0]
+            answers.append(messages.decode_response(key, version, read_exactly(sock, size)))
+    assert [a.correlation_id for a in answers] == list(range(len(sent)))
+    offsets = [
+        a.body["responses"][0]["partition_responses"][0]["base_offset"]
+        for (key, _, _), a in zip(sent, answers, strict=True)
+        if key == 0
+    ]
+    expected = [sum(k % 3 + 1 for k in range(i)) for i in range(20)]
+    assert offsets == expected
+    values = [r["value"] for r in http_records(cluster, "pipelined", 0)]
+    assert values == [f"r{i}-{j}" for i in range(20) for j in range(i % 3 + 1)]
