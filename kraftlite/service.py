@@ -178,6 +178,9 @@ class BrokerService:
     ) -> None:
         self.broker = broker
         self.coordinator = coordinator
+        # reads that decompress Kafka batches kept as sent (protocol/stored.py) run off the
+        # loop one at a time: each may hold a batch's records, up to 64 MiB, in memory
+        self.decompressing = asyncio.Semaphore(1)
         # issue 27: the transactional ids this broker coordinates; their producer ids are
         # bound to no principal (WRITE on the transactional id and the coordinator's
         # verification stand for it), made as any producer id is
@@ -942,7 +945,8 @@ class BrokerService:
             )
         # off the loop: the batch holding the time may be a Kafka batch kept compressed,
         # whose timestamps are read by decompressing it (protocol/stored.py)
-        found = await asyncio.to_thread(log_.offset_for_time, at, max_offset=bound)
+        async with self.decompressing:
+            found = await asyncio.to_thread(log_.offset_for_time, at, max_offset=bound)
         return (bound, None) if found is None else found
 
     async def local_offsets(self, topic: str, *, committed: bool = False) -> dict[int, Offsets]:

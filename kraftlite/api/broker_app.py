@@ -624,7 +624,9 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     # records are made batch by batch, as many as max_records takes
     kept = stored_batch.kafka_bytes(data) > 0
     if kept and binary:
-        data, cut = await asyncio.to_thread(stored_batch.as_columnar, data, max_bytes)
+        limit = min(max_bytes, service.broker.settings.limits.fetch_max_bytes)
+        async with service.decompressing:
+            data, cut = await asyncio.to_thread(stored_batch.as_columnar, data, limit)
         end = end if cut is None else cut
     if binary:
         return web.Response(
@@ -638,7 +640,11 @@ async def fetch(request: web.Request) -> web.StreamResponse:
             },
         )
     listed = partial(_json_records, data, offset, end, max_records, encoding)
-    records, next_offset = await asyncio.to_thread(listed) if kept else listed()
+    if kept:
+        async with service.decompressing:
+            records, next_offset = await asyncio.to_thread(listed)
+    else:
+        records, next_offset = listed()
     metrics.record_fetch(topic, b"", len(records))
     return json_response(
         {
@@ -658,16 +664,18 @@ def _json_records(
     the offset the next fetch goes on from (`end` unless cut short)."""
     records = []
     next_offset = end
+    size = 0  # the records' bytes: at most about MAX_JSON_FETCH_BYTES, decompressed too
     for decoded in stored_batch.decode_stream(data):
         if batch_format.is_control(decoded.header):  # a transaction's marker: no record
             continue
         for record in decoded.records():
             if record.offset >= offset:
                 records.append(json_records.record_to_json(record, encoding))
-            if len(records) >= max_records:
+                size += len(record.value or b"") + len(record.key or b"")
+            if len(records) >= max_records or size >= MAX_JSON_FETCH_BYTES:
                 next_offset = record.offset + 1  # cut short: the next fetch goes on there
                 break
-        if len(records) >= max_records:
+        if len(records) >= max_records or size >= MAX_JSON_FETCH_BYTES:
             break
     return records, next_offset
 

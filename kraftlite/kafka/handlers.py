@@ -562,11 +562,11 @@ class Session:
             observability.record("kafka", name, elapsed, ["UNKNOWN_SERVER_ERROR"])
             raise
         finally:
-            if ordered is not None:
-                ordered.set()
             self.handlers.gate.audit_refused(
                 self.who, in_hand.refused, count=in_hand.refused_count, edge="kafka", api=name
             )
+        if ordered is not None:  # (not when it failed: the connection closes)
+            ordered.set()
         # its time to answer, as HTTP's, but not a quota's delay (the answer says that)
         errors = [] if body is None else await self._off_loop(_errors, body, in_hand)
         observability.record("kafka", name, time.perf_counter() - started, errors)
@@ -633,7 +633,10 @@ class Session:
     def pipelines(self) -> bool:
         """Whether the server may start this connection's next request at the one in
         hand's `ordered` point rather than once it is answered (server.py rule 11): not
-        while a quota applies, as a throttled client's connection is muted (Kafka's)."""
+        before it has authenticated where it must, nor while a quota applies (a throttled
+        client's connection is muted, as Kafka's)."""
+        if self.must_authenticate and not self.authenticated:
+            return False
         return not self.handlers.gate.quotas_of(self.who)
 
     def _throttle_ms(
@@ -1123,6 +1126,7 @@ class Session:
                 if isinstance(r, Fetched) and r.data
             ],
             zstd_readable=request.api_version >= 10,
+            max_bytes=min(body["max_bytes"], self.service.broker.settings.limits.fetch_max_bytes),
         )
         by_topic: dict[str, list[bodies.FetchResponsePartitionData]] = {}
         for key, position in plan.partitions:
@@ -1208,21 +1212,32 @@ class Session:
         return codec
 
     async def _kafka_records(
-        self, stored: list[tuple[bytes, records.Compression, int]], *, zstd_readable: bool
+        self,
+        stored: list[tuple[bytes, records.Compression, int]],
+        *,
+        zstd_readable: bool,
+        max_bytes: int,
     ) -> dict[int, bytes]:
         """Each stored record set (by id) as Kafka batches, at most about its partition's
-        max bytes: those kept as sent as they are, the others converted, in its codec
-        (protocol/stored.py rule 4); off the loop when much is to be converted (or
-        compressed), and always when a kept batch is (a client before Fetch v10 gets zstd
-        ones decompressed, whose size the stored bytes do not tell)."""
+        max bytes and `max_bytes` in all (the first gets one batch at least; a partition
+        past the total gets none this time): those kept as sent as they are, the others
+        converted, in its codec (protocol/stored.py rule 4); off the loop when much is to
+        be converted (or compressed), and always when a kept batch is (a client before
+        Fetch v10 gets zstd ones decompressed, whose size the stored bytes do not tell)."""
 
         def convert() -> dict[int, bytes]:
-            return {
-                id(data): stored_batch.as_kafka(
-                    data, codec, zstd_readable=zstd_readable, max_bytes=limit
+            answers: dict[int, bytes] = {}
+            left = max_bytes
+            for data, codec, limit in stored:
+                if left <= 0:
+                    answers[id(data)] = b""
+                    continue
+                answer = stored_batch.as_kafka(
+                    data, codec, zstd_readable=zstd_readable, max_bytes=min(limit, left)
                 )
-                for data, codec, limit in stored
-            }
+                answers[id(data)] = answer
+                left -= len(answer)
+            return answers
 
         kept = [stored_batch.kafka_bytes(data) for data, _, _ in stored]
         inline = sum(

@@ -55,7 +55,11 @@ Rules:
     most _MAX_PIPELINED requests of a connection are in flight, each holding its bytes
     (rule 8), answers written in request order. A connection with a quota, one that must
     authenticate and has not, or one to be closed after its answer is handled one request
-    at a time, as Kafka's: a throttled client's connection stays muted.
+    at a time, as Kafka's: a throttled client's connection stays muted. A SASL request
+    waits for every request before it and is answered before the next is read. A request
+    that closes the connection stops it: nothing after it is read or answered; a client
+    that stops sending (end of stream, `connections.max.idle.ms`) still gets the answers
+    to what it sent.
 """
 
 from __future__ import annotations
@@ -87,8 +91,16 @@ _UNAUTHENTICATED_MAX_ITEMS = 100
 # what a connection that must authenticate may send before it has (Kafka's
 # sasl.server.max.receive.size): a stranger's frame is never buffered whole at 100 MiB
 _UNAUTHENTICATED_MAX_BYTES = 512 << 10
+_AUTHENTICATION_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate: never pipelined
 _MAX_PIPELINED = 5  # rule 11: requests of one connection in flight (Kafka's clients' most
 # with idempotence: max.in.flight.requests.per.connection 5)
+
+
+def _closed_it(task: asyncio.Task[bool]) -> bool:
+    """A request's task that is done and closed the connection (rule 11)."""
+    if not task.done():
+        return False
+    return task.cancelled() or task.exception() is not None or not task.result()
 
 
 def _stranger(session: Session) -> bool:
@@ -226,18 +238,33 @@ class KafkaServer:
         idle_s = self.limits.idle_ms / 1000
         read_s = self.limits.read_timeout_ms / 1000
         in_flight: collections.deque[asyncio.Task[bool]] = collections.deque()
+
+        async def answered() -> bool:
+            """Rule 11: every request in flight answered, in order; False when one closed
+            the connection (those after it are then not answered)."""
+            while in_flight:
+                if not await in_flight.popleft():
+                    return False
+            return True
+
         try:
             while True:
-                while in_flight and in_flight[0].done():  # rule 11: answered, in order
-                    if not in_flight.popleft().result():
-                        return
+                if any(_closed_it(t) for t in in_flight):
+                    return
+                while in_flight and in_flight[0].done():
+                    in_flight.popleft()
+                if session.close_after_answer:  # nothing more is read once it is answered
+                    await answered()
+                    return
                 if len(in_flight) >= _MAX_PIPELINED:
-                    if not await in_flight.popleft():
-                        return
+                    await asyncio.wait({in_flight[0]})
                     continue
                 try:
                     head = await asyncio.wait_for(reader.readexactly(4), idle_s)
-                except (asyncio.IncompleteReadError, OSError):  # ssl.SSLError: an OSError
+                except (asyncio.IncompleteReadError, OSError, TimeoutError):
+                    # (ssl.SSLError is an OSError) the client is done, or silent: what it
+                    # asked before is still answered
+                    await answered()
                     return
                 (size,) = _SIZE.unpack(head)
                 stranger = _stranger(session)
@@ -271,11 +298,17 @@ class KafkaServer:
                     else:
                         lease.release()
                     return
+                # authentication changes the connection: such a request waits for those
+                # before it, and the next for it (rule 11)
+                barrier = _HEAD.unpack_from(frame)[0] in _AUTHENTICATION_APIS
+                if barrier and not await answered():
+                    lease.release()
+                    return
                 # a client over its quota waits for its answer without holding the budget:
                 # the request is handled by then (Kafka mutes the channel, not the buffer)
                 session.before_throttle = lease.release
                 ordered = session.ordered = asyncio.Event()
-                pipelines = session.pipelines() and not session.close_after_answer
+                pipelines = session.pipelines() and not barrier
                 task = asyncio.create_task(
                     self._answered(
                         frame,
@@ -288,8 +321,8 @@ class KafkaServer:
                     )
                 )
                 in_flight.append(task)
-                if not pipelines:
-                    if not await in_flight.popleft():
+                if not pipelines:  # this one answered (and any still before it) first
+                    if not await answered():
                         return
                     continue
                 waiting = asyncio.ensure_future(ordered.wait())
@@ -319,6 +352,8 @@ class KafkaServer:
         ok = False
         try:
             ok = await self._respond(frame, writer, host, session, read_s, after=after)
+            if not ok and after is not None:
+                await asyncio.wait({after})  # the answers before it still go out
             return ok
         finally:
             lease.release()

@@ -187,7 +187,9 @@ def rewrite(  # noqa: PLR0917 - keep's inputs and the stored batch
 ) -> BatchRewrite | None:
     """The batch as the cleaner leaves it (rule 5), or None when it keeps every record.
     `stored`: the batch as stored, which `batch` decodes (a Kafka batch kept as sent is
-    rewritten as such: protocol/stored.py `kept_runs`)."""
+    rewritten as such: protocol/stored.py `kept_runs`, each run compressed on its own, so
+    what a run holds is at most its records compressed alone plus a header's 125 bytes;
+    never their decompressed bytes)."""
     kept = keep(batch, latest_offsets, now_ms, policy, pinned)
     if all(kept):
         return None
