@@ -663,17 +663,11 @@ def stamp(batch: bytes | bytearray | memoryview, base_offset: int, leader_epoch:
     return stamped
 
 
-def kept_runs(decoded: DecodedBatch, keep: Sequence[bool]) -> list[bytes]:
-    """A stored batch's records that `keep` marks, as stamped batches of consecutive offsets
-    (log compaction: storage/log.py rule 7): each run keeps its records' offsets, timestamps,
-    keys, values and headers, the batch's leader epoch, and an idempotent producer's id and
-    epoch with the sequence of its first record. [] when nothing is kept; the batch itself
-    (re-encoded) when everything is."""
-    header = decoded.header
-    count = header.record_count
+def kept_spans(keep: Sequence[bool], count: int) -> list[tuple[int, int]]:
+    """The [start, end) spans of consecutive records `keep` marks, of a batch of `count`."""
     if len(keep) != count:
         raise ValueError(f"keep names {len(keep)} records of {count}")
-    runs: list[bytes] = []
+    spans = []
     start = 0
     while start < count:
         if not keep[start]:
@@ -682,6 +676,20 @@ def kept_runs(decoded: DecodedBatch, keep: Sequence[bool]) -> list[bytes]:
         end = start
         while end < count and keep[end]:
             end += 1
+        spans.append((start, end))
+        start = end
+    return spans
+
+
+def kept_runs(decoded: DecodedBatch, keep: Sequence[bool]) -> list[bytes]:
+    """A stored batch's records that `keep` marks, as stamped batches of consecutive offsets
+    (log compaction: storage/log.py rule 7): each run keeps its records' offsets, timestamps,
+    keys, values and headers, the batch's leader epoch, and an idempotent producer's id and
+    epoch with the sequence of its first record. [] when nothing is kept; the batch itself
+    (re-encoded) when everything is."""
+    header = decoded.header
+    runs: list[bytes] = []
+    for start, end in kept_spans(keep, header.record_count):
         producer = header.producer_id
         runs.append(
             encode_batch(
@@ -697,7 +705,6 @@ def kept_runs(decoded: DecodedBatch, keep: Sequence[bool]) -> list[bytes]:
                 transactional=is_transactional(header),
             )
         )
-        start = end
     return runs
 
 

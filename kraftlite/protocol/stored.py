@@ -218,20 +218,10 @@ def kept_runs(
     if not is_kafka(view):
         return batch_format.kept_runs(decoded, keep)
     header = decoded.header
-    count = header.record_count
-    if len(keep) != count:
-        raise ValueError(f"keep names {len(keep)} records of {count}")
     codec = Compression(batch_format.kafka_batch(view, header)[22] & records.ATTR_COMPRESSION)
     producer = header.producer_id >= 0
     runs: list[bytes] = []
-    start = 0
-    while start < count:
-        if not keep[start]:
-            start += 1
-            continue
-        end = start
-        while end < count and keep[end]:
-            end += 1
+    for start, end in batch_format.kept_spans(keep, header.record_count):
         stamps = decoded.timestamps[start:end]
         triple = (
             (header.producer_id, header.producer_epoch, (header.base_sequence + start) % 2**31)
@@ -266,7 +256,6 @@ def kept_runs(
         runs.append(
             bytes(batch_format.stamp(envelope, header.base_offset + start, header.leader_epoch))
         )
-        start = end
     return runs
 
 
