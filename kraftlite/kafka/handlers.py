@@ -431,7 +431,7 @@ def _new_session_id() -> int:
 @dataclass(slots=True)
 class _InHand:
     """One request's own: the actions refused it (audited once, gate.py rule 2), the
-    record bytes it produced, decompressed (the quota's charge, gate.py rule 3), the items
+    record bytes it produced as stored (the quota's charge, gate.py rule 3), the items
     it named (`_went_through`) and what gives its bytes back before a throttled answer."""
 
     before_throttle: Callable[[], None]
@@ -648,7 +648,7 @@ class Session:
         in_hand: _InHand,
     ) -> int:
         """The gate's quotas (gate.py rule 3), one set per broker with the HTTP edge's:
-        handling time for every request, record bytes produced as stored (decompressed),
+        handling time for every request, record bytes produced as stored,
         and bytes fetched."""
         return self.handlers.gate.throttle_ms(
             self.who,
