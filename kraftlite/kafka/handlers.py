@@ -431,7 +431,7 @@ def _new_session_id() -> int:
 @dataclass(slots=True)
 class _InHand:
     """One request's own: the actions refused it (audited once, gate.py rule 2), the
-    record bytes it produced as stored (the quota's charge, gate.py rule 3), the items
+    record bytes it produced, decompressed (the quota's charge, gate.py rule 3), the items
     it named (`_went_through`) and what gives its bytes back before a throttled answer."""
 
     before_throttle: Callable[[], None]
@@ -648,7 +648,7 @@ class Session:
         in_hand: _InHand,
     ) -> int:
         """The gate's quotas (gate.py rule 3), one set per broker with the HTTP edge's:
-        handling time for every request, record bytes produced as stored,
+        handling time for every request, record bytes produced (decompressed),
         and bytes fetched."""
         return self.handlers.gate.throttle_ms(
             self.who,
@@ -967,8 +967,10 @@ class Session:
             return await _produce_error(index, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
         try:
             leadership = self.service.leader(topic, index)
-            batch = await self._converted(leadership, data, budget, transactional_id)
-            in_hand.produced += len(batch)  # the quota's charge: what is stored (gate.py rule 3)
+            batch, decompressed = await self._converted(leadership, data, budget, transactional_id)
+            # the quota's charge (gate.py rule 3): what the records are, decompressed,
+            # though a batch kept as sent is stored compressed: what readers will unpack
+            in_hand.produced += max(len(batch), decompressed)
             if transactional_id is not None and batch_format.is_transactional(
                 batch_format.read_header(batch)
             ):
@@ -1019,8 +1021,9 @@ class Session:
         data: bytes | None,
         budget: list[int],
         transactional_id: str | None = None,
-    ) -> bytes:
-        """A partition's Kafka batches, decoded whole, as what is stored: one Kafka batch
+    ) -> tuple[bytes, int]:
+        """A partition's Kafka batches, decoded whole, as what is stored, and the bytes
+        their records decompressed to (0 when not compressed): one Kafka batch
         as sent when it can be kept so (protocol/stored.py rule 1: one batch, in the codec
         the topic's `compression.type` names, or any for `producer`), else one kraftlite
         batch of their records. Done inline when small and uncompressed, else on a worker
@@ -1044,8 +1047,11 @@ class Session:
         )
         keeps = self.service.keeps_kafka_batches(leadership.topic, leadership.partition)
 
-        def convert() -> bytes:
-            batches = records.decode_batches(data, shared_budget=budget)
+        def convert() -> tuple[bytes, int]:
+            mine = [budget[0]]  # the request's budget, this partition's share of it counted
+            batches = records.decode_batches(data, shared_budget=mine)
+            decompressed = budget[0] - mine[0]
+            budget[0] -= decompressed
             for batch in batches:
                 if batch.is_control:  # [P7]: markers are the coordinator's
                     raise KraftliteError(ErrorCode.INVALID_RECORD, "clients write no markers")
@@ -1057,8 +1063,8 @@ class Session:
             if len(batches) == 1 and keeps:
                 kept = stored_batch.kafka_form(data, batches[0], topic_codec)
                 if kept is not None:
-                    return kept
-            return records.kafka_to_kraftlite(*batches)
+                    return kept, decompressed
+            return records.kafka_to_kraftlite(*batches), decompressed
 
         compressed = len(data) > _ATTRIBUTES_LOW and data[_ATTRIBUTES_LOW] & 0x07
         if len(data) <= _INLINE_CONVERT_BYTES and not compressed:

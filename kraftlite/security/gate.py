@@ -12,9 +12,10 @@ Rules:
    line per name: a request naming 200,000 topics the caller may not see costs one audit
    line, not 253 MB of them.
 3. Quotas: one set of trackers per node (quotas.py), charged by both edges: handling time
-   for every request, bytes produced as they are stored (a Kafka batch kept as sent: its
-   compressed bytes, as Kafka charges; any other: its records, decompressed), bytes
-   fetched as answered. A principal that uses both edges has one quota, not two.
+   for every request, bytes produced as their records decompress (a Kafka batch kept as
+   sent is stored compressed, but its readers unpack it: the charge is not the wire's,
+   unlike Kafka's), bytes fetched as answered. A principal that uses both edges has one
+   quota, not two.
 4. Caught up: a broker answers only once its metadata reaches its own registration, else
    BROKER_NOT_AVAILABLE (retriable): a broker that just restarted would call every topic
    unknown. Each edge asks `check_ready` before it serves a request.
