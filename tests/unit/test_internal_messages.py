@@ -278,6 +278,9 @@ _REGISTERED = {
         (m.ReplicaFetchRequest, _FETCH, {"max_bytes": 0}),
         (m.ReplicaFetchRequest, _FETCH, {"max_bytes": (64 << 20) + 1}),
         (m.ReplicaFetchRequest, _FETCH, {"session_id": -1}),
+        (m.ReplicaFetchRequest, _FETCH, {"record_format": 0}),  # the formats a follower reads
+        (m.ReplicaFetchRequest, _FETCH, {"record_format": 256}),
+        (m.ReplicaFetchRequest, _FETCH, {"record_format": "3"}),
         (m.ReplicaFetchRequest, _FETCH, {"partitions": [{**_POSITION, "leader_epoch": -2}]}),
         (m.ReplicaFetchRequest, _FETCH, {"partitions": [{**_POSITION, "fetch_offset": -1}]}),
         (m.ReplicaFetchRequest, _FETCH, {"partitions": [_POSITION] * (m.MAX_ITEMS + 1)}),
