@@ -85,6 +85,8 @@ from kraftlite.protocol.internal import (
     TxnVerifyRequest,
     TxnVerifyResponse,
 )
+from kraftlite.protocol.kafka import records as kafka_records
+from kraftlite.protocol.kafka.wire import WireError
 from kraftlite.protocol.partitioner import partition_for_key
 from kraftlite.security import producer_ids
 from kraftlite.storage import keys as key_index
@@ -102,6 +104,11 @@ KEY_READ_TIMEOUT_S = 5.0  # how long a key's read waits for the index to catch u
 INLINE_RECORD_BYTES = 256 << 10
 KEY_INDEX_MAX_BEHIND = 100_000  # offsets a read catches the index up by; more: try later
 _GROUPS_TIMEOUT_S = 5.0
+# what one produce request's Kafka batches may decompress to (from_kafka_batches); never
+# above what a kept batch may be read back at (protocol/stored.py)
+REQUEST_DECOMPRESSED_MAX_BYTES = stored_batch.READ_DECOMPRESSED_MAX_BYTES
+_INLINE_CONVERT_BYTES = 64 << 10  # larger record sets are converted on a worker thread
+_ATTRIBUTES_LOW = 22  # the low byte of a v2 batch's attributes: bits 0-2 are compression
 # Lag is exported for at most this many groups per coordinator (their names are labels:
 # clients choose them), and a scrape within LAGS_FRESH_S of the last gets its answer.
 MAX_LAG_GROUPS = 1000
@@ -181,6 +188,8 @@ class BrokerService:
         # reads that decompress Kafka batches kept as sent (protocol/stored.py) run off the
         # loop one at a time: each may hold a batch's records, up to 64 MiB, in memory
         self.decompressing = asyncio.Semaphore(1)
+        # produced Kafka batches decoded off the loop (from_kafka_batches), one at a time
+        self.converting = asyncio.Semaphore(1)
         # issue 27: the transactional ids this broker coordinates; their producer ids are
         # bound to no principal (WRITE on the transactional id and the coordinator's
         # verification stand for it), made as any producer id is
@@ -236,6 +245,74 @@ class BrokerService:
             ):
                 return False
         return True
+
+    async def from_kafka_batches(
+        self,
+        leadership: Leadership,
+        data: bytes,
+        budget: list[int],
+        transactional_id: str | None = None,
+    ) -> tuple[bytes, int]:
+        """A partition's Kafka record batches, as a produce sent them on either edge (the
+        Kafka listener; the HTTP edge's `KAFKA_BATCHES_TYPE`), decoded whole and checked,
+        as the batch to store, and the bytes their records decompressed to (0 when not
+        compressed; `budget[0]`, shared by a request's partitions, pays for it). One batch
+        is kept as sent when it can be (protocol/stored.py rule 1: in the codec the topic's
+        `compression.type` names, or any for `producer`, and while every replica reads
+        format 3), else its records become one kraftlite batch. Done inline when small and
+        uncompressed, else on a worker thread, one at a time, so a large or highly
+        compressed produce cannot stall the event loop. A batch over the topic's
+        `max.message.bytes` is refused before decoding, as Kafka checks it. Bytes that are
+        not Kafka batches, or decompress past the budget, are CORRUPT_MESSAGE."""
+        try:
+            return await self._from_kafka_batches(leadership, data, budget, transactional_id)
+        except WireError as exc:
+            raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)[:500]) from None
+
+    async def _from_kafka_batches(
+        self,
+        leadership: Leadership,
+        data: bytes,
+        budget: list[int],
+        transactional_id: str | None,
+    ) -> tuple[bytes, int]:
+        if not data:
+            raise kafka_records.CorruptRecordsError("no records")
+        limit = leadership.max_message_bytes
+        largest = max(kafka_records.batch_sizes(data))
+        if largest > limit:  # per batch, as Kafka checks it (a request may carry several)
+            raise KraftliteError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"a batch of {largest} bytes; max.message.bytes of {leadership.topic} is {limit}",
+            )
+        partition = self._leader(leadership.topic, leadership.partition)
+        codec = stored_batch.topic_codec(partition.config("compression.type"))
+        keeps = self.keeps_kafka_batches(leadership.topic, leadership.partition)
+
+        def convert() -> tuple[bytes, int]:
+            mine = [budget[0]]  # the request's budget, this partition's share of it counted
+            batches = kafka_records.decode_batches(data, shared_budget=mine)
+            decompressed = budget[0] - mine[0]
+            budget[0] -= decompressed
+            for batch in batches:
+                if batch.is_control:  # markers are the coordinator's
+                    raise KraftliteError(ErrorCode.INVALID_RECORD, "clients write no markers")
+                if batch.is_transactional and transactional_id is None:
+                    raise KraftliteError(
+                        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                        "a transactional batch comes with its transactional id",
+                    )
+            if len(batches) == 1 and keeps:
+                kept = stored_batch.kafka_form(data, batches[0], codec)
+                if kept is not None:
+                    return kept, decompressed
+            return kafka_records.kafka_to_kraftlite(*batches), decompressed
+
+        compressed = len(data) > _ATTRIBUTES_LOW and data[_ATTRIBUTES_LOW] & 0x07
+        if len(data) <= _INLINE_CONVERT_BYTES and not compressed:
+            return convert()
+        async with self.converting:
+            return await asyncio.to_thread(convert)
 
     def _leader(self, topic: str, index: int) -> Partition:
         if index < 0:

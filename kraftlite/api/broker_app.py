@@ -46,6 +46,7 @@ from kraftlite.api.openapi import OPENAPI
 from kraftlite.api.permissions import boundary_middlewares
 from kraftlite.api.relay import relay
 from kraftlite.api.restart import BOOT_ID, restart_node
+from kraftlite.api.throttle import PRODUCED_BYTES
 from kraftlite.api.topic_pages import client_visible, topics_answer
 from kraftlite.broker import metrics
 from kraftlite.broker.broker import Broker
@@ -59,7 +60,15 @@ from kraftlite.metadata.views import topic_view
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import framing, json_records, names, urls
 from kraftlite.protocol import stored as stored_batch
-from kraftlite.protocol.headers import BATCH_TYPE, METADATA_VERSION, TRANSACTIONAL_ID
+from kraftlite.protocol.headers import (
+    BATCH_TYPE,
+    KAFKA_BATCHES_TYPE,
+    METADATA_VERSION,
+    TRANSACTIONAL_ID,
+)
+from kraftlite.protocol.headers import (
+    PRODUCED_BYTES as PRODUCED_BYTES_HEADER,
+)
 from kraftlite.protocol.internal import (
     GroupListResponse,
     MessageError,
@@ -71,9 +80,16 @@ from kraftlite.protocol.internal import (
     TxnVerifyRequest,
     TxnVerifyResponse,
 )
+from kraftlite.protocol.kafka import records as kafka_records
+from kraftlite.protocol.kafka.wire import WireError
 from kraftlite.security.acls import CLUSTER_NAME, Action, Operation, ResourceType
 from kraftlite.security.gate import Gate
-from kraftlite.service import BrokerService, Leadership, Produced
+from kraftlite.service import (
+    REQUEST_DECOMPRESSED_MAX_BYTES,
+    BrokerService,
+    Leadership,
+    Produced,
+)
 from kraftlite.storage import keys as key_index
 from kraftlite.transactions.metadata import TopicPartition as TxnPartitionKey
 
@@ -133,6 +149,8 @@ async def _auto_create(request: web.Request, topic: str, body: bytes, index: int
         return
     if request.content_type == BATCH_TYPE:
         _record_count(body)
+    elif request.content_type == KAFKA_BATCHES_TYPE:
+        _kafka_batch_sizes(body)
     elif request.content_type in {"application/json", ""}:
         parsed = await _json_work(
             request, body, lambda: json_records.parse_produce_body(_json_object(body))
@@ -363,22 +381,35 @@ async def produce_to_partition(request: web.Request) -> web.StreamResponse:
     if isinstance(target, web.Response):
         return target
     now = service.broker.clock.now_ms()
-    if (transactional_id := request.headers.get(TRANSACTIONAL_ID)) is not None:
+    transactional_id = request.headers.get(TRANSACTIONAL_ID)
+    if transactional_id is not None:
         # a transactional producer's batch (txn_handlers.py): binary only, as it carries
         # the producer's id, epoch and sequence
-        if request.content_type != BATCH_TYPE:
+        if request.content_type not in {BATCH_TYPE, KAFKA_BATCHES_TYPE}:
             raise KraftliteError(
                 ErrorCode.UNSUPPORTED_MEDIA_TYPE,
-                f"a transactional produce sends one {BATCH_TYPE} batch",
+                f"a transactional produce sends one {BATCH_TYPE} batch, or Kafka batches",
             )
         if acks is not Acks.ALL:  # as Kafka's producer insists: a commit covers acked writes
             raise KraftliteError(ErrorCode.INVALID_REQUEST, "a transactional produce is acks=all")
+    sent_size, said = None, {}
+    if request.content_type == KAFKA_BATCHES_TYPE:  # stored as sent where they can be
+        sent_size = max(_kafka_batch_sizes(body))
+        budget = [REQUEST_DECOMPRESSED_MAX_BYTES]
+        body, decompressed = await service.from_kafka_batches(
+            target, body, budget, transactional_id
+        )
+        # the quota's charge (gate.py rule 3): what the records are, decompressed; said
+        # in the answer too, for a broker that relayed the request here (throttle.py)
+        request[PRODUCED_BYTES] = max(len(body), decompressed)
+        said = {PRODUCED_BYTES_HEADER: str(request[PRODUCED_BYTES])}
+    if transactional_id is not None:
         count = _record_count(body)
         produced = await service.produce_transactional(
-            topic, index, body, acks, timeout_s, transactional_id
+            topic, index, body, acks, timeout_s, transactional_id, sent_size=sent_size
         )
-        return json_response({"offsets": _entries(index, produced, count)})
-    if request.content_type == BATCH_TYPE:
+        return json_response({"offsets": _entries(index, produced, count)}, headers=said)
+    if request.content_type in {BATCH_TYPE, KAFKA_BATCHES_TYPE}:
         batch, count = body, _record_count(body)
     elif request.content_type in {"application/json", ""}:
 
@@ -396,13 +427,21 @@ async def produce_to_partition(request: web.Request) -> web.StreamResponse:
     else:
         raise KraftliteError(
             ErrorCode.UNSUPPORTED_MEDIA_TYPE,
-            f"Content-Type must be application/json or {BATCH_TYPE}",
+            f"Content-Type must be application/json, {BATCH_TYPE} or {KAFKA_BATCHES_TYPE}",
         )
     produced = await service.produce(
-        topic, index, batch, acks, timeout_s, principal=caller(request).principal
+        topic,
+        index,
+        batch,
+        acks,
+        timeout_s,
+        principal=caller(request).principal,
+        sent_size=sent_size,
     )
     return json_response(
-        {"offsets": _entries(index, produced, count)}, status=202 if acks is Acks.NONE else 200
+        {"offsets": _entries(index, produced, count)},
+        status=202 if acks is Acks.NONE else 200,
+        headers=said,
     )
 
 
@@ -418,6 +457,14 @@ def _record_count(body: bytes) -> int:
             "send exactly one batch per request",
         )
     return header.record_count
+
+
+def _kafka_batch_sizes(body: bytes) -> list[int]:
+    """The sizes of the Kafka batches a body holds, whole (else CORRUPT_MESSAGE)."""
+    try:
+        return kafka_records.batch_sizes(body)
+    except WireError as exc:
+        raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
 
 
 def _json_object(body: bytes) -> dict[str, Any]:

@@ -23,7 +23,7 @@ Rules:
 3. A request's body must arrive within `request.read.timeout.ms`, or REQUEST_TIMED_OUT;
    it is read (and its size checked) once the request is authenticated, before any handler
    runs: a stranger's body is never buffered.
-4. A body must say it is one of the API's types (JSON, a binary batch), or
+4. A body must say it is one of the API's types (JSON, a binary batch, Kafka batches), or
    UNSUPPORTED_MEDIA_TYPE before it is read. A web page can make a browser send a body
    cross-origin without asking (no CORS preflight) only as text/plain, a form or with no
    type: so no page a user visits can create or delete topics, or produce, through the
@@ -40,7 +40,9 @@ Rules:
    made to wait for its answer (throttle.py: it holds no budget while it waits).
 6. A body is taken as it was sent: a `Content-Encoding` other than identity is
    UNSUPPORTED_MEDIA_TYPE, and nothing is inflated (aiohttp's `auto_decompress` is off), so
-   the bytes the budget counted are the bytes held.
+   the bytes the budget counted are the bytes held. Compressed records come as Kafka
+   batches, whose decompression the service bounds per request (service.py
+   `from_kafka_batches`).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from aiohttp import hdrs, web
 from kraftlite.config import ListenerLimits
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import framing
-from kraftlite.protocol.headers import BATCH_TYPE
+from kraftlite.protocol.headers import BATCH_TYPE, KAFKA_BATCHES_TYPE
 from kraftlite.security.request_budget import Lease, RequestBudget
 
 log = structlog.get_logger(__name__)
@@ -259,7 +261,7 @@ def runner_for(app: web.Application, limits: ListenerLimits, shutdown_s: float) 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # Rule 4: the media types of the API's request bodies (protocol/headers.py, framing.py).
-BODY_TYPES = frozenset({"application/json", BATCH_TYPE, framing.CONTENT_TYPE})
+BODY_TYPES = frozenset({"application/json", BATCH_TYPE, KAFKA_BATCHES_TYPE, framing.CONTENT_TYPE})
 
 
 READ_TIMEOUT_MS = web.AppKey("read_timeout_ms", int)

@@ -32,6 +32,7 @@ Json = dict[str, Any]
 JSON: Final = "application/json"
 PROBLEM_JSON: Final = "application/problem+json"  # as kraftlite.api.errors (which needs aiohttp)
 BATCH_TYPE: Final = "application/vnd.kraftlite.batch"  # as kraftlite.api.broker_app
+KAFKA_BATCHES_TYPE: Final = "application/vnd.kraftlite.kafka-batches"  # as protocol.headers
 TRANSACTIONAL_ID: Final = "X-Kraftlite-Transactional-Id"  # as kraftlite.protocol.headers
 METRICS_TYPE: Final = "text/plain"  # Prometheus text exposition format
 STATUS_EXTENSION: Final = "x-kraftlite-status"
@@ -1522,8 +1523,16 @@ PATHS: Final[Json] = {
             body={
                 "required": True,
                 "description": f"JSON records, or exactly one binary batch ({BATCH_TYPE}, "
-                "format in docs/batch-format.md).",
-                "content": {JSON: {"schema": _ref("ProduceRequest")}, BATCH_TYPE: {}},
+                f"format in docs/batch-format.md), or Kafka record batches ({KAFKA_BATCHES_TYPE}"
+                ": magic 2, compressed or not, as a Kafka producer sends a partition's; kept "
+                'as sent where they can be, docs/batch-format.md "Format 3"). A produce\'s '
+                "Kafka batches may decompress to 64 MiB at most (else CORRUPT_MESSAGE); "
+                "the answer's X-Kraftlite-Produced-Bytes says what they came to.",
+                "content": {
+                    JSON: {"schema": _ref("ProduceRequest")},
+                    BATCH_TYPE: {},
+                    KAFKA_BATCHES_TYPE: {},
+                },
             },
             errors=[
                 *_BODY,

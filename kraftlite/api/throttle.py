@@ -16,9 +16,14 @@ from aiohttp import web
 from kraftlite.api.auth import GATE
 from kraftlite.api.internal_auth import caller
 from kraftlite.api.listener import give_back_budget
+from kraftlite.protocol import headers
 from kraftlite.security.principal import Caller
 
 THROTTLE_HEADER = "X-Kraftlite-Throttle-Time-Ms"
+# What a produce's records came to when its body is not them as they are (compressed Kafka
+# batches: decompressed), set by its handler, or said by the leader a produce was relayed
+# to (the PRODUCED_BYTES header of its answer); else the body's length is charged
+PRODUCED_BYTES = web.RequestKey("kraftlite.produced_bytes", int)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -68,7 +73,9 @@ async def _account(
 ) -> int:
     produced = fetched = 0
     if _records_route(request) and request.method == "POST":
-        produced = len(await request.read())  # HTTP bodies are not compressed
+        produced = request.get(PRODUCED_BYTES) or len(await request.read())
+        if response is not None and (said := response.headers.get(headers.PRODUCED_BYTES)):
+            produced = max(produced, int(said))  # a node's answer: a leader relayed to
     elif (_records_route(request) or _key_route(request)) and isinstance(response, web.Response):
         fetched = len(response.body) if isinstance(response.body, bytes) else 0
     return request.app[GATE].throttle_ms(

@@ -26,6 +26,11 @@ Rules (Kafka's producer, in small):
    bumps the producer's epoch (KIP-360), so a batch of the aborted transaction whose fate
    was unknown is never taken for one of the next (sequences start over). A fenced producer
    (PRODUCER_FENCED) can do nothing more.
+7. With a `compression` codec (Kafka's `compression.type`: gzip, snappy, lz4 or zstd), each
+   batch goes as one compressed Kafka record batch (`KAFKA_BATCHES_TYPE`), producer id,
+   sequence and transactional flag in its header as Kafka's producer writes them; the
+   leader keeps it as sent where the topic's `compression.type` allows (docs/batch-format.md
+   "Format 3"), so disk, replication and Kafka consumers get the compressed bytes.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ from kraftlite.client.transport import NO_FORWARD, Transport
 from kraftlite.clock import Clock, SystemClock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
-from kraftlite.protocol.headers import BATCH_TYPE, TRANSACTIONAL_ID
+from kraftlite.protocol.headers import BATCH_TYPE, KAFKA_BATCHES_TYPE, TRANSACTIONAL_ID
+from kraftlite.protocol.kafka import records as kafka_records
 from kraftlite.protocol.partitioner import partition_for_key
 from kraftlite.retry import Backoff, RetryPolicy, retriable
 
@@ -59,6 +65,14 @@ _PRODUCER_RESET = frozenset(
 )
 
 _NO_ANSWER = (OSError, TimeoutError, ClientError)  # the leader is down or moving
+# rule 7: Kafka's compression.type names
+CODECS = {
+    "none": kafka_records.Compression.NONE,
+    "gzip": kafka_records.Compression.GZIP,
+    "snappy": kafka_records.Compression.SNAPPY,
+    "lz4": kafka_records.Compression.LZ4,
+    "zstd": kafka_records.Compression.ZSTD,
+}
 
 
 def _produce_retriable(exc: BaseException) -> bool:
@@ -123,9 +137,13 @@ class Producer:
         clock: Clock | None = None,
         transactional_id: str | None = None,
         transaction_timeout_ms: int = 60_000,
+        compression: str = "none",
     ) -> None:
         if acks not in {"all", "-1", "1", "0"}:
             raise ValueError("acks must be all, -1, 1 or 0")
+        if compression not in CODECS:
+            raise ValueError(f"compression must be one of {', '.join(CODECS)}")
+        self.compression = CODECS[compression]
         if (enable_idempotence or transactional_id) and acks not in {"all", "-1"}:
             raise ValueError("an idempotent or transactional producer needs acks=all")
         if transactional_id is not None and enable_idempotence is False:
@@ -472,6 +490,8 @@ class Producer:
         numbered for (rule 5)."""
         now = self._clock.now_ms()
         producer = await self._producer_id()
+        if self.compression is not kafka_records.Compression.NONE:  # rule 7
+            return self._kafka_batch(topic, partition, records, now, producer), producer
         if producer is None:
             return batch_format.encode_records(records, now_ms=now), None
         body = batch_format.encode_batch(
@@ -485,6 +505,29 @@ class Producer:
             transactional=self.transactional_id is not None,
         )
         return body, producer
+
+    def _kafka_batch(
+        self,
+        topic: str,
+        partition: int,
+        records: list[batch_format.Record],
+        now: int,
+        producer: tuple[int, int] | None,
+    ) -> bytes:
+        """Rule 7: the records as one compressed Kafka batch, numbered as rule 5 says."""
+        return kafka_records.encode_batch(
+            [
+                kafka_records.KafkaRecord(
+                    i, now if r.timestamp is None else r.timestamp, r.key, r.value, r.headers
+                )
+                for i, r in enumerate(records)
+            ],
+            producer_id=kafka_records.NO_PRODUCER_ID if producer is None else producer[0],
+            producer_epoch=-1 if producer is None else producer[1],
+            base_sequence=-1 if producer is None else self._sequences.get((topic, partition), 0),
+            compression=self.compression,
+            is_transactional=self.transactional_id is not None,
+        )
 
     async def _produce_with_retries(
         self, topic: str, partition: int, records: list[batch_format.Record]
@@ -530,7 +573,13 @@ class Producer:
                         path,
                         params=params,
                         data=body,
-                        headers={"Content-Type": BATCH_TYPE, **NO_FORWARD, **self._txn_header},
+                        headers={
+                            "Content-Type": BATCH_TYPE
+                            if self.compression is kafka_records.Compression.NONE
+                            else KAFKA_BATCHES_TYPE,
+                            **NO_FORWARD,
+                            **self._txn_header,
+                        },
                     )
                 except _NO_ANSWER:
                     self._transport.invalidate(topic)  # leader down: who leads now?

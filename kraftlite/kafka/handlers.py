@@ -88,7 +88,12 @@ from kraftlite.security.cluster_auth import CLIENT_HOST_HEADER, PRINCIPAL_HEADER
 from kraftlite.security.gate import AUDITED_NAMES, Gate
 from kraftlite.security.principal import ANONYMOUS, Caller
 from kraftlite.security.scram_exchange import ScramError, ScramExchange
-from kraftlite.service import BrokerService, Fetched, FetchWanted, Leadership
+from kraftlite.service import (
+    REQUEST_DECOMPRESSED_MAX_BYTES,
+    BrokerService,
+    Fetched,
+    FetchWanted,
+)
 from kraftlite.transactions.coordinator import TXN_TOPIC
 
 log = structlog.get_logger(__name__)
@@ -116,19 +121,9 @@ LEADER_NOT_AVAILABLE = 5
 UNKNOWN_TOPIC_ID = 100
 INVALID_REQUIRED_ACKS = 21
 READ_COMMITTED = 1  # Fetch and ListOffsets isolation_level (0: read_uncommitted)
-REQUEST_DECOMPRESSED_MAX_BYTES = 64 << 20  # what one produce request may decompress to
 _INLINE_CONVERT_BYTES = 64 << 10  # larger record sets are converted on a worker thread
 _RNG = random.Random()  # noqa: S311 - placements validate_only checks (and never keeps)
 _COMPRESS_COST = 4  # compressing them costs about this many plain conversions (a bound)
-# a topic's compression.type: the codec of the batches Kafka fetches carry ("producer" and
-# "uncompressed": none, as stored; ADR 0002)
-_CODECS: Final = {
-    "gzip": records.Compression.GZIP,
-    "snappy": records.Compression.SNAPPY,
-    "lz4": records.Compression.LZ4,
-    "zstd": records.Compression.ZSTD,
-}
-_ATTRIBUTES_LOW = 22  # the low byte of a v2 batch's attributes: bits 0-2 are compression
 MAX_PROTOCOLS = 16  # assignors a member may offer (clients offer one to three)
 MAX_METADATA = 256 << 10  # subscription bytes a member may send (topics, owned partitions)
 MAX_REBALANCE_TIMEOUT_MS = 300_000  # bounds how long a JoinGroup may wait
@@ -967,7 +962,9 @@ class Session:
             return await _produce_error(index, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
         try:
             leadership = self.service.leader(topic, index)
-            batch, decompressed = await self._converted(leadership, data, budget, transactional_id)
+            batch, decompressed = await self.service.from_kafka_batches(
+                leadership, data or b"", budget, transactional_id
+            )
             # the quota's charge (gate.py rule 3): what the records are, decompressed,
             # though a batch kept as sent is stored compressed: what readers will unpack
             in_hand.produced += max(len(batch), decompressed)
@@ -1014,63 +1011,6 @@ class Session:
             "log_append_time_ms": -1,
             "log_start_offset": produced.log_start_offset,
         }
-
-    async def _converted(
-        self,
-        leadership: Leadership,
-        data: bytes | None,
-        budget: list[int],
-        transactional_id: str | None = None,
-    ) -> tuple[bytes, int]:
-        """A partition's Kafka batches, decoded whole, as what is stored, and the bytes
-        their records decompressed to (0 when not compressed): one Kafka batch
-        as sent when it can be kept so (protocol/stored.py rule 1: one batch, in the codec
-        the topic's `compression.type` names, or any for `producer`), else one kraftlite
-        batch of their records. Done inline when small and uncompressed, else on a worker
-        thread, one at a time, so a large or highly compressed produce cannot stall the
-        event loop. A batch over the topic's `max.message.bytes` is refused before
-        decoding, as Kafka checks it."""
-        if not data:
-            raise records.CorruptRecordsError("no records")
-        limit = leadership.max_message_bytes
-        largest = max(records.batch_sizes(data))
-        if largest > limit:  # per batch, as Kafka checks it (a request may carry several)
-            raise KraftliteError(
-                ErrorCode.MESSAGE_TOO_LARGE,
-                f"a batch of {largest} bytes; max.message.bytes of {leadership.topic} is {limit}",
-            )
-
-        configs = {} if (found := self.image.topic(leadership.topic)) is None else found.configs
-        wanted = effective_config(configs, "compression.type")
-        topic_codec = (
-            None if wanted == "producer" else _CODECS.get(wanted, records.Compression.NONE)
-        )
-        keeps = self.service.keeps_kafka_batches(leadership.topic, leadership.partition)
-
-        def convert() -> tuple[bytes, int]:
-            mine = [budget[0]]  # the request's budget, this partition's share of it counted
-            batches = records.decode_batches(data, shared_budget=mine)
-            decompressed = budget[0] - mine[0]
-            budget[0] -= decompressed
-            for batch in batches:
-                if batch.is_control:  # [P7]: markers are the coordinator's
-                    raise KraftliteError(ErrorCode.INVALID_RECORD, "clients write no markers")
-                if batch.is_transactional and transactional_id is None:  # [P3]
-                    raise KraftliteError(
-                        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                        "a transactional batch comes with its transactional id",
-                    )
-            if len(batches) == 1 and keeps:
-                kept = stored_batch.kafka_form(data, batches[0], topic_codec)
-                if kept is not None:
-                    return kept, decompressed
-            return records.kafka_to_kraftlite(*batches), decompressed
-
-        compressed = len(data) > _ATTRIBUTES_LOW and data[_ATTRIBUTES_LOW] & 0x07
-        if len(data) <= _INLINE_CONVERT_BYTES and not compressed:
-            return convert()
-        async with self.handlers.converting:
-            return await asyncio.to_thread(convert)
 
     # -- Fetch, ListOffsets ------------------------------------------------------------------
 
@@ -1212,7 +1152,10 @@ class Session:
         UNSUPPORTED_COMPRESSION_TYPE; kraftlite has the records uncompressed)."""
         found = self.image.topic(topic)
         configs = {} if found is None else found.configs
-        codec = _CODECS.get(effective_config(configs, "compression.type"), records.Compression.NONE)
+        codec = (
+            stored_batch.topic_codec(effective_config(configs, "compression.type"))
+            or records.Compression.NONE
+        )
         if codec is records.Compression.ZSTD and version < 10:
             return records.Compression.NONE
         return codec

@@ -19,3 +19,10 @@ NEXT_OFFSET: Final = "X-Kraftlite-Next-Offset"
 
 # The binary record batch (protocol/batch.py, docs/batch-format.md).
 BATCH_TYPE: Final = "application/vnd.kraftlite.batch"
+
+# A partition's records as Kafka record batches (magic 2), as a Kafka producer sends them,
+# compressed or not: stored as sent where they can be (docs/batch-format.md "Format 3").
+KAFKA_BATCHES_TYPE: Final = "application/vnd.kraftlite.kafka-batches"
+# On a produce's answer when its records were not its body as sent (compressed Kafka
+# batches): the bytes they came to, which the quota charges (a relaying broker reads it).
+PRODUCED_BYTES: Final = "X-Kraftlite-Produced-Bytes"

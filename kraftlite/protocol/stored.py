@@ -41,13 +41,30 @@ from kraftlite.protocol.batch import BatchHeader, CorruptBatchError, DecodedBatc
 from kraftlite.protocol.kafka import records
 from kraftlite.protocol.kafka.records import Compression, KafkaBatch
 
-# What a stored format 3 batch's records may decompress to: what the Kafka edge lets one
-# produce request decompress to (kafka/handlers.py REQUEST_DECOMPRESSED_MAX_BYTES, which
-# must never exceed it), so a batch kept once is always read again. Never lowered.
+# What a stored format 3 batch's records may decompress to: what an edge lets one
+# produce request decompress to (service.py REQUEST_DECOMPRESSED_MAX_BYTES is this), so a
+# batch kept once is always read again. Never lowered.
 READ_DECOMPRESSED_MAX_BYTES: Final = 64 << 20
 _DELETE_HORIZON = 0x40  # Kafka's attribute bit 6: a cleaner's batch, never a producer's
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _NO_PRODUCER = (batch_format.NO_PRODUCER_ID, -1, -1)
+
+
+# a topic's compression.type: the codec of the batches it keeps as sent and Kafka fetches
+# carry ("producer": any codec a producer chose; "uncompressed": none)
+_CODECS: Final = {
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
+}
+
+
+def topic_codec(compression_type: str) -> Compression | None:
+    """The codec a topic's `compression.type` names; None for `producer`."""
+    if compression_type == "producer":
+        return None
+    return _CODECS.get(compression_type, Compression.NONE)
 
 
 class KeptKafkaBatch(bytes):

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from crc32c import crc32c
 
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol import stored
@@ -225,6 +226,29 @@ _SENT = kafka_records.encode_batch(
 KEPT_KAFKA_BATCH = bytes(
     stored.kafka_form(_SENT, kafka_records.decode_batches(_SENT)[0], None) or b""
 )
+KAFKA = "application/vnd.kraftlite.kafka-batches"
+_CRC_BROKEN = bytearray(_SENT)
+_CRC_BROKEN[-1] ^= 0x01  # a record byte: the batch's CRC no longer holds
+_CONTROL = kafka_records.encode_batch(
+    [kafka_records.KafkaRecord(0, int(time.time() * 1000), b"\x00\x00\x00\x00", b"")],
+    producer_id=1,
+    producer_epoch=0,
+    base_sequence=0,
+    is_transactional=True,
+)
+_CONTROL = bytearray(_CONTROL)
+_CONTROL[22] |= 0x20  # the control bit; CRC recomputed below
+_CONTROL[17:21] = crc32c(bytes(_CONTROL[21:])).to_bytes(4, "big")
+_TRANSACTIONAL = kafka_records.encode_batch(
+    [kafka_records.KafkaRecord(0, int(time.time() * 1000), None, b"x")],
+    producer_id=1,
+    producer_epoch=0,
+    base_sequence=0,
+    is_transactional=True,
+)
+_TOO_LARGE = kafka_records.encode_batch(
+    [kafka_records.KafkaRecord(0, int(time.time() * 1000), None, b"x" * 3000)]
+)
 BAD = "/v1/topics/bad"
 NOT_FOUND, INVALID = "UNKNOWN_TOPIC_OR_PARTITION", "INVALID_REQUEST"
 BAD_REQUESTS = [
@@ -267,6 +291,22 @@ BAD_REQUESTS = [
     ("POST", f"{BAD}/partitions/0/records", b"short", BATCH, 400, "CORRUPT_MESSAGE"),
     # a Kafka batch in format 3's envelope: the Kafka listener's alone (protocol/stored.py)
     ("POST", f"{BAD}/partitions/0/records", KEPT_KAFKA_BATCH, BATCH, 400, "CORRUPT_MESSAGE"),
+    # Kafka batches (issue 29): whole, their CRC holding, no markers, transactional ones
+    # only with their id, within max.message.bytes; never to the topic route
+    ("POST", f"{BAD}/partitions/0/records", b"\x00" * 64, KAFKA, 400, "CORRUPT_MESSAGE"),
+    ("POST", f"{BAD}/partitions/0/records", _SENT[:-3], KAFKA, 400, "CORRUPT_MESSAGE"),
+    ("POST", f"{BAD}/partitions/0/records", bytes(_CRC_BROKEN), KAFKA, 400, "CORRUPT_MESSAGE"),
+    ("POST", f"{BAD}/partitions/0/records", bytes(_CONTROL), KAFKA, 400, "INVALID_RECORD"),
+    (
+        "POST",
+        f"{BAD}/partitions/0/records",
+        _TRANSACTIONAL,
+        KAFKA,
+        403,
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+    ),
+    ("POST", f"{BAD}/partitions/0/records", _TOO_LARGE, KAFKA, 413, "MESSAGE_TOO_LARGE"),
+    ("POST", f"{BAD}/records", _SENT, KAFKA, 415, "UNSUPPORTED_MEDIA_TYPE"),
     (
         "POST",
         f"{BAD}/partitions/0/records",
@@ -308,6 +348,43 @@ def test_bad_input_gets_the_contracts_error_and_changes_nothing(cluster: Cluster
         assert [r["value"] for r in fetch_all(url, "bad", 0)] == ["ok"]
         status, _ = http("GET", url + "/healthz")
         assert status == 200
+
+
+def test_kafka_batches_over_http_are_bounded_and_relayed(cluster: Cluster) -> None:
+    """Issue 29: a zstd batch of a few KB that decompresses past what one produce may
+    (64 MiB) is CORRUPT_MESSAGE on every broker, its leader's and the relaying ones, and
+    appends nothing; an lz4 batch sent to any broker is appended by the leader and read
+    back as it was sent."""
+    create_topic(cluster, "bomb", partitions=1, replication_factor=3)
+    now = int(time.time() * 1000)
+    bomb = kafka_records.encode_batch(
+        [kafka_records.KafkaRecord(0, now, None, bytes((64 << 20) + 1))],
+        compression=kafka_records.Compression.ZSTD,
+    )
+    assert len(bomb) < 10_000
+    path = "/v1/topics/bomb/partitions/0/records"
+    for url in cluster.urls.values():
+        status, data, _ = raw("POST", url + path, bomb, {"Content-Type": KAFKA})
+        problem = json.loads(data)
+        assert (status, problem["error_code"]) == (400, "CORRUPT_MESSAGE"), problem
+        assert "decompresses to more than" in problem["message"], problem
+    for i, url in enumerate(cluster.urls.values()):
+        sent = kafka_records.encode_batch(
+            [
+                kafka_records.KafkaRecord(j, now + j, b"k", b"v%d-%d" % (i, j), [("h", b"x")])
+                for j in range(3)
+            ],
+            compression=kafka_records.Compression.LZ4,
+        )
+        status, data, _ = raw("POST", url + path, sent, {"Content-Type": KAFKA})
+        assert status == 200, data
+        offsets = json.loads(data)["offsets"]
+        assert [o["offset"] for o in offsets] == [3 * i, 3 * i + 1, 3 * i + 2]
+    for url in cluster.urls.values():
+        got = fetch_all(url, "bomb", 0)
+        assert [r["value"] for r in got] == [f"v{i}-{j}" for i in range(3) for j in range(3)]
+        assert {r["key"] for r in got} == {"k"}
+        assert [r["timestamp"] for r in got][:3] == [now, now + 1, now + 2]
 
 
 def test_operations_endpoints_on_every_broker(cluster: Cluster) -> None:

@@ -31,6 +31,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from kraftlite.client.consumer import Consumer as KraftliteConsumer
+from kraftlite.client.producer import Producer as KraftliteProducer
 from kraftlite.protocol.kafka import messages, records
 from tests.harness.kafka_wire import call, frame, read_exactly
 from tests.harness.observe import wait_until
@@ -1117,6 +1118,82 @@ def test_compressed_batches_are_stored_replicated_and_fetched_as_sent(
             return got
 
     assert asyncio.run(through_the_client()) == values
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_the_python_clients_compressed_batches_are_kept_as_sent(
+    cluster: Cluster, codec: str
+) -> None:
+    """Issue 29: kraftlite's own producer compresses (`compression`); its batches go over
+    HTTP as Kafka batches (through a broker that relays them to the leader) and are kept
+    as sent: compressed on every replica, a Kafka fetch returns them in that codec with
+    the producer's id and sequences, and both edges read the same records."""
+    topic = f"client-{codec}"
+    create_topic(cluster, topic, partitions=1)
+    count = 2000
+    values = [
+        json.dumps({"id": i, "user": f"user-{i % 50}", "note": "lorem ipsum " * 20}).encode()
+        for i in range(count)
+    ]
+    headers = [((("n", b"%d" % i), ("empty", None)) if i % 3 else ()) for i in range(count)]
+
+    async def produce() -> list[int]:
+        async with KraftliteProducer(cluster.urls[1], compression=codec, linger_ms=20) as out:
+            sent = [
+                await out.send(topic, v, key=b"k%d" % (i % 7), partition=0, headers=h)
+                for i, (v, h) in enumerate(zip(values, headers, strict=True))
+            ]
+            return [(await future).offset for future in sent]
+
+    assert asyncio.run(produce()) == list(range(count))
+    raw = sum(len(v) for v in values)
+
+    def replicated() -> dict[int, float] | None:
+        sizes = _log_sizes(cluster, topic)
+        return sizes if len(sizes) == 3 and len(set(sizes.values())) == 1 else None
+
+    sizes = wait_until(replicated, 20, "every replica holds the same bytes")
+    assert next(iter(sizes.values())) < raw / 4  # compressed on disk, on every replica
+    _, described = http("GET", cluster.urls[1] + f"/v1/topics/{topic}")
+    leader = described["partitions"][0]["leader"]
+    fetch = {
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 64 << 20,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 64 << 20}
+                ],
+            }
+        ],
+    }
+    answer = call(cluster.kafka_addresses[leader], 1, 12, fetch)
+    batches = records.decode_batches(answer["responses"][0]["partitions"][0]["records"])
+    wanted = records.Compression.LZ4 if codec == "lz4" else records.Compression.ZSTD
+    assert {b.compression for b in batches} == {wanted}
+    assert len({b.producer_id for b in batches}) == 1 and batches[0].producer_id >= 0
+    sequences = [b.base_sequence for b in batches]
+    assert sequences == [b.base_offset for b in batches]  # one producer, from sequence 0
+    assert [v for b in batches for v in b.values] == values
+    kafka_headers = [tuple(r.headers) for b in batches for r in b.records]
+    assert kafka_headers == [tuple(h) for h in headers]
+
+    async def consume() -> list[tuple[bytes | None, bytes | None, tuple[Any, ...]]]:
+        async with KraftliteConsumer(cluster.urls[3], auto_offset_reset="earliest") as consumer:
+            consumer.assign([(topic, 0)])
+            got: list[tuple[bytes | None, bytes | None, tuple[Any, ...]]] = []
+            while len(got) < count:
+                polled = await consumer.poll(timeout_ms=5000)
+                assert polled, "no progress"
+                got += [(r.key, r.value, tuple(r.headers)) for r in polled]
+            return got
+
+    assert asyncio.run(consume()) == [
+        (b"k%d" % (i % 7), v, tuple(h))
+        for i, (v, h) in enumerate(zip(values, headers, strict=True))
+    ]
 
 
 def test_pipelined_requests_are_appended_and_answered_in_order(cluster: Cluster) -> None:

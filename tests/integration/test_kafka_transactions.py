@@ -228,14 +228,18 @@ def test_a_second_producer_with_the_same_id_fences_the_first(cluster: Cluster) -
     assert read_values(consumer(cluster, "read_committed"), "txn-zombie", 1) == [b"successor"]
 
 
-async def python_client_transactions(cluster: Cluster) -> None:
+async def python_client_transactions(cluster: Cluster, compression: str) -> None:
     """kraftlite's own producer over HTTP (docs/transactions.md): a commit across topics
     and partitions is seen whole, an abort never, and a Kafka client taking the same
-    transactional id fences it (both edges share one coordinator)."""
+    transactional id fences it (both edges share one coordinator). Compressed, its
+    batches go as Kafka batches (client/producer.py rule 7)."""
     from kraftlite.client.producer import Producer as KraftliteProducer  # noqa: PLC0415
 
     async with KraftliteProducer(
-        list(cluster.urls.values()), transactional_id="tx-python", linger_ms=1
+        list(cluster.urls.values()),
+        transactional_id="tx-python",
+        linger_ms=1,
+        compression=compression,
     ) as writer:
         await writer.init_transactions()
         writer.begin_transaction()
@@ -265,9 +269,11 @@ async def python_client_transactions(cluster: Cluster) -> None:
 
 
 def test_the_python_clients_transactions_and_a_kafka_client_fencing_it(cluster: Cluster) -> None:
+    """Compressed (zstd): the transactional batches go as Kafka batches, kept as sent (the
+    uncompressed binary batch's transactional path is the Spark sink's, tests/spark)."""
     create_topic(cluster, "txn-py-a")
     create_topic(cluster, "txn-py-b")
-    asyncio.run(python_client_transactions(cluster))
+    asyncio.run(python_client_transactions(cluster, "zstd"))
     status, offsets = http("GET", cluster.urls[1] + "/v1/groups/py-group/offsets")
     assert status == 200, offsets
     assert [(o["topic"], o["partition"], o["offset"]) for o in offsets["offsets"]] == [

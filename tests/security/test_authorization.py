@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from kraftlite.client import Credentials, SyncAdmin, SyncConsumer, SyncProducer
+from kraftlite.protocol.kafka import records as kafka_records
 from tests.harness.auth import ADMIN, as_admin, auth_cluster, basic, bearer
 from tests.harness.observe import error_code
 from tests.harness.processes import Cluster, http, signed_http
@@ -418,6 +419,63 @@ def test_quotas_throttle_and_recover(cluster: Cluster) -> None:
     )
     assert status == 200
     wait_for_metadata(cluster, lambda: all(produce() == 0 for _ in range(4)))
+
+
+def test_compressed_kafka_batches_are_authorized_first_and_charged_what_they_store(
+    cluster: Cluster,
+) -> None:
+    """Kafka batches over HTTP (issue 29): a writer without WRITE is refused before its
+    batch is decompressed; 300 KB of zeros in a zstd batch of a few hundred bytes is
+    charged its 300 KB (issue 24's rule), by the leader it was sent to and by a broker that
+    relayed it there (which reads what the leader says it came to)."""
+    url = cluster.urls[1]
+    as_admin("POST", url + "/v1/topics", {"name": "metered-zstd", "partitions": 1})
+    as_admin("POST", url + "/v1/users", {"name": "zoe", "password": "pw-z"})
+    as_admin("POST", url + "/v1/users", {"name": "zack", "password": "pw-z"})
+    add_acl(
+        cluster,
+        principal="User:zoe",
+        operation="WRITE",
+        resource_type="TOPIC",
+        resource_name="metered-zstd",
+    )
+    status, _ = as_admin(
+        "POST", url + "/v1/quotas", {"principal": "User:zoe", "producer_byte_rate": 100_000}
+    )
+    assert status == 200
+    batch = kafka_records.encode_batch(
+        [kafka_records.KafkaRecord(0, int(time.time() * 1000), None, bytes(300_000), [])],
+        compression=kafka_records.Compression.ZSTD,
+    )
+    assert len(batch) < 1_000
+
+    def produce(broker_id: int, user: str) -> tuple[int, str]:
+        request = urllib.request.Request(
+            f"{cluster.urls[broker_id]}/v1/topics/metered-zstd/partitions/0/records?acks=1",
+            data=batch,
+            method="POST",
+            headers={
+                "Content-Type": "application/vnd.kraftlite.kafka-batches",
+                **basic(user, "pw-z"),
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, response.headers.get("X-Kraftlite-Throttle-Time-Ms", "0")
+        except urllib.error.HTTPError as refused:
+            return refused.code, ""
+
+    wait_for_metadata(
+        cluster, lambda: http("GET", url + "/v1/topics", headers=basic("zoe", "pw-z"))[0] == 200
+    )
+    _, described = http("GET", f"{url}/v1/topics/metered-zstd", headers=basic(*ADMIN))
+    leader = described["partitions"][0]["leader"]
+    other = next(b for b in cluster.urls if b != leader)
+    assert produce(leader, "zack")[0] == 403
+    for broker_id in (leader, other):
+        status, throttle_ms = produce(broker_id, "zoe")
+        # ~200 KB over a 100 KB/s quota: held back about two seconds
+        assert status == 200 and int(throttle_ms) > 1_000, (broker_id, throttle_ms)
 
 
 def _raw_exchange(url: str, head: bytes, *, wait_s: float = 10) -> bytes:

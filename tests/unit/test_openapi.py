@@ -14,7 +14,14 @@ import pytest
 from openapi_spec_validator import OpenAPIV31SpecValidator, validate
 
 from kraftlite.api import errors as api_errors
-from kraftlite.api.openapi import BATCH_TYPE, OPENAPI, PLANNED, PROBLEM_JSON, STATUS_EXTENSION
+from kraftlite.api.openapi import (
+    BATCH_TYPE,
+    KAFKA_BATCHES_TYPE,
+    OPENAPI,
+    PLANNED,
+    PROBLEM_JSON,
+    STATUS_EXTENSION,
+)
 from kraftlite.errors import ErrorCode
 from kraftlite.protocol import admin, admin_bodies, headers
 from kraftlite.protocol.internal import MessageError
@@ -76,6 +83,7 @@ def test_the_document_survives_serving_as_json() -> None:
 def test_media_types_match_the_servers() -> None:
     assert PROBLEM_JSON == api_errors.PROBLEM_JSON
     assert BATCH_TYPE == headers.BATCH_TYPE  # the one the broker, client and Spark use
+    assert KAFKA_BATCHES_TYPE == headers.KAFKA_BATCHES_TYPE
 
 
 # ---------------------------------------------------------------------------- routes

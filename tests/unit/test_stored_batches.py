@@ -11,7 +11,6 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraftlite.kafka import handlers
 from kraftlite.protocol import batch as fmt
 from kraftlite.protocol import stored
 from kraftlite.protocol.kafka import records
@@ -94,11 +93,6 @@ def test_zstd_goes_to_a_client_before_fetch_v10_converted_and_uncompressed() -> 
     assert [b.base_offset for b in both] == [10, 110]
     first = stored.as_kafka(two, Compression.NONE, zstd_readable=False, max_bytes=len(two))
     assert [b.base_offset for b in records.decode_batches(first)] == [10]
-
-
-def test_what_is_kept_is_always_readable_again() -> None:
-    """A kept batch decompressed within a produce's budget; reads allow at least that."""
-    assert handlers.REQUEST_DECOMPRESSED_MAX_BYTES <= stored.READ_DECOMPRESSED_MAX_BYTES
 
 
 @settings(max_examples=60, deadline=None)
