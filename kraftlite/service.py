@@ -185,10 +185,9 @@ class BrokerService:
     ) -> None:
         self.broker = broker
         self.coordinator = coordinator
-        # reads that decompress Kafka batches kept as sent (protocol/stored.py) run off the
-        # loop one at a time: each may hold a batch's records, up to 64 MiB, in memory
-        self.decompressing = asyncio.Semaphore(1)
-        # produced Kafka batches decoded off the loop (from_kafka_batches), one at a time
+        # conversions of Kafka batches off the loop (produced ones decoded, kept ones read
+        # or fetched, protocol/stored.py), one at a time per broker on either edge: each may
+        # hold a batch's records, up to 64 MiB, in memory
         self.converting = asyncio.Semaphore(1)
         # issue 27: the transactional ids this broker coordinates; their producer ids are
         # bound to no principal (WRITE on the transactional id and the coordinator's
@@ -252,63 +251,69 @@ class BrokerService:
         data: bytes,
         budget: list[int],
         transactional_id: str | None = None,
-    ) -> tuple[bytes, int]:
-        """A partition's Kafka record batches, as a produce sent them on either edge (the
-        Kafka listener; the HTTP edge's `KAFKA_BATCHES_TYPE`), decoded whole and checked,
-        as the batch to store, and the bytes their records decompressed to (0 when not
-        compressed; `budget[0]`, shared by a request's partitions, pays for it). One batch
-        is kept as sent when it can be (protocol/stored.py rule 1: in the codec the topic's
+    ) -> bytes:
+        """A partition's records as a produce sent them on either edge (the Kafka listener;
+        the HTTP edge's `KAFKA_BATCHES_TYPE`): exactly one Kafka record batch, as Kafka's
+        produce takes from v3 on (else INVALID_RECORD). Checked from its header first (its
+        size against `max.message.bytes`, no marker, a transactional batch only with its
+        transactional id), then decoded whole; answered as the batch to store: kept as sent
+        where it can be (protocol/stored.py rule 1: in the codec the topic's
         `compression.type` names, or any for `producer`, and while every replica reads
-        format 3), else its records become one kraftlite batch. Done inline when small and
-        uncompressed, else on a worker thread, one at a time, so a large or highly
-        compressed produce cannot stall the event loop. A batch over the topic's
-        `max.message.bytes` is refused before decoding, as Kafka checks it. Bytes that are
-        not Kafka batches, or decompress past the budget, are CORRUPT_MESSAGE."""
+        format 3), else its records as one kraftlite batch. Inline when small and
+        uncompressed, else on a worker thread, one conversion at a time per broker, so a
+        large or highly compressed batch cannot stall the event loop. `budget[0]`, shared
+        by a request's partitions, is what they may still decompress to: decreased by what
+        this batch's records came to, and to 0 when a compressed batch does not decompress
+        within it (the work was done: the caller charges it). Bytes that are not a Kafka
+        batch, or decompress past the budget, are CORRUPT_MESSAGE."""
         try:
-            return await self._from_kafka_batches(leadership, data, budget, transactional_id)
+            return await self._from_kafka_batch(leadership, data, budget, transactional_id)
         except WireError as exc:
-            raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)[:500]) from None
+            raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)[:1024]) from None
 
-    async def _from_kafka_batches(
+    async def _from_kafka_batch(
         self,
         leadership: Leadership,
         data: bytes,
         budget: list[int],
         transactional_id: str | None,
-    ) -> tuple[bytes, int]:
-        if not data:
-            raise kafka_records.CorruptRecordsError("no records")
+    ) -> bytes:
+        size = kafka_records.batch_size_at(data)
+        if size != len(data):
+            raise KraftliteError(
+                ErrorCode.INVALID_RECORD,
+                "a produce carries exactly one record batch per partition",
+            )
         limit = leadership.max_message_bytes
-        largest = max(kafka_records.batch_sizes(data))
-        if largest > limit:  # per batch, as Kafka checks it (a request may carry several)
+        if size > limit:
             raise KraftliteError(
                 ErrorCode.MESSAGE_TOO_LARGE,
-                f"a batch of {largest} bytes; max.message.bytes of {leadership.topic} is {limit}",
+                f"a batch of {size} bytes; max.message.bytes of {leadership.topic} is {limit}",
             )
+        attributes = data[_ATTRIBUTES_LOW]
+        if attributes & kafka_records.ATTR_CONTROL:  # markers are the coordinator's
+            raise KraftliteError(ErrorCode.INVALID_RECORD, "clients write no markers")
+        if attributes & kafka_records.ATTR_TRANSACTIONAL and transactional_id is None:
+            raise KraftliteError(
+                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "a transactional batch comes with its transactional id",
+            )
+        compressed = attributes & kafka_records.ATTR_COMPRESSION
         partition = self._leader(leadership.topic, leadership.partition)
         codec = stored_batch.topic_codec(partition.config("compression.type"))
         keeps = self.keeps_kafka_batches(leadership.topic, leadership.partition)
 
-        def convert() -> tuple[bytes, int]:
-            mine = [budget[0]]  # the request's budget, this partition's share of it counted
-            batches = kafka_records.decode_batches(data, shared_budget=mine)
-            decompressed = budget[0] - mine[0]
-            budget[0] -= decompressed
-            for batch in batches:
-                if batch.is_control:  # markers are the coordinator's
-                    raise KraftliteError(ErrorCode.INVALID_RECORD, "clients write no markers")
-                if batch.is_transactional and transactional_id is None:
-                    raise KraftliteError(
-                        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                        "a transactional batch comes with its transactional id",
-                    )
-            if len(batches) == 1 and keeps:
-                kept = stored_batch.kafka_form(data, batches[0], codec)
-                if kept is not None:
-                    return kept, decompressed
-            return kafka_records.kafka_to_kraftlite(*batches), decompressed
+        def convert() -> bytes:
+            try:
+                (batch,) = kafka_records.decode_batches(data, shared_budget=budget)
+            except WireError:
+                if compressed:
+                    budget[0] = 0
+                raise
+            if keeps and (kept := stored_batch.kafka_form(data, batch, codec)) is not None:
+                return kept
+            return kafka_records.kafka_to_kraftlite(batch)
 
-        compressed = len(data) > _ATTRIBUTES_LOW and data[_ATTRIBUTES_LOW] & 0x07
         if len(data) <= _INLINE_CONVERT_BYTES and not compressed:
             return convert()
         async with self.converting:
@@ -1022,7 +1027,7 @@ class BrokerService:
             )
         # off the loop: the batch holding the time may be a Kafka batch kept compressed,
         # whose timestamps are read by decompressing it (protocol/stored.py)
-        async with self.decompressing:
+        async with self.converting:
             found = await asyncio.to_thread(log_.offset_for_time, at, max_offset=bound)
         return (bound, None) if found is None else found
 

@@ -26,12 +26,13 @@ from kraftlite import observability
 from kraftlite.api import console_api
 from kraftlite.api import group_handlers as groups
 from kraftlite.api import txn_handlers as transactions
-from kraftlite.api.app_keys import BROKER, SERVICE
+from kraftlite.api.app_keys import BROKER, PRODUCED_BYTES, SERVICE
 from kraftlite.api.auth import AUTH, GATE, brokers_only, issue_token, may
 from kraftlite.api.errors import (
     PROBLEM_JSON,
     int_param,
     json_response,
+    problem,
     problem_body,
     read_json_object,
 )
@@ -46,7 +47,6 @@ from kraftlite.api.openapi import OPENAPI
 from kraftlite.api.permissions import boundary_middlewares
 from kraftlite.api.relay import relay
 from kraftlite.api.restart import BOOT_ID, restart_node
-from kraftlite.api.throttle import PRODUCED_BYTES
 from kraftlite.api.topic_pages import client_visible, topics_answer
 from kraftlite.broker import metrics
 from kraftlite.broker.broker import Broker
@@ -58,16 +58,13 @@ from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
 from kraftlite.metadata.topics import is_compacted
 from kraftlite.metadata.views import topic_view
 from kraftlite.protocol import batch as batch_format
-from kraftlite.protocol import framing, json_records, names, urls
+from kraftlite.protocol import framing, headers, json_records, names, urls
 from kraftlite.protocol import stored as stored_batch
 from kraftlite.protocol.headers import (
     BATCH_TYPE,
     KAFKA_BATCHES_TYPE,
     METADATA_VERSION,
     TRANSACTIONAL_ID,
-)
-from kraftlite.protocol.headers import (
-    PRODUCED_BYTES as PRODUCED_BYTES_HEADER,
 )
 from kraftlite.protocol.internal import (
     GroupListResponse,
@@ -150,7 +147,10 @@ async def _auto_create(request: web.Request, topic: str, body: bytes, index: int
     if request.content_type == BATCH_TYPE:
         _record_count(body)
     elif request.content_type == KAFKA_BATCHES_TYPE:
-        _kafka_batch_sizes(body)
+        try:
+            kafka_records.batch_size_at(body)
+        except WireError as exc:
+            raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
     elif request.content_type in {"application/json", ""}:
         parsed = await _json_work(
             request, body, lambda: json_records.parse_produce_body(_json_object(body))
@@ -369,6 +369,23 @@ async def _json_work(request: web.Request, body: bytes, work: Callable[[], T]) -
 
 
 async def produce_to_partition(request: web.Request) -> web.StreamResponse:
+    """`_produce_to_partition`; its answer, failed or not, says what the records of a
+    Kafka batch came to (X-Kraftlite-Produced-Bytes): a broker that relayed the request
+    here charges its quota that (throttle.py)."""
+    try:
+        response = await _produce_to_partition(request)
+    except KraftliteError as exc:
+        if (charged := request.get(PRODUCED_BYTES)) is None:
+            raise
+        response = problem(exc)
+        response.headers[headers.PRODUCED_BYTES] = str(charged)
+        return response
+    if (charged := request.get(PRODUCED_BYTES)) is not None:
+        response.headers[headers.PRODUCED_BYTES] = str(charged)
+    return response
+
+
+async def _produce_to_partition(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
     topic, index = request.match_info["topic"], _partition_index(request)
     service.refuse_internal(topic)
@@ -392,23 +409,23 @@ async def produce_to_partition(request: web.Request) -> web.StreamResponse:
             )
         if acks is not Acks.ALL:  # as Kafka's producer insists: a commit covers acked writes
             raise KraftliteError(ErrorCode.INVALID_REQUEST, "a transactional produce is acks=all")
-    sent_size, said = None, {}
-    if request.content_type == KAFKA_BATCHES_TYPE:  # stored as sent where they can be
-        sent_size = max(_kafka_batch_sizes(body))
+    sent_size = None
+    if request.content_type == KAFKA_BATCHES_TYPE:  # stored as sent where it can be
+        sent_size = len(body)
         budget = [REQUEST_DECOMPRESSED_MAX_BYTES]
-        body, decompressed = await service.from_kafka_batches(
-            target, body, budget, transactional_id
-        )
-        # the quota's charge (gate.py rule 3): what the records are, decompressed; said
-        # in the answer too, for a broker that relayed the request here (throttle.py)
-        request[PRODUCED_BYTES] = max(len(body), decompressed)
-        said = {PRODUCED_BYTES_HEADER: str(request[PRODUCED_BYTES])}
+        try:
+            body = await service.from_kafka_batches(target, body, budget, transactional_id)
+        finally:
+            # the quota's charge (gate.py rule 3): what the records decompressed to, or
+            # all the budget a batch that would not decompress spent; said in the answer,
+            # failed or not, for a broker that relayed the request here (throttle.py)
+            request[PRODUCED_BYTES] = max(sent_size, REQUEST_DECOMPRESSED_MAX_BYTES - budget[0])
     if transactional_id is not None:
         count = _record_count(body)
         produced = await service.produce_transactional(
             topic, index, body, acks, timeout_s, transactional_id, sent_size=sent_size
         )
-        return json_response({"offsets": _entries(index, produced, count)}, headers=said)
+        return json_response({"offsets": _entries(index, produced, count)})
     if request.content_type in {BATCH_TYPE, KAFKA_BATCHES_TYPE}:
         batch, count = body, _record_count(body)
     elif request.content_type in {"application/json", ""}:
@@ -439,9 +456,7 @@ async def produce_to_partition(request: web.Request) -> web.StreamResponse:
         sent_size=sent_size,
     )
     return json_response(
-        {"offsets": _entries(index, produced, count)},
-        status=202 if acks is Acks.NONE else 200,
-        headers=said,
+        {"offsets": _entries(index, produced, count)}, status=202 if acks is Acks.NONE else 200
     )
 
 
@@ -457,14 +472,6 @@ def _record_count(body: bytes) -> int:
             "send exactly one batch per request",
         )
     return header.record_count
-
-
-def _kafka_batch_sizes(body: bytes) -> list[int]:
-    """The sizes of the Kafka batches a body holds, whole (else CORRUPT_MESSAGE)."""
-    try:
-        return kafka_records.batch_sizes(body)
-    except WireError as exc:
-        raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
 
 
 def _json_object(body: bytes) -> dict[str, Any]:
@@ -672,7 +679,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     kept = stored_batch.kafka_bytes(data) > 0
     if kept and binary:
         limit = min(max_bytes, service.broker.settings.limits.fetch_max_bytes)
-        async with service.decompressing:
+        async with service.converting:
             data, cut = await asyncio.to_thread(stored_batch.as_columnar, data, limit)
         end = end if cut is None else cut
     if binary:
@@ -688,7 +695,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         )
     listed = partial(_json_records, data, offset, end, max_records, encoding)
     if kept:
-        async with service.decompressing:
+        async with service.converting:
             records, next_offset = await asyncio.to_thread(listed)
     else:
         records, next_offset = listed()

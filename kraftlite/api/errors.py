@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -40,12 +40,8 @@ def problem(error: KraftliteError, status: int | None = None) -> web.Response:
     return response
 
 
-def json_response(
-    body: Any, status: int = 200, headers: Mapping[str, str] | None = None
-) -> web.Response:
-    return web.Response(
-        status=status, body=orjson.dumps(body), content_type="application/json", headers=headers
-    )
+def json_response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
 
 
 @web.middleware

@@ -1176,7 +1176,8 @@ PARAMETERS: Final[Json] = {
         "name": TRANSACTIONAL_ID,
         "in": "header",
         "description": "A transactional producer's call: its transactional id (WRITE on it "
-        "too). On a produce, the body is one binary batch that says it is transactional, "
+        "too). On a produce, the body is one binary batch (or Kafka batch) that says it is "
+        "transactional, "
         "with the producer id and epoch of POST /v1/transactions/{transactional_id}/producer "
         "and the partition's next sequence, the partition in the transaction (POST "
         ".../partitions); on an offset commit, the body names the producer (producer_id, "
@@ -1516,18 +1517,31 @@ PATHS: Final[Json] = {
             "produce_to_partition",
             "produce",
             "Produce records to one partition",
-            _PRODUCE_ANSWERS,
+            {
+                code: {
+                    **answer,
+                    "headers": {
+                        "X-Kraftlite-Produced-Bytes": {
+                            "description": f"{KAFKA_BATCHES_TYPE} bodies only (errors "
+                            "too): what the batch's records decompressed to, as the quota "
+                            "charges it",
+                            "schema": {"type": "integer", "minimum": 0},
+                        }
+                    },
+                }
+                for code, answer in _PRODUCE_ANSWERS.items()
+            },
             description="Forwarded to the partition's leader unless X-Kraftlite-No-Forward "
             "is sent. A JSON body's records must not name another partition.",
             parameters=_params("acks", "timeout_ms", "transactional_id_header"),
             body={
                 "required": True,
                 "description": f"JSON records, or exactly one binary batch ({BATCH_TYPE}, "
-                f"format in docs/batch-format.md), or Kafka record batches ({KAFKA_BATCHES_TYPE}"
-                ": magic 2, compressed or not, as a Kafka producer sends a partition's; kept "
-                'as sent where they can be, docs/batch-format.md "Format 3"). A produce\'s '
-                "Kafka batches may decompress to 64 MiB at most (else CORRUPT_MESSAGE); "
-                "the answer's X-Kraftlite-Produced-Bytes says what they came to.",
+                f"format in docs/batch-format.md), or exactly one Kafka record batch "
+                f"({KAFKA_BATCHES_TYPE}: magic 2, compressed or not, as a Kafka producer "
+                "sends a partition's; kept as sent where it can be, docs/batch-format.md \""
+                'Format 3"). Its records may decompress to 64 MiB at most (else '
+                "CORRUPT_MESSAGE); more than one batch is INVALID_RECORD.",
                 "content": {
                     JSON: {"schema": _ref("ProduceRequest")},
                     BATCH_TYPE: {},

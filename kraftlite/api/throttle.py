@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from aiohttp import web
 
+from kraftlite.api.app_keys import PRODUCED_BYTES
 from kraftlite.api.auth import GATE
 from kraftlite.api.internal_auth import caller
 from kraftlite.api.listener import give_back_budget
@@ -20,10 +21,7 @@ from kraftlite.protocol import headers
 from kraftlite.security.principal import Caller
 
 THROTTLE_HEADER = "X-Kraftlite-Throttle-Time-Ms"
-# What a produce's records came to when its body is not them as they are (compressed Kafka
-# batches: decompressed), set by its handler, or said by the leader a produce was relayed
-# to (the PRODUCED_BYTES header of its answer); else the body's length is charged
-PRODUCED_BYTES = web.RequestKey("kraftlite.produced_bytes", int)
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -73,9 +71,11 @@ async def _account(
 ) -> int:
     produced = fetched = 0
     if _records_route(request) and request.method == "POST":
-        produced = request.get(PRODUCED_BYTES) or len(await request.read())
+        # the body, or what its records came to (app_keys.PRODUCED_BYTES), or what the
+        # leader it was relayed to says they came to (a node's answer, never the client's)
+        produced = max(len(await request.read()), request.get(PRODUCED_BYTES, 0))
         if response is not None and (said := response.headers.get(headers.PRODUCED_BYTES)):
-            produced = max(produced, int(said))  # a node's answer: a leader relayed to
+            produced = max(produced, int(said))
     elif (_records_route(request) or _key_route(request)) and isinstance(response, web.Response):
         fetched = len(response.body) if isinstance(response.body, bytes) else 0
     return request.app[GATE].throttle_ms(

@@ -304,7 +304,6 @@ class Handlers:
         self.mechanisms = sorted(set(mechanisms) & set(SASL_MECHANISMS))
         self.gate = gate  # the node's front door, shared with the HTTP edge
         self.authenticator = gate.authenticator
-        self.converting = asyncio.Semaphore(1)  # record conversions off the loop, one at a time
         # answers of many items encoded off the loop, one at a time: a slot of their own, so
         # Metadata requests for 200,000 made-up topics queue behind each other, never in
         # front of a producer's conversion
@@ -850,8 +849,9 @@ class Session:
     # -- Produce -----------------------------------------------------------------------------
 
     async def produce(self, request: Request) -> bodies.ProduceResponse | None:
-        """Kafka's Produce. Each partition's batches are checked, converted and appended
-        as one batch (all or none), concurrently across partitions. With acks=0 a failed
+        """Kafka's Produce. Each partition's one batch is checked, kept as sent or
+        converted, and appended (service.py `from_kafka_batches`), concurrently across
+        partitions. With acks=0 a failed
         partition closes the connection, as Kafka does, so the client refreshes its
         metadata; a request naming a partition twice answers INVALID_REQUEST for both."""
         body = cast(bodies.ProduceRequest, request.body)
@@ -962,12 +962,16 @@ class Session:
             return await _produce_error(index, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
         try:
             leadership = self.service.leader(topic, index)
-            batch, decompressed = await self.service.from_kafka_batches(
-                leadership, data or b"", budget, transactional_id
-            )
-            # the quota's charge (gate.py rule 3): what the records are, decompressed,
-            # though a batch kept as sent is stored compressed: what readers will unpack
-            in_hand.produced += max(len(batch), decompressed)
+            left = budget[0]
+            try:
+                batch = await self.service.from_kafka_batches(
+                    leadership, data or b"", budget, transactional_id
+                )
+            finally:
+                # the quota's charge (gate.py rule 3): what the records decompressed to
+                # (a batch kept as sent is stored compressed, but readers unpack it), or
+                # all the budget a batch that would not decompress spent
+                in_hand.produced += max(len(data or b""), left - budget[0])
             if transactional_id is not None and batch_format.is_transactional(
                 batch_format.read_header(batch)
             ):
@@ -978,7 +982,7 @@ class Session:
                     acks,
                     timeout_s,
                     transactional_id,
-                    sent_size=max(records.batch_sizes(data or b"")),
+                    sent_size=len(data or b""),
                     appended=appended,
                 )
             else:
@@ -989,7 +993,7 @@ class Session:
                     acks,
                     timeout_s,
                     principal=self.who.principal,
-                    sent_size=max(records.batch_sizes(data or b"")),
+                    sent_size=len(data or b""),
                     appended=appended,
                 )
         except KraftliteError as exc:
@@ -1195,7 +1199,7 @@ class Session:
         )
         if inline <= _INLINE_CONVERT_BYTES and (zstd_readable or not any(kept)):
             return convert()
-        async with self.handlers.converting:
+        async with self.service.converting:
             return await asyncio.to_thread(convert)
 
     async def list_offsets(self, request: Request) -> bodies.ListOffsetsResponse:

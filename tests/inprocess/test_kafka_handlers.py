@@ -456,6 +456,36 @@ async def test_a_produce_to_many_partitions_leaves_the_loop_to_others(
 # -- quotas --------------------------------------------------------------------------------------
 
 
+async def test_a_produce_is_one_batch_per_partition_and_a_bomb_is_charged_its_work(
+    node: InProcessBroker,
+) -> None:
+    """Kafka's produce from v3 on: exactly one record batch per partition (INVALID_RECORD,
+    nothing appended). A zstd batch of a few KB that does not decompress within the
+    request's 64 MiB is CORRUPT_MESSAGE, and the quota is charged the work it cost (a
+    review finding: a refused bomb was charged its wire bytes, so a writer within its
+    quota could keep the broker decompressing)."""
+    rate = 50_000_000.0  # bytes a second, and the burst a bucket holds
+    node.apply(ClientQuotaRecord(principal=ANONYMOUS, key=PRODUCE, value=rate))
+    kafka = node.connect(host="10.0.0.9")
+    now = node.clock.now_ms()
+    one = kafka_batch([b"a"], timestamp=now)
+    two = await produce(kafka, "orders", 0, one + one)
+    assert two is not None and two["error_code"] == int(ErrorCode.INVALID_RECORD), two
+    bomb = kafka_records.encode_batch(
+        [kafka_records.KafkaRecord(0, now, None, bytes((64 << 20) + 1))],
+        compression=kafka_records.Compression.ZSTD,
+    )
+    assert len(bomb) < 10_000
+    refused = await produce(kafka, "orders", 0, bomb)
+    assert refused is not None and refused["error_code"] == int(ErrorCode.CORRUPT_MESSAGE)
+    assert "decompresses to more than" in refused["error_message"]
+    # charged the 64 MiB it may decompress to, 17 MB past the burst: about 340 ms
+    assert 200 < refused["throttle_time_ms"] < 1_000, refused
+    node.clock.advance(1_000)  # the bucket refills
+    fine = await produce(kafka, "orders", 0, one)
+    assert fine is not None and fine["error_code"] == 0 and fine["base_offset"] == 0
+
+
 async def test_one_quota_across_a_kafka_produce_and_a_direct_gate_charge(
     node: InProcessBroker,
 ) -> None:

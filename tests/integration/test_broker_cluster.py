@@ -291,8 +291,8 @@ BAD_REQUESTS = [
     ("POST", f"{BAD}/partitions/0/records", b"short", BATCH, 400, "CORRUPT_MESSAGE"),
     # a Kafka batch in format 3's envelope: the Kafka listener's alone (protocol/stored.py)
     ("POST", f"{BAD}/partitions/0/records", KEPT_KAFKA_BATCH, BATCH, 400, "CORRUPT_MESSAGE"),
-    # Kafka batches (issue 29): whole, their CRC holding, no markers, transactional ones
-    # only with their id, within max.message.bytes; never to the topic route
+    # a Kafka batch (issue 29): whole, its CRC holding, no marker, a transactional one only
+    # with its id, within max.message.bytes; never to the topic route
     ("POST", f"{BAD}/partitions/0/records", b"\x00" * 64, KAFKA, 400, "CORRUPT_MESSAGE"),
     ("POST", f"{BAD}/partitions/0/records", _SENT[:-3], KAFKA, 400, "CORRUPT_MESSAGE"),
     ("POST", f"{BAD}/partitions/0/records", bytes(_CRC_BROKEN), KAFKA, 400, "CORRUPT_MESSAGE"),
@@ -306,6 +306,8 @@ BAD_REQUESTS = [
         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
     ),
     ("POST", f"{BAD}/partitions/0/records", _TOO_LARGE, KAFKA, 413, "MESSAGE_TOO_LARGE"),
+    # one batch per partition, as Kafka's produce takes from v3 on
+    ("POST", f"{BAD}/partitions/0/records", _SENT + _SENT, KAFKA, 400, "INVALID_RECORD"),
     ("POST", f"{BAD}/records", _SENT, KAFKA, 415, "UNSUPPORTED_MEDIA_TYPE"),
     (
         "POST",

@@ -361,16 +361,23 @@ def batch_sizes(buf: bytes | bytearray | memoryview) -> list[int]:
     sizes = []
     pos = 0
     while pos < len(buf):
-        if len(buf) - pos < _LENGTH_OFFSET:
-            raise CorruptRecordsError(f"truncated batch header: {len(buf) - pos} bytes")
-        size = _LENGTH_OFFSET + _I32.unpack_from(buf, pos + 8)[0]
-        if size < HEADER_SIZE or pos + size > len(buf):
-            raise CorruptRecordsError(f"a batch of {size} bytes at {pos} does not fit")
+        size = batch_size_at(buf, pos)
         sizes.append(size)
         pos += size
     if not sizes:
         raise CorruptRecordsError("no record batch")
     return sizes
+
+
+def batch_size_at(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
+    """The size of the batch at `pos`, from its length field alone. Raises
+    `CorruptRecordsError` when the bytes there are not a whole batch."""
+    if len(buf) - pos < _LENGTH_OFFSET:
+        raise CorruptRecordsError(f"truncated batch header: {len(buf) - pos} bytes")
+    size: int = _LENGTH_OFFSET + _I32.unpack_from(buf, pos + 8)[0]
+    if size < HEADER_SIZE or pos + size > len(buf):
+        raise CorruptRecordsError(f"a batch of {size} bytes at {pos} does not fit")
+    return size
 
 
 def decode_batches(
