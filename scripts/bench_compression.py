@@ -14,6 +14,13 @@ Goal (issue 29): disk bytes within 1.2x of the compressed bytes the producer sen
 replication bytes likewise (per replica). Before issue 29, the Kafka edge decompressed
 every batch and stored it uncompressed (docs/adr/0002).
 
+Then each topic is read whole over HTTP binary fetches from its leader, twice, and the
+records decoded as the Python client decodes them: once asking for columnar batches (the
+leader converts each kept Kafka batch, `Accept: application/vnd.kraftlite.batch`: the
+baseline), once for stored batches as they are (`...; format=3`: the client decodes):
+records a second (wall, the client's decoding included), bytes on the wire, and the
+leader's CPU per record (its process's user + system time over the read).
+
 Run: python scripts/bench_compression.py [--records 100000]
 """
 
@@ -27,6 +34,7 @@ import signal
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +42,10 @@ from confluent_kafka import Producer
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench  # scripts/bench.py: the cluster
+import peers  # scripts/peers.py: process CPU
+import profile_single  # scripts/profile_single.py: the node processes
+
+from kraftlite.protocol import stored as stored_batches
 
 CODECS = ("none", "lz4", "zstd")
 GOAL = 1.2
@@ -112,6 +124,41 @@ def stored(bootstrap: str, topic: str) -> int:
         time.sleep(0.5)
 
 
+READS = {
+    "converted": "application/vnd.kraftlite.batch",
+    "as stored": "application/vnd.kraftlite.batch; format=3",
+}
+
+
+def read_all(bootstrap: str, topic: str, accept: str, count: int, dev_pid: int) -> dict[str, float]:
+    """The partition read whole from its leader with `accept`, the records decoded."""
+    _, described = bench.call("GET", f"{bootstrap}/v1/topics/{topic}")
+    leader = described["partitions"][0]["leader"]
+    _, cluster = bench.call("GET", f"{bootstrap}/v1/cluster")
+    url = next(b["url"] for b in cluster["brokers"] if b["id"] == leader)
+    pid = profile_single.node_pids(dev_pid)[f"broker-{leader}"]
+    offset = records = wire = 0
+    cpu, started = peers.process_cpu_seconds([pid]), time.perf_counter()
+    while offset < count:
+        request = urllib.request.Request(
+            f"{url}/v1/topics/{topic}/partitions/0/records?offset={offset}&max_bytes={8 << 20}",
+            headers={"Accept": accept},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            body = response.read()
+            offset = int(response.headers["X-Kraftlite-Next-Offset"])
+        wire += len(body)
+        records += sum(len(d.values) for d in stored_batches.decode_stream(body))
+    elapsed = time.perf_counter() - started
+    leader_cpu = peers.process_cpu_seconds([pid]) - cpu
+    assert records >= count, (records, count)
+    return {
+        "records_per_s": count / elapsed,
+        "wire_bytes": wire,
+        "leader_cpu_us_per_record": leader_cpu / count * 1e6,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=100_000)
@@ -132,6 +179,9 @@ def main() -> None:
                 "leader_log_bytes": leader,
                 "disk_over_sent": leader / sent,
             }
+            for name, accept in READS.items():
+                read = read_all(bootstrap, topic, accept, len(values), process.pid)
+                figures[codec].update({f"{name}: {k}": v for k, v in read.items()})
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
@@ -143,6 +193,15 @@ def main() -> None:
             f"{codec:<6} {f['sent_bytes']:>14,.0f} {f['leader_log_bytes']:>14,.0f} "
             f"{f['disk_over_sent']:>12.2f}"
         )
+    print("\nreading each topic whole over HTTP binary fetches (the client decodes):")
+    print(f"{'codec':<6} {'read':<10} {'records/s':>11} {'on the wire':>14} {'leader us/rec':>14}")
+    for codec, f in figures.items():
+        for name in READS:
+            print(
+                f"{codec:<6} {name:<10} {f[f'{name}: records_per_s']:>11,.0f} "
+                f"{f[f'{name}: wire_bytes']:>14,.0f} "
+                f"{f[f'{name}: leader_cpu_us_per_record']:>14.2f}"
+            )
     for codec in ("lz4", "zstd"):
         ratio = figures[codec]["disk_over_sent"]
         verdict = "met" if ratio <= GOAL else "not met"

@@ -676,8 +676,10 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     # Kafka batches kept as sent (stored.py) are decompressed and converted, off the loop,
     # and no more of them than max_bytes takes once converted (one at least); the JSON
     # records are made batch by batch, as many as max_records takes
+    # (a client that reads them as they are, `reads_stored_batches`, gets them so)
     kept = stored_batch.kafka_bytes(data) > 0
-    if kept and binary:
+    as_stored = binary and headers.reads_stored_batches(request.headers.get("Accept", ""))
+    if kept and binary and not as_stored:
         limit = min(max_bytes, service.broker.settings.limits.fetch_max_bytes)
         async with service.converting:
             data, cut = await asyncio.to_thread(stored_batch.as_columnar, data, limit)
@@ -686,7 +688,7 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         return web.Response(
             body=data,
             headers={
-                "Content-Type": BATCH_TYPE,
+                "Content-Type": headers.STORED_BATCHES_ACCEPT if as_stored else BATCH_TYPE,
                 "X-Kraftlite-High-Watermark": str(hw),
                 "X-Kraftlite-Log-Start-Offset": str(log_start),
                 "X-Kraftlite-Last-Stable-Offset": str(stable),

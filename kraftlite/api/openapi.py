@@ -1578,7 +1578,10 @@ PATHS: Final[Json] = {
                 "200": {
                     "description": "Records below the high watermark from `offset` on (none "
                     f"after max_wait_ms). With Accept: {BATCH_TYPE}, the stored batches back "
-                    "to back (the first may start before `offset`).",
+                    "to back (the first may start before `offset`), a Kafka batch kept as "
+                    "sent converted to format 1 or 2; with Accept: "
+                    f"{BATCH_TYPE}; format=3, every stored batch as it is, format 3 (a Kafka "
+                    'batch, compressed, docs/batch-format.md "Format 3") included.',
                     "headers": {
                         "X-Kraftlite-High-Watermark": {
                             "description": "binary answers only",

@@ -34,7 +34,8 @@ from kraftlite.client.transport import NO_FORWARD, Transport
 from kraftlite.clock import Clock, SystemClock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
-from kraftlite.protocol.headers import BATCH_TYPE
+from kraftlite.protocol import stored
+from kraftlite.protocol.headers import STORED_BATCHES_ACCEPT
 from kraftlite.retry import Backoff, RetryPolicy, retriable
 
 log = structlog.get_logger(__name__)
@@ -424,7 +425,7 @@ class Consumer:
                     "max_wait_ms": str(timeout_ms),
                     "isolation": self.isolation_level,
                 },
-                {"Accept": BATCH_TYPE},
+                {"Accept": STORED_BATCHES_ACCEPT},  # kept Kafka batches too, decoded here
             )
         except KraftliteError as exc:
             if exc.code is ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -451,7 +452,7 @@ def _records(topic: str, index: int, data: bytes, offset: int) -> list[ConsumerR
     """The records from `offset` on in a fetch answer, built straight from each batch's
     columns: one object per record and no Python loop of our own."""
     records: list[ConsumerRecord] = []
-    for decoded in batch_format.decode_stream(data):
+    for decoded in stored.decode_stream(data):
         if batch_format.is_control(decoded.header):
             continue  # a transaction's marker: no record (Kafka's consumers skip it too)
         base, count = decoded.header.base_offset, decoded.header.record_count

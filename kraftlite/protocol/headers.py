@@ -19,6 +19,19 @@ NEXT_OFFSET: Final = "X-Kraftlite-Next-Offset"
 
 # The binary record batch (protocol/batch.py, docs/batch-format.md).
 BATCH_TYPE: Final = "application/vnd.kraftlite.batch"
+# A fetch's Accept for stored batches as they are, format 3 included (a Kafka batch kept as
+# sent, compressed: protocol/stored.py decodes it): nothing is converted on the leader.
+STORED_BATCHES_ACCEPT: Final = BATCH_TYPE + "; format=3"
+
+
+def reads_stored_batches(accept: str) -> bool:
+    """Whether an Accept header asks for stored batches as they are (format 3 included)."""
+    for item in accept.split(","):
+        media, *params = (part.strip() for part in item.split(";"))
+        if media == BATCH_TYPE and "format=3" in params:
+            return True
+    return False
+
 
 # A partition's records as Kafka record batches (magic 2), as a Kafka producer sends them,
 # compressed or not: stored as sent where they can be (docs/batch-format.md "Format 3").

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol import stored
 
 # a header's value may be null (Kafka's null header value), as its row's key and value
 HEADER_TYPE = pa.struct(
@@ -102,8 +103,9 @@ def to_record_batch(
     end: int,
     columns: Columns,
 ) -> pa.RecordBatch | None:
-    """The records of one stored batch with offsets in [start, end), or None if none."""
-    cols = batch_format.columns(data)
+    """The records of one stored batch with offsets in [start, end), or None if none (a
+    Kafka batch kept as sent is decoded first: protocol/stored.py)."""
+    cols = batch_format.columns(stored.columnar(data))
     header = cols.header
     if batch_format.is_control(header):
         return None  # a transaction's marker holds no record to read (Kafka's readers skip it)

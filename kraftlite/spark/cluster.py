@@ -20,7 +20,13 @@ from typing import Any
 from kraftlite.client.credentials import NONE, Credentials
 from kraftlite.clock import Clock, SystemClock
 from kraftlite.errors import ErrorCode, KraftliteError, error_from_problem
-from kraftlite.protocol.headers import BATCH_TYPE, NEXT_OFFSET, NO_FORWARD, TRANSACTIONAL_ID
+from kraftlite.protocol.headers import (
+    BATCH_TYPE,
+    NEXT_OFFSET,
+    NO_FORWARD,
+    STORED_BATCHES_ACCEPT,
+    TRANSACTIONAL_ID,
+)
 from kraftlite.retry import Backoff, NotYet, RetryPolicy, not_yet, retriable
 
 LOG = logging.getLogger("kraftlite.spark")
@@ -124,7 +130,10 @@ class Cluster:
             params["isolation"] = "read_committed"
         query = urllib.parse.urlencode(params)
         path = f"/v1/topics/{urllib.parse.quote(topic)}/partitions/{partition}/records?{query}"
-        body, headers = self._request(leader + path, {"Accept": BATCH_TYPE, NO_FORWARD: "1"})
+        # stored batches as they are: a Kafka batch kept as sent is decoded here, on the
+        # executor, not converted on the leader (spark/arrow.py)
+        accept = {"Accept": STORED_BATCHES_ACCEPT, NO_FORWARD: "1"}
+        body, headers = self._request(leader + path, accept)
         told = headers.get(NEXT_OFFSET)
         return body, _next_offset(body, offset) if told is None else int(told)
 

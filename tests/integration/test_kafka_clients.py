@@ -32,6 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kraftlite.client.consumer import Consumer as KraftliteConsumer
 from kraftlite.client.producer import Producer as KraftliteProducer
+from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol.kafka import messages, records
 from tests.harness.kafka_wire import call, frame, read_exactly
 from tests.harness.observe import wait_until
@@ -1179,6 +1180,20 @@ def test_the_python_clients_compressed_batches_are_kept_as_sent(
     assert [v for b in batches for v in b.values] == values
     kafka_headers = [tuple(r.headers) for b in batches for r in b.records]
     assert kafka_headers == [tuple(h) for h in headers]
+
+    # HTTP binary fetches: stored batches as they are for a client that reads them
+    # (compressed, nothing converted on the leader), else converted to columnar batches
+    url = cluster.urls[leader] + f"/v1/topics/{topic}/partitions/0/records?offset=0"
+    for accept, magics in (
+        ("application/vnd.kraftlite.batch; format=3", {3}),
+        ("application/vnd.kraftlite.batch", {1, 2}),
+    ):
+        request = urllib.request.Request(url, headers={"Accept": accept})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            body = response.read()
+        got = {batch_format.read_header(v).magic for v in batch_format.split_batches(body)}
+        assert got and got <= magics, (accept, got)
+        assert (len(body) < raw / 4) == (magics == {3}), (accept, len(body))
 
     async def consume() -> list[tuple[bytes | None, bytes | None, tuple[Any, ...]]]:
         async with KraftliteConsumer(cluster.urls[3], auto_offset_reset="earliest") as consumer:

@@ -86,6 +86,21 @@ def test_media_types_match_the_servers() -> None:
     assert KAFKA_BATCHES_TYPE == headers.KAFKA_BATCHES_TYPE
 
 
+@pytest.mark.parametrize(
+    ("accept", "as_stored"),
+    [
+        ("application/vnd.kraftlite.batch; format=3", True),
+        ("application/json, application/vnd.kraftlite.batch;format=3", True),
+        ("application/vnd.kraftlite.batch", False),
+        ("application/vnd.kraftlite.batch; format=2", False),
+        ("application/json; format=3", False),
+        ("", False),
+    ],
+)
+def test_a_fetch_asks_for_stored_batches_in_its_accept_header(accept: str, as_stored: bool) -> None:
+    assert headers.reads_stored_batches(accept) is as_stored
+
+
 # ---------------------------------------------------------------------------- routes
 
 
