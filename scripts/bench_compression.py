@@ -10,6 +10,9 @@ each, a seeded generator: the bytes do not change from run to run) with confluen
   leader log  the partition leader's log size (`GET /v1/cluster/stats?topics=`); each
               follower stores the same bytes, and replication carries them
 
+and the same values through kraftlite's Python producer over HTTP (`compression=codec`,
+linger 20 ms, acks=all, awaited one `send` at a time): its leader's log size and records/s.
+
 Goal (issue 29): disk bytes within 1.2x of the compressed bytes the producer sent, and
 replication bytes likewise (per replica). Before issue 29, the Kafka edge decompressed
 every batch and stored it uncompressed (docs/adr/0002).
@@ -27,6 +30,7 @@ Run: python scripts/bench_compression.py [--records 100000]
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import random
 import shutil
@@ -45,6 +49,7 @@ import bench  # scripts/bench.py: the cluster
 import peers  # scripts/peers.py: process CPU
 import profile_single  # scripts/profile_single.py: the node processes
 
+from kraftlite.client.producer import Producer as KraftliteProducer
 from kraftlite.protocol import stored as stored_batches
 
 CODECS = ("none", "lz4", "zstd")
@@ -109,6 +114,21 @@ def produce(bootstrap: str, topic: str, codec: str, values: list[bytes]) -> int:
     time.sleep(0.5)  # the statistics after the last delivery
     producer.poll(0)
     return sum(int(b.get("txbytes", 0)) for b in stats.get("brokers", {}).values())
+
+
+def client_produce(bootstrap: str, topic: str, codec: str, values: list[bytes]) -> float:
+    """The values through kraftlite's Python producer over HTTP (`compression=codec`: its
+    batches go as Kafka batches, kept as sent), acks=all; records a second."""
+
+    async def run() -> float:
+        started = time.perf_counter()
+        async with KraftliteProducer(bootstrap, compression=codec, linger_ms=20) as producer:
+            for value in values:
+                await producer.send(topic, value, partition=0)
+            await producer.flush()
+        return len(values) / (time.perf_counter() - started)
+
+    return asyncio.run(run())
 
 
 def stored(bootstrap: str, topic: str) -> int:
@@ -182,16 +202,25 @@ def main() -> None:
             for name, accept in READS.items():
                 read = read_all(bootstrap, topic, accept, len(values), process.pid)
                 figures[codec].update({f"{name}: {k}": v for k, v in read.items()})
+            client_topic = f"client-{codec}"
+            bench.fresh_topic(bootstrap, client_topic, 1, 3)
+            rate = client_produce(bootstrap, client_topic, codec, values)
+            figures[codec]["client_records_per_s"] = rate
+            figures[codec]["client_log_bytes"] = stored(bootstrap, client_topic)
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
         shutil.rmtree(root, ignore_errors=True)
     print(f"{args.records:,} events, {raw:,} bytes of values")
-    print(f"{'codec':<6} {'sent':>14} {'leader log':>14} {'disk / sent':>12}")
+    print(
+        f"{'codec':<6} {'sent':>14} {'leader log':>14} {'disk / sent':>12} "
+        f"{'python client: log':>19} {'records/s':>10}"
+    )
     for codec, f in figures.items():
         print(
             f"{codec:<6} {f['sent_bytes']:>14,.0f} {f['leader_log_bytes']:>14,.0f} "
-            f"{f['disk_over_sent']:>12.2f}"
+            f"{f['disk_over_sent']:>12.2f} {f['client_log_bytes']:>19,.0f} "
+            f"{f['client_records_per_s']:>10,.0f}"
         )
     print("\nreading each topic whole over HTTP binary fetches (the client decodes):")
     print(f"{'codec':<6} {'read':<10} {'records/s':>11} {'on the wire':>14} {'leader us/rec':>14}")

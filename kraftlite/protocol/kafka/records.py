@@ -921,7 +921,9 @@ def _compress(compression: Compression, data: bytes | bytearray) -> bytes:
             chunks += [_I32.pack(len(block)), block]
         return b"".join(chunks)
     if compression == Compression.LZ4:
-        compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+        # lz4's fast mode, as librdkafka's default: cramjam's default level is lz4's HC
+        # mode, which costs 6x the CPU for 20 % fewer bytes (measured, 1 MiB of JSON)
+        compressor = cramjam.lz4.Compressor(level=1, content_checksum=False, block_linked=False)
         compressor.compress(bytes(data))  # its stream API takes bytes only
         return bytes(compressor.finish())
     if compression == Compression.ZSTD:
