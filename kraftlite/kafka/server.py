@@ -67,6 +67,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import ssl
 import struct
 
@@ -94,6 +95,10 @@ _UNAUTHENTICATED_MAX_BYTES = 512 << 10
 _AUTHENTICATION_APIS = frozenset({17, 36})  # SaslHandshake, SaslAuthenticate: never pipelined
 _MAX_PIPELINED = 5  # rule 11: requests of one connection in flight (Kafka's clients' most
 # with idempotence: max.in.flight.requests.per.connection 5)
+
+
+def _set_event(event: asyncio.Event, _task: asyncio.Task[bool]) -> None:
+    event.set()
 
 
 def _closed_it(task: asyncio.Task[bool]) -> bool:
@@ -260,7 +265,8 @@ class KafkaServer:
                     await asyncio.wait({in_flight[0]})
                     continue
                 try:
-                    head = await asyncio.wait_for(reader.readexactly(4), idle_s)
+                    async with asyncio.timeout(idle_s):  # no task per read, as wait_for makes
+                        head = await reader.readexactly(4)
                 except (asyncio.IncompleteReadError, OSError, TimeoutError):
                     # (ssl.SSLError is an OSError) the client is done, or silent: what it
                     # asked before is still answered
@@ -320,16 +326,13 @@ class KafkaServer:
                         in_flight[-1] if in_flight else None,
                     )
                 )
+                task.add_done_callback(functools.partial(_set_event, ordered))  # or ended
                 in_flight.append(task)
                 if not pipelines:  # this one answered (and any still before it) first
                     if not await answered():
                         return
                     continue
-                waiting = asyncio.ensure_future(ordered.wait())
-                try:
-                    await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    waiting.cancel()
+                await ordered.wait()  # its ordered point, or its end
         finally:
             for task in in_flight:
                 task.cancel()
@@ -414,14 +417,17 @@ class KafkaServer:
                 log.exception("kafka_request_failed", client=host, api_key=request.api_key)
                 return False
         if after is not None:  # rule 11: answers in request order
-            await asyncio.wait({after})  # (its failure is not raised here: it closes)
+            if not after.done():
+                await asyncio.wait({after})  # (its failure is not raised here: it closes)
             if after.cancelled() or after.exception() is not None or not after.result():
                 return False
         if answer is None:  # acks=0: no response
             return True
         writer.write(_SIZE.pack(len(answer)) + answer)
-        try:
-            await asyncio.wait_for(writer.drain(), read_s)
-        except OSError:
-            return False
+        if writer.transport.get_write_buffer_size() > 0:  # else drain has nothing to wait for
+            try:
+                async with asyncio.timeout(read_s):
+                    await writer.drain()
+            except OSError:
+                return False
         return not session.close_after_answer
