@@ -23,6 +23,7 @@ from rich.text import Text
 
 from kraftlite.cli.common import Connection, api_errors, bootstrap_option, print_json
 from kraftlite.client import SyncConsumer, SyncProducer
+from kraftlite.client.producer import CODECS
 from kraftlite.clock import SystemClock
 
 COMMIT_INTERVAL_MS = 5000
@@ -39,6 +40,13 @@ COMMIT_INTERVAL_MS = 5000
     help="Write every line in one transaction of this id: all of them become visible to "
     "read_committed readers, or (on any error) none.",
 )
+@click.option(
+    "--compression",
+    type=click.Choice(list(CODECS)),
+    default="none",
+    show_default=True,
+    help="Send compressed Kafka batches, stored as sent (Kafka's compression.type).",
+)
 @bootstrap_option
 @api_errors
 def produce(  # noqa: PLR0917 - click passes every option positionally
@@ -48,6 +56,7 @@ def produce(  # noqa: PLR0917 - click passes every option positionally
     acks: str,
     progress: bool,
     transactional_id: str | None,
+    compression: str,
     bootstrap: Connection,
 ) -> None:
     """Produce one record per line of stdin (or --file)."""
@@ -55,7 +64,7 @@ def produce(  # noqa: PLR0917 - click passes every option positionally
         raise click.UsageError("--transactional-id writes with --acks all")
     lines = source.open("rb") if source else sys.stdin.buffer
     sent = 0
-    settings: dict[str, Any] = {"acks": acks}
+    settings: dict[str, Any] = {"acks": acks, "compression": compression}
     if transactional_id is not None:
         settings["transactional_id"] = transactional_id
     with (

@@ -176,11 +176,13 @@ def _client_tools(broker: str) -> None:
     rest = run("consume", "tools", "--group", "cli", "--timeout-ms", "1000")
     assert len(rest.stdout.splitlines()) == 1  # the group goes on where it stopped
     assert "cli" in run("groups", "list").stdout
-    # --transactional-id: every line in one transaction, across partitions
+    # --transactional-id: every line in one transaction, across partitions (compressed:
+    # zstd Kafka batches, kept as sent)
     lines = "".join(f"k{i}:t{i}\n" for i in range(6))
     atomic = run(
-        "produce", "tools", "--key-separator", ":", "--transactional-id", "cli-tx", stdin=lines
-    )
+        "produce", "tools", "--key-separator", ":", "--transactional-id", "cli-tx",
+        "--compression", "zstd", stdin=lines,
+    )  # fmt: skip
     assert atomic.returncode == 0 and "committed 6 records" in atomic.stderr, atomic.stderr
     committed = run(
         "consume", "tools", "--from-beginning", "--timeout-ms", "1500",
