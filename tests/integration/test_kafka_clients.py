@@ -1044,6 +1044,41 @@ def _log_sizes(cluster: Cluster, topic: str) -> dict[int, float]:
     return sizes
 
 
+def _kept_compressed(
+    cluster: Cluster, topic: str, codec: str, raw: int
+) -> tuple[int, list[records.KafkaBatch]]:
+    """Partition 0 of `topic` kept compressed: every replica's log the same size, under a
+    quarter of the records' `raw` bytes; its leader, and the batches a Kafka fetch there
+    answers, each in `codec`."""
+
+    def replicated() -> dict[int, float] | None:
+        sizes = _log_sizes(cluster, topic)
+        return sizes if len(sizes) == 3 and len(set(sizes.values())) == 1 else None
+
+    sizes = wait_until(replicated, 20, "every replica holds the same bytes")
+    assert next(iter(sizes.values())) < raw / 4  # compressed on disk, on every replica
+    _, described = http("GET", cluster.urls[1] + f"/v1/topics/{topic}")
+    leader: int = described["partitions"][0]["leader"]
+    fetch = {
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 64 << 20,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 64 << 20}
+                ],
+            }
+        ],
+    }
+    answer = call(cluster.kafka_addresses[leader], 1, 12, fetch)
+    batches = records.decode_batches(answer["responses"][0]["partitions"][0]["records"])
+    wanted = records.Compression.LZ4 if codec == "lz4" else records.Compression.ZSTD
+    assert {b.compression for b in batches} == {wanted}
+    return leader, batches
+
+
 @pytest.mark.parametrize("codec", ["lz4", "zstd"])
 def test_compressed_batches_are_stored_replicated_and_fetched_as_sent(
     cluster: Cluster, codec: str
@@ -1069,34 +1104,7 @@ def test_compressed_batches_are_stored_replicated_and_fetched_as_sent(
     for i, value in enumerate(values):
         producer.produce(topic, key=b"k%d" % (i % 7), value=value, partition=0)
     assert producer.flush(30) == 0
-    raw = sum(len(v) for v in values)
-
-    def replicated() -> dict[int, float] | None:
-        sizes = _log_sizes(cluster, topic)
-        return sizes if len(sizes) == 3 and len(set(sizes.values())) == 1 else None
-
-    sizes = wait_until(replicated, 20, "every replica holds the same bytes")
-    assert next(iter(sizes.values())) < raw / 4  # compressed on disk, on every replica
-    # a Kafka fetch: the stored batches in the producer's codec
-    _, described = http("GET", cluster.urls[1] + f"/v1/topics/{topic}")
-    leader = described["partitions"][0]["leader"]
-    fetch = {
-        "max_wait_ms": 0,
-        "min_bytes": 1,
-        "max_bytes": 64 << 20,
-        "topics": [
-            {
-                "topic": topic,
-                "partitions": [
-                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 64 << 20}
-                ],
-            }
-        ],
-    }
-    answer = call(cluster.kafka_addresses[leader], 1, 12, fetch)
-    batches = records.decode_batches(answer["responses"][0]["partitions"][0]["records"])
-    wanted = records.Compression.LZ4 if codec == "lz4" else records.Compression.ZSTD
-    assert {b.compression for b in batches} == {wanted}
+    _, batches = _kept_compressed(cluster, topic, codec, sum(len(v) for v in values))
     assert [v for b in batches for v in b.values] == values
     # the same records through HTTP, as JSON and as kraftlite's binary batches
     status, page = http(
@@ -1148,32 +1156,7 @@ def test_the_python_clients_compressed_batches_are_kept_as_sent(
 
     assert asyncio.run(produce()) == list(range(count))
     raw = sum(len(v) for v in values)
-
-    def replicated() -> dict[int, float] | None:
-        sizes = _log_sizes(cluster, topic)
-        return sizes if len(sizes) == 3 and len(set(sizes.values())) == 1 else None
-
-    sizes = wait_until(replicated, 20, "every replica holds the same bytes")
-    assert next(iter(sizes.values())) < raw / 4  # compressed on disk, on every replica
-    _, described = http("GET", cluster.urls[1] + f"/v1/topics/{topic}")
-    leader = described["partitions"][0]["leader"]
-    fetch = {
-        "max_wait_ms": 0,
-        "min_bytes": 1,
-        "max_bytes": 64 << 20,
-        "topics": [
-            {
-                "topic": topic,
-                "partitions": [
-                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 64 << 20}
-                ],
-            }
-        ],
-    }
-    answer = call(cluster.kafka_addresses[leader], 1, 12, fetch)
-    batches = records.decode_batches(answer["responses"][0]["partitions"][0]["records"])
-    wanted = records.Compression.LZ4 if codec == "lz4" else records.Compression.ZSTD
-    assert {b.compression for b in batches} == {wanted}
+    leader, batches = _kept_compressed(cluster, topic, codec, raw)
     assert len({b.producer_id for b in batches}) == 1 and batches[0].producer_id >= 0
     sequences = [b.base_sequence for b in batches]
     assert sequences == [b.base_offset for b in batches]  # one producer, from sequence 0

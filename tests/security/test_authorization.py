@@ -377,21 +377,24 @@ def test_the_python_client_and_the_cli_authenticate(cluster: Cluster) -> None:
     assert removed.returncode == 0 and len(json.loads(removed.stdout)) == 1
 
 
+def metered_writer(cluster: Cluster, topic: str, user: str, password: str, rate: int) -> None:
+    """A topic of one partition, and a user who may WRITE it with a producer byte rate."""
+    url = cluster.urls[1]
+    as_admin("POST", url + "/v1/topics", {"name": topic, "partitions": 1})
+    as_admin("POST", url + "/v1/users", {"name": user, "password": password})
+    add_acl(
+        cluster, principal=f"User:{user}", operation="WRITE", resource_type="TOPIC",
+        resource_name=topic,
+    )  # fmt: skip
+    status, quota = as_admin(
+        "POST", url + "/v1/quotas", {"principal": f"User:{user}", "producer_byte_rate": rate}
+    )
+    assert status == 200 and quota["producer_byte_rate"] == rate
+
+
 def test_quotas_throttle_and_recover(cluster: Cluster) -> None:
     url = cluster.urls[1]
-    as_admin("POST", url + "/v1/topics", {"name": "metered"})
-    as_admin("POST", url + "/v1/users", {"name": "erin", "password": "pw-e"})
-    add_acl(
-        cluster,
-        principal="User:erin",
-        operation="WRITE",
-        resource_type="TOPIC",
-        resource_name="metered",
-    )
-    status, quota = as_admin(
-        "POST", url + "/v1/quotas", {"principal": "User:erin", "producer_byte_rate": 50_000}
-    )
-    assert status == 200 and quota["producer_byte_rate"] == 50_000
+    metered_writer(cluster, "metered", "erin", "pw-e", 50_000)
     body = json.dumps({"records": [{"value": "x" * 20_000}]}).encode()
 
     def produce() -> int:
@@ -429,20 +432,8 @@ def test_compressed_kafka_batches_are_authorized_first_and_charged_what_they_sto
     charged its 300 KB (issue 24's rule), by the leader it was sent to and by a broker that
     relayed it there (which reads what the leader says it came to)."""
     url = cluster.urls[1]
-    as_admin("POST", url + "/v1/topics", {"name": "metered-zstd", "partitions": 1})
-    as_admin("POST", url + "/v1/users", {"name": "zoe", "password": "pw-z"})
+    metered_writer(cluster, "metered-zstd", "zoe", "pw-z", 100_000)
     as_admin("POST", url + "/v1/users", {"name": "zack", "password": "pw-z"})
-    add_acl(
-        cluster,
-        principal="User:zoe",
-        operation="WRITE",
-        resource_type="TOPIC",
-        resource_name="metered-zstd",
-    )
-    status, _ = as_admin(
-        "POST", url + "/v1/quotas", {"principal": "User:zoe", "producer_byte_rate": 100_000}
-    )
-    assert status == 200
     batch = kafka_records.encode_batch(
         [kafka_records.KafkaRecord(0, int(time.time() * 1000), None, bytes(300_000), [])],
         compression=kafka_records.Compression.ZSTD,
