@@ -676,9 +676,10 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     # Kafka batches kept as sent (stored.py) are decompressed and converted, off the loop,
     # and no more of them than max_bytes takes once converted (one at least); the JSON
     # records are made batch by batch, as many as max_records takes
-    # (a client that reads them as they are, `reads_stored_batches`, gets them so)
+    # (a client that says it reads format 3, `batch_format_read`, gets them as they are)
     kept = stored_batch.kafka_bytes(data) > 0
-    as_stored = binary and headers.reads_stored_batches(request.headers.get("Accept", ""))
+    reads = headers.batch_format_read(request.headers.get("Accept", ""))
+    as_stored = binary and reads >= batch_format.MAGIC_KAFKA
     if kept and binary and not as_stored:
         limit = min(max_bytes, service.broker.settings.limits.fetch_max_bytes)
         async with service.converting:

@@ -440,7 +440,11 @@ class Consumer:
         end = int(headers.get("X-Kraftlite-Next-Offset", -1))
         if end < 0:
             end = batch_format.next_offset_after(data) if data else offset
-        return offset, _records(topic, index, data, offset), end
+        if stored.kafka_bytes(data):  # compressed batches: decoded off the loop
+            got, cut = await asyncio.to_thread(_records, tp, data, offset, self.max_bytes)
+        else:
+            got, cut = _records(tp, data, offset, self.max_bytes)
+        return offset, got, end if cut is None else cut
 
     async def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
         while True:
@@ -448,11 +452,24 @@ class Consumer:
                 yield record
 
 
-def _records(topic: str, index: int, data: bytes, offset: int) -> list[ConsumerRecord]:
+def _records(
+    tp: TopicPartition, data: bytes, offset: int, max_bytes: int
+) -> tuple[list[ConsumerRecord], int | None]:
     """The records from `offset` on in a fetch answer, built straight from each batch's
-    columns: one object per record and no Python loop of our own."""
+    columns: one object per record and no Python loop of our own. A Kafka batch kept as
+    sent is decompressed here (protocol/stored.py), so decoding stops once the batches
+    decoded come to `max_bytes` (one at least), as the leader cuts converted answers: the
+    offset after the last one decoded is then the second value (else None), where the
+    next fetch goes on (a few KB of zstd can hold a GB of records)."""
+    topic, index = tp
     records: list[ConsumerRecord] = []
-    for decoded in stored.decode_stream(data):
+    decoded_bytes = 0
+    for view in batch_format.split_batches(data):
+        if decoded_bytes >= max_bytes:
+            return records, batch_format.read_header(view).base_offset
+        columns = stored.columnar(view)
+        decoded_bytes += len(columns)
+        decoded = batch_format.decode(columns)
         if batch_format.is_control(decoded.header):
             continue  # a transaction's marker: no record (Kafka's consumers skip it too)
         base, count = decoded.header.base_offset, decoded.header.record_count
@@ -471,4 +488,4 @@ def _records(topic: str, index: int, data: bytes, offset: int) -> list[ConsumerR
                 decoded.headers[skip:],
             )
         )
-    return records
+    return records, None

@@ -424,7 +424,8 @@ class KafkaServer:
         if answer is None:  # acks=0: no response
             return True
         writer.write(_SIZE.pack(len(answer)) + answer)
-        if writer.transport.get_write_buffer_size() > 0:  # else drain has nothing to wait for
+        transport = writer.transport
+        if transport.get_write_buffer_size() > 0 or transport.is_closing():  # (else: no wait)
             try:
                 async with asyncio.timeout(read_s):
                     await writer.drain()

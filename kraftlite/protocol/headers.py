@@ -19,18 +19,27 @@ NEXT_OFFSET: Final = "X-Kraftlite-Next-Offset"
 
 # The binary record batch (protocol/batch.py, docs/batch-format.md).
 BATCH_TYPE: Final = "application/vnd.kraftlite.batch"
-# A fetch's Accept for stored batches as they are, format 3 included (a Kafka batch kept as
-# sent, compressed: protocol/stored.py decodes it): nothing is converted on the leader.
+# A fetch's Accept for stored batches in every format up to 3 as they are (3: a Kafka batch
+# kept as sent, compressed, which protocol/stored.py decodes): nothing converted on the
+# leader. Without `format`, a reader takes formats 1 and 2 only.
 STORED_BATCHES_ACCEPT: Final = BATCH_TYPE + "; format=3"
 
 
-def reads_stored_batches(accept: str) -> bool:
-    """Whether an Accept header asks for stored batches as they are (format 3 included)."""
+def batch_format_read(accept: str) -> int:
+    """The newest batch format an Accept header says its reader takes: its `format`
+    parameter on BATCH_TYPE (RFC 9110: the name in any case, the value maybe quoted), 2
+    when it names none, 0 when it does not take BATCH_TYPE at all."""
+    newest = 0
     for item in accept.split(","):
         media, *params = (part.strip() for part in item.split(";"))
-        if media == BATCH_TYPE and "format=3" in params:
-            return True
-    return False
+        if media.lower() != BATCH_TYPE:
+            continue
+        newest = max(newest, 2)
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "format" and value.strip().strip('"').isdigit():
+                newest = max(newest, int(value.strip().strip('"')))
+    return newest
 
 
 # A partition's records as Kafka record batches (magic 2), as a Kafka producer sends them,

@@ -104,9 +104,9 @@ def to_record_batch(
     columns: Columns,
 ) -> pa.RecordBatch | None:
     """The records of one stored batch with offsets in [start, end), or None if none (a
-    Kafka batch kept as sent is decoded first: protocol/stored.py)."""
-    cols = batch_format.columns(stored.columnar(data))
-    header = cols.header
+    Kafka batch kept as sent is decoded, once its header says it holds some: protocol/
+    stored.py)."""
+    header = batch_format.read_header(data)
     if batch_format.is_control(header):
         return None  # a transaction's marker holds no record to read (Kafka's readers skip it)
     count = header.record_count
@@ -114,6 +114,7 @@ def to_record_batch(
     high = min(end, header.base_offset + count) - header.base_offset
     if high <= low:
         return None
+    cols = batch_format.columns(stored.columnar(data))
     builders: dict[str, Callable[[], Any]] = {
         "key": lambda: _binary(cols.keys, count, pa.binary()),
         "value": lambda: _binary(cols.values, count, pa.binary()),

@@ -87,18 +87,21 @@ def test_media_types_match_the_servers() -> None:
 
 
 @pytest.mark.parametrize(
-    ("accept", "as_stored"),
+    ("accept", "newest"),
     [
-        ("application/vnd.kraftlite.batch; format=3", True),
-        ("application/json, application/vnd.kraftlite.batch;format=3", True),
-        ("application/vnd.kraftlite.batch", False),
-        ("application/vnd.kraftlite.batch; format=2", False),
-        ("application/json; format=3", False),
-        ("", False),
+        ("application/vnd.kraftlite.batch; format=3", 3),
+        ("application/json, application/vnd.kraftlite.batch;format=3", 3),
+        ('application/vnd.kraftlite.batch; Format="3"', 3),
+        ("application/vnd.kraftlite.batch; format = 3", 3),
+        ("application/vnd.kraftlite.batch; format=4", 4),
+        ("application/vnd.kraftlite.batch", 2),
+        ("application/vnd.kraftlite.batch; format=x", 2),
+        ("application/json; format=3", 0),
+        ("", 0),
     ],
 )
-def test_a_fetch_asks_for_stored_batches_in_its_accept_header(accept: str, as_stored: bool) -> None:
-    assert headers.reads_stored_batches(accept) is as_stored
+def test_a_fetch_says_the_newest_batch_format_it_reads(accept: str, newest: int) -> None:
+    assert headers.batch_format_read(accept) == newest
 
 
 # ---------------------------------------------------------------------------- routes
