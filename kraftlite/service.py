@@ -104,7 +104,7 @@ KEY_READ_TIMEOUT_S = 5.0  # how long a key's read waits for the index to catch u
 INLINE_RECORD_BYTES = 256 << 10
 KEY_INDEX_MAX_BEHIND = 100_000  # offsets a read catches the index up by; more: try later
 _GROUPS_TIMEOUT_S = 5.0
-# what one produce request's Kafka batches may decompress to (from_kafka_batches); never
+# what one produce request's Kafka batches may decompress to (from_kafka_batch); never
 # above what a kept batch may be read back at (protocol/stored.py)
 REQUEST_DECOMPRESSED_MAX_BYTES = stored_batch.READ_DECOMPRESSED_MAX_BYTES
 _INLINE_CONVERT_BYTES = 64 << 10  # larger record sets are converted on a worker thread
@@ -245,7 +245,7 @@ class BrokerService:
                 return False
         return True
 
-    async def from_kafka_batches(
+    async def from_kafka_batch(
         self,
         leadership: Leadership,
         data: bytes,
@@ -267,11 +267,11 @@ class BrokerService:
         within it (the work was done: the caller charges it). Bytes that are not a Kafka
         batch, or decompress past the budget, are CORRUPT_MESSAGE."""
         try:
-            return await self._from_kafka_batch(leadership, data, budget, transactional_id)
+            return await self._checked_kafka_batch(leadership, data, budget, transactional_id)
         except WireError as exc:
             raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)[:1024]) from None
 
-    async def _from_kafka_batch(
+    async def _checked_kafka_batch(
         self,
         leadership: Leadership,
         data: bytes,

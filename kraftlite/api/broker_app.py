@@ -148,9 +148,11 @@ async def _auto_create(request: web.Request, topic: str, body: bytes, index: int
         _record_count(body)
     elif request.content_type == KAFKA_BATCHES_TYPE:
         try:
-            kafka_records.batch_size_at(body)
+            size = kafka_records.batch_size_at(body)
         except WireError as exc:
             raise KraftliteError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from None
+        if size != len(body):
+            raise KraftliteError(ErrorCode.INVALID_RECORD, "a produce carries one record batch")
     elif request.content_type in {"application/json", ""}:
         parsed = await _json_work(
             request, body, lambda: json_records.parse_produce_body(_json_object(body))
@@ -414,7 +416,7 @@ async def _produce_to_partition(request: web.Request) -> web.StreamResponse:
         sent_size = len(body)
         budget = [REQUEST_DECOMPRESSED_MAX_BYTES]
         try:
-            body = await service.from_kafka_batches(target, body, budget, transactional_id)
+            body = await service.from_kafka_batch(target, body, budget, transactional_id)
         finally:
             # the quota's charge (gate.py rule 3): what the records decompressed to, or
             # all the budget a batch that would not decompress spent; said in the answer,

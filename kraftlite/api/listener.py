@@ -42,7 +42,7 @@ Rules:
    UNSUPPORTED_MEDIA_TYPE, and nothing is inflated (aiohttp's `auto_decompress` is off), so
    the bytes the budget counted are the bytes held. Compressed records come as Kafka
    batches, whose decompression the service bounds per request (service.py
-   `from_kafka_batches`).
+   `from_kafka_batch`).
 """
 
 from __future__ import annotations

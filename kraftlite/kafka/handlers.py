@@ -850,7 +850,7 @@ class Session:
 
     async def produce(self, request: Request) -> bodies.ProduceResponse | None:
         """Kafka's Produce. Each partition's one batch is checked, kept as sent or
-        converted, and appended (service.py `from_kafka_batches`), concurrently across
+        converted, and appended (service.py `from_kafka_batch`), concurrently across
         partitions. With acks=0 a failed
         partition closes the connection, as Kafka does, so the client refreshes its
         metadata; a request naming a partition twice answers INVALID_REQUEST for both."""
@@ -964,7 +964,7 @@ class Session:
             leadership = self.service.leader(topic, index)
             left = budget[0]
             try:
-                batch = await self.service.from_kafka_batches(
+                batch = await self.service.from_kafka_batch(
                     leadership, data or b"", budget, transactional_id
                 )
             finally:
