@@ -48,6 +48,7 @@ from kraftlite.client.transport import NO_FORWARD, Transport
 from kraftlite.clock import Clock, SystemClock
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
+from kraftlite.protocol import stored
 from kraftlite.protocol.headers import BATCH_TYPE, KAFKA_BATCHES_TYPE, TRANSACTIONAL_ID
 from kraftlite.protocol.kafka import records as kafka_records
 from kraftlite.protocol.partitioner import partition_for_key
@@ -65,14 +66,8 @@ _PRODUCER_RESET = frozenset(
 )
 
 _NO_ANSWER = (OSError, TimeoutError, ClientError)  # the leader is down or moving
-# rule 7: Kafka's compression.type names
-CODECS = {
-    "none": kafka_records.Compression.NONE,
-    "gzip": kafka_records.Compression.GZIP,
-    "snappy": kafka_records.Compression.SNAPPY,
-    "lz4": kafka_records.Compression.LZ4,
-    "zstd": kafka_records.Compression.ZSTD,
-}
+# rule 7: Kafka's compression.type names (a topic's, without "producer")
+CODECS = {"none": kafka_records.Compression.NONE, **stored.CODECS}
 
 
 def _produce_retriable(exc: BaseException) -> bool:

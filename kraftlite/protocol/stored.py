@@ -52,7 +52,7 @@ _NO_PRODUCER = (batch_format.NO_PRODUCER_ID, -1, -1)
 
 # a topic's compression.type: the codec of the batches it keeps as sent and Kafka fetches
 # carry ("producer": any codec a producer chose; "uncompressed": none)
-_CODECS: Final = {
+CODECS: Final = {
     "gzip": Compression.GZIP,
     "snappy": Compression.SNAPPY,
     "lz4": Compression.LZ4,
@@ -64,7 +64,7 @@ def topic_codec(compression_type: str) -> Compression | None:
     """The codec a topic's `compression.type` names; None for `producer`."""
     if compression_type == "producer":
         return None
-    return _CODECS.get(compression_type, Compression.NONE)
+    return CODECS.get(compression_type, Compression.NONE)
 
 
 class KeptKafkaBatch(bytes):
