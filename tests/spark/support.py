@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftlite.client import Admin, Producer
+from tests.harness.hosts import Host, TestNet
 from tests.harness.processes import Cluster, free_ports
 
 # Recent enough that time-based retention (7 days) keeps them; fixed within a run.
@@ -122,27 +123,38 @@ def kill_tree(popen: subprocess.Popen, grace_s: float = 10) -> None:
 
 
 class SparkStandalone:
-    """A Spark standalone cluster on 127.0.0.1: a master and `workers` workers of `cores`
-    cores each, every one a JVM of its own started in the foreground with PySpark's own
-    launcher (`bin/spark-class`; pip's pyspark has no sbin/start-master.sh), logs and work
-    directories under `root`. Executors run `sys.executable` (this venv: kraftlite and
-    pyarrow installed).
+    """A Spark standalone cluster: a master and `workers` workers of `cores` cores each,
+    every one a JVM of its own started in the foreground with PySpark's own launcher
+    (`bin/spark-class`; pip's pyspark has no sbin/start-master.sh), logs and work directories
+    under `root`. Executors run `sys.executable` (this venv: kraftlite and pyarrow installed).
+
+    On 127.0.0.1, or with `net` (tests/harness/hosts.py) on hosts of their own: the master
+    and the driver on host "client", worker n and its executors on host "worker-n", each
+    bound to its host's address, so every fetch an executor makes crosses the test network.
     """
 
-    def __init__(self, root: Path, workers: int = 2, cores: int = 1, memory: str = "1g") -> None:
+    def __init__(
+        self,
+        root: Path,
+        workers: int = 2,
+        cores: int = 1,
+        memory: str = "1g",
+        net: TestNet | None = None,
+    ) -> None:
         import pyspark  # noqa: PLC0415 - only where the spark extra is installed
 
         self.root = root
+        self.net = net
         self.home = Path(pyspark.__file__).parent  # SPARK_HOME of a pip-installed pyspark
         self.port, self.ui_port, *self.worker_ui_ports = free_ports(2 + workers)
-        self.url = f"spark://127.0.0.1:{self.port}"
+        self.address = self._host("client").address if net is not None else "127.0.0.1"
+        self.url = f"spark://{self.address}:{self.port}"
         self.workers, self.cores, self.memory = workers, cores, memory
         self.processes: list[subprocess.Popen] = []
         self.env = {
             **os.environ,
             "SPARK_HOME": str(self.home),
             "SPARK_CONF_DIR": str(root / "conf"),  # none: Spark's defaults, not the machine's
-            "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_LOG_DIR": str(root / "logs"),
             "SPARK_LOCAL_DIRS": str(root / "local"),  # shuffle and block files, not /tmp
             "SPARK_DAEMON_MEMORY": "256m",
@@ -151,13 +163,24 @@ class SparkStandalone:
         }
         self.env.pop("PYTHONPATH", None)
 
-    def _start(self, name: str, *args: str) -> None:
+    def _host(self, name: str) -> Host:
+        assert self.net is not None
+        return self.net[name]
+
+    def address_of(self, name: str) -> str:
+        """Where process `name` ("client", "worker-1", ...) runs."""
+        return self._host(name).address if self.net is not None else "127.0.0.1"
+
+    def _command(self, name: str, args: list[str]) -> list[str]:
+        return self._host(name).command(args) if self.net is not None else args
+
+    def _start(self, name: str, host: str, *args: str) -> None:
         log = (self.root / "logs" / f"{name}.out").open("ab")
         self.processes.append(
             subprocess.Popen(
-                [str(self.home / "bin" / "spark-class"), *args],
+                self._command(host, [str(self.home / "bin" / "spark-class"), *args]),
                 cwd=self.root,
-                env=self.env,
+                env={**self.env, "SPARK_LOCAL_IP": self.address_of(host)},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -171,16 +194,18 @@ class SparkStandalone:
         try:
             self._start(
                 "master",
+                "client",
                 "org.apache.spark.deploy.master.Master",
-                *("--host", "127.0.0.1", "--port", str(self.port)),
+                *("--host", self.address, "--port", str(self.port)),
                 *("--webui-port", str(self.ui_port)),
             )
             for n, ui_port in enumerate(self.worker_ui_ports, start=1):
                 (self.root / "work" / f"worker-{n}").mkdir()
                 self._start(
                     f"worker-{n}",
+                    f"worker-{n}",
                     "org.apache.spark.deploy.worker.Worker",
-                    *("--host", "127.0.0.1", "--webui-port", str(ui_port)),
+                    *("--host", self.address_of(f"worker-{n}"), "--webui-port", str(ui_port)),
                     *("--cores", str(self.cores), "--memory", self.memory),
                     *("--work-dir", str(self.root / "work" / f"worker-{n}")),
                     self.url,
@@ -196,7 +221,7 @@ class SparkStandalone:
 
     def state(self) -> dict[str, Any]:
         """The master's JSON (its web UI's /json/): workers, applications."""
-        url = f"http://127.0.0.1:{self.ui_port}/json/"
+        url = f"http://{self.address}:{self.ui_port}/json/"
         with urllib.request.urlopen(url, timeout=5) as answer:
             return json.load(answer)
 
@@ -231,8 +256,8 @@ class SparkStandalone:
         command = [
             str(self.home / "bin" / "spark-submit"),
             *("--master", self.url),
-            *("--conf", "spark.driver.host=127.0.0.1"),
-            *("--conf", "spark.driver.bindAddress=127.0.0.1"),
+            *("--conf", f"spark.driver.host={self.address}"),
+            *("--conf", f"spark.driver.bindAddress={self.address}"),
             *("--conf", "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"),
             *("--conf", "spark.executor.memory=512m"),
             *("--conf", "spark.executor.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"),
@@ -252,9 +277,9 @@ class SparkStandalone:
         ]
         with log_path.open("wb") as log:
             popen = subprocess.Popen(
-                command,
+                self._command("client", command),
                 cwd=cwd,
-                env=self.env,
+                env={**self.env, "SPARK_LOCAL_IP": self.address},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -269,16 +294,17 @@ class SparkStandalone:
         assert status == 0, f"spark-submit {app.name}: exit {status}\n{output[-6000:]}"
         return output
 
-    def tasks(self, app_id: str) -> dict[str, int]:
-        """How many tasks each executor of application `app_id` ran ("driver": the driver
-        itself), from its event log."""
-        counts: dict[str, int] = {}
+    def tasks(self, app_id: str) -> dict[tuple[str, str], int]:
+        """How many tasks each executor of application `app_id` ran, by (executor id, the
+        address of the host it ran on; "driver": the driver itself), from its event log."""
+        counts: dict[tuple[str, str], int] = {}
         with (self.root / "events" / app_id).open() as log:
             for line in log:
                 event = json.loads(line)
                 if event["Event"] == "SparkListenerTaskEnd":
-                    executor = event["Task Info"]["Executor ID"]
-                    counts[executor] = counts.get(executor, 0) + 1
+                    task = event["Task Info"]
+                    where = (task["Executor ID"], task["Host"])
+                    counts[where] = counts.get(where, 0) + 1
         return counts
 
     def logs(self) -> str:

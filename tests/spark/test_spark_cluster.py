@@ -6,8 +6,11 @@ wherever kraftlite is installed), in a batch and in a stream to its end (Availab
 the kraftlite sink, and writes a batch with the sink, against a real kraftlite cluster; its
 tasks run on the workers' executors, never on the driver.
 
-Everything here is on 127.0.0.1: the executors on network-namespace hosts (tests/network)
-are not set up here.
+Where this machine can make test hosts (tests/harness/hosts.py: root, iproute2, nftables),
+every process has a host of its own: the kraftlite nodes on six, the Spark master and the
+driver on "client", each worker and its executors on "worker-1" and "worker-2", so the
+executors are separate machines as far as the network goes, each reaching the brokers at
+their advertised addresses. Elsewhere everything runs on 127.0.0.1 (the test says which).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import pytest
 
 from kraftlite.client import Admin, Consumer
 from kraftlite.spark.local import submitted
+from tests.harness import hosts
+from tests.harness.hosts import TestNet
 from tests.harness.processes import Cluster
 from tests.spark.support import SparkStandalone, bootstrap, produce
 
@@ -32,15 +37,42 @@ APP = Path(__file__).parent / "apps" / "cluster_app.py"
 COUNT, PARTITIONS = 60, 3
 
 
+NODES = [*(f"controller-{i}" for i in (1, 2, 3)), *(f"broker-{i}" for i in (1, 2, 3))]
+
+
 @pytest.fixture
-def standalone(tmp_path: Path) -> Iterator[SparkStandalone]:
+def placed(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[SparkStandalone, Cluster]]:
+    """The Spark cluster and the kraftlite cluster it works with: on test hosts of their own
+    where this machine can make them, else on 127.0.0.1 (the Spark tests' shared cluster)."""
     pytest.importorskip("pyspark", reason="the spark extra is not installed")
     if shutil.which("java") is None:
         pytest.skip("Spark needs Java 17 or newer, and there is no java on PATH")
-    spark_cluster = SparkStandalone(tmp_path / "spark", workers=2, cores=1)
+    if hosts.available() is not None:
+        print(f"on 127.0.0.1: {hosts.available()}")
+        yield from standalone(tmp_path, request.getfixturevalue("cluster"))
+        return
+    net = TestNet([*NODES, "client", "worker-1", "worker-2"])
+    try:
+        with net.inside("client"):
+            cluster = Cluster(tmp_path / "kraftlite", net=net)
+            try:
+                cluster.start()
+                yield from standalone(tmp_path, cluster, net)
+            finally:
+                cluster.stop()
+    finally:
+        net.close()
+
+
+def standalone(
+    tmp_path: Path, cluster: Cluster, net: TestNet | None = None
+) -> Iterator[tuple[SparkStandalone, Cluster]]:
+    spark_cluster = SparkStandalone(tmp_path / "spark", workers=2, cores=1, net=net)
     spark_cluster.start()
     try:
-        yield spark_cluster
+        yield spark_cluster, cluster
     finally:
         spark_cluster.close()
 
@@ -84,8 +116,9 @@ def committed_records(cluster: Cluster, topic: str, timeout_s: float = 60) -> li
 
 
 def test_source_and_sink_on_a_standalone_cluster(
-    standalone: SparkStandalone, cluster: Cluster, tmp_path: Path
+    placed: tuple[SparkStandalone, Cluster], tmp_path: Path
 ) -> None:
+    standalone, cluster = placed
     sent = produce(cluster, "cl-in", PARTITIONS, COUNT)
 
     async def create() -> None:
@@ -124,8 +157,15 @@ def test_source_and_sink_on_a_standalone_cluster(
         (raw(key(i)), raw(value(i, "w-"))) for i in range(COUNT)
     )
 
-    # the tasks ran on the executors of the two workers (one each), none on the driver
+    # the tasks ran on the executors of the two workers (one each, on the worker's host),
+    # none on the driver
     tasks = standalone.tasks(seen["app_id"])
+    assert {host for _, host in tasks} == (
+        {standalone.address_of(f"worker-{n}") for n in (1, 2)}
+        if standalone.net is not None
+        else {"127.0.0.1"}
+    ), tasks
+    tasks_per_executor = {executor: n for (executor, _), n in tasks.items()}
     per_worker = []
     for worker in standalone.alive_workers():
         state = standalone.worker_state(worker)
@@ -136,8 +176,8 @@ def test_source_and_sink_on_a_standalone_cluster(
                 if e["appid"] == seen["app_id"]
             ]
         )
-    assert sorted(per_worker) == [[executor] for executor in sorted(tasks)], (per_worker, tasks)
-    assert len(tasks) == 2 and all(n > 0 for n in tasks.values()), tasks
+    assert sorted(per_worker) == [[e] for e in sorted(tasks_per_executor)], (per_worker, tasks)
+    assert len(tasks_per_executor) == 2 and all(n > 0 for n in tasks.values()), tasks
     assert standalone.completed_app(seen["app_id"])["state"] == "FINISHED"
 
 
