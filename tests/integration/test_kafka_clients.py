@@ -73,6 +73,20 @@ def create_topic(cluster: Cluster, name: str, partitions: int = 3) -> None:
     raise AssertionError(f"{name} has no leaders")
 
 
+def partitions_seen(cluster: Cluster, topic: str, count: int) -> list[dict[str, Any]]:
+    """`topic`'s partitions once broker 1 sees `count` of them: a Kafka admin call is answered
+    once the controllers committed it, and a broker's metadata follows a moment later (as
+    Kafka's brokers do)."""
+
+    def seen() -> list[dict[str, Any]] | None:
+        status, described = http("GET", cluster.urls[1] + f"/v1/topics/{topic}")
+        assert status == 200, described
+        return described["partitions"] if len(described["partitions"]) >= count else None
+
+    partitions: list[dict[str, Any]] = wait_until(seen, 10, f"{count} partitions of {topic}")
+    return partitions
+
+
 def http_records(cluster: Cluster, topic: str, partition: int) -> list[dict[str, Any]]:
     status, answer = http(
         "GET",
@@ -568,8 +582,7 @@ def test_admin_client_configs_partitions_cluster_and_groups(cluster: Cluster) ->
     assert configs["kraftlite.http.url"].value == cluster.urls[2]
     # partitions
     admin.create_partitions([NewPartitions("cfg", 3)])["cfg"].result(30)
-    status, described = http("GET", cluster.urls[1] + "/v1/topics/cfg")
-    assert status == 200 and len(described["partitions"]) == 3
+    assert len(partitions_seen(cluster, "cfg", 3)) == 3
     # placed by hand (the topic has 3 replicas), or only checked (validate_only)
     admin.create_partitions(
         [NewPartitions("cfg", 4, replica_assignment=[[2, 3, 1]])], validate_only=True
@@ -583,8 +596,7 @@ def test_admin_client_configs_partitions_cluster_and_groups(cluster: Cluster) ->
     admin.create_partitions([NewPartitions("cfg", 4, replica_assignment=[[2, 3, 1]])])[
         "cfg"
     ].result(30)
-    status, described = http("GET", cluster.urls[1] + "/v1/topics/cfg")
-    assert status == 200 and described["partitions"][3]["replicas"] == [2, 3, 1]
+    assert partitions_seen(cluster, "cfg", 4)[3]["replicas"] == [2, 3, 1]
     from kafka import KafkaAdminClient  # noqa: PLC0415
     from kafka.admin import NewPartitions as KafkaPythonNewPartitions  # noqa: PLC0415
 
@@ -593,8 +605,7 @@ def test_admin_client_configs_partitions_cluster_and_groups(cluster: Cluster) ->
         kafka_python.create_partitions({"cfg": KafkaPythonNewPartitions(5, [[3, 1, 2]])})
     finally:
         kafka_python.close()
-    status, described = http("GET", cluster.urls[1] + "/v1/topics/cfg")
-    assert status == 200 and described["partitions"][4]["replicas"] == [3, 1, 2]
+    assert partitions_seen(cluster, "cfg", 5)[4]["replicas"] == [3, 1, 2]
     # the same over HTTP, and what is refused changes nothing
     for body, code in [
         ({"count": 6, "assignments": [[1, 2]]}, "INVALID_REPLICA_ASSIGNMENT"),

@@ -16,6 +16,7 @@ from schemathesis.checks import (
     not_a_server_error,
     positive_data_acceptance,
 )
+from schemathesis.config import SchemathesisConfig
 
 from kraftlite.api.openapi import OPENAPI
 from tests.harness.processes import Cluster, http
@@ -30,7 +31,22 @@ pytestmark = [
 # a node's restart (api/restart.py) is taken, as documented, by any authorized request:
 # fuzzed, it would restart the broker under test (tests/integration/test_rolling_restart.py
 # and tests/security/test_authorization.py cover it)
-schema = schemathesis.openapi.from_dict(OPENAPI).exclude(path="/v1/node/restart")
+#
+# Schemathesis's coverage phase (boundary cases, built while pytest collects) takes 70 s on
+# one operation: its boundary array is 10,000 distinct partitions (uniqueItems), which it
+# builds in quadratic time. That operation keeps the examples and fuzzing phases; its item
+# limit is tested in tests/inprocess/test_http_transactions.py.
+CONFIG = SchemathesisConfig.from_dict(
+    {
+        "operations": [
+            {
+                "include-name": "POST /v1/transactions/{transactional_id}/partitions",
+                "phases": {"coverage": {"enabled": False}},
+            }
+        ]
+    }
+)
+schema = schemathesis.openapi.from_dict(OPENAPI, config=CONFIG).exclude(path="/v1/node/restart")
 STATE_DEPENDENT = {
     "INVALID_REPLICATION_FACTOR",
     "INVALID_PARTITIONS",
