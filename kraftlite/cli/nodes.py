@@ -6,9 +6,12 @@ exits 2 before anything starts.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import ipaddress
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -83,7 +86,8 @@ def controller(  # noqa: PLR0917 - click passes every option positionally
     _check_exposure(loaded, insecure)
     _check_data_dir(loaded.data_dir, "controller")
     bootstrap = os.environ.get("KRAFTLITE_BOOTSTRAP_PASSWORD") or loaded.bootstrap_password
-    from kraftlite.node import run_controller  # noqa: PLC0415 - keep light commands light
+    with _loaded():
+        from kraftlite.node import run_controller  # noqa: PLC0415 - keep light commands light
 
     if eventloop.run_node(run_controller(loaded, password, secret, bootstrap)):
         _start_again()
@@ -129,10 +133,24 @@ def broker(  # noqa: PLR0917 - click passes every option positionally
     _configure_logging(ctx, "broker", loaded.broker_id, loaded.log_format, loaded.log_level)
     _check_exposure(loaded, insecure)
     _check_data_dir(loaded.log_dir, "broker")
-    from kraftlite.node import run_broker  # noqa: PLC0415 - keep light commands light
+    with _loaded():
+        from kraftlite.node import run_broker  # noqa: PLC0415 - keep light commands light
 
     if eventloop.run_node(run_broker(loaded, secret)):
         _start_again()
+
+
+@contextlib.contextmanager
+def _loaded() -> Iterator[None]:
+    """The node's code imported with the cyclic collector off (see kraftlite/__main__.py),
+    then everything made so far frozen out of its sight (gc.freeze): modules, classes and
+    functions live as long as the process, so later full collections need not walk them."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 def _start_again() -> NoReturn:

@@ -233,7 +233,7 @@ def _password_changes_end_logins(
     time.sleep(1)
     late: list[Any] = []
     producer.produce(topic, b"late", partition=0, on_delivery=lambda e, m: late.append(e))
-    producer.flush(15)
+    producer.flush(15)  # refused logins: it fails at message.timeout.ms (5 s)
     assert late and late[0] is not None  # never written with the old password
 
 
@@ -281,7 +281,7 @@ def test_with_auth_required_a_kafka_client_must_authenticate_with_scram(
     producer = Producer(
         {
             **_scram(authenticated, "alice", "alice-pw-1", "SCRAM-SHA-256"),
-            "message.timeout.ms": 10_000,
+            "message.timeout.ms": 5_000,
         }
     )
     errors: list[Any] = []
@@ -377,7 +377,7 @@ def test_sasl_plain_checks_the_password_against_the_users_credential(
         assert status == 201, answer
     time.sleep(1)  # the user and ACLs reach the broker
     producer = Producer(
-        {**_scram(authenticated, "carol", "carol-pw-1", "PLAIN"), "message.timeout.ms": 10_000}
+        {**_scram(authenticated, "carol", "carol-pw-1", "PLAIN"), "message.timeout.ms": 5_000}
     )
     delivered: list[Any] = []
     producer.produce(
