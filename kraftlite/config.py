@@ -144,7 +144,7 @@ def _log_level(value: Any) -> str | None:
 # One address's connections to one listener. Kafka's default is unlimited; this one is
 # above what a whole local cluster opens from 127.0.0.1 (`kraftlite dev`, the tests: every
 # node on one address): a broker reaches another's HTTP listener through two connection
-# pools of at most 64 and 512 connections (node.py), a controller through one of 100, so a
+# pools of at most 64 and 512 connections (kraftlite/node/), a controller through one of 100, so a
 # broker of 3 controllers + 3 brokers sees at most 2 * 576 + 3 * 100 = 1,452 from them,
 # which leaves 548 for the host's own clients; and one address still gets at most a fifth
 # of `max.connections`.

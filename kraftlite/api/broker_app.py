@@ -1153,7 +1153,7 @@ def make_broker_app(
     gate: Gate,
     limits: ListenerLimits | None = None,
 ) -> web.Application:
-    """The HTTP edge of a broker over the node's service and gate (built in node.py)."""
+    """The HTTP edge of a broker over the node's service and gate (built in node/broker.py)."""
     broker = service.broker
     app = web.Application(
         middlewares=boundary_middlewares(

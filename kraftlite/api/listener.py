@@ -265,7 +265,7 @@ BODY_TYPES = frozenset({"application/json", BATCH_TYPE, KAFKA_BATCHES_TYPE, fram
 
 
 READ_TIMEOUT_MS = web.AppKey("read_timeout_ms", int)
-# Rule 5: the broker's budget of request bytes (node.py sets it; unset, bodies are bounded
+# Rule 5: the broker's budget of request bytes (node/broker.py sets it; unset, bodies are bounded
 # one by one only, as on controllers, whose bodies are at most 1 MiB)
 REQUEST_BUDGET = web.AppKey("request_budget", RequestBudget)
 _LEASE = web.RequestKey("kraftlite.request_budget_lease", Lease)

@@ -40,7 +40,6 @@ from kraftlite.api.errors import problem_middleware
 from kraftlite.api.internal_auth import cluster_auth_middleware
 from kraftlite.api.listener import read_body_middleware
 from kraftlite.api.throttle import throttle_middleware
-from kraftlite.api.txn_handlers import transactional_id_of
 from kraftlite.controller.access import validate_user_name
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.metadata.topics import validate_topic_name
@@ -54,6 +53,19 @@ PUBLIC: Final = "public"  # operations endpoints, no check
 AUTHENTICATED: Final = "authenticated"  # any authenticated principal (the handler filters)
 NODES: Final = "nodes"  # internal: cluster_auth_middleware admits nodes only
 _MAX_CHECKED_BODY = 1 << 20
+
+
+def transactional_id_of(request: web.Request) -> str:
+    """The route's {transactional_id}, checked as a name (checked here before the routes
+    authorize it, and read by their handlers)."""
+    name = request.match_info["transactional_id"]
+    if not names.is_name(name, names.MAX_TRANSACTIONAL_ID):
+        raise KraftliteError(
+            ErrorCode.INVALID_REQUEST,
+            f"transactional ids are 1-{names.MAX_TRANSACTIONAL_ID} characters, "
+            "no control characters",
+        )
+    return name
 
 
 def _topic(op: Operation) -> Rule:

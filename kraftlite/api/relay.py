@@ -15,16 +15,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import aiohttp
 import orjson
 from aiohttp import web
 
 from kraftlite.api.internal_auth import forwarded_for
-from kraftlite.broker.broker import Broker
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.observability import label_relayed_error
 from kraftlite.protocol.headers import FORWARDED, METADATA_VERSION, NO_FORWARD, TRANSACTIONAL_ID
+
+if TYPE_CHECKING:  # the controller's app loads this module too, not the broker's planes
+    from kraftlite.broker.broker import Broker
 
 _PASSED_ON = {"content-type", "accept", TRANSACTIONAL_ID.lower()}
 

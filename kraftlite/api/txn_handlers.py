@@ -41,6 +41,7 @@ from aiohttp import web
 from kraftlite.api.app_keys import SERVICE
 from kraftlite.api.auth import describe_topic_action, may
 from kraftlite.api.errors import json_response, read_json_object
+from kraftlite.api.permissions import transactional_id_of
 from kraftlite.api.relay import at_coordinator
 from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.groups.coordinator import OFFSETS_TOPIC
@@ -52,17 +53,6 @@ from kraftlite.transactions.metadata import NO_TIMESTAMP, STATE_NAMES, TopicPart
 MAX_PARTITIONS: Final = 10_000
 MAX_TAG: Final = 256
 DEFAULT_TIMEOUT_MS: Final = 60_000  # Kafka's transaction.timeout.ms
-
-
-def transactional_id_of(request: web.Request) -> str:
-    name = request.match_info["transactional_id"]
-    if not names.is_name(name, names.MAX_TRANSACTIONAL_ID):
-        raise KraftliteError(
-            ErrorCode.INVALID_REQUEST,
-            f"transactional ids are 1-{names.MAX_TRANSACTIONAL_ID} characters, "
-            "no control characters",
-        )
-    return name
 
 
 def _int(body: dict[str, Any], name: str, low: int, high: int) -> int:

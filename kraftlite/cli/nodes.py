@@ -87,7 +87,7 @@ def controller(  # noqa: PLR0917 - click passes every option positionally
     _check_data_dir(loaded.data_dir, "controller")
     bootstrap = os.environ.get("KRAFTLITE_BOOTSTRAP_PASSWORD") or loaded.bootstrap_password
     with _loaded():
-        from kraftlite.node import run_controller  # noqa: PLC0415 - keep light commands light
+        from kraftlite.node.controller import run_controller  # noqa: PLC0415 - light commands
 
     if eventloop.run_node(run_controller(loaded, password, secret, bootstrap)):
         _start_again()
@@ -134,7 +134,7 @@ def broker(  # noqa: PLR0917 - click passes every option positionally
     _check_exposure(loaded, insecure)
     _check_data_dir(loaded.log_dir, "broker")
     with _loaded():
-        from kraftlite.node import run_broker  # noqa: PLC0415 - keep light commands light
+        from kraftlite.node.broker import run_broker  # noqa: PLC0415 - light commands
 
     if eventloop.run_node(run_broker(loaded, secret)):
         _start_again()

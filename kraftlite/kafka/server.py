@@ -124,7 +124,7 @@ class KafkaServer:
         self.handlers = handlers
         self.limits = limits
         self.max_frame_bytes = max_frame_bytes
-        # rule 8: the broker's, shared with its HTTP listener (node.py); a listener
+        # rule 8: the broker's, shared with its HTTP listener (node/broker.py); a listener
         # started alone (tests) gets one of its own
         self.budget = budget or RequestBudget(DEFAULT_QUEUED_MAX_REQUEST_BYTES)
         self._server: asyncio.Server | None = None

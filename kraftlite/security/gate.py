@@ -1,7 +1,7 @@
 """One front door per node: what every request passes, whichever edge it came in by.
 
 Both edges (the HTTP API and the Kafka listener) translate their requests and hand them
-here; `node.py` builds one gate per node and gives the same one to both, so a principal
+here; `kraftlite/node/` builds one gate per node and gives the same one to both, so a principal
 is one principal on both edges.
 
 Rules:

@@ -4,7 +4,7 @@ Kafka edge's handlers, with no controllers, no sockets and no threads beyond asy
 What is real: `Broker` with its `ReplicaManager` and `Partition`s (built, never started: no
 registration, heartbeats, metadata long-poll or background rounds), `GroupCoordinator`,
 `BrokerService`, `Gate` with its `Authenticator`, and Kafka's `Handlers`, wired as
-node.py's `run_broker` wires them.
+kraftlite/node/broker.py's `run_broker` wires them.
 
 What is a twin: partition storage (kraftlite/storage/memory.py, held to the LMDB adapter's
 contract by tests/contract), time (clock.ManualClock: it moves when a test moves it), and
@@ -66,7 +66,7 @@ BROKER_URL: Final = "http://broker-1.invalid:9100"
 KAFKA_ADDRESS: Final = "broker-1.invalid:9092"
 CONTROLLER_URL: Final = "http://controller.invalid:9000"
 SESSION_TIMEOUT_MS: Final = 9_000
-PRODUCER_ID_KEY: Final = derive_key(SECRET, "producer ids")  # as node.py derives it
+PRODUCER_ID_KEY: Final = derive_key(SECRET, "producer ids")  # as node/broker.py derives it
 
 
 class NetworkCallError(AssertionError):
@@ -115,7 +115,7 @@ class InProcessBroker:
             self._session,
             self.clock,
         )
-        # node.py's run_broker, piece by piece
+        # node/broker.py's run_broker, piece by piece
         self.gate = Gate(
             Authenticator(
                 self.auth_settings, SECRET, lambda: self.broker.replicas.image, self.clock
