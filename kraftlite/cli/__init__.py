@@ -11,31 +11,54 @@ module per noun, in the shape of the contract's "Processes and the command line"
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from kraftlite import __version__
-from kraftlite.cli import (
-    acls,
-    brokers,
-    certs,
-    cluster,
-    config,
-    groups,
-    leaders,
-    log,
-    nodes,
-    quorum,
-    quotas,
-    reassignments,
-    records,
-    tokens,
-    topics,
-    users,
-)
 from kraftlite.logs import configure_logging
 
+# Each command's module, imported only when that command runs (or --help lists them all):
+# `kraftlite broker` loads no client and no table printer, and a tool no node code.
+COMMANDS = {
+    "controller": "nodes",
+    "broker": "nodes",
+    "dev": "nodes",
+    "config": "config",
+    "log": "log",
+    "topics": "topics",
+    "produce": "records",
+    "consume": "records",
+    "cluster": "cluster",
+    "brokers": "brokers",
+    "reassignments": "reassignments",
+    "leaders": "leaders",
+    "quorum": "quorum",
+    "groups": "groups",
+    "users": "users",
+    "acls": "acls",
+    "quotas": "quotas",
+    "token": "tokens",
+    "certs": "certs",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _Commands(click.Group):
+    """The root group, its sub-commands loaded by name (click's lazy-group pattern)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        if module is None:
+            return None
+        command = getattr(importlib.import_module(f"kraftlite.cli.{module}"), cmd_name)
+        assert isinstance(command, click.Command)
+        return command
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="kraftlite")
 @click.option(
     "--log-format",
@@ -50,28 +73,5 @@ def main(log_format: str, log_level: str) -> None:
     """kraftlite: a Kafka-style replicated commit log with a Raft controller quorum."""
     configure_logging(role="cli", node_id=None, log_format=log_format, level=log_level)
 
-
-for _command in (
-    nodes.controller,
-    nodes.broker,
-    nodes.dev,
-    config.config,
-    log.log,
-    topics.topics,
-    records.produce,
-    records.consume,
-    cluster.cluster,
-    brokers.brokers,
-    reassignments.reassignments,
-    leaders.leaders,
-    quorum.quorum,
-    groups.groups,
-    users.users,
-    acls.acls,
-    quotas.quotas,
-    tokens.token,
-    certs.certs,
-):
-    main.add_command(_command)
 
 __all__ = ["main"]

@@ -11,14 +11,17 @@ import functools
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 import orjson
-from rich.console import Console
-from rich.table import Table
 
-from kraftlite.client import Credentials, KraftliteError, SyncAdmin, SyncConsumer, SyncProducer
+from kraftlite.errors import KraftliteError
+
+if TYPE_CHECKING:  # loaded when a command uses them: `kraftlite broker` needs neither
+    from rich.table import Table
+
+    from kraftlite.client import Credentials, SyncAdmin, SyncConsumer, SyncProducer
 
 DEFAULT_BOOTSTRAP = "http://127.0.0.1:9092"
 EXIT_API_ERROR = 1
@@ -53,12 +56,18 @@ class Connection:
     credentials: Credentials
 
     def admin(self) -> SyncAdmin:
+        from kraftlite.client import SyncAdmin  # noqa: PLC0415 - see the imports
+
         return SyncAdmin(self.urls, credentials=self.credentials)
 
     def producer(self, **settings: Any) -> SyncProducer:
+        from kraftlite.client import SyncProducer  # noqa: PLC0415 - see the imports
+
         return SyncProducer(self.urls, credentials=self.credentials, **settings)
 
     def consumer(self, **settings: Any) -> SyncConsumer:
+        from kraftlite.client import SyncConsumer  # noqa: PLC0415 - see the imports
+
         return SyncConsumer(self.urls, credentials=self.credentials, **settings)
 
 
@@ -105,6 +114,8 @@ def bootstrap_option(command: F) -> F:
     ) -> Any:
         if user is not None and password is None:
             password = click.prompt(f"Password for {user}", hide_input=True, err=True)
+        from kraftlite.client import Credentials  # noqa: PLC0415 - see the imports
+
         try:
             credentials = Credentials(user, password, token, ca_file, cert_file, key_file)
         except ValueError as exc:
@@ -141,6 +152,8 @@ def show(value: T, output: str, table: Callable[[T], Table]) -> None:
     if output == "json":
         print_json(value)
         return
+    from rich.console import Console  # noqa: PLC0415 - see the imports
+
     Console().print(table(value))
 
 
