@@ -11,6 +11,8 @@ module per noun, in the shape of the contract's "Processes and the command line"
 
 from __future__ import annotations
 
+import difflib
+import gc
 import importlib
 
 import click
@@ -53,9 +55,30 @@ class _Commands(click.Group):
         module = COMMANDS.get(cmd_name)
         if module is None:
             return None
-        command = getattr(importlib.import_module(f"kraftlite.cli.{module}"), cmd_name)
+        gc.disable()  # as kraftlite/__main__.py says: imports only make objects
+        try:
+            loaded = importlib.import_module(f"kraftlite.cli.{module}")
+        finally:
+            gc.enable()
+        command = getattr(loaded, cmd_name)
         assert isinstance(command, click.Command)
         return command
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """click's, with its "did you mean" for a mistyped name (click takes the names
+        from the commands it holds, and this group holds none until one is asked for)."""
+        name = args[0]
+        if name not in COMMANDS and not name.startswith("-") and not ctx.resilient_parsing:
+            close = sorted(difflib.get_close_matches(name, COMMANDS))
+            hint = ""
+            if len(close) == 1:
+                hint = f" Did you mean {close[0]!r}?"
+            elif close:
+                hint = f" (Did you mean one of: {', '.join(map(repr, close))}?)"
+            ctx.fail(f"No such command {name!r}.{hint}")
+        return super().resolve_command(ctx, args)
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})

