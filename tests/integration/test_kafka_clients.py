@@ -73,6 +73,12 @@ def create_topic(cluster: Cluster, name: str, partitions: int = 3) -> None:
     raise AssertionError(f"{name} has no leaders")
 
 
+def described_on(cluster: Cluster, broker: int, topic: str) -> dict[str, Any] | None:
+    """`topic` as `broker` describes it, None while it does not know it yet (see below)."""
+    status, described = http("GET", cluster.urls[broker] + f"/v1/topics/{topic}")
+    return described if status == 200 else None
+
+
 def partitions_seen(cluster: Cluster, topic: str, count: int) -> list[dict[str, Any]]:
     """`topic`'s partitions once broker 1 sees `count` of them: a Kafka admin call is answered
     once the controllers committed it, and a broker's metadata follows a moment later (as
@@ -221,8 +227,7 @@ def test_admin_client_creates_describes_and_deletes_topics(cluster: Cluster) -> 
     assert all(
         len(p.replicas) == 3 and p.leader in p.replicas for p in described.partitions.values()
     )
-    status, answer = http("GET", cluster.urls[1] + f"/v1/topics/{name}")
-    assert status == 200 and len(answer["partitions"]) == 4
+    assert len(partitions_seen(cluster, name, 4)) == 4
     cluster_meta = admin.list_topics(timeout=10)
     assert sorted(cluster_meta.brokers) == [1, 2, 3]
     assert {f"{b.host}:{b.port}" for b in cluster_meta.brokers.values()} == set(
@@ -574,8 +579,14 @@ def test_admin_client_configs_partitions_cluster_and_groups(cluster: Cluster) ->
         ],
     )
     admin.incremental_alter_configs([change])[change].result(30)
-    status, described = http("GET", cluster.urls[2] + "/v1/topics/cfg")
-    assert status == 200 and described["configs"]["retention.ms"] == "60000"
+    wait_until(
+        lambda: (
+            (described_on(cluster, 2, "cfg") or {}).get("configs", {}).get("retention.ms")
+            == "60000"
+        ),
+        10,
+        "the change on broker 2",
+    )
     configs = admin.describe_configs([topic])[topic].result(30)
     assert (configs["retention.ms"].value, configs["retention.ms"].source) == ("60000", 1)
     # a broker's configs tell where its HTTP API is
@@ -1021,8 +1032,8 @@ def test_a_topics_compression_type_is_what_librdkafka_consumes(cluster: Cluster)
     topic = f"packed-{uuid.uuid4().hex[:6]}"
     configs = {"compression.type": "lz4", "delete.retention.ms": "900"}
     admin.create_topics([NewTopic(topic, 1, 3, config=configs)])[topic].result(30)
-    status, described = http("GET", cluster.urls[2] + f"/v1/topics/{topic}")
-    assert status == 200 and described["configs"] == configs, described
+    described = wait_until(lambda: described_on(cluster, 2, topic), 10, f"{topic} on broker 2")
+    assert described["configs"] == configs, described
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "compression.type": "gzip"})
     for i in range(100):
         producer.produce(topic, value=b"value %d " % i * 10, partition=0)
