@@ -7,6 +7,7 @@ import struct
 from typing import Any
 
 from kraftlite.protocol.kafka import messages
+from kraftlite.protocol.kafka.messages import ApiKey
 
 
 def frame(payload: bytes) -> bytes:
@@ -54,3 +55,19 @@ class Connection:
         self._sock.sendall(frame(request))
         size = struct.unpack(">i", read_exactly(self._sock, 4))[0]
         return messages.decode_response(api_key, version, read_exactly(self._sock, size)).body
+
+
+def plain_login(address: str, user: str, password: str) -> Connection:
+    """A connection to the Kafka listener at `address`, authenticated (SASL PLAIN) as
+    `user`: what that broker alone answers its principal."""
+    connection = Connection(address)
+    try:
+        handshake = connection.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+        assert handshake["error_code"] == 0, handshake
+        token = b"\0" + user.encode() + b"\0" + password.encode()
+        answer = connection.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+        assert answer["error_code"] == 0, answer
+    except BaseException:
+        connection.__exit__()
+        raise
+    return connection

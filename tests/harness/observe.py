@@ -46,6 +46,17 @@ def wait_until(condition: Callable[[], Any], timeout_s: float = 30, what: str = 
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def described_on(
+    cluster: Cluster, broker: int, topic: str, send: Callable[..., tuple[int, Any]] = http
+) -> dict[str, Any] | None:
+    """`topic` as `broker` describes it (`send`: `http`, or a call that logs in), None while
+    it does not know it yet: an admin call is answered once the controllers committed it
+    (and the broker that answered holds it); every other broker's metadata follows a moment
+    later, as Kafka's brokers' do."""
+    status, described = send("GET", cluster.urls[broker] + f"/v1/topics/{topic}")
+    return described if status == 200 else None
+
+
 def wait_for_full_isr(cluster: Cluster, topic: str, timeout_s: float = 30) -> None:
     """Until every broker is in partition 0's ISR, as every serving broker sees it (one
     whose metadata is still behind, e.g. just healed, would show an old ISR and epoch);

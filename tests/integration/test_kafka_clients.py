@@ -35,7 +35,7 @@ from kraftlite.client.producer import Producer as KraftliteProducer
 from kraftlite.protocol import batch as batch_format
 from kraftlite.protocol.kafka import messages, records
 from tests.harness.kafka_wire import call, frame, read_exactly
-from tests.harness.observe import wait_until
+from tests.harness.observe import described_on, wait_until
 from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
 
 pytestmark = [
@@ -71,12 +71,6 @@ def create_topic(cluster: Cluster, name: str, partitions: int = 3) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"{name} has no leaders")
-
-
-def described_on(cluster: Cluster, broker: int, topic: str) -> dict[str, Any] | None:
-    """`topic` as `broker` describes it, None while it does not know it yet (see below)."""
-    status, described = http("GET", cluster.urls[broker] + f"/v1/topics/{topic}")
-    return described if status == 200 else None
 
 
 def partitions_seen(cluster: Cluster, topic: str, count: int) -> list[dict[str, Any]]:

@@ -21,8 +21,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from kraftlite.protocol.kafka.messages import ApiKey
 from tests.harness.auth import ADMIN, as_admin, auth_cluster
-from tests.harness.kafka_wire import Connection
-from tests.harness.observe import wait_until
+from tests.harness.kafka_wire import Connection, plain_login
+from tests.harness.observe import described_on, wait_until
 from tests.harness.processes import FAST_SESSIONS, Cluster
 
 pytestmark = [
@@ -89,12 +89,7 @@ def kafka_python(cluster: Cluster, user: tuple[str, str] = ADMIN) -> Any:
 
 def raw(cluster: Cluster, broker_id: int, user: tuple[str, str]) -> Connection:
     """A connection to a broker's Kafka listener, authenticated (SASL PLAIN) as `user`."""
-    connection = Connection(cluster.kafka_addresses[broker_id])
-    assert connection.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
-    token = b"\0" + user[0].encode() + b"\0" + user[1].encode()
-    answer = connection.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
-    assert answer["error_code"] == 0, answer
-    return connection
+    return plain_login(cluster.kafka_addresses[broker_id], *user)
 
 
 def topic(cluster: Cluster, name: str, broker_id: int = 1) -> dict[str, Any]:
@@ -104,16 +99,17 @@ def topic(cluster: Cluster, name: str, broker_id: int = 1) -> dict[str, Any]:
 
 
 def create(cluster: Cluster, name: str, **body: Any) -> None:
-    """A topic (over HTTP, as the admin), led everywhere before it returns."""
+    """A topic (over HTTP, as the admin), led everywhere before it returns: broker 1 holds
+    it when it answers, brokers 2 and 3 once their metadata follows (404 until then)."""
     status, answer = as_admin("POST", cluster.urls[1] + "/v1/topics", {"name": name, **body})
     assert status == 201, answer
+
+    def led_on(broker_id: int) -> bool:
+        described = described_on(cluster, broker_id, name, send=as_admin)
+        return described is not None and all(p["leader"] >= 0 for p in described["partitions"])
+
     for broker_id in cluster.urls:
-        wait_until(
-            lambda b=broker_id: all(
-                p["leader"] >= 0 for p in topic(cluster, name, b)["partitions"]
-            ),
-            what=f"{name} led on broker {broker_id}",
-        )
+        wait_until(lambda b=broker_id: led_on(b), what=f"{name} led on broker {broker_id}")
 
 
 def produce(cluster: Cluster, name: str, partition: int, count: int, size: int = 1000) -> None:

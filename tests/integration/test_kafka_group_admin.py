@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient
 from kraftlite.cli import main
 from kraftlite.protocol.kafka.messages import ApiKey
 from tests.harness.kafka_wire import call
-from tests.harness.observe import wait_until
+from tests.harness.observe import described_on, wait_until
 from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
 
 pytestmark = [
@@ -56,6 +56,20 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def created(cluster: Cluster, topic: str, partitions: int) -> None:
+    """`topic` made (led as broker 1 sees it) and known to every broker: a group's
+    coordinator, whichever broker it is, checks the partitions committed or deleted against
+    its own metadata (groups/offsets.py rule 3), which follows the controllers' a moment
+    after the creation is answered."""
+    cluster.create_topic(topic, partitions=partitions, replication_factor=3)
+    for broker in cluster.urls:
+        wait_until(
+            lambda b=broker: described_on(cluster, b, topic),
+            timeout_s=15,
+            what=f"{topic} known to broker {broker}",
+        )
 
 
 def commit_http(cluster: Cluster, group: str, topic: str, offsets: dict[int, int]) -> None:
@@ -226,8 +240,8 @@ def test_librdkafka_deletes_offsets_and_keeps_those_a_live_group_consumes(
     (GROUP_SUBSCRIBED_TO_TOPIC: the coordinator read its JoinGroup subscription), the
     other topic's go; unknown groups and partitions answer Kafka's codes."""
     consumed, idle = unique("consumed"), unique("idle")
-    cluster.create_topic(consumed, partitions=2, replication_factor=3)
-    cluster.create_topic(idle, partitions=2, replication_factor=3)
+    created(cluster, consumed, partitions=2)
+    created(cluster, idle, partitions=2)
     group = unique("g-rdk-del")
     commit_http(cluster, group, consumed, {0: 3, 1: 4})
     commit_http(cluster, group, idle, {0: 5, 1: 6})
@@ -287,7 +301,7 @@ def test_kafka_python_deletes_offsets_of_an_emptied_kip848_group(cluster: Cluste
 
 def test_the_http_api_and_the_cli_delete_offsets(cluster: Cluster) -> None:
     topic, group = unique("cli-del"), unique("g-cli")
-    cluster.create_topic(topic, partitions=3, replication_factor=3)
+    created(cluster, topic, partitions=3)
     commit_http(cluster, group, topic, {0: 1, 1: 2, 2: 3})
     body = {"partitions": [{"topic": topic, "partition": 0}, {"topic": topic, "partition": 9}]}
     status, answer = http("DELETE", cluster.urls[2] + f"/v1/groups/{group}/offsets", body)
@@ -449,7 +463,7 @@ def test_a_deletion_survives_the_kill_of_the_groups_coordinator(cluster: Cluster
     """The deletion is tombstones acknowledged by the offsets partition's ISR: the broker
     that leads it next replays them and still answers the offsets deleted."""
     topic, group = unique("durable"), unique("g-durable")
-    cluster.create_topic(topic, partitions=3, replication_factor=3)
+    created(cluster, topic, partitions=3)
     commit_http(cluster, group, topic, {0: 10, 1: 11, 2: 12})
     code, answered = librdkafka_delete_offsets(cluster.bootstrap, group, [(topic, 0), (topic, 2)])
     assert (code, answered) == (0, {(topic, 0): 0, (topic, 2): 0})

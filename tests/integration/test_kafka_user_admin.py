@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 
+from kraftlite.protocol.kafka.messages import ApiKey
 from tests.harness.auth import ADMIN, as_admin, auth_cluster
+from tests.harness.kafka_wire import plain_login
 from tests.harness.processes import FAST_SESSIONS, Cluster
 
 pytestmark = [
@@ -147,6 +149,16 @@ def soon(condition: Callable[[], bool], timeout_s: float = 10) -> bool:
     return True
 
 
+def shows_topic(address: str, user: str, password: str, topic: str) -> bool:
+    """Whether the broker at `address` (that one alone) shows `topic` to `user` in Metadata
+    (DESCRIBE, which WRITE implies): once its metadata holds the ACL granting it."""
+    with plain_login(address, user, password) as connection:
+        answer = connection.call(
+            ApiKey.METADATA, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+        )
+    return [(t["name"], t["error_code"]) for t in answer["topics"]] == [(topic, 0)]
+
+
 def grant(cluster: Cluster, principal: str, operation: str, kind: str, name: str = "") -> None:
     body = {"principal": principal, "operation": operation, "resource_type": kind}
     if name:
@@ -205,7 +217,8 @@ def test_librdkafka_sets_a_credential_that_logs_in_at_once_on_every_broker(
 
     # a producer logged in with the password that is then changed writes nothing more
     grant(cluster, "User:alice", "WRITE", "TOPIC", "scram-t")
-    time.sleep(1)  # the ACL reaches the brokers
+    for address in cluster.kafka_addresses.values():  # the ACL reaches every broker
+        assert soon(lambda a=address: shows_topic(a, "alice", "alice-pw-1", "scram-t")), address
     producer = Producer(
         {**sasl(cluster.bootstrap, "alice", "alice-pw-1"), "message.timeout.ms": 10_000}
     )
@@ -214,24 +227,25 @@ def test_librdkafka_sets_a_credential_that_logs_in_at_once_on_every_broker(
     assert producer.flush(30) == 0 and delivered == [None]
     changed = UserScramCredentialUpsertion("alice", sha256, b"alice-pw-2")
     admin.alter_user_scram_credentials([changed])["alice"].result(30)
+    for address in cluster.kafka_addresses.values():  # each broker's metadata has it
+        assert soon(lambda a=address: logs_in(a, "alice", "alice-pw-2"))
+        assert soon(lambda a=address: not logs_in(a, "alice", "alice-pw-1"))
     late: list[Any] = []
     producer.produce("scram-t", b"late", partition=0, on_delivery=lambda e, m: late.append(e))
     producer.flush(15)
     assert late and late[0] is not None  # its session ended; the old password fails
-    for address in cluster.kafka_addresses.values():
-        assert soon(lambda a=address: logs_in(a, "alice", "alice-pw-2"))
-        assert soon(lambda a=address: not logs_in(a, "alice", "alice-pw-1"))
 
     # deletion of one mechanism; then the user is gone: describe and delete are 91
     gone = UserScramCredentialDeletion("alice-512", ScramMechanism.SCRAM_SHA_512)
     admin.alter_user_scram_credentials([gone])["alice-512"].result(30)
     assert "alice-512" not in users(cluster)
+    for address in cluster.kafka_addresses.values():  # each broker's metadata has it gone
+        assert soon(lambda a=address: not logs_in(a, "alice-512", "alice-pw-512", "SCRAM-SHA-512"))
+    # (whichever broker librdkafka asks answers these from its own metadata)
     with pytest.raises(KafkaException, match="RESOURCE_NOT_FOUND"):
         admin.describe_user_scram_credentials(["alice-512"])["alice-512"].result(30)
     with pytest.raises(KafkaException, match="RESOURCE_NOT_FOUND"):
         admin.alter_user_scram_credentials([gone])["alice-512"].result(30)
-    for address in cluster.kafka_addresses.values():
-        assert soon(lambda a=address: not logs_in(a, "alice-512", "alice-pw-512", "SCRAM-SHA-512"))
 
     # Kafka's per-user errors, nothing changed for those users
     too_many = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 200_000)
@@ -359,10 +373,20 @@ def test_quotas_through_kafka_are_the_http_apis_quotas(cluster: Cluster) -> None
             "producer_byte_rate": 1048576.0,
             "request_percentage": 25.0,
         } in listed["quotas"]
-        answer = send(
-            admin,
-            DescribeClientQuotasRequest(components=[("user", 0, "erin")], strict=False),
-        )
+        described: list[Any] = []
+
+        def erin_described() -> bool:  # by whichever broker it asks: once it has the change
+            answer = send(
+                admin,
+                DescribeClientQuotasRequest(components=[("user", 0, "erin")], strict=False),
+            )
+            described[:] = [answer]
+            return answer.error_code == 0 and [
+                sorted((v.key, v.value) for v in entry.values) for entry in answer.entries or []
+            ] == [[("producer_byte_rate", 1048576.0), ("request_percentage", 25.0)]]
+
+        assert soon(erin_described), described
+        (answer,) = described
         assert answer.error_code == 0
         ((entry),) = answer.entries
         assert [(e.entity_type, e.entity_name) for e in entry.entity] == [("user", "erin")]
@@ -395,7 +419,8 @@ def test_quotas_through_kafka_are_the_http_apis_quotas(cluster: Cluster) -> None
         "POST", cluster.urls[1] + "/v1/users", {"name": "frank", "password": "frank-pw"}
     )
     assert status == 201, answer
-    time.sleep(1)  # the user reaches the brokers
+    for address in cluster.kafka_addresses.values():  # the user reaches every broker
+        assert soon(lambda a=address: logs_in(a, "frank", "frank-pw"))
     frank = kafka_python_admin(cluster, "frank", "frank-pw")
     try:
         admin = frank
