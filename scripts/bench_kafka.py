@@ -14,6 +14,8 @@ from this process, --runs times:
                         Produce requests in flight (one per connection), straight to each
                         partition's leader: the HTTP binary path's load over the Kafka
                         edge, so the two edges compare with no client cost on either
+                        (each produce figure with the three brokers' CPU µs per record
+                        meanwhile, from /proc: which side a gap between them is on)
   HTTP binary consume   binary fetches of everything produced, from each leader
   Kafka consume         confluent-kafka Consumer (its defaults) assigned every partition
                         from offset 0, consume(10000) until it has read everything; with
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import shutil
 import signal
@@ -46,6 +49,7 @@ import sys
 import tempfile
 import time
 import timeit
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -62,6 +66,7 @@ except ImportError:  # a tree from before issue 24 (for before/after figures)
 sys.path.insert(0, str(Path(__file__).parent))
 import bench  # scripts/bench.py: the cluster, the HTTP load
 import peers  # scripts/peers.py: CPU seconds of a process
+import profile_single  # scripts/profile_single.py: the node processes
 
 PARTITIONS = 3
 SIZE = 100
@@ -189,10 +194,11 @@ def kafka_consume(
     partitions: int,
     settings: dict[str, object],
     cpu_pid: int | None = None,
-) -> tuple[float, float]:
+) -> tuple[float, float, float]:
     """Records/s a confluent-kafka Consumer (its defaults, plus `settings`) reads from
-    offset 0 of every partition of `topic` until it has `total` records, and the CPU µs
-    per record process `cpu_pid` (a leader) spent meanwhile (NaN without one)."""
+    offset 0 of every partition of `topic` until it has `total` records, the CPU µs per
+    record process `cpu_pid` (a leader) spent meanwhile (NaN without one), and the cores
+    this process kept busy (librdkafka's threads and the Python loop: the client's side)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -204,32 +210,33 @@ def kafka_consume(
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
     cpu = peers.process_cpu_seconds([cpu_pid]) if cpu_pid else 0.0
-    started = time.monotonic()
+    own, started = time.process_time(), time.monotonic()
     while got < total:
         for message in consumer.consume(10_000, timeout=5):
             if message.error() is None:
                 got += 1
         if time.monotonic() - started > 120:
             raise SystemExit(f"read {got} of {total} records in 120 s")
-    elapsed = time.monotonic() - started
+    elapsed, own = time.monotonic() - started, time.process_time() - own
     used = peers.process_cpu_seconds([cpu_pid]) - cpu if cpu_pid else float("nan")
     consumer.close()
-    return got / elapsed, used * 1e6 / got
+    return got / elapsed, used * 1e6 / got, own / elapsed
 
 
-async def http_side(
-    bootstrap: str, seconds: float, producers: int
-) -> tuple[float, float, dict[int, str]]:
-    leaders = bench.fresh_topic(bootstrap, bench.TOPIC, PARTITIONS, 3)
+async def http_produce(leaders: dict[int, str], seconds: float, producers: int) -> float:
     batch = fmt.encode_batch(
         [b"x" * SIZE] * BATCH_RECORDS, timestamps=[int(time.time() * 1000)] * BATCH_RECORDS
     )
     async with aiohttp.ClientSession() as session:
-        produced = await bench.produce_binary(
+        return await bench.produce_binary(
             session, leaders, batch, BATCH_RECORDS, "all", seconds, producers
         )
+
+
+async def http_consume(leaders: dict[int, str]) -> float:
+    async with aiohttp.ClientSession() as session:
         consumed, _ = await bench.consume(session, leaders)
-    return produced, consumed, leaders
+    return consumed
 
 
 def conversion_us() -> dict[str, float]:
@@ -256,29 +263,44 @@ def conversion_us() -> dict[str, float]:
     }
 
 
-def one_run(bootstrap: str, args: argparse.Namespace) -> dict[str, float]:
+def one_run(bootstrap: str, dev_pid: int, args: argparse.Namespace) -> dict[str, float]:
     """Every figure once, each on a topic made for it and deleted after it: a figure
     measured beside the data of the ones before ran measurably slower (a cluster's third
     fresh topic took 40 % fewer records/s than its first), which favoured the first."""
     kafka = kafka_bootstrap(bootstrap)
+    brokers = [p for name, p in profile_single.node_pids(dev_pid).items() if "broker" in name]
+    figures: dict[str, float] = {}
 
     def done(topic: str) -> None:
         bench.call("DELETE", f"{bootstrap}/v1/topics/{topic}")
 
-    http_produce, http_consume, _ = eventloop.run(http_side(bootstrap, args.seconds, 8))
+    def produced(name: str, measure: Callable[[], float]) -> None:
+        """`measure()`'s records/s, and the three brokers' CPU µs per record meanwhile
+        (the records counted as the rate times the time measure() ran)."""
+        cpu, started = peers.process_cpu_seconds(brokers), time.monotonic()
+        rate = measure()
+        elapsed = time.monotonic() - started
+        figures[name] = rate
+        figures[f"{name}_brokers_cpu_us"] = (
+            (peers.process_cpu_seconds(brokers) - cpu) * 1e6 / (rate * elapsed)
+        )
+
+    leaders = bench.fresh_topic(bootstrap, bench.TOPIC, PARTITIONS, 3)
+    produced("http_binary_produce", lambda: eventloop.run(http_produce(leaders, args.seconds, 8)))
+    figures["http_binary_consume"] = eventloop.run(http_consume(leaders))
     done(bench.TOPIC)
-    figures = {"http_binary_produce": http_produce, "http_binary_consume": http_consume}
     raw_topic = "kafka-bench-raw"
     raw_leaders = bench.fresh_topic(bootstrap, raw_topic, PARTITIONS, 3)
-    figures["kafka_raw_produce"] = eventloop.run(
-        kafka_raw_produce(raw_leaders, raw_topic, args.seconds)
+    produced(
+        "kafka_raw_produce",
+        lambda: eventloop.run(kafka_raw_produce(raw_leaders, raw_topic, args.seconds)),
     )
     done(raw_topic)
     for idempotent in (False, True):
         name = "kafka_produce_idempotent" if idempotent else "kafka_produce"
         topic = f"kafka-bench-{int(idempotent)}"
         bench.fresh_topic(bootstrap, topic, PARTITIONS, 3)
-        figures[name] = kafka_produce(kafka, topic, args.seconds, idempotent)
+        produced(name, functools.partial(kafka_produce, kafka, topic, args.seconds, idempotent))
         done(topic)
     for partitions in (1, PARTITIONS):
         topic = f"kafka-consume-{partitions}"
@@ -293,13 +315,14 @@ def one_run(bootstrap: str, args: argparse.Namespace) -> dict[str, float]:
                     fill.poll(0.05)
         fill.flush(120)
         if partitions == 1:
-            rate, cpu_us = kafka_consume(
+            rate, cpu_us, cores = kafka_consume(
                 kafka, topic, args.records, 1, {}, cpu_pid=broker_pid(leaders[0])
             )
             figures["kafka_consume_1_partition"] = rate
             figures["kafka_consume_1_partition_leader_cpu_us_per_record"] = cpu_us
+            figures["kafka_consume_1_partition_client_cores"] = cores
             # (librdkafka's fetch.queue.backoff.ms, below, holds one partition back too)
-            rate, cpu_us = kafka_consume(
+            rate, cpu_us, cores = kafka_consume(
                 kafka,
                 topic,
                 args.records,
@@ -309,6 +332,7 @@ def one_run(bootstrap: str, args: argparse.Namespace) -> dict[str, float]:
             )
             figures["kafka_consume_1_partition_short_backoff"] = rate
             figures["kafka_consume_1_partition_short_backoff_leader_cpu_us"] = cpu_us
+            figures["kafka_consume_1_partition_short_backoff_client_cores"] = cores
         else:
             figures["kafka_consume"] = kafka_consume(kafka, topic, args.records, partitions, {})[0]
             # librdkafka pauses a partition's fetches for fetch.queue.backoff.ms (1 s) when
@@ -334,7 +358,7 @@ def main() -> None:
     try:
         runs = []
         for run in range(args.runs):
-            figures = one_run(bootstrap, args)
+            figures = one_run(bootstrap, process.pid, args)
             runs.append(figures)
             print(f"run {run + 1}: " + ", ".join(f"{k} {v:,.2f}" for k, v in figures.items()))
         median = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
@@ -354,6 +378,19 @@ def main() -> None:
     )
     raw = median["kafka_raw_produce"] / median["http_binary_produce"]
     print(f"the edges alone (pre-encoded batches on both): Kafka {raw:.2f}x HTTP binary")
+    cpu = {
+        name: median[f"{key}_brokers_cpu_us"]
+        for name, key in (
+            ("HTTP binary", "http_binary_produce"),
+            ("Kafka raw", "kafka_raw_produce"),
+            ("confluent-kafka", "kafka_produce"),
+            ("idempotent", "kafka_produce_idempotent"),
+        )
+    }
+    print(
+        "the three brokers' CPU µs a produced record: "
+        + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
+    )
     for key in (
         "kafka_consume_1_partition",
         "kafka_consume_1_partition_short_backoff",

@@ -967,6 +967,52 @@ async def test_a_producers_batch_is_kept_as_sent_and_fetched_in_its_codec(
     assert older.values == values
 
 
+async def test_a_batch_is_checked_on_the_loop_only_when_its_work_is_bounded(
+    node: InProcessBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """service.py `from_kafka_batch`: an uncompressed batch is checked and kept on the
+    event loop while its parser's work is bounded (8,192 records the packed parser reads;
+    1,024 records and 2,048 headers the reference parser reads), else on a worker thread,
+    and so is any compressed one (what it decompresses to is not known before): a batch of
+    many records or headers cannot hold the loop. Either way every record is appended."""
+    off_loop: list[str] = []  # the batch checks run on a worker thread
+    to_thread = asyncio.to_thread
+
+    async def recording(func: Any, /, *args: Any) -> Any:
+        if "_checked_kafka_batch" in func.__qualname__:
+            off_loop.append(func.__qualname__)
+        return await to_thread(func, *args)
+
+    monkeypatch.setattr(asyncio, "to_thread", recording)
+    kafka = node.connect()
+    now = node.clock.now_ms()
+    none, lz4 = kafka_records.Compression.NONE, kafka_records.Compression.LZ4
+    cases = (  # records, headers each, codec, on a worker thread
+        (8192, 0, none, False),  # the packed parser's bound
+        (8193, 0, none, True),
+        (3, 0, lz4, True),
+        (100, 1, none, False),  # the reference parser (headers)
+        (1025, 1, none, True),  # its records' bound
+        (64, 500, none, True),  # its headers' bound, found at the fifth record
+    )
+    appended = 0
+    for count, headers, codec, on_thread in cases:
+        sent = kafka_records.encode_batch(
+            [
+                kafka_records.KafkaRecord(i, now, None, b"v", [("h", b"")] * headers)
+                for i in range(count)
+            ],
+            compression=codec,
+        )
+        off_loop.clear()
+        answer = await produce(kafka, "orders", 0, sent)
+        assert answer is not None and answer["error_code"] == 0, answer
+        assert answer["base_offset"] == appended
+        assert len(off_loop) == on_thread, (count, headers, codec)
+        appended += count
+    assert node.partition("orders", 0).log.log_end_offset == appended
+
+
 async def test_kafka_batches_are_kept_as_sent_only_while_every_follower_reads_them(
     node: InProcessBroker,
 ) -> None:

@@ -340,6 +340,36 @@ def test_conversions_round_trip(recs: list[KafkaRecord], base_offset: int, epoch
     assert _read_with_kafka_python(back) == _expected(recs, base_offset)
 
 
+@settings(max_examples=200, deadline=None)
+@given(record_lists(), st.integers(0, 40), st.integers(0, 60))
+def test_a_bounded_decode_reads_the_same_or_declines_over_its_bound(
+    recs: list[KafkaRecord], most_records: int, most_headers: int
+) -> None:
+    """`reference_bound`: what the reference parser reads under it is what an unbounded
+    decode reads; over it (more records, or more headers in all) it declines, never
+    half-read. The packed parser's batches (96 records or more, no headers) are not its."""
+    data = encode_batch(recs)
+    bound = records.ReferenceBound(most_records, most_headers)
+    headers = sum(len(r.headers) for r in recs)
+    over = len(recs) > most_records or headers > most_headers
+    try:
+        [batch] = decode_batches(data, reference_bound=bound)
+    except records.ReferenceParseDeclined:
+        assert over
+    else:
+        assert not over
+        assert _plain(batch.records) == _plain(recs)
+
+
+def test_the_packed_parser_is_not_bounded_by_the_reference_bound() -> None:
+    plain = [KafkaRecord(i, 1, None, b"v", ()) for i in range(500)]
+    [batch] = decode_batches(encode_batch(plain), reference_bound=records.ReferenceBound(0, 0))
+    assert batch.record_count == 500
+    one_header = [*plain[:-1], KafkaRecord(499, 1, None, b"v", (("h", b""),))]
+    with pytest.raises(records.ReferenceParseDeclined):  # the packed parser declines it too
+        decode_batches(encode_batch(one_header), reference_bound=records.ReferenceBound(500, 0))
+
+
 def test_conversion_of_a_stream_of_stored_batches() -> None:
     """What a fetch answer is: each stored kraftlite batch becomes one Kafka batch."""
     stored = b"".join(

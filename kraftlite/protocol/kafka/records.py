@@ -125,6 +125,19 @@ class CorruptRecordsError(WireError):
     """The bytes are not valid Kafka record batches (Kafka's CORRUPT_MESSAGE, code 2)."""
 
 
+class ReferenceParseDeclined(Exception):
+    """`decode_batches(reference_bound=...)`: a records section the packed parser cannot
+    take holds more records or headers than the caller lets the reference parser walk
+    here (about 1.5 us a record and 0.9 us a header)."""
+
+
+class ReferenceBound(NamedTuple):
+    """The most records, and headers in all, the reference parser may walk in a section."""
+
+    records: int
+    headers: int
+
+
 class KafkaRecord(NamedTuple):
     """One record. `timestamp` is absolute (base timestamp + delta); a null header value
     is None (rule 3)."""
@@ -380,12 +393,20 @@ def batch_size_at(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
     return size
 
 
+def claimed_count(buf: bytes | bytearray | memoryview) -> int:
+    """The record count the header of the batch at the start of `buf` claims (a whole
+    header: `batch_size_at` said so); its decode holds it to what the bytes can fit."""
+    count: int = HEADER.unpack_from(buf)[12]
+    return count
+
+
 def decode_batches(
     buf: bytes | bytearray | memoryview,
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     allow_truncated_tail: bool = False,
     shared_budget: list[int] | None = None,
+    reference_bound: ReferenceBound | None = None,
 ) -> list[KafkaBatch]:
     """Decode every batch of a concatenation of batches (a produce request's records).
 
@@ -393,7 +414,9 @@ def decode_batches(
     when given, is a budget several calls draw on (one request's partitions), decreased by
     what this call decompressed. A fetch response may end in a partial batch (Kafka cuts
     at max_bytes); `allow_truncated_tail` drops it instead of raising, as Kafka's consumers
-    do. Raises `CorruptRecordsError`.
+    do. Raises `CorruptRecordsError`; `ReferenceParseDeclined` when a records section only
+    the reference parser reads holds more than `reference_bound` (None: no bound), found
+    before walking more than the bound.
     """
     view = memoryview(buf).cast("B")
     batches: list[KafkaBatch] = []
@@ -414,7 +437,7 @@ def decode_batches(
             if allow_truncated_tail:
                 break
             raise CorruptRecordsError(f"truncated batch: {len(view) - pos} of {end - pos} bytes")
-        batch, used = _decode_one(view[pos:end], budget)
+        batch, used = _decode_one(view[pos:end], budget, reference_bound)
         budget -= used
         batches.append(batch)
         pos = end
@@ -423,7 +446,9 @@ def decode_batches(
     return batches
 
 
-def _decode_one(view: memoryview, budget: int) -> tuple[KafkaBatch, int]:
+def _decode_one(
+    view: memoryview, budget: int, reference_bound: ReferenceBound | None = None
+) -> tuple[KafkaBatch, int]:
     """One whole batch; returns it and the decompressed bytes it used of the budget."""
     (
         base_offset,
@@ -463,7 +488,15 @@ def _decode_one(view: memoryview, budget: int) -> tuple[KafkaBatch, int]:
     if count >= _PACKED_FROM and not _first_record_has_headers(data):
         columns = _packed_records(data, count, base_timestamp, fixed_timestamp)
     if columns is None:
-        columns = _parse_records(data, count, base_timestamp, fixed_timestamp)
+        if reference_bound is not None and count > reference_bound.records:
+            raise ReferenceParseDeclined(f"{count} records for the reference parser")
+        columns = _parse_records(
+            data,
+            count,
+            base_timestamp,
+            fixed_timestamp,
+            max_headers=None if reference_bound is None else reference_bound.headers,
+        )
     batch = KafkaBatch(
         base_offset,
         leader_epoch,
@@ -481,10 +514,17 @@ def _decode_one(view: memoryview, budget: int) -> tuple[KafkaBatch, int]:
 
 
 def _parse_records(
-    data: bytes, count: int, base_timestamp: int, fixed_timestamp: int | None
+    data: bytes,
+    count: int,
+    base_timestamp: int,
+    fixed_timestamp: int | None,
+    *,
+    max_headers: int | None = None,
 ) -> _RecordLists:
     """Every record of an (uncompressed) records section, into columns: the reference
-    parser (rule 6)."""
+    parser (rule 6). `ReferenceParseDeclined` once the records' header counts pass
+    `max_headers` in all, before their headers are read."""
+    headers_left = -1 if max_headers is None else max_headers
     offset_deltas: list[int] = []
     timestamps: list[int] = []
     keys: list[bytes | None] = []
@@ -579,6 +619,10 @@ def _parse_records(
                 headers.append(no_headers)
                 pos += 1
             else:
+                if headers_left >= 0:
+                    headers_left -= max(_varint(data, pos, 5)[0], 0)
+                    if headers_left < 0:
+                        raise ReferenceParseDeclined(f"over {max_headers} headers")
                 record_headers, pos = _parse_headers(data, pos, record_end)
                 headers.append(record_headers)
                 has_headers = True
