@@ -51,6 +51,7 @@ import asyncio
 import contextlib
 import itertools
 import secrets
+import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -108,21 +109,51 @@ _GROUPS_TIMEOUT_S = 5.0
 # above what a kept batch may be read back at (protocol/stored.py)
 REQUEST_DECOMPRESSED_MAX_BYTES = stored_batch.READ_DECOMPRESSED_MAX_BYTES
 # An uncompressed Kafka batch of up to 1 MiB is checked on the event loop when its work is
-# bounded below the GIL's switch interval (5 ms, the longest a worker thread running Python
-# holds the loop off anyway): up to 8,192 records the packed parser reads (1.5 ms), or
-# 1,024 records and 2,048 headers the reference parser reads (records with headers, or
-# fewer than 96; its worst case, 1,024 records of 2 headers, takes 4.4 ms), then converted
-# where it is not kept as sent (0.3 us a record). Anything else, or compressed, is checked
-# on a worker thread. Handing a 1,000-record batch to a thread
-# and back cost the brokers 0.9 us a record more than checking it (docs/perf/README.md).
+# bounded near the GIL's switch interval (5 ms, the longest a worker thread running Python
+# holds the loop off anyway): up to 4,096 records the packed parser reads (1.6 ms for
+# records of 100 B; 4.2 ms if every varint is padded to its longest), or 512 records and
+# 1,024 headers the reference parser reads (records with headers, or fewer than 96: 2.1 ms
+# for 512 records of 2 headers, 5.8 ms padded), conversion included where it is not kept
+# as sent. Anything else, or compressed, is checked on a worker thread. And one loop pass
+# spends at most INLINE_CHECK_PER_PASS_S on such checks, plus one (`LoopShare`): a produce
+# naming many partitions starts each one's check in the same pass. Handing a 1,000-record
+# batch to a thread and back cost the brokers 0.9 us a record more than checking it on
+# the loop (docs/perf/README.md).
 _INLINE_CONVERT_BYTES = 1 << 20
-_INLINE_CONVERT_RECORDS = 8192
-_INLINE_REFERENCE = kafka_records.ReferenceBound(records=1024, headers=2048)
+_INLINE_CONVERT_RECORDS = 4096
+_INLINE_REFERENCE = kafka_records.ReferenceBound(records=512, headers=1024)
+INLINE_CHECK_PER_PASS_S = 0.005
 _ATTRIBUTES_LOW = 22  # the low byte of a v2 batch's attributes: bits 0-2 are compression
 # Lag is exported for at most this many groups per coordinator (their names are labels:
 # clients choose them), and a scrape within LAGS_FRESH_S of the last gets its answer.
 MAX_LAG_GROUPS = 1000
 LAGS_FRESH_S = 1.0
+
+
+class LoopShare:
+    """How much of one event-loop pass some kind of inline work may take: past
+    `per_pass_s` of it, the next piece waits for the next pass (the loop polls its sockets
+    and runs its timers in between) instead of adding to this one. A pass's total is then
+    at most `per_pass_s` plus one piece."""
+
+    def __init__(self, per_pass_s: float) -> None:
+        self._per_pass_s = per_pass_s
+        self._spent_s = 0.0
+        self._reset_due = False
+
+    async def turn(self) -> None:
+        """Once this pass has room (at once while it has)."""
+        while self._spent_s >= self._per_pass_s:  # noqa: ASYNC110 - a pass, not an event
+            await asyncio.sleep(0)  # (the reset, scheduled before this wake-up, runs first)
+
+    def spent(self, seconds: float) -> None:
+        if not self._reset_due:
+            self._reset_due = True
+            asyncio.get_running_loop().call_soon(self._reset)
+        self._spent_s += seconds
+
+    def _reset(self) -> None:
+        self._spent_s, self._reset_due = 0.0, False
 
 
 class Produced(NamedTuple):
@@ -199,6 +230,7 @@ class BrokerService:
         # or fetched, protocol/stored.py), one at a time per broker on either edge: each may
         # hold a batch's records, up to 64 MiB, in memory
         self.converting = asyncio.Semaphore(1)
+        self.inline_checks = LoopShare(INLINE_CHECK_PER_PASS_S)  # and those on the loop
         # issue 27: the transactional ids this broker coordinates; their producer ids are
         # bound to no principal (WRITE on the transactional id and the coordinator's
         # verification stand for it), made as any producer id is
@@ -331,8 +363,14 @@ class BrokerService:
             and len(data) <= _INLINE_CONVERT_BYTES
             and kafka_records.claimed_count(data) <= _INLINE_CONVERT_RECORDS
         ):
-            with contextlib.suppress(kafka_records.ReferenceParseDeclined):
+            await self.inline_checks.turn()
+            started = time.perf_counter()
+            try:
                 return convert(_INLINE_REFERENCE)
+            except kafka_records.ReferenceParseDeclined:
+                pass  # the reference parser's work is past its bound here: a worker's
+            finally:
+                self.inline_checks.spent(time.perf_counter() - started)
         async with self.converting:
             return await asyncio.to_thread(convert)
 

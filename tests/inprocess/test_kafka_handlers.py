@@ -35,7 +35,7 @@ from kraftlite.security import producer_ids, scram
 from kraftlite.security.authenticator import AuthSettings
 from kraftlite.security.principal import ANONYMOUS, Caller
 from kraftlite.security.quotas import PRODUCE, REQUEST
-from kraftlite.service import TopicDefaults
+from kraftlite.service import LoopShare, TopicDefaults
 from tests.harness.inprocess import (
     BROKER_ID,
     PRODUCER_ID_KEY,
@@ -971,8 +971,8 @@ async def test_a_batch_is_checked_on_the_loop_only_when_its_work_is_bounded(
     node: InProcessBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """service.py `from_kafka_batch`: an uncompressed batch is checked and kept on the
-    event loop while its parser's work is bounded (8,192 records the packed parser reads;
-    1,024 records and 2,048 headers the reference parser reads), else on a worker thread,
+    event loop while its parser's work is bounded (4,096 records the packed parser reads;
+    512 records and 1,024 headers the reference parser reads), else on a worker thread,
     and so is any compressed one (what it decompresses to is not known before): a batch of
     many records or headers cannot hold the loop. Either way every record is appended."""
     off_loop: list[str] = []  # the batch checks run on a worker thread
@@ -988,12 +988,12 @@ async def test_a_batch_is_checked_on_the_loop_only_when_its_work_is_bounded(
     now = node.clock.now_ms()
     none, lz4 = kafka_records.Compression.NONE, kafka_records.Compression.LZ4
     cases = (  # records, headers each, codec, on a worker thread
-        (8192, 0, none, False),  # the packed parser's bound
-        (8193, 0, none, True),
+        (4096, 0, none, False),  # the packed parser's bound
+        (4097, 0, none, True),
         (3, 0, lz4, True),
         (100, 1, none, False),  # the reference parser (headers)
-        (1025, 1, none, True),  # its records' bound
-        (64, 500, none, True),  # its headers' bound, found at the fifth record
+        (513, 1, none, True),  # its records' bound
+        (64, 500, none, True),  # its headers' bound, found at the third record
     )
     appended = 0
     for count, headers, codec, on_thread in cases:
@@ -1011,6 +1011,25 @@ async def test_a_batch_is_checked_on_the_loop_only_when_its_work_is_bounded(
         assert len(off_loop) == on_thread, (count, headers, codec)
         appended += count
     assert node.partition("orders", 0).log.log_end_offset == appended
+
+
+async def test_inline_checks_past_a_passs_share_wait_for_the_next_pass() -> None:
+    """service.py `LoopShare`: a Produce naming many partitions starts every partition's
+    check in one loop pass; once the pass has spent its share, the next check waits for
+    the next pass (after what was already due in this one), and each pass makes progress."""
+    share = LoopShare(0.005)
+    order: list[str] = []
+
+    async def check(name: str) -> None:
+        await share.turn()
+        order.append(name)
+        share.spent(0.003)
+
+    tasks = [asyncio.create_task(check(name)) for name in ("a", "b", "c", "d", "e")]
+    asyncio.get_running_loop().call_soon(order.append, "rest of the pass")
+    await asyncio.gather(*tasks)
+    # a and b fit (b crosses the share), c and d the next pass likewise, e the one after
+    assert order == ["a", "b", "rest of the pass", "c", "d", "e"]
 
 
 async def test_kafka_batches_are_kept_as_sent_only_while_every_follower_reads_them(
