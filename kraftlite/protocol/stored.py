@@ -69,15 +69,22 @@ def topic_codec(compression_type: str) -> Compression | None:
 
 class KeptKafkaBatch(bytes):
     """A format 3 batch `kafka_form` made from a Kafka batch decoded whole (rule 1), with
-    the indexes of its records that have no key (what a compacted topic's produce checks,
-    found while the records were decoded anyway)."""
+    what a compacted topic's produce checks, found from that decoding when asked: the
+    indexes of its records that have no key (every other topic's produce never asks)."""
 
-    keyless: tuple[int, ...]
+    _decoded: KafkaBatch | None
+    _keyless: tuple[int, ...]
 
-    def __new__(cls, data: bytes, keyless: tuple[int, ...]) -> KeptKafkaBatch:
+    def __new__(cls, data: bytes, decoded: KafkaBatch) -> KeptKafkaBatch:
         kept = super().__new__(cls, data)
-        kept.keyless = keyless
+        kept._decoded, kept._keyless = decoded, ()
         return kept
+
+    @property
+    def keyless(self) -> tuple[int, ...]:
+        if self._decoded is not None:  # once: then the decoding is let go
+            self._keyless, self._decoded = self._decoded.keyless, None
+        return self._keyless
 
 
 def kafka_form(
@@ -116,7 +123,7 @@ def kafka_form(
         )
     except (CorruptBatchError, struct.error, OverflowError):  # the conversion decides
         return None
-    return KeptKafkaBatch(envelope, batch.keyless)
+    return KeptKafkaBatch(envelope, batch)
 
 
 def validate(buf: bytes | bytearray | memoryview) -> BatchHeader:

@@ -329,7 +329,7 @@ class KafkaBatch:
         columns = self.columns
         if isinstance(columns, _RecordLists):
             return tuple(i for i, key in enumerate(columns.keys) if key is None)
-        return tuple(int(i) for i in np.flatnonzero(columns.key_lengths < 0))
+        return tuple(np.flatnonzero(columns.key_lengths < 0).tolist())
 
     @property
     def records(self) -> list[KafkaRecord]:
