@@ -69,22 +69,23 @@ def topic_codec(compression_type: str) -> Compression | None:
 
 class KeptKafkaBatch(bytes):
     """A format 3 batch `kafka_form` made from a Kafka batch decoded whole (rule 1), with
-    what a compacted topic's produce checks, found from that decoding when asked: the
-    indexes of its records that have no key (every other topic's produce never asks)."""
+    the indexes of its records that have no key (what a compacted topic's produce checks,
+    found while the records were decoded anyway; as numbers a record only when asked,
+    which every other topic's produce never does)."""
 
-    _decoded: KafkaBatch | None
-    _keyless: tuple[int, ...]
+    _keyless: tuple[int, ...] | npt.NDArray[np.int64]
 
-    def __new__(cls, data: bytes, decoded: KafkaBatch) -> KeptKafkaBatch:
+    def __new__(
+        cls, data: bytes, keyless: tuple[int, ...] | npt.NDArray[np.int64]
+    ) -> KeptKafkaBatch:
         kept = super().__new__(cls, data)
-        kept._decoded, kept._keyless = decoded, ()
+        kept._keyless = keyless
         return kept
 
     @property
     def keyless(self) -> tuple[int, ...]:
-        if self._decoded is not None:  # once: then the decoding is let go
-            self._keyless, self._decoded = self._decoded.keyless, None
-        return self._keyless
+        found = self._keyless
+        return found if isinstance(found, tuple) else tuple(found.tolist())
 
 
 def kafka_form(
@@ -123,7 +124,7 @@ def kafka_form(
         )
     except (CorruptBatchError, struct.error, OverflowError):  # the conversion decides
         return None
-    return KeptKafkaBatch(envelope, batch)
+    return KeptKafkaBatch(envelope, batch.keyless_found)
 
 
 def validate(buf: bytes | bytearray | memoryview) -> BatchHeader:

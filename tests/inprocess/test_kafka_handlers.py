@@ -359,6 +359,14 @@ async def test_a_compacted_topic_refuses_records_without_a_key_naming_them(
     assert "without key" in answer["error_message"]
     assert [e["batch_index"] for e in answer["record_errors"]] == [1, 2]
     assert node.partition("table", 0).log.log_end_offset == 0
+    # a batch the packed parser reads (96 records or more) names its keyless ones too
+    many = kafka_batch(
+        [b"v"] * 200, timestamp=now, keys=[None if i % 50 == 7 else b"k" for i in range(200)]
+    )
+    answer = await produce(kafka, "table", 0, many)
+    assert answer is not None and answer["error_code"] == int(ErrorCode.INVALID_RECORD)
+    assert [e["batch_index"] for e in answer["record_errors"]] == [7, 57, 107, 157]
+    assert node.partition("table", 0).log.log_end_offset == 0
     keyed = kafka_batch([b"a"], timestamp=now, keys=[b"k"])
     answer = await produce(kafka, "table", 0, keyed)
     assert answer is not None and (answer["error_code"], answer["record_errors"]) == (0, [])

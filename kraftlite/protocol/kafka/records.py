@@ -326,10 +326,17 @@ class KafkaBatch:
     @property
     def keyless(self) -> tuple[int, ...]:
         """The indexes of the records that have no key."""
+        found = self.keyless_found
+        return found if isinstance(found, tuple) else tuple(found.tolist())
+
+    @property
+    def keyless_found(self) -> tuple[int, ...] | npt.NDArray[np.int64]:
+        """`keyless`, as an int64 array for the packed parser's columns (no int object a
+        record, and nothing else of the batch held)."""
         columns = self.columns
         if isinstance(columns, _RecordLists):
             return tuple(i for i, key in enumerate(columns.keys) if key is None)
-        return tuple(np.flatnonzero(columns.key_lengths < 0).tolist())
+        return np.flatnonzero(columns.key_lengths < 0)
 
     @property
     def records(self) -> list[KafkaRecord]:
