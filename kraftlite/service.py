@@ -98,7 +98,7 @@ log = structlog.get_logger(__name__)
 A = TypeVar("A")
 MAX_WAIT_MS = 30_000  # the longest a fetch long-polls, whatever it asks
 MAX_FETCH_PARTITIONS = 10_000  # partitions one Kafka Fetch may name
-MAX_RECORD_ERRORS = 1_000  # the records an INVALID_RECORD answer names, at most
+MAX_RECORD_ERRORS = stored_batch.KEYLESS_KEPT  # the records an INVALID_RECORD names, at most
 KEY_READ_TIMEOUT_S = 5.0  # how long a key's read waits for the index to catch up
 # a key read decodes its record on the event loop from a batch up to this size (its cost
 # is the batch's CRC and column sums, not its other records), else on a worker thread
@@ -114,11 +114,11 @@ REQUEST_DECOMPRESSED_MAX_BYTES = stored_batch.READ_DECOMPRESSED_MAX_BYTES
 # records of 100 B; 4.2 ms if every varint is padded to its longest), or 512 records and
 # 1,024 headers the reference parser reads (records with headers, or fewer than 96: 2.1 ms
 # for 512 records of 2 headers, 5.8 ms padded), conversion included where it is not kept
-# as sent. Anything else, or compressed, is checked on a worker thread. And one loop pass
-# spends at most INLINE_CHECK_PER_PASS_S on such checks, plus one (`LoopShare`): a produce
-# naming many partitions starts each one's check in the same pass. Handing a 1,000-record
-# batch to a thread and back cost the brokers 0.9 us a record more than checking it on
-# the loop (docs/perf/README.md).
+# as sent. Anything else, or compressed, is checked on a worker thread. And such checks
+# take INLINE_CHECK_PER_PASS_S of the loop at once, plus one (`LoopShare`; a pass at most
+# about twice that): a produce naming many partitions starts each one's check in the same
+# pass. Handing a 1,000-record batch to a thread and back cost the brokers 0.9 us a record
+# more than checking it on the loop (docs/perf/README.md).
 _INLINE_CONVERT_BYTES = 1 << 20
 _INLINE_CONVERT_RECORDS = 4096
 _INLINE_REFERENCE = kafka_records.ReferenceBound(records=512, headers=1024)
@@ -131,10 +131,11 @@ LAGS_FRESH_S = 1.0
 
 
 class LoopShare:
-    """How much of one event-loop pass some kind of inline work may take: past
-    `per_pass_s` of it, the next piece waits for the next pass (the loop polls its sockets
-    and runs its timers in between) instead of adding to this one. A pass's total is then
-    at most `per_pass_s` plus one piece."""
+    """How much of the event loop's time some kind of inline work may take at once: past
+    `per_pass_s` of it, the next piece waits for the reset (`call_soon`, from the window's
+    first piece: the next pass), so the loop polls its sockets and runs its timers in
+    between. A window can straddle two passes (pieces queued before its reset still count
+    against it), so a pass holds at most about twice `per_pass_s` plus two pieces."""
 
     def __init__(self, per_pass_s: float) -> None:
         self._per_pass_s = per_pass_s

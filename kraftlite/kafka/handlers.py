@@ -900,10 +900,11 @@ class Session:
 
         try:
             for name, index, data in entries:
-                # each partition's check, conversion and append runs at its task's first
-                # step: started _PRODUCE_PER_PASS at a time, a Produce naming thousands of
-                # partitions leaves the loop to others between them (not ~50 us each, all
-                # in one pass)
+                # each partition's check, conversion and append starts at its task's
+                # first step: started _PRODUCE_PER_PASS at a time, a Produce naming
+                # thousands of partitions leaves the loop to others between them (not ~50
+                # us each, all in one pass); a large batch's check may wait for its share
+                # of the loop (service.py `LoopShare`) or run on a worker thread
                 if started and len(started) % _PRODUCE_PER_PASS == 0:
                     await asyncio.sleep(0)
                 in_order = _once(one_in_order)

@@ -67,11 +67,16 @@ def topic_codec(compression_type: str) -> Compression | None:
     return CODECS.get(compression_type, Compression.NONE)
 
 
+# A kept batch keeps the first this many indexes of its records that have no key: what an
+# INVALID_RECORD answer names at most (service.MAX_RECORD_ERRORS)
+KEYLESS_KEPT: Final = 1_000
+
+
 class KeptKafkaBatch(bytes):
     """A format 3 batch `kafka_form` made from a Kafka batch decoded whole (rule 1), with
-    the indexes of its records that have no key (what a compacted topic's produce checks,
-    found while the records were decoded anyway; as numbers a record only when asked,
-    which every other topic's produce never does)."""
+    the first KEYLESS_KEPT indexes of its records that have no key (what a compacted
+    topic's produce checks, found while the records were decoded anyway; as numbers only
+    when asked, which every other topic's produce never does)."""
 
     _keyless: tuple[int, ...] | npt.NDArray[np.int64]
 
@@ -124,7 +129,7 @@ def kafka_form(
         )
     except (CorruptBatchError, struct.error, OverflowError):  # the conversion decides
         return None
-    return KeptKafkaBatch(envelope, batch.keyless_found)
+    return KeptKafkaBatch(envelope, batch.keyless_found(KEYLESS_KEPT))
 
 
 def validate(buf: bytes | bytearray | memoryview) -> BatchHeader:

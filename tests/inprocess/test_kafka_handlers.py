@@ -992,6 +992,18 @@ async def test_a_batch_is_checked_on_the_loop_only_when_its_work_is_bounded(
         return await to_thread(func, *args)
 
     monkeypatch.setattr(asyncio, "to_thread", recording)
+    shares: list[str] = []  # what the checks on the loop asked of their share of it
+
+    class Share(LoopShare):
+        async def turn(self) -> None:
+            shares.append("turn")
+            await super().turn()
+
+        def spent(self, seconds: float) -> None:
+            shares.append("spent")
+            super().spent(seconds)
+
+    node.service.inline_checks = Share(0.005)
     kafka = node.connect()
     now = node.clock.now_ms()
     none, lz4 = kafka_records.Compression.NONE, kafka_records.Compression.LZ4
@@ -1013,10 +1025,14 @@ async def test_a_batch_is_checked_on_the_loop_only_when_its_work_is_bounded(
             compression=codec,
         )
         off_loop.clear()
+        shares.clear()
         answer = await produce(kafka, "orders", 0, sent)
         assert answer is not None and answer["error_code"] == 0, answer
         assert answer["base_offset"] == appended
         assert len(off_loop) == on_thread, (count, headers, codec)
+        # tried on the loop (its share asked, and its time counted) unless it could not be
+        tried = codec is none and count <= 4096
+        assert shares == (["turn", "spent"] if tried else []), (count, headers, codec)
         appended += count
     assert node.partition("orders", 0).log.log_end_offset == appended
 

@@ -270,3 +270,24 @@ def test_the_cleaners_runs_of_a_kept_batch_stay_kept_and_compressed(codec: Compr
     assert again == [r for r in decoded.records() if keep[r.offset - 1_000]]
     if codec is not Compression.NONE:  # smaller than the same records uncompressed
         assert sum(map(len, runs)) < sum(map(len, fmt.kept_runs(decoded, keep)))
+
+
+@pytest.mark.parametrize("headers", [(), (("h", b""),)], ids=["packed parser", "reference"])
+def test_a_kept_batch_keeps_only_the_keyless_indexes_an_answer_names(
+    headers: tuple[tuple[str, bytes], ...],
+) -> None:
+    """A kept batch holds the first KEYLESS_KEPT indexes of its keyless records (what an
+    INVALID_RECORD answer names at most), not one per record: it lives through the acks
+    wait, and a highly compressed batch may hold millions of records."""
+    count = stored.KEYLESS_KEPT * 3
+    keys = [None if i % 2 else b"k" for i in range(count)]
+    data = records.encode_batch(
+        [KafkaRecord(i, 1, keys[i], b"v", headers) for i in range(count)],
+        compression=Compression.ZSTD,
+    )
+    (decoded,) = records.decode_batches(data)
+    kept = stored.kafka_form(data, decoded, None)
+    assert isinstance(kept, stored.KeptKafkaBatch)
+    assert kept.keyless == tuple(range(1, 2 * stored.KEYLESS_KEPT, 2))
+    assert stored.null_keys(kept, fmt.read_header(kept)) == list(kept.keyless)
+    assert decoded.keyless == tuple(i for i in range(count) if i % 2)  # unbounded: all

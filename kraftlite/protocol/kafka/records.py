@@ -70,6 +70,7 @@ keep locals in locals and build records into one bytearray.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from array import array
 from collections.abc import Callable, Sequence
@@ -326,17 +327,17 @@ class KafkaBatch:
     @property
     def keyless(self) -> tuple[int, ...]:
         """The indexes of the records that have no key."""
-        found = self.keyless_found
+        found = self.keyless_found()
         return found if isinstance(found, tuple) else tuple(found.tolist())
 
-    @property
-    def keyless_found(self) -> tuple[int, ...] | npt.NDArray[np.int64]:
-        """`keyless`, as an int64 array for the packed parser's columns (no int object a
-        record, and nothing else of the batch held)."""
+    def keyless_found(self, limit: int | None = None) -> tuple[int, ...] | npt.NDArray[np.int64]:
+        """The first `limit` of `keyless` (None: all), as an int64 array of its own for the
+        packed parser's columns (no int object a record, nothing else of the batch held)."""
         columns = self.columns
         if isinstance(columns, _RecordLists):
-            return tuple(i for i, key in enumerate(columns.keys) if key is None)
-        return np.flatnonzero(columns.key_lengths < 0)
+            found = (i for i, key in enumerate(columns.keys) if key is None)
+            return tuple(itertools.islice(found, limit))
+        return np.flatnonzero(columns.key_lengths < 0)[:limit].copy()
 
     @property
     def records(self) -> list[KafkaRecord]:
