@@ -131,6 +131,8 @@ class ReplicaFigures:
     per_partition: tuple[tuple[str, int, int, int, int, int], ...]
     # compacted replicas whose oldest dirty record waited past max.compaction.lag.ms
     compaction_overdue: int = 0
+    # ms since the cleaner began its last complete round, or started (None: no cleaner)
+    since_cleaner_round_ms: int | None = None
     # (topic, partition, cleaner state, lag ms, ms since the last pass or None); empty over
     # the cap
     compacted: tuple[tuple[str, int, CleanerState, int, int | None], ...] = ()
@@ -196,6 +198,9 @@ def replica_figures(broker: Broker) -> ReplicaFigures:
         data_dir=str(broker.replicas.storage.config.path),
         per_partition=tuple(rows),
         compaction_overdue=late,
+        since_cleaner_round_ms=(
+            None if (began := broker.replicas.cleaner_round_ms) is None else max(0, now - began)
+        ),
         compacted=tuple(compacted),
     )
 
@@ -274,6 +279,14 @@ def _cleaner_families(f: ReplicaFigures) -> Iterator[GaugeMetricFamily | Counter
         "max.compaction.lag.ms (and two cleaner rounds): the cleaner is behind",
         value=f.compaction_overdue,
     )
+    if f.since_cleaner_round_ms is not None:
+        yield GaugeMetricFamily(
+            "kraftlite_log_cleaner_seconds_since_last_round",
+            "Time since the cleaner began its last complete round over the compacted "
+            "replicas (one each log.cleaner.backoff.ms), or started: every per-partition "
+            "figure is at least this fresh; growing without bound, the cleaner is stuck",
+            value=f.since_cleaner_round_ms / 1000,
+        )
     labels = ["topic", "partition"]
     ratio = GaugeMetricFamily(
         "kraftlite_log_cleaner_dirty_ratio",

@@ -137,6 +137,9 @@ class ReplicaManager:
         # the log cleaner's thread (rule 6), and its signal to end a pass early
         self._cleaner_pool = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
         self._cleaner_stopping = threading.Event()
+        # wall clock at which the cleaner began its last complete round, or started (as
+        # Kafka's time-since-last-run-ms counts); None: no cleaner runs
+        self.cleaner_round_ms: int | None = None
         rate = settings.cleaner_io_max_bytes_per_second
         self._cleaner_throttle = (  # its sleeps end when the broker stops
             None
@@ -565,6 +568,7 @@ class ReplicaManager:
             loop.create_task(self._every(KEY_INDEX_INTERVAL_MS, self._index_keys), name="key-index")
         )
         if self.settings.cleaner_enable:
+            self.cleaner_round_ms = self._clock.now_ms()
             self._tasks.append(
                 loop.create_task(
                     self._every(self.settings.cleaner_backoff_ms, self._clean), name="log-cleaner"
@@ -738,6 +742,7 @@ class ReplicaManager:
     async def _clean(self) -> None:
         """Rule 6: a pass over each compacted partition this broker holds, when due."""
         loop = asyncio.get_running_loop()
+        began_ms = self._clock.now_ms()
         for partition in list(self._compacted.values()):
             if partition.role is Role.OFFLINE:
                 continue
@@ -776,6 +781,7 @@ class ReplicaManager:
                     rewritten_batches=result.rewritten,
                     freed_bytes=result.freed_bytes,
                 )
+        self.cleaner_round_ms = began_ms  # every look of the round came after it
 
     def compacted_partitions(self) -> list[Partition]:
         """The compacted partitions this broker holds (what the cleaner visits)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import json
 import re
 import subprocess
@@ -450,11 +451,14 @@ def test_a_compacted_topic_reads_as_a_table_from_any_broker(cluster: Cluster) ->
     assert listed.stdout.splitlines() == [f"{k}\t{v}" for k, v in sorted(live.items())[:3]]
 
 
-def cleaner_figure(cluster: Cluster, broker_id: int, family: str, topic: str, index: int) -> Any:
-    """A per-partition cleaner gauge of one broker (None when it has no sample)."""
+def cleaner_figure(
+    cluster: Cluster, broker_id: int, family: str, topic: str, index: int | None
+) -> Any:
+    """A gauge of one broker, per partition or (index None) broker-wide; None when it has
+    no sample."""
     with urllib.request.urlopen(cluster.urls[broker_id] + "/metrics", timeout=10) as response:
         text = response.read().decode()
-    wanted = {"topic": topic, "partition": str(index)}
+    wanted = {} if index is None else {"topic": topic, "partition": str(index)}
     return next(
         (
             sample.value
@@ -491,20 +495,34 @@ def test_the_offsets_topic_is_compacted_and_a_new_coordinator_loads_live_offsets
         consumer.close()
     # (only brokers see the topic itself: its cleaner's metrics show it compacted)
     index = partition_for_key(b"compacting", 10)
+    at = ("__consumer_offsets", index)
     holders = [b for b, p in cluster.processes.items() if p.alive]
 
+    def replicated() -> bool:
+        """Every replica holds every commit below its high watermark (what it may clean)."""
+        ends = {
+            (
+                cleaner_figure(cluster, b, "kraftlite_log_end_offset", *at),
+                cleaner_figure(cluster, b, "kraftlite_high_watermark", *at),
+            )
+            for b in holders
+        }
+        return len(ends) == 1 and None not in (end := ends.pop()) and end[0] == end[1] >= commits
+
+    wait_for(replicated, 30, "every replica has every commit below its high watermark")
+    ready = time.time()
+
     def cleaned_on_every_replica() -> bool:
+        """Each replica's cleaner began a round since then (so its figures are fresh), has
+        made a pass, and leaves under half of the cleanable range dirty."""
         for broker_id in holders:
-            since = cleaner_figure(
-                cluster,
-                broker_id,
-                "kraftlite_log_cleaner_seconds_since_last_pass",
-                "__consumer_offsets",
-                index,
-            )
-            ratio = cleaner_figure(
-                cluster, broker_id, "kraftlite_log_cleaner_dirty_ratio", "__consumer_offsets", index
-            )
+            asked = time.time()
+            figure = functools.partial(cleaner_figure, cluster, broker_id)
+            round_ = figure("kraftlite_log_cleaner_seconds_since_last_round", "", None)
+            since = figure("kraftlite_log_cleaner_seconds_since_last_pass", *at)
+            ratio = figure("kraftlite_log_cleaner_dirty_ratio", *at)
+            if round_ is None or asked - round_ <= ready:
+                return False
             if since is None or ratio is None or ratio >= 0.5:
                 return False
         return True
