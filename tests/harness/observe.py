@@ -9,12 +9,15 @@ import contextlib
 import itertools
 import threading
 import time
+import urllib.error
+import urllib.request
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 
 from kraftlite.client.consumer import Consumer
 from kraftlite.errors import KraftliteError
@@ -33,7 +36,7 @@ from tests.harness.checker import (
     ordered_offsets,
     refused_not_appended,
 )
-from tests.harness.processes import Cluster, http, signed_http
+from tests.harness.processes import TLS_CONTEXT, Cluster, http, signed_http
 
 
 def wait_until(condition: Callable[[], Any], timeout_s: float = 30, what: str = "it") -> Any:
@@ -55,6 +58,47 @@ def described_on(
     later, as Kafka's brokers' do."""
     status, described = send("GET", cluster.urls[broker] + f"/v1/topics/{topic}")
     return described if status == 200 else None
+
+
+def gauge(url: str, family: str, headers: dict[str, str] | None = None) -> float | None:
+    """A node's unlabelled gauge from its /metrics (None: unreachable, or no such sample)."""
+    request = urllib.request.Request(url + "/metrics", headers=headers or {})
+    context = TLS_CONTEXT[-1] if TLS_CONTEXT and url.startswith("https:") else None
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:
+            text = response.read().decode()
+    except (urllib.error.URLError, OSError):
+        return None
+    return next(
+        (s.value for f in text_string_to_metric_families(text) if f.name == family
+         for s in f.samples if not s.labels),
+        None,
+    )  # fmt: skip
+
+
+def wait_for_brokers_metadata(
+    cluster: Cluster, headers: dict[str, str] | None = None, timeout_s: float = 30
+) -> None:
+    """Until every live broker has applied the metadata the controllers had applied when
+    called. An admin call (a user, an ACL, a quota, a topic) is answered once the
+    controllers committed it; each broker applies it a moment later, as Kafka's brokers
+    do. `headers`: credentials that may read /metrics, on a cluster that requires them."""
+    applied = [
+        gauge(url, "kraftlite_controller_metadata_offset", headers)
+        for node_id, url in cluster.quorum.urls.items()
+        if cluster.quorum.processes[node_id].alive
+    ]
+    target = max((v for v in applied if v is not None), default=None)
+    assert target is not None, "no controller answered"
+
+    def applied_everywhere() -> bool:
+        return all(
+            (gauge(url, "kraftlite_metadata_version", headers) or -1) >= target
+            for broker_id, url in cluster.urls.items()
+            if cluster.processes[broker_id].alive
+        )
+
+    wait_until(applied_everywhere, timeout_s, f"every broker to apply metadata {target}")
 
 
 def wait_for_full_isr(cluster: Cluster, topic: str, timeout_s: float = 30) -> None:

@@ -20,6 +20,7 @@ import pytest
 from kraftlite.protocol.kafka import messages, records
 from tests.harness.auth import ADMIN, as_admin, auth_cluster, basic
 from tests.harness.kafka_wire import frame, read_exactly
+from tests.harness.observe import wait_for_brokers_metadata
 from tests.harness.processes import Cluster, http
 
 pytestmark = [pytest.mark.security, pytest.mark.timeout(300)]
@@ -121,7 +122,7 @@ def test_one_produce_quota_across_both_edges(cluster: Cluster) -> None:
         "POST", url + "/v1/quotas", {"principal": "User:quinn", "producer_byte_rate": 40_000}
     )
     assert status == 200
-    time.sleep(1)  # the quota reaches the broker
+    wait_for_brokers_metadata(cluster, basic(*ADMIN))  # the quota
     login = KafkaLogin(cluster.kafka_addresses[1], "quinn", "pw-q")
     try:
         # HTTP spends 60 KB of a 40 KB burst and is held until the bucket is back at zero;
@@ -147,7 +148,7 @@ def test_a_compressed_produce_is_charged_what_it_stores(cluster: Cluster) -> Non
         "POST", url + "/v1/quotas", {"principal": "User:zed", "producer_byte_rate": 100_000}
     )
     assert status == 200
-    time.sleep(1)
+    wait_for_brokers_metadata(cluster, basic(*ADMIN))  # the quota
     login = KafkaLogin(cluster.kafka_addresses[1], "zed", "pw-z")
     try:
         batch = records.encode_batch(

@@ -15,8 +15,9 @@ import pytest
 
 from kraftlite.protocol.kafka import messages, records
 from kraftlite.protocol.kafka.wire import Writer
-from tests.harness.auth import as_admin, auth_cluster
+from tests.harness.auth import ADMIN, as_admin, auth_cluster, basic
 from tests.harness.kafka_wire import call, frame, read_exactly
+from tests.harness.observe import wait_for_brokers_metadata
 from tests.harness.processes import FAST_SESSIONS, Cluster, http
 
 pytestmark = [pytest.mark.security, pytest.mark.timeout(300)]
@@ -230,7 +231,7 @@ def _password_changes_end_logins(
         "POST", cluster.urls[1] + "/v1/users", {"name": user, "password": "changed-pw-2"}
     )
     assert status == 201, answer
-    time.sleep(1)
+    wait_for_brokers_metadata(cluster, basic(*ADMIN))  # the new password everywhere
     late: list[Any] = []
     producer.produce(topic, b"late", partition=0, on_delivery=lambda e, m: late.append(e))
     producer.flush(15)  # refused logins: it fails at message.timeout.ms (5 s)
@@ -282,7 +283,7 @@ def test_with_auth_required_a_kafka_client_must_authenticate_with_scram(
              "resource_name": name},
         )  # fmt: skip
         assert status == 201, answer
-    time.sleep(1)  # the users and ACLs reach the broker
+    wait_for_brokers_metadata(authenticated, basic(*ADMIN))  # the users and ACLs
     producer = Producer(
         {
             **_scram(authenticated, "alice", "alice-pw-1", "SCRAM-SHA-256"),
@@ -380,7 +381,7 @@ def test_sasl_plain_checks_the_password_against_the_users_credential(
              "resource_name": name},
         )  # fmt: skip
         assert status == 201, answer
-    time.sleep(1)  # the user and ACLs reach the broker
+    wait_for_brokers_metadata(authenticated, basic(*ADMIN))  # the user and ACLs
     producer = Producer(
         {**_scram(authenticated, "carol", "carol-pw-1", "PLAIN"), "message.timeout.ms": 5_000}
     )

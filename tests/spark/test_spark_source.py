@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.harness.observe import wait_for_brokers_metadata
 from tests.harness.processes import Cluster, http
 from tests.spark.support import BASE_MS, produce, reader
 
@@ -251,7 +252,7 @@ def test_records_a_kafka_client_produced_are_the_same_rows_in_spark(
         {"name": "from-kafka", "partitions": 2, "replication_factor": 3},
     )
     assert status == 201, answer
-    time.sleep(1)  # leaders elected
+    wait_for_brokers_metadata(cluster)  # the topic and its leaders
     producer = Producer(
         {"bootstrap.servers": cluster.bootstrap, "compression.type": "lz4", "linger.ms": 20}
     )
