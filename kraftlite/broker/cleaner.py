@@ -4,8 +4,9 @@ a chunk at a time. Blocking: run it on a worker thread, never on the event loop 
 chunk is one write transaction under the partition's lock, held for that chunk only).
 
 A crash between chunks leaves every batch as it was or as cleaned (storage/log.py rule 7);
-the next clean picks up where this one stopped. A truncation or retention between the read
-and a chunk's write leaves the batches it changed alone (rewrite_batches checks each).
+the next clean picks up where this one stopped. Retention between the read and a chunk's
+write leaves the batches it took alone (rewrite_batches checks each); a truncation, or the
+log start moved into a batch the pass planned to rewrite, ends the pass there.
 
 `IoThrottle` holds a pass to `log.cleaner.io.max.bytes.per.second` (Kafka's name: the bytes
 the cleaner reads and writes, together), sleeping on the cleaner's thread.
@@ -25,7 +26,7 @@ from kraftlite.errors import ErrorCode, KraftliteError
 from kraftlite.protocol import batch as batch_format
 from kraftlite.storage import compaction
 from kraftlite.storage.compaction import CleanPolicy
-from kraftlite.storage.log import BatchRewrite
+from kraftlite.storage.log import BatchRewrite, LogChanged
 
 # What one read of the log holds, and the batches rewritten per transaction: each read is
 # copied out of the map and handed to the cleaner's process, each transaction holds the
@@ -171,6 +172,7 @@ def clean(
         if stopping():
             raise Stopped
 
+    truncations = log.truncations  # every rewrite of the pass is held to it
     high_watermark = log.high_watermark
     start = log.log_start_offset
     # whether a pass is due, from the batch headers alone (compaction.py rule 6): a
@@ -188,21 +190,30 @@ def clean(
         return None
     whole = compaction.last_producer_batches(headers)
     plan = planner(now_ms, policy, start, whole, txns.aborted, txns.undecided)
-    # rule 2's map, from the whole log below the high watermark
-    plan.fold(_Reader(log, start, high_watermark, spent))
+    # rule 2's map, from the whole log below the last stable offset: a record past the
+    # first undecided transaction is not readable yet to a read_committed consumer, and
+    # not to the key index, so it supersedes nothing
+    stable = high_watermark if txns.first_unstable is None else txns.first_unstable
+    plan.fold(_Reader(log, start, max(start, stable), spent))
     rewritten = freed = 0
     reader = _Reader(log, max(start, headers[0].base_offset) if headers else start, end, spent)
-    with contextlib.closing(plan.plan(reader)) as planned:  # closed here, whatever happens
-        for changes in planned:
-            for at in range(0, len(changes), REWRITE_CHUNK):
-                chunk = changes[at : at + REWRITE_CHUNK]
-                freed += log.rewrite_batches(chunk)
-                rewritten += len(chunk)
-                spent(_written(chunk))
+    try:
+        with contextlib.closing(plan.plan(reader)) as planned:  # closed, whatever happens
+            for changes in planned:
+                for at in range(0, len(changes), REWRITE_CHUNK):
+                    chunk = changes[at : at + REWRITE_CHUNK]
+                    freed += log.rewrite_batches(chunk, truncations=truncations)
+                    rewritten += len(chunk)
+                    spent(_written(chunk))
+    except LogChanged:
+        # a truncation, or the log start moved into a batch planned as any other: what
+        # was rewritten so far stands (each chunk held), the rest waits for the next pass
+        return CleanResult(start, log.cleaned_offset, rewritten, freed)
     plan.end()
     offset = reader.offset
     cleaned = min(offset, end)  # where this pass stopped (earlier if the log changed)
-    log.rewrite_batches([], cleaned_to=cleaned)  # a small transaction of its own
+    with contextlib.suppress(LogChanged):  # then the next pass starts where the last did
+        log.rewrite_batches([], cleaned_to=cleaned, truncations=truncations)
     observe(compaction.dirtiness(headers, cleaned, end))
     return CleanResult(start, cleaned, rewritten, freed)
 

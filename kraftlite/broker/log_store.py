@@ -141,14 +141,23 @@ class ReplicaLog(Protocol):
         cleaner checkpoint, written with the pass's last rewrite)."""
         ...
 
+    @property
+    def truncations(self) -> int:
+        """Truncations and resets since the log was opened."""
+        ...
+
     def rewrite_batches(
-        self, rewrites: Sequence[BatchRewrite], cleaned_to: int | None = None
+        self,
+        rewrites: Sequence[BatchRewrite],
+        cleaned_to: int | None = None,
+        truncations: int | None = None,
     ) -> int:
         """Log compaction: stored batches replaced by the runs of their records the cleaner
         keeps (offsets kept, gaps between batches), each batch as it was or as rewritten
-        after a crash; the newest, one not ending below the high watermark, one holding
-        the log start and one changed since the cleaner read it are left. The bytes
-        freed."""
+        after a crash; the newest, one not ending below the high watermark and one changed
+        since the cleaner read it are left. LogChanged (storage/log.py), nothing written,
+        when the log was truncated since it held `truncations` or one of the batches now
+        holds the log start. The bytes freed."""
         ...
 
     def apply_retention(

@@ -10,8 +10,10 @@ Rules (Kafka's semantics and names, docs/design/storage.md "Compaction"):
    `min.compaction.lag.ms`, so every record stays uncompacted at least that long
    (`cleanable_end`).
 2. A record in the cleanable range is kept when it is the latest of its key in the log
-   (`latest`: the key's last offset anywhere below the high watermark, the range past the
-   cleanable end included: a newer record of the key there is already readable), except a
+   (`latest`: the key's last offset anywhere below the last stable offset, the range past
+   the cleanable end included: a newer record of the key there is already readable, to
+   read_committed consumers and the key index too; one past the first undecided
+   transaction is not, whoever wrote it, so it supersedes nothing yet), except a
    tombstone (null value) whose timestamp is more than `delete.retention.ms` old, which
    goes with everything before it: a consumer that read the log's head within
    delete.retention.ms has seen it; unless an older record of its key stays (rule 4's
@@ -161,10 +163,10 @@ def keep(
     pinned: Collection[bytes] = frozenset(),
 ) -> list[bool]:
     """Rules 2 and 3 for each record of a batch in the cleanable range. `pinned`: keys
-    with an older record the cleaner leaves in place (in a batch kept whole, rule 4, or
-    the batch holding the log start); their tombstones stay, or that record would be the
-    key's latest again (Kafka keeps only such a batch's header; kraftlite's format has no
-    empty batch)."""
+    with an older record the cleaner leaves in place (in a batch kept whole, rule 4, even
+    an aborted one, or the batch holding the log start); their tombstones stay, or that
+    record would be the key's latest again, to read_uncommitted consumers at least (Kafka
+    keeps only such a batch's header; kraftlite's format has no empty batch)."""
     base = batch.header.base_offset
     latest_of = latest_offsets.get
     kept = [  # the latest of its key (a record without a key has none, rule 3)
@@ -259,8 +261,9 @@ class PassPlan:
             if batch_format.is_control(batch.header):
                 continue  # rule 8: kept whole
             if base in self.whole or base < self.log_start:
-                if base not in self.unfolded:  # an aborted or undecided batch pins nothing
-                    self.pinned.update(key for key in batch.keys if key is not None)
+                # an aborted batch kept whole pins its keys too: a read_uncommitted consumer
+                # reads its records, so a later tombstone of theirs must stay with it
+                self.pinned.update(key for key in batch.keys if key is not None)
                 continue
             change = rewrite(batch, self.latest, self.now_ms, self.policy, view, self.pinned)
             if change is not None:

@@ -120,6 +120,13 @@ class BatchRewrite:
     runs: tuple[bytes, ...]
 
 
+class LogChanged(Exception):
+    """A rewrite the cleaner planned no longer holds (rule 7): the log was truncated since
+    the pass read it, or its start moved into a batch the pass planned as any other (whose
+    keys it therefore did not protect). Nothing of the call was written; the next pass
+    plans from the log as it is then."""
+
+
 class _Peek(NamedTuple):
     base_offset: int
     batch_length: int
@@ -1108,18 +1115,32 @@ class PartitionLog:
                     break
         return entries
 
+    @property
+    def truncations(self) -> int:
+        """Truncations and resets since the log was opened (a pass holds its rewrites to
+        the count it read the log at)."""
+        return self._truncations
+
     def rewrite_batches(
-        self, rewrites: Sequence[BatchRewrite], cleaned_to: int | None = None
+        self,
+        rewrites: Sequence[BatchRewrite],
+        cleaned_to: int | None = None,
+        truncations: int | None = None,
     ) -> int:
         """Log compaction (rule 7): each stored batch as the cleaner rewrote it, all in one
         transaction, so a crash leaves each batch as it was or as rewritten. A batch that
         changed since the cleaner read it (retention or truncation took it), the newest
-        batch, one not ending below the high watermark and one holding the log start (rule 5)
-        are left as they are. `cleaned_to`: where the pass ended (`cleaned_offset`, written
-        in the same transaction; never past the high watermark). Returns the bytes freed."""
+        batch and one not ending below the high watermark are left as they are. LogChanged,
+        and nothing written, when the log was truncated since it held `truncations` (the
+        pass's map may name records that went) or one of the batches now holds the log
+        start (rule 5: the pass did not protect its keys). `cleaned_to`: where the pass
+        ended (`cleaned_offset`, written in the same transaction; never past the high
+        watermark). Returns the bytes freed."""
         checked = [check_runs(rewrite) for rewrite in rewrites]
         with self._lock:
             self._check_open()
+            if truncations is not None and truncations != self._truncations:
+                raise LogChanged(f"truncated since the pass read the log ({self.name})")
 
             def write(txn: Any) -> int:
                 freed = 0
@@ -1132,12 +1153,12 @@ class PartitionLog:
                     if header.header_crc != rewrite.header_crc:
                         continue  # another batch now (truncated and appended again)
                     peek = _peek(stored)
-                    if (
-                        peek.next_offset >= self.high_watermark
-                        or peek.next_offset >= self.log_end_offset
-                        or peek.base_offset < self.log_start_offset
+                    if peek.next_offset >= self.high_watermark or (
+                        peek.next_offset >= self.log_end_offset
                     ):
                         continue
+                    if peek.base_offset < self.log_start_offset:
+                        raise LogChanged(f"the log start moved into batch {peek.base_offset}")
                     own = (header.leader_epoch, header.magic, header.producer_id)
                     if runs_end > peek.next_offset or any(
                         kind[:3] != own or kind[3] != header.producer_epoch for kind in kinds

@@ -35,6 +35,7 @@ from kraftlite.storage.log import (
     UNDEFINED_OFFSET,
     AppendInfo,
     BatchRewrite,
+    LogChanged,
     StorageConfig,
     check_runs,
 )
@@ -437,15 +438,25 @@ class MemoryPartitionLog:
             start = 0 if after is None else bisect.bisect_right(keys, after)
             return [(key, self._index[key]) for key in keys[start : start + limit]]
 
+    @property
+    def truncations(self) -> int:
+        return self._truncations
+
     def rewrite_batches(
-        self, rewrites: Sequence[BatchRewrite], cleaned_to: int | None = None
+        self,
+        rewrites: Sequence[BatchRewrite],
+        cleaned_to: int | None = None,
+        truncations: int | None = None,
     ) -> int:
         """Log compaction (storage/log.py rule 7): each batch the cleaner read as it
-        rewrote it, if it is unchanged, not the newest and below the high watermark. The
-        bytes freed."""
+        rewrote it, if it is unchanged, not the newest and below the high watermark;
+        LogChanged, nothing written, after a truncation since `truncations` or with a batch
+        that now holds the log start. The bytes freed."""
         checked = [check_runs(rewrite) for rewrite in rewrites]
         with self._lock:
             self._check_open()
+            if truncations is not None and truncations != self._truncations:
+                raise LogChanged(f"truncated since the pass read the log ({self.name})")
             batches = list(self._batches)
             freed = 0
             for rewrite, (runs_end, kinds) in zip(rewrites, checked, strict=True):
@@ -460,9 +471,10 @@ class MemoryPartitionLog:
                     or header.header_crc != rewrite.header_crc
                     or header.next_offset >= self.high_watermark
                     or header.next_offset >= self.log_end_offset
-                    or header.base_offset < self.log_start_offset
                 ):
                     continue
+                if header.base_offset < self.log_start_offset:
+                    raise LogChanged(f"the log start moved into batch {header.base_offset}")
                 own = (header.leader_epoch, header.magic, header.producer_id)
                 if runs_end > header.next_offset or any(
                     kind[:3] != own or kind[3] != header.producer_epoch for kind in kinds

@@ -264,7 +264,8 @@ def test_transactions_are_cleaned_as_decided_in_both_places(process: CleanerProc
     """compaction.py rule 8: an aborted transaction's batches go whole and supersede no
     key, but a producer's last batch with a sequence stays (rule 4, Kafka's P29); a
     committed one's records are compacted as any others; markers stay; nothing from the
-    first undecided transaction on is cleaned. The same in the process as here."""
+    first undecided transaction on is cleaned, nor superseded by a record there. The same
+    in the process as here."""
 
     def txn(pid: int, sequence: int, *pairs: tuple[bytes, bytes]) -> bytes:
         return fmt.encode_batch(
@@ -313,6 +314,9 @@ def test_transactions_are_cleaned_as_decided_in_both_places(process: CleanerProc
         records(here)
         == records(there)
         == [
+            # a1 is past the first undecided transaction, which read_committed readers
+            # do not read past yet: a0 stays their latest a
+            (0, b"a", b"a0"),
             (2, b"c", b"c0"),  # c's undecided c-open may yet abort: c0 stays
             (4, b"y", b"y-aborted"),  # kept whole, a key of no one's
             (5, b"b", b"b-committed"),  # b0 went: the committed record is b's latest
