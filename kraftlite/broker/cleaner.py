@@ -57,12 +57,14 @@ Planner = Callable[
 
 @dataclass(frozen=True, slots=True)
 class CleanResult:
-    """What one clean did: the range it cleaned, the batches it rewrote, the bytes freed."""
+    """What one clean did: the range it cleaned, the batches it rewrote, the bytes freed;
+    `ended_early`: the log changed under it (LogChanged), the rest left to the next pass."""
 
     start: int
     end: int
     rewritten: int
     freed_bytes: int
+    ended_early: bool = False
 
 
 @dataclass
@@ -208,7 +210,7 @@ def clean(
     except LogChanged:
         # a truncation, or the log start moved into a batch planned as any other: what
         # was rewritten so far stands (each chunk held), the rest waits for the next pass
-        return CleanResult(start, log.cleaned_offset, rewritten, freed)
+        return CleanResult(start, log.cleaned_offset, rewritten, freed, ended_early=True)
     plan.end()
     offset = reader.offset
     cleaned = min(offset, end)  # where this pass stopped (earlier if the log changed)

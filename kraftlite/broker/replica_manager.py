@@ -770,7 +770,15 @@ class ReplicaManager:
             except Exception:  # one partition's failure (a bug, a disk) stops no other's
                 log.exception("log_clean_failed", partition=partition.name)
                 continue
-            if result is not None:
+            if result is not None and result.ended_early:  # the next pass plans again
+                metrics.record_clean(result)
+                log.info(
+                    "log_clean_ended_early",
+                    partition=partition.name,
+                    rewritten_batches=result.rewritten,
+                    freed_bytes=result.freed_bytes,
+                )
+            elif result is not None:
                 partition.cleaner.passed(result, self._clock.now_ms())
                 metrics.record_clean(result)
                 log.info(

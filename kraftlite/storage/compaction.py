@@ -202,7 +202,7 @@ def rewrite(  # noqa: PLR0917 - keep's inputs and the stored batch
 
 class PassPlan:
     """One pass's decisions (rules 2 to 5) over the log's bytes as the cleaner reads them:
-    first `fold` every batch below the high watermark, first to last (rule 2's map), then
+    first `fold` every batch below the last stable offset, first to last (rule 2's map), then
     `plan` the cleanable range's batches, first to last; `end` frees the map. `whole`: rule
     4's batches (by base offset), left as they are, as is everything below `log_start`;
     their keys are pinned (`keep`). Each read (bytes) holds whole batches, one at least."""
