@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import Watched
+from tests.harness.observe import wait_for_brokers_metadata
 from tests.harness.processes import Cluster, http, http_retry
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
@@ -104,6 +105,7 @@ def test_a_compacted_topics_page_shows_its_cleaner(cluster: Cluster, watched: Wa
         "POST", cluster.urls[1] + "/v1/topics/profiles/records", {"records": records}
     )
     assert status == 200 and "errors" not in answer, answer
+    wait_for_brokers_metadata(cluster)  # a page that asked before broker 2 knew would 404
     page = open_page(watched, cluster.urls[2], "#/topics/profiles")
     page.locator('tr[data-partition="1"]').wait_for()
     assert "compact" in page.locator("[data-stat=topic-cleanup]").inner_text()

@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from tests.harness.observe import wait_for_brokers_metadata
 from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
 
 pytestmark = [
@@ -217,6 +218,7 @@ def test_no_replica_serves_below_the_new_start_after_the_leader_is_killed(
         assert time.monotonic() < deadline, "no new leader"
         time.sleep(0.05)
     assert new_leader is not None
+    wait_for_brokers_metadata(cluster)  # the other survivor knows it too
     assert earliest(cluster, "doomed", 0, via=survivors[1]) == 137
     status, refused = http(
         "GET", cluster.urls[new_leader] + "/v1/topics/doomed/partitions/0/records?offset=136"

@@ -197,8 +197,8 @@ def test_an_open_transaction_holds_read_committed_readers_back(cluster: Cluster)
         b"pending",
         b"plain",
     ]
-    writer.commit_transaction(30)
-    assert read_values(consumer(cluster, "read_committed"), "txn-open", 1) == [
+    writer.commit_transaction(30)  # answered before its markers are written
+    assert read_values(consumer(cluster, "read_committed"), "txn-open", 1, expected=2) == [
         b"pending",
         b"plain",
     ]
@@ -225,7 +225,9 @@ def test_a_second_producer_with_the_same_id_fences_the_first(cluster: Cluster) -
         KafkaError.PRODUCER_FENCED,
         KafkaError.INVALID_PRODUCER_EPOCH,
     ), error
-    assert read_values(consumer(cluster, "read_committed"), "txn-zombie", 1) == [b"successor"]
+    assert read_values(consumer(cluster, "read_committed"), "txn-zombie", 1, expected=1) == [
+        b"successor"
+    ]
 
 
 async def python_client_transactions(cluster: Cluster, compression: str) -> None:
@@ -326,7 +328,7 @@ def test_offsets_sent_to_a_transaction_are_committed_with_it(cluster: Cluster) -
     committed = reader.committed([TopicPartition("ctp-in", 0)], 10)
     assert committed[0].offset == taken[-1].offset() + 1
     reader.close()
-    out = read_values(consumer(cluster, "read_committed"), "ctp-out", 1)
+    out = read_values(consumer(cluster, "read_committed"), "ctp-out", 1, expected=10)
     assert out == [f"IN-{i}".encode() for i in range(10)]
 
 

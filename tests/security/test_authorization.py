@@ -21,7 +21,7 @@ import pytest
 from kraftlite.client import Credentials, SyncAdmin, SyncConsumer, SyncProducer
 from kraftlite.protocol.kafka import records as kafka_records
 from tests.harness.auth import ADMIN, as_admin, auth_cluster, basic, bearer
-from tests.harness.observe import error_code
+from tests.harness.observe import error_code, wait_for_brokers_metadata
 from tests.harness.processes import Cluster, http, signed_http
 
 pytestmark = [pytest.mark.security, pytest.mark.timeout(300)]
@@ -456,9 +456,7 @@ def test_compressed_kafka_batches_are_authorized_first_and_charged_what_they_sto
         except urllib.error.HTTPError as refused:
             return refused.code, ""
 
-    wait_for_metadata(
-        cluster, lambda: http("GET", url + "/v1/topics", headers=basic("zoe", "pw-z"))[0] == 200
-    )
+    wait_for_brokers_metadata(cluster, basic(*ADMIN))  # zoe, zack and the quota on each
     _, described = http("GET", f"{url}/v1/topics/metered-zstd", headers=basic(*ADMIN))
     leader = described["partitions"][0]["leader"]
     other = next(b for b in cluster.urls if b != leader)
