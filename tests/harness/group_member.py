@@ -16,8 +16,8 @@ from kraftlite.client import Consumer
 
 
 async def main(bootstrap: str, group: str, topic: str) -> None:
-    consumer = Consumer(
-        bootstrap, group_id=group, auto_offset_reset="earliest", session_timeout_ms=2000
+    consumer = Consumer(  # a 4 s session: a crash and a leave are seconds apart
+        bootstrap, group_id=group, auto_offset_reset="earliest", session_timeout_ms=4000
     )
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)

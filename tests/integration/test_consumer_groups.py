@@ -323,9 +323,9 @@ async def test_a_member_in_another_process_hands_over_when_it_leaves_or_dies(
             assert time.monotonic() - started < 20
         took = time.monotonic() - started
         if how == "dies":
-            assert took >= 1.5  # only once its 2 s session ran out
+            assert took >= 3.0  # only once its 4 s session ran out
         else:
-            assert took < 1.5  # a clean leave hands over at once
+            assert took < 3.0  # a clean leave hands over at once
     finally:
         if other.process.poll() is None:
             await other.stop(signal.SIGKILL)

@@ -708,13 +708,16 @@ def test_admin_clients_create_describe_and_delete_acls(cluster: Cluster) -> None
     )
     for future in admin.create_acls([read, write, on_cluster]).values():
         assert future.result(30) is None
-    status, listed = http("GET", cluster.urls[2] + f"/v1/acls?principal={principal}")
-    assert status == 200, listed
-    assert sorted((a["resource_type"], a["resource_name"]) for a in listed["acls"]) == [
-        ("CLUSTER", "kraftlite-cluster"),
-        ("TOPIC", "acl-"),
-        ("TOPIC", "acl-orders"),
-    ]
+
+    def listed_acls(via: int) -> list[tuple[str, str]]:
+        """The principal's ACLs over HTTP, as the controller broker `via` asks lists them
+        (one that follows the quorum applies a change a moment after it was answered)."""
+        status, listed = http("GET", cluster.urls[via] + f"/v1/acls?principal={principal}")
+        assert status == 200, listed
+        return sorted((a["resource_type"], a["resource_name"]) for a in listed["acls"])
+
+    created = [("CLUSTER", "kraftlite-cluster"), ("TOPIC", "acl-"), ("TOPIC", "acl-orders")]
+    wait_until(lambda: listed_acls(2) == created, 10, "the ACLs listed over HTTP")
 
     def every(kind: Any = ResourceType.ANY, name: str | None = None, pattern: Any = None) -> Any:
         return AclBindingFilter(
@@ -727,9 +730,12 @@ def test_admin_clients_create_describe_and_delete_acls(cluster: Cluster) -> None
             AclPermissionType.ANY,
         )
 
-    assert set(admin.describe_acls(every()).result(30)) == {read, write, on_cluster}
+    def described(acl_filter: Any) -> set[Any]:
+        return set(admin.describe_acls(acl_filter).result(30))
+
+    wait_until(lambda: described(every()) == {read, write, on_cluster}, 10, "the ACLs described")
     applying = every(ResourceType.TOPIC, "acl-orders", ResourcePatternType.MATCH)
-    assert set(admin.describe_acls(applying).result(30)) == {read, write}
+    assert described(applying) == {read, write}
     other_cluster = AclBinding(
         ResourceType.BROKER, "my-cluster", literal, principal, "*", AclOperation.ALTER, allow
     )
@@ -737,7 +743,7 @@ def test_admin_clients_create_describe_and_delete_acls(cluster: Cluster) -> None
         admin.create_acls([other_cluster])[other_cluster].result(30)
     deleted = admin.delete_acls([applying])[applying].result(30)
     assert set(deleted) == {read, write}
-    assert admin.describe_acls(every()).result(30) == [on_cluster]
+    wait_until(lambda: described(every()) == {on_cluster}, 10, "the ACLs left")
 
     # kafka-python (v3, flexible) sees and deletes what librdkafka created
     from kafka.admin import (  # noqa: PLC0415 - a test-only client
@@ -769,20 +775,21 @@ def test_admin_clients_create_describe_and_delete_acls(cluster: Cluster) -> None
             ACLPermissionType.ANY,
             ResourcePatternFilter(KafkaResourceType.ANY, None, ACLResourcePatternType.ANY),
         )
-        found, _ = other.describe_acls(everything)
-        assert sorted(
-            (a.resource_pattern.resource_type, a.resource_pattern.resource_name) for a in found
-        ) == [
-            (KafkaResourceType.GROUP, "billing"),
-            (KafkaResourceType.CLUSTER, "kafka-cluster"),
-        ]
+
+        def found() -> list[tuple[Any, str]]:
+            acls, _ = other.describe_acls(everything)
+            return sorted(
+                (a.resource_pattern.resource_type, a.resource_pattern.resource_name) for a in acls
+            )
+
+        both = [(KafkaResourceType.GROUP, "billing"), (KafkaResourceType.CLUSTER, "kafka-cluster")]
+        wait_until(lambda: found() == both, 10, "kafka-python's view of the ACLs")
         ((_, matching, error),) = other.delete_acls([everything])
         assert error.errno == 0 and len(matching) == 2
     finally:
         other.close()
-    assert admin.describe_acls(every()).result(30) == []
-    status, listed = http("GET", cluster.urls[1] + f"/v1/acls?principal={principal}")
-    assert status == 200 and listed["acls"] == []
+    wait_until(lambda: described(every()) == set(), 10, "no ACL left")
+    wait_until(lambda: listed_acls(1) == [], 10, "no ACL listed over HTTP")
 
 
 def test_offset_for_leader_epoch_tells_where_an_epoch_ends(cluster: Cluster) -> None:

@@ -65,7 +65,7 @@ def check(cluster: Cluster) -> None:
                 break
             assert time.monotonic() < deadline, (status, body)
             time.sleep(0.2)
-    status, body = http("GET", cluster.urls[3] + f"/v1/groups/{GROUP}/offsets")
+    status, body = http_retry("GET", cluster.urls[3] + f"/v1/groups/{GROUP}/offsets")
     assert status == 200, body
     committed = {(o["topic"], o["partition"]): o["offset"] for o in body["offsets"]}
     assert committed == {(TOPIC, p): o for p, o in GROUP_OFFSETS}
