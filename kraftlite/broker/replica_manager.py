@@ -770,25 +770,20 @@ class ReplicaManager:
             except Exception:  # one partition's failure (a bug, a disk) stops no other's
                 log.exception("log_clean_failed", partition=partition.name)
                 continue
-            if result is not None and result.ended_early:  # the next pass plans again
-                metrics.record_clean(result)
-                log.info(
-                    "log_clean_ended_early",
-                    partition=partition.name,
-                    rewritten_batches=result.rewritten,
-                    freed_bytes=result.freed_bytes,
-                )
-            elif result is not None:
+            if result is None:
+                continue
+            if not result.ended_early:  # one that did, the next pass plans again
                 partition.cleaner.passed(result, self._clock.now_ms())
-                metrics.record_clean(result)
-                log.info(
-                    "log_cleaned",
-                    partition=partition.name,
-                    start=result.start,
-                    end=result.end,
-                    rewritten_batches=result.rewritten,
-                    freed_bytes=result.freed_bytes,
-                )
+            metrics.record_clean(result)
+            log.info(
+                "log_cleaned",
+                partition=partition.name,
+                start=result.start,
+                end=result.end,
+                rewritten_batches=result.rewritten,
+                freed_bytes=result.freed_bytes,
+                ended_early=result.ended_early,
+            )
         self.cleaner_round_ms = began_ms  # every look of the round came after it
 
     def compacted_partitions(self) -> list[Partition]:
