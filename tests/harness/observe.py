@@ -60,8 +60,14 @@ def described_on(
     return described if status == 200 else None
 
 
-def gauge(url: str, family: str, headers: dict[str, str] | None = None) -> float | None:
-    """A node's unlabelled gauge from its /metrics (None: unreachable, or no such sample)."""
+def gauge(
+    url: str,
+    family: str,
+    headers: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> float | None:
+    """A node's gauge from its /metrics, the sample with exactly `labels` (default: none);
+    None when the node is unreachable or has no such sample."""
     request = urllib.request.Request(url + "/metrics", headers=headers or {})
     context = TLS_CONTEXT[-1] if TLS_CONTEXT and url.startswith("https:") else None
     try:
@@ -71,7 +77,7 @@ def gauge(url: str, family: str, headers: dict[str, str] | None = None) -> float
         return None
     return next(
         (s.value for f in text_string_to_metric_families(text) if f.name == family
-         for s in f.samples if not s.labels),
+         for s in f.samples if s.labels == (labels or {})),
         None,
     )  # fmt: skip
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import functools
 import json
 import re
 import subprocess
@@ -23,11 +22,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
-from prometheus_client.parser import text_string_to_metric_families
 
 from kraftlite.client import Admin
 from kraftlite.client import Consumer as PythonConsumer
 from kraftlite.protocol.partitioner import partition_for_key
+from tests.harness.observe import gauge
 from tests.harness.processes import FAST_SESSIONS, Cluster, http, http_retry
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -451,26 +450,6 @@ def test_a_compacted_topic_reads_as_a_table_from_any_broker(cluster: Cluster) ->
     assert listed.stdout.splitlines() == [f"{k}\t{v}" for k, v in sorted(live.items())[:3]]
 
 
-def cleaner_figure(
-    cluster: Cluster, broker_id: int, family: str, topic: str, index: int | None
-) -> Any:
-    """A gauge of one broker, per partition or (index None) broker-wide; None when it has
-    no sample."""
-    with urllib.request.urlopen(cluster.urls[broker_id] + "/metrics", timeout=10) as response:
-        text = response.read().decode()
-    wanted = {} if index is None else {"topic": topic, "partition": str(index)}
-    return next(
-        (
-            sample.value
-            for found in text_string_to_metric_families(text)
-            if found.name == family
-            for sample in found.samples
-            if sample.labels == wanted
-        ),
-        None,
-    )
-
-
 def test_the_offsets_topic_is_compacted_and_a_new_coordinator_loads_live_offsets_only(
     cluster: Cluster,
 ) -> None:
@@ -495,15 +474,15 @@ def test_the_offsets_topic_is_compacted_and_a_new_coordinator_loads_live_offsets
         consumer.close()
     # (only brokers see the topic itself: its cleaner's metrics show it compacted)
     index = partition_for_key(b"compacting", 10)
-    at = ("__consumer_offsets", index)
+    at = {"topic": "__consumer_offsets", "partition": str(index)}
     holders = [b for b, p in cluster.processes.items() if p.alive]
 
     def replicated() -> bool:
         """Every replica holds every commit below its high watermark (what it may clean)."""
         ends = {
             (
-                cleaner_figure(cluster, b, "kraftlite_log_end_offset", *at),
-                cleaner_figure(cluster, b, "kraftlite_high_watermark", *at),
+                gauge(cluster.urls[b], "kraftlite_log_end_offset", labels=at),
+                gauge(cluster.urls[b], "kraftlite_high_watermark", labels=at),
             )
             for b in holders
         }
@@ -517,10 +496,10 @@ def test_the_offsets_topic_is_compacted_and_a_new_coordinator_loads_live_offsets
         made a pass, and leaves under half of the cleanable range dirty."""
         for broker_id in holders:
             asked = time.time()
-            figure = functools.partial(cleaner_figure, cluster, broker_id)
-            round_ = figure("kraftlite_log_cleaner_seconds_since_last_round", "", None)
-            since = figure("kraftlite_log_cleaner_seconds_since_last_pass", *at)
-            ratio = figure("kraftlite_log_cleaner_dirty_ratio", *at)
+            url = cluster.urls[broker_id]
+            round_ = gauge(url, "kraftlite_log_cleaner_seconds_since_last_round")
+            since = gauge(url, "kraftlite_log_cleaner_seconds_since_last_pass", labels=at)
+            ratio = gauge(url, "kraftlite_log_cleaner_dirty_ratio", labels=at)
             if round_ is None or asked - round_ <= ready:
                 return False
             if since is None or ratio is None or ratio >= 0.5:
